@@ -1,0 +1,96 @@
+#pragma once
+// The typed configuration: what `conf/*.toml` says, with every default in one place (here).
+// A Config is built once by the loader, validated, and then only read: the runtime publishes it
+// as an immutable snapshot (shared_ptr<const Config>) that any thread may read without locks.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice::config {
+
+using Duration = std::chrono::milliseconds;
+
+inline constexpr std::uint64_t KiB = 1024;
+inline constexpr std::uint64_t MiB = 1024 * KiB;
+inline constexpr std::uint64_t GiB = 1024 * MiB;
+
+// Where a value came from, for error messages and `sluice check`.
+struct SourceLocation {
+  int line = 0;
+  int column = 0;
+};
+
+// "host:port" or "[v6]:port". host is kept as written (without brackets); it is resolved when
+// the runtime builds sockets, so a name like "localhost" is allowed.
+struct HostPort {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string to_string() const;  // back to "host:port" / "[v6]:port"
+};
+
+struct ServerSection {
+  std::vector<HostPort> listen{{"127.0.0.1", 8080}};
+  unsigned workers = 0;  // 0 = one per core
+  Duration header_timeout{std::chrono::seconds(10)};
+  Duration idle_timeout{std::chrono::seconds(60)};
+  Duration shutdown_timeout{std::chrono::seconds(30)};
+  std::uint64_t max_header_bytes = 16 * KiB;
+  std::uint64_t max_uri_bytes = 8 * KiB;     // request-target longer than this: 414
+  std::uint64_t max_body_bytes = 100 * MiB;  // 0 = unlimited
+  std::uint32_t max_connections = 10000;
+};
+
+enum class AccessLogFormat { text, json, off };
+
+struct LogSection {
+  std::string level = "info";  // trace|debug|info|warn|error
+  AccessLogFormat access = AccessLogFormat::text;
+};
+
+struct AdminSection {
+  bool enabled = false;  // no [admin] section = no admin listener
+  HostPort listen{"127.0.0.1", 9901};
+};
+
+struct RouteConfig {
+  std::string host;               // "" = any; exact or "*.example.com"
+  std::string path_prefix = "/";  // longest prefix wins
+  std::string upstream;
+  SourceLocation where;
+};
+
+struct ServerConfig {
+  HostPort address;
+  std::string name;  // "" = identity is the address
+  std::uint32_t weight = 1;
+  SourceLocation where;
+
+  // Stable identity: survives reordering and reloads; keys health state and hashing.
+  std::string identity() const { return name.empty() ? address.to_string() : name; }
+};
+
+struct UpstreamConfig {
+  std::string name;
+  std::string balance = "round_robin";
+  Duration connect_timeout{std::chrono::seconds(1)};
+  Duration response_timeout{std::chrono::seconds(30)};  // time to the first response byte
+  std::uint32_t keepalive = 32;                          // idle pooled connections per server, per worker
+  Duration keepalive_timeout{std::chrono::seconds(30)};
+  std::vector<ServerConfig> servers;
+  SourceLocation where;
+};
+
+struct Config {
+  std::string source;  // file name the config was read from
+  ServerSection server;
+  LogSection log;
+  AdminSection admin;
+  std::vector<RouteConfig> routes;
+  std::vector<UpstreamConfig> upstreams;  // in file order
+
+  const UpstreamConfig* find_upstream(std::string_view name) const;
+};
+
+}  // namespace sluice::config

@@ -1,0 +1,74 @@
+#pragma once
+// Strict HTTP/1.1 message-head rules (RFC 9112), applied on top of Beast's parser.
+//
+// Two stages:
+//  1. scan_*_head() looks at the raw bytes of a head before Beast sees them and rejects what Beast
+//     tolerates or what must be rejected byte-exactly: bare CR or LF, NUL and other control bytes,
+//     obs-fold, whitespace between a field name and the colon, invalid tokens in the method or a
+//     field name, invalid bytes in the target or a field value; it also finds where the head ends
+//     and enforces the size limits (414 for the request line, 431 for the head).
+//  2. check_*_fields() runs on the parsed header and enforces the framing rules: both
+//     Content-Length and Transfer-Encoding, several or malformed Content-Length values, a
+//     Transfer-Encoding other than a final "chunked", a missing or repeated Host in HTTP/1.1.
+//
+// Pure functions, no allocation, safe from any thread.
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include <boost/beast/http/fields.hpp>
+
+namespace sluice::http {
+
+enum class Violation : std::uint8_t {
+  none = 0,
+  // raw scan
+  bare_cr,
+  bare_lf,
+  control_byte,          // NUL or another CTL where none is allowed
+  obs_fold,
+  space_before_colon,
+  bad_field_name,
+  bad_field_value,
+  bad_method,
+  bad_target,
+  bad_request_line,      // not "method SP target SP HTTP/x.y"
+  bad_status_line,
+  bad_version,
+  uri_too_long,          // -> 414
+  head_too_large,        // -> 431 (request) / 502 (response)
+  // semantic
+  content_length_with_transfer_encoding,
+  bad_content_length,    // malformed, or several (even equal) values
+  bad_transfer_encoding, // anything but a final "chunked"
+  missing_host,
+  repeated_host,
+  bad_chunk,             // bad chunk size or chunk framing (reported by the body reader)
+};
+
+// Short, human-readable reason, also used as the Sluice-Error header value ("bad content-length").
+std::string_view describe(Violation v);
+
+// HTTP status the proxy answers with when a *request* has this violation (400, 414 or 431).
+unsigned status_for(Violation v);
+
+struct HeadScan {
+  enum class Result : std::uint8_t { need_more, complete, invalid };
+  Result result = Result::need_more;
+  std::size_t head_size = 0;  // complete: bytes up to and including the final CRLFCRLF
+  Violation violation = Violation::none;
+};
+
+// `bytes` is everything received so far on the connection for this message (it may contain the
+// start of the body or of a pipelined request after the head). Call again with more bytes while
+// the result is need_more. Enforces max_head (the whole head) and max_target (request-target).
+// Leading empty lines before a request line are tolerated, as RFC 9112 §2.2 allows (they count
+// toward head_size).
+HeadScan scan_request_head(std::string_view bytes, std::size_t max_head, std::size_t max_target) noexcept;
+HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexcept;
+
+// After Beast parsed the head. `version` is 10 or 11.
+Violation check_request_fields(const boost::beast::http::fields& fields, unsigned version) noexcept;
+Violation check_response_fields(const boost::beast::http::fields& fields) noexcept;
+
+}  // namespace sluice::http

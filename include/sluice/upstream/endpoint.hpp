@@ -1,0 +1,75 @@
+#pragma once
+// One backend server as the data path sees it. Shared by every worker and the control thread:
+// everything mutable is an atomic, read by balancers on every pick and written by the health
+// machinery, the drain API and the forwarder (in_flight). The object's identity (name, else the
+// address) is stable: a reload that keeps the identity keeps this object, so health state,
+// counters and pooled connections survive the reload.
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+
+#include "sluice/config/config.hpp"
+
+namespace sluice {
+
+enum class ServerState : std::uint8_t {
+  up,        // serving
+  down,      // active health checks failed
+  ejected,   // passive failure tracking took it out
+  slow_start,  // back up, effective weight ramping
+};
+
+const char* to_string(ServerState state);
+
+class Endpoint {
+public:
+  Endpoint(std::string identity, config::HostPort address, boost::asio::ip::tcp::endpoint resolved,
+           std::uint32_t weight);
+
+  Endpoint(const Endpoint&) = delete;
+  Endpoint& operator=(const Endpoint&) = delete;
+
+  // Process-unique, never reused: workers index their connection pools by it.
+  std::uint32_t id() const noexcept { return id_; }
+  const std::string& identity() const noexcept { return identity_; }
+  const config::HostPort& address() const noexcept { return address_; }
+  // "host:port" as written in the config; used for the Host of probes and in logs.
+  const std::string& address_text() const noexcept { return address_text_; }
+  const boost::asio::ip::tcp::endpoint& socket_address() const noexcept { return resolved_; }
+
+  std::uint32_t weight() const noexcept { return weight_.load(std::memory_order_relaxed); }
+  void set_weight(std::uint32_t w) noexcept { weight_.store(w, std::memory_order_relaxed); }
+
+  ServerState state() const noexcept { return state_.load(std::memory_order_acquire); }
+  void set_state(ServerState s) noexcept { state_.store(s, std::memory_order_release); }
+  bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
+  void set_draining(bool d) noexcept { draining_.store(d, std::memory_order_release); }
+
+  // May a new request be sent here? (Balancers skip servers for which this is false.)
+  bool available() const noexcept {
+    const auto s = state();
+    return (s == ServerState::up || s == ServerState::slow_start) && !draining();
+  }
+
+  // Requests in flight across all workers. The forwarder brackets every attempt with these.
+  std::int64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
+  void begin_request() noexcept { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  void end_request() noexcept { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
+
+private:
+  static std::atomic<std::uint32_t> next_id_;
+
+  const std::uint32_t id_;
+  const std::string identity_;
+  const config::HostPort address_;
+  const std::string address_text_;
+  const boost::asio::ip::tcp::endpoint resolved_;
+  std::atomic<std::uint32_t> weight_;
+  std::atomic<ServerState> state_{ServerState::up};
+  std::atomic<bool> draining_{false};
+  alignas(64) std::atomic<std::int64_t> in_flight_{0};
+};
+
+}  // namespace sluice

@@ -1,0 +1,26 @@
+#include "sluice/balancer/round_robin.hpp"
+
+#include "sluice/upstream/endpoint.hpp"
+
+namespace sluice {
+
+bool skip(const Endpoint& endpoint, std::uint32_t index, const PickContext& ctx) noexcept {
+  return (ctx.tried != nullptr && ctx.tried->contains(index)) || !endpoint.available();
+}
+
+Pick RoundRobin::pick(const PickContext& ctx) {
+  const auto n = endpoints_.size();
+  if (n == 0) return {};
+  const auto start = cursor_.fetch_add(1, std::memory_order_relaxed);
+  for (std::size_t step = 0; step < n; ++step) {
+    const auto i = static_cast<std::uint32_t>((start + step) % n);
+    if (!skip(*endpoints_[i], i, ctx)) {
+      // Advance past a skipped run so that the next request starts after the one chosen here.
+      if (step != 0) cursor_.fetch_add(step, std::memory_order_relaxed);
+      return Pick{i};
+    }
+  }
+  return {};
+}
+
+}  // namespace sluice
