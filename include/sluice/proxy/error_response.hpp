@@ -1,0 +1,37 @@
+#pragma once
+// Responses the proxy generates itself (400, 404, 408, 413, 414, 431, 502, 503, 504): a short
+// plain-text body and a `Sluice-Error` header naming the reason, so an operator (or a script) can
+// tell sluice's own answers from the origin's.
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+namespace sluice::proxy {
+
+// Why an upstream attempt failed. The class decides both the status the client sees and, in the
+// retry and health work, whether a retry is allowed and whether the server is blamed.
+enum class UpstreamFailure : unsigned char {
+  none,
+  connect_refused,
+  connect_timeout,
+  connect_error,
+  reset_before_send,  // the connection failed before any request byte was written
+  reset_after_send,   // ... after the request was (partly) sent
+  response_timeout,
+  bad_response,
+};
+
+std::string_view describe(UpstreamFailure f);
+unsigned status_for(UpstreamFailure f);  // 502, or 504 for response_timeout
+
+struct ProxyError {
+  unsigned status = 0;
+  std::string_view reason;  // Sluice-Error value; must point at static storage
+};
+
+// Formats the complete response (head and body) into `out`; returns the bytes used. `keep_alive`
+// false adds Connection: close. `request_id` may be empty. `out` must hold 1 KiB.
+std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
+                         bool keep_alive);
+
+}  // namespace sluice::proxy

@@ -1,0 +1,34 @@
+#pragma once
+// Request -> upstream group. Built once per config snapshot, then read concurrently by every
+// worker without locks. Host match: exact (case-insensitive, port ignored) or "*.suffix"; an empty
+// route host matches any. Among matching routes the longest path_prefix wins; on equal prefixes
+// an exact host beats a wildcard, which beats no host. Without routes, the single upstream takes
+// every request.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sluice {
+
+class Upstream;
+
+class Router {
+public:
+  struct Route {
+    std::string host;         // lowercase; "" = any, "*.example.com" = wildcard
+    std::string path_prefix;  // starts with '/'
+    const Upstream* upstream = nullptr;
+  };
+
+  Router() = default;
+  explicit Router(std::vector<Route> routes, const Upstream* fallback);
+
+  // Null when nothing matches (the proxy answers 404).
+  const Upstream* route(std::string_view host, std::string_view target) const noexcept;
+
+private:
+  std::vector<Route> routes_;  // sorted: most specific first, so the first match wins
+  const Upstream* fallback_ = nullptr;
+};
+
+}  // namespace sluice

@@ -1,0 +1,50 @@
+#pragma once
+// What one worker owns and its sessions share. Every member is touched only by the worker's own
+// thread (the io_context's single runner): no locks. The control thread talks to a worker only by
+// posting to its io_context.
+#include <cstdint>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/intrusive/list.hpp>
+
+#include "sluice/core/clock.hpp"
+#include "sluice/http/request_id.hpp"
+#include "sluice/runtime/snapshot.hpp"
+#include "sluice/telemetry/access_log.hpp"
+#include "sluice/upstream/pool.hpp"
+
+namespace sluice::proxy {
+
+// What a worker needs of its sessions at shutdown. Session implements it; the list is intrusive
+// so that registering a connection allocates nothing.
+class SessionLink : public boost::intrusive::list_base_hook<> {
+public:
+  // Graceful shutdown: close now if waiting for a next request, else after the current answer.
+  virtual void close_if_idle() = 0;
+  // Shutdown timeout: close now whatever is happening.
+  virtual void close() = 0;
+
+protected:
+  ~SessionLink() = default;
+};
+using SessionList = boost::intrusive::list<SessionLink, boost::intrusive::constant_time_size<true>>;
+
+struct WorkerContext {
+  WorkerContext(unsigned index, boost::asio::io_context& io, const Clock& clock, AccessLog& access_log)
+      : index(index), io(io), clock(clock), pool(clock), access_log(access_log) {}
+
+  unsigned index;
+  boost::asio::io_context& io;
+  const Clock& clock;
+  ConnectionPool pool;
+  http::RequestIdGenerator ids;
+  AccessLog& access_log;
+  // The newest config snapshot; a session takes its own reference at the start of a request.
+  std::shared_ptr<const Snapshot> snapshot;
+  // Set by graceful shutdown: answers carry Connection: close, idle sessions are closed.
+  bool stopping = false;
+  SessionList sessions;
+};
+
+}  // namespace sluice::proxy

@@ -1,0 +1,26 @@
+#pragma once
+// Everything a request needs from the configuration, frozen: the parsed Config, the upstream
+// groups with their balancers, and the router. Published as shared_ptr<const Snapshot>; a request
+// keeps the snapshot it started with, so a reload never changes anything under its feet.
+#include <memory>
+#include <vector>
+
+#include "sluice/config/config.hpp"
+#include "sluice/proxy/router.hpp"
+#include "sluice/upstream/upstream.hpp"
+
+namespace sluice {
+
+struct Snapshot {
+  std::shared_ptr<const config::Config> config;
+  std::vector<std::unique_ptr<Upstream>> upstreams;
+  Router router;
+  std::uint64_t version = 0;
+};
+
+// Control thread only. `directory` carries endpoint state across reloads. Throws
+// std::runtime_error (e.g. a host name that does not resolve).
+std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
+                                               EndpointDirectory& directory, std::uint64_t version);
+
+}  // namespace sluice

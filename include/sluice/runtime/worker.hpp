@@ -1,0 +1,60 @@
+#pragma once
+// One worker: an io_context run by one thread, its own SO_REUSEPORT acceptors, its sessions and
+// its upstream connection pool. A connection lives on one worker for its whole life, so the data
+// path needs no locks. The control thread reaches a worker only through post() (the public
+// methods below do that themselves) and reads active_sessions(), an atomic.
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "sluice/proxy/worker_context.hpp"
+
+namespace sluice {
+
+class Worker {
+public:
+  Worker(unsigned index, const Clock& clock, AccessLog& access_log,
+         std::shared_ptr<const Snapshot> snapshot, std::uint32_t max_connections);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  boost::asio::io_context& io() noexcept { return io_; }
+  // Before start(): an acceptor opened on io(), bound and listening.
+  void add_listener(boost::asio::ip::tcp::acceptor acceptor);
+  void start();
+  void join();
+
+  // Any thread. Requests that start after this see the new snapshot.
+  void publish(std::shared_ptr<const Snapshot> snapshot);
+  // Any thread. Stop accepting, close idle connections, let in-flight requests finish.
+  void begin_shutdown();
+  // Any thread. Close every connection now and stop the loop.
+  void stop();
+
+  std::size_t active_sessions() const noexcept { return active_.load(std::memory_order_acquire); }
+
+private:
+  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
+  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> sweep_loop();
+
+  boost::asio::io_context io_{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  proxy::WorkerContext ctx_;
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
+  boost::asio::steady_timer slot_free_;  // wakes the accept loops when below max_connections
+  boost::asio::steady_timer sweep_timer_;
+  std::uint32_t max_connections_;
+  std::atomic<std::size_t> active_{0};
+  std::thread thread_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,48 @@
+#pragma once
+// One line per request, through spdlog (text or JSON), written off the data path's critical
+// section: formatting happens on the worker, the write on spdlog's async thread. Errors and
+// lifecycle events go to the default (error) logger instead.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "sluice/config/config.hpp"
+
+namespace spdlog { class logger; }
+
+namespace sluice {
+
+struct AccessRecord {
+  std::string_view client;
+  std::string_view method;
+  std::string_view target;
+  unsigned status = 0;
+  std::string_view upstream;  // "" when none was chosen
+  std::string_view server;    // endpoint identity, "" when none
+  unsigned attempts = 0;
+  std::uint64_t bytes_in = 0;   // request body bytes from the client
+  std::uint64_t bytes_out = 0;  // response body bytes to the client
+  std::chrono::microseconds duration{0};
+  std::string_view request_id;
+  std::string_view error;  // Sluice-Error value when the proxy answered itself
+};
+
+class AccessLog {
+public:
+  explicit AccessLog(config::AccessLogFormat format);
+  ~AccessLog();
+  bool enabled() const noexcept { return format_ != config::AccessLogFormat::off; }
+  // Thread-safe (spdlog loggers are).
+  void write(const AccessRecord& r);
+  void flush();
+
+private:
+  config::AccessLogFormat format_;
+  std::shared_ptr<spdlog::logger> logger_;
+};
+
+// Error-log set-up: level from [log] level; lines go to stderr.
+void configure_error_log(std::string_view level);
+
+}  // namespace sluice

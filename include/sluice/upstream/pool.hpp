@@ -1,0 +1,54 @@
+#pragma once
+// Idle keep-alive connections to origins, one pool per worker (so no locks), indexed by endpoint
+// id. A connection enters the pool only after its response was read completely and framed
+// correctly; it leaves it when a request takes it, when it has been idle past keepalive_timeout
+// (sweep), or when the origin closed it (checked with a non-blocking peek before reuse).
+#include <cstdint>
+#include <optional>
+#include <deque>
+#include <vector>
+
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "sluice/core/clock.hpp"
+
+namespace sluice {
+
+class Endpoint;
+
+class ConnectionPool {
+public:
+  using stream_type = boost::beast::tcp_stream;
+
+  explicit ConnectionPool(const Clock& clock) : clock_(clock) {}
+
+  // A live idle connection to `endpoint`, most recently used first (the least likely to have been
+  // closed by the origin's idle timer). Discards connections found closed or expired.
+  std::optional<stream_type> acquire(const Endpoint& endpoint);
+
+  // Keeps `stream` for reuse unless the pool for this endpoint already holds max_idle connections.
+  void release(const Endpoint& endpoint, stream_type stream, std::uint32_t max_idle,
+               Clock::duration keepalive_timeout);
+
+  // Closes connections idle past their deadline. Called periodically by the worker.
+  void sweep();
+  // Closes every idle connection to `endpoint` (drain) or to everyone (shutdown).
+  void close(const Endpoint& endpoint);
+  void close_all();
+
+  std::size_t idle_count() const noexcept;
+
+private:
+  struct Idle {
+    stream_type stream;
+    Clock::time_point expires;
+  };
+  static bool is_alive(stream_type& stream) noexcept;
+
+  const Clock& clock_;
+  // [endpoint id] -> idle connections, oldest first. A deque because beast streams can be moved
+  // but not move-assigned, and both ends are used: reuse from the back, expiry from the front.
+  std::vector<std::deque<Idle>> idle_;
+};
+
+}  // namespace sluice

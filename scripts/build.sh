@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures and builds sluice (Release, Ninja and ccache when present) into build/release.
+# Usage: scripts/build.sh [extra cmake args...]   (BUILD_DIR overrides the directory)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${BUILD_DIR:-build/release}
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@"
+fi
+cmake --build "$build_dir" -j "$(nproc)"

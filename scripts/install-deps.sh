@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages sluice needs to build, test and benchmark, if any is missing.
+# Idempotent and quick when everything is there (no apt-get update in that case).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libssl-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  curl python3 python3-pytest
+)
+if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

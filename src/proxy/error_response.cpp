@@ -1,0 +1,48 @@
+#include "sluice/proxy/error_response.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include <boost/beast/http/status.hpp>
+
+namespace sluice::proxy {
+
+std::string_view describe(UpstreamFailure f) {
+  switch (f) {
+    case UpstreamFailure::none: return "";
+    case UpstreamFailure::connect_refused: return "connect refused";
+    case UpstreamFailure::connect_timeout: return "connect timeout";
+    case UpstreamFailure::connect_error: return "connect failed";
+    case UpstreamFailure::reset_before_send: return "upstream reset before request sent";
+    case UpstreamFailure::reset_after_send: return "upstream reset";
+    case UpstreamFailure::response_timeout: return "response timeout";
+    case UpstreamFailure::bad_response: return "bad response";
+  }
+  return "upstream error";
+}
+
+unsigned status_for(UpstreamFailure f) {
+  return f == UpstreamFailure::response_timeout ? 504 : 502;
+}
+
+std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
+                         bool keep_alive) {
+  namespace http = boost::beast::http;
+  const auto reason_phrase = http::obsolete_reason(static_cast<http::status>(error.status));
+  char body[256];
+  const int body_len = std::snprintf(body, sizeof body, "%u %.*s: %.*s\n", error.status,
+                                     static_cast<int>(reason_phrase.size()), reason_phrase.data(),
+                                     static_cast<int>(error.reason.size()), error.reason.data());
+  const int n = std::snprintf(
+      out.data(), out.size(),
+      "HTTP/1.1 %u %.*s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
+      "Sluice-Error: %.*s\r\n%s%.*s%s%s\r\n%s",
+      error.status, static_cast<int>(reason_phrase.size()), reason_phrase.data(), body_len,
+      static_cast<int>(error.reason.size()), error.reason.data(),
+      request_id.empty() ? "" : "X-Request-Id: ", static_cast<int>(request_id.size()),
+      request_id.data(), request_id.empty() ? "" : "\r\n",
+      keep_alive ? "" : "Connection: close\r\n", body);
+  return static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(out.size()) - 1));
+}
+
+}  // namespace sluice::proxy

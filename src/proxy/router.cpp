@@ -1,0 +1,62 @@
+#include "sluice/proxy/router.hpp"
+
+#include <algorithm>
+
+namespace sluice {
+
+namespace {
+
+char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != b[i]) return false;  // b is already lowercase
+  return true;
+}
+
+// Host header without its port: "Example.com:8080" -> "Example.com", "[::1]:80" -> "[::1]".
+std::string_view strip_port(std::string_view host) noexcept {
+  if (!host.empty() && host.front() == '[') {
+    const auto close = host.find(']');
+    return close == std::string_view::npos ? host : host.substr(0, close + 1);
+  }
+  const auto colon = host.rfind(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+int host_rank(const std::string& h) noexcept {
+  if (h.empty()) return 0;
+  return h.front() == '*' ? 1 : 2;
+}
+
+bool host_matches(const std::string& pattern, std::string_view host) noexcept {
+  if (pattern.empty()) return true;
+  if (pattern.front() == '*') {  // "*.example.com" matches "a.example.com", not "example.com"
+    const std::string_view suffix = std::string_view(pattern).substr(1);
+    return host.size() > suffix.size() && iequals(host.substr(host.size() - suffix.size()), suffix);
+  }
+  return iequals(host, pattern);
+}
+
+}  // namespace
+
+Router::Router(std::vector<Route> routes, const Upstream* fallback)
+    : routes_(std::move(routes)), fallback_(fallback) {
+  for (auto& r : routes_)
+    for (auto& c : r.host) c = lower(c);
+  std::stable_sort(routes_.begin(), routes_.end(), [](const Route& a, const Route& b) {
+    if (a.path_prefix.size() != b.path_prefix.size()) return a.path_prefix.size() > b.path_prefix.size();
+    return host_rank(a.host) > host_rank(b.host);
+  });
+}
+
+const Upstream* Router::route(std::string_view host, std::string_view target) const noexcept {
+  if (routes_.empty()) return fallback_;
+  const auto bare_host = strip_port(host);
+  for (const auto& r : routes_)
+    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) return r.upstream;
+  return nullptr;
+}
+
+}  // namespace sluice

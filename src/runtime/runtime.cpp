@@ -1,0 +1,158 @@
+#include "sluice/runtime/runtime.hpp"
+
+#include <sys/socket.h>
+
+#include <functional>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "sluice/config/loader.hpp"
+#include "sluice/runtime/worker.hpp"
+#include "sluice/upstream/upstream.hpp"
+
+namespace sluice {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+struct Runtime::State {
+  std::string config_path;
+  std::shared_ptr<const config::Config> config;
+  EndpointDirectory directory;
+  std::shared_ptr<const Snapshot> snapshot;
+  std::uint64_t version = 0;
+  std::unique_ptr<AccessLog> access_log;
+  std::vector<std::unique_ptr<Worker>> workers;
+  net::io_context control;
+  bool shutting_down = false;
+};
+
+Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
+  state_->config_path = std::move(config_path);
+  state_->config = std::make_shared<const config::Config>(std::move(config));
+}
+
+Runtime::~Runtime() = default;
+
+namespace {
+
+tcp::acceptor open_listener(net::io_context& io, const tcp::endpoint& ep) {
+  tcp::acceptor a(io);
+  a.open(ep.protocol());
+  a.set_option(tcp::acceptor::reuse_address(true));
+  a.set_option(reuse_port(true));
+  if (ep.address().is_v6()) a.set_option(net::ip::v6_only(true));
+  a.bind(ep);
+  a.listen(4096);
+  return a;
+}
+
+void reload(Runtime* /*unused*/, auto& s) {
+  auto result = config::load_file(s.config_path);
+  if (!result.ok()) {
+    for (const auto& e : result.errors) spdlog::error("reload rejected: {}", e.to_string());
+    spdlog::error("reload of {} failed: {} error(s); the previous configuration keeps serving",
+                  s.config_path, result.errors.size());
+    return;
+  }
+  try {
+    auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
+    auto snapshot = build_snapshot(cfg, s.directory, ++s.version);
+    s.config = cfg;
+    s.snapshot = snapshot;
+    for (auto& w : s.workers) w->publish(snapshot);
+    spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
+  } catch (const std::exception& e) {
+    spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
+                  e.what());
+  }
+}
+
+}  // namespace
+
+int Runtime::run() {
+  auto& s = *state_;
+  const auto& cfg = *s.config;
+  s.access_log = std::make_unique<AccessLog>(cfg.log.access);
+  try {
+    s.snapshot = build_snapshot(s.config, s.directory, ++s.version);
+  } catch (const std::exception& e) {
+    spdlog::error("{}: {}", s.config_path, e.what());
+    return 1;
+  }
+
+  const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
+                                             : std::max(1u, std::thread::hardware_concurrency());
+  const std::uint32_t per_worker = (cfg.server.max_connections + n - 1) / n;
+  for (unsigned i = 0; i < n; ++i)
+    s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker));
+
+  // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
+  // Port 0 is resolved by the first bind and reused for the others.
+  try {
+    for (const auto& hp : cfg.server.listen) {
+      tcp::endpoint ep = resolve_host_port(hp);
+      for (auto& w : s.workers) {
+        auto acceptor = open_listener(w->io(), ep);
+        ep = acceptor.local_endpoint();
+        w->add_listener(std::move(acceptor));
+      }
+      const auto addr = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+      spdlog::info("listening on {}:{}", addr, ep.port());
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("cannot listen: {}", e.what());
+    return 1;
+  }
+
+  for (auto& w : s.workers) w->start();
+  spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
+               s.config_path, s.version);
+
+  net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
+  net::steady_timer drain_timer(s.control);
+  Clock::time_point deadline{};
+
+  std::function<void()> poll_drained = [&] {
+    std::size_t active = 0;
+    for (auto& w : s.workers) active += w->active_sessions();
+    if (active == 0 || steady_clock().now() >= deadline) {
+      if (active != 0) spdlog::warn("shutdown timeout: closing {} connection(s)", active);
+      for (auto& w : s.workers) w->stop();
+      signals.cancel();  // nothing left for the control loop: run() returns
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(20));
+    drain_timer.async_wait([&](boost::system::error_code) { poll_drained(); });
+  };
+
+  std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (sig == SIGHUP) {
+      reload(this, s);
+      signals.async_wait(on_signal);
+      return;
+    }
+    if (s.shutting_down) return;  // a second SIGTERM changes nothing: the deadline stands
+    s.shutting_down = true;
+    spdlog::info("signal {}: graceful shutdown (timeout {}ms)", sig, s.config->server.shutdown_timeout.count());
+    deadline = steady_clock().now() + s.config->server.shutdown_timeout;
+    for (auto& w : s.workers) w->begin_shutdown();
+    poll_drained();
+  };
+  signals.async_wait(on_signal);
+
+  s.control.run();
+  for (auto& w : s.workers) w->join();
+  s.access_log->flush();
+  spdlog::info("sluice stopped");
+  return 0;
+}
+
+}  // namespace sluice

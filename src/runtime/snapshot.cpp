@@ -1,0 +1,28 @@
+#include "sluice/runtime/snapshot.hpp"
+
+namespace sluice {
+
+std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
+                                               EndpointDirectory& directory, std::uint64_t version) {
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->config = config;
+  snapshot->version = version;
+  for (const auto& u : config->upstreams) {
+    std::vector<std::shared_ptr<Endpoint>> endpoints;
+    endpoints.reserve(u.servers.size());
+    for (const auto& s : u.servers) endpoints.push_back(directory.obtain(u.name, s));
+    snapshot->upstreams.push_back(std::make_unique<Upstream>(u, std::move(endpoints)));
+  }
+  auto find = [&](const std::string& name) -> const Upstream* {
+    for (const auto& u : snapshot->upstreams)
+      if (u->name() == name) return u.get();
+    return nullptr;
+  };
+  std::vector<Router::Route> routes;
+  for (const auto& r : config->routes) routes.push_back({r.host, r.path_prefix, find(r.upstream)});
+  const Upstream* fallback = snapshot->upstreams.size() == 1 ? snapshot->upstreams.front().get() : nullptr;
+  snapshot->router = Router(std::move(routes), fallback);
+  return snapshot;
+}
+
+}  // namespace sluice

@@ -1,0 +1,126 @@
+#include "sluice/runtime/worker.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "sluice/proxy/session.hpp"
+
+namespace sluice {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+constexpr auto nothrow = net::as_tuple(net::use_awaitable);
+}
+
+Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
+               std::shared_ptr<const Snapshot> snapshot, std::uint32_t max_connections)
+    : guard_(net::make_work_guard(io_)),
+      ctx_(index, io_, clock, access_log),
+      slot_free_(io_),
+      sweep_timer_(io_),
+      max_connections_(max_connections) {
+  ctx_.snapshot = std::move(snapshot);
+}
+
+Worker::~Worker() { join(); }
+
+void Worker::add_listener(tcp::acceptor acceptor) {
+  acceptors_.push_back(std::make_unique<tcp::acceptor>(std::move(acceptor)));
+}
+
+void Worker::start() {
+  for (auto& a : acceptors_) net::co_spawn(io_, accept_loop(*a), net::detached);
+  net::co_spawn(io_, sweep_loop(), net::detached);
+  thread_ = std::thread([this] {
+    try {
+      io_.run();
+    } catch (const std::exception& e) {
+      spdlog::critical("worker {}: {}", ctx_.index, e.what());
+      std::abort();
+    }
+  });
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::publish(std::shared_ptr<const Snapshot> snapshot) {
+  net::post(io_, [this, s = std::move(snapshot)]() mutable { ctx_.snapshot = std::move(s); });
+}
+
+void Worker::begin_shutdown() {
+  net::post(io_, [this] {
+    ctx_.stopping = true;
+    for (auto& a : acceptors_) {
+      boost::system::error_code ignored;
+      a->close(ignored);
+    }
+    slot_free_.cancel();
+    sweep_timer_.cancel();
+    ctx_.pool.close_all();
+    // Sessions between requests close now; busy ones after their current answer.
+    for (auto it = ctx_.sessions.begin(); it != ctx_.sessions.end();) (it++)->close_if_idle();
+  });
+}
+
+void Worker::stop() {
+  net::post(io_, [this] {
+    ctx_.stopping = true;
+    for (auto it = ctx_.sessions.begin(); it != ctx_.sessions.end();) (it++)->close();
+    ctx_.pool.close_all();
+    guard_.reset();
+    io_.stop();
+  });
+}
+
+net::awaitable<void> Worker::accept_loop(tcp::acceptor& acceptor) {
+  for (;;) {
+    // At the limit, stop accepting: new connections wait in the kernel's backlog instead of
+    // being served half.
+    while (active_.load(std::memory_order_relaxed) >= max_connections_ && !ctx_.stopping) {
+      slot_free_.expires_at(net::steady_timer::time_point::max());
+      co_await slot_free_.async_wait(nothrow);
+    }
+    if (ctx_.stopping) co_return;
+    auto [ec, socket] = co_await acceptor.async_accept(nothrow);
+    if (ec) {
+      if (ctx_.stopping || ec == net::error::operation_aborted) co_return;
+      // EMFILE/ENFILE and friends: back off instead of spinning.
+      spdlog::warn("worker {}: accept failed: {}", ctx_.index, ec.message());
+      net::steady_timer pause(io_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(nothrow);
+      continue;
+    }
+    active_.fetch_add(1, std::memory_order_acq_rel);
+    net::co_spawn(io_, serve(std::move(socket)), net::detached);
+  }
+}
+
+net::awaitable<void> Worker::serve(tcp::socket socket) {
+  try {
+    proxy::Session session(ctx_, std::move(socket));
+    co_await session.run();
+  } catch (const std::exception& e) {
+    // Nothing on the data path should throw; if something does, lose the connection, not the process.
+    spdlog::error("worker {}: session ended by exception: {}", ctx_.index, e.what());
+  }
+  active_.fetch_sub(1, std::memory_order_acq_rel);
+  slot_free_.cancel();
+}
+
+net::awaitable<void> Worker::sweep_loop() {
+  while (!ctx_.stopping) {
+    sweep_timer_.expires_after(std::chrono::seconds(1));
+    co_await sweep_timer_.async_wait(nothrow);
+    ctx_.pool.sweep();
+  }
+}
+
+}  // namespace sluice

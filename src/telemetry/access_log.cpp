@@ -1,0 +1,92 @@
+#include "sluice/telemetry/access_log.hpp"
+
+#include <fmt/chrono.h>
+#include <spdlog/async.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+namespace sluice {
+
+namespace {
+
+// JSON string escaping for the few fields that carry client-controlled text.
+void append_json_string(fmt::memory_buffer& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out.append(std::string_view("\\\"")); break;
+      case '\\': out.append(std::string_view("\\\\")); break;
+      default:
+        if (c < 0x20 || c == 0x7f) fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
+        else out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+
+std::string_view or_dash(std::string_view s) { return s.empty() ? std::string_view("-") : s; }
+
+}  // namespace
+
+AccessLog::AccessLog(config::AccessLogFormat format) : format_(format) {
+  if (!enabled()) return;
+  spdlog::init_thread_pool(8192, 1);
+  logger_ = std::make_shared<spdlog::async_logger>(
+      "access", std::make_shared<spdlog::sinks::stdout_sink_mt>(), spdlog::thread_pool(),
+      spdlog::async_overflow_policy::overrun_oldest);
+  // The record carries its own timestamp fields; spdlog adds the time in ISO form.
+  logger_->set_pattern(format_ == config::AccessLogFormat::json ? "%v" : "%Y-%m-%dT%H:%M:%S.%e%z %v");
+}
+
+AccessLog::~AccessLog() { flush(); }
+
+void AccessLog::flush() {
+  if (logger_) logger_->flush();
+}
+
+void AccessLog::write(const AccessRecord& r) {
+  if (!logger_) return;
+  fmt::memory_buffer line;
+  const auto us = r.duration.count();
+  if (format_ == config::AccessLogFormat::json) {
+    const auto now = std::chrono::system_clock::now();
+    fmt::format_to(std::back_inserter(line), "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}Z\",\"client\":",
+                   std::chrono::floor<std::chrono::seconds>(now));
+    append_json_string(line, r.client);
+    line.append(std::string_view(",\"method\":"));
+    append_json_string(line, r.method);
+    line.append(std::string_view(",\"target\":"));
+    append_json_string(line, r.target);
+    fmt::format_to(std::back_inserter(line), ",\"status\":{},\"upstream\":", r.status);
+    append_json_string(line, r.upstream);
+    line.append(std::string_view(",\"server\":"));
+    append_json_string(line, r.server);
+    fmt::format_to(std::back_inserter(line),
+                   ",\"attempts\":{},\"bytes_in\":{},\"bytes_out\":{},\"duration_ms\":{}.{:03}",
+                   r.attempts, r.bytes_in, r.bytes_out, us / 1000, us % 1000);
+    line.append(std::string_view(",\"request_id\":"));
+    append_json_string(line, r.request_id);
+    if (!r.error.empty()) {
+      line.append(std::string_view(",\"error\":"));
+      append_json_string(line, r.error);
+    }
+    line.push_back('}');
+  } else {
+    fmt::format_to(std::back_inserter(line),
+                   "{} \"{} {}\" {} upstream={} server={} attempts={} in={} out={} {}.{:03}ms id={}",
+                   r.client, r.method, r.target, r.status, or_dash(r.upstream), or_dash(r.server),
+                   r.attempts, r.bytes_in, r.bytes_out, us / 1000, us % 1000, r.request_id);
+    if (!r.error.empty()) fmt::format_to(std::back_inserter(line), " error=\"{}\"", r.error);
+  }
+  logger_->info(std::string_view(line.data(), line.size()));
+}
+
+void configure_error_log(std::string_view level) {
+  auto logger = spdlog::stderr_logger_mt("sluice");
+  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %^%l%$ %v");
+  logger->set_level(spdlog::level::from_str(std::string(level)));
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace sluice

@@ -1,0 +1,70 @@
+#include "sluice/upstream/pool.hpp"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "sluice/upstream/endpoint.hpp"
+
+namespace sluice {
+
+bool ConnectionPool::is_alive(stream_type& stream) noexcept {
+  // An idle HTTP/1.1 connection has nothing to say: a readable byte is either EOF (the origin
+  // closed it) or unsolicited data that would desynchronise the next exchange. Either way it is
+  // not reusable.
+  char byte;
+  const auto fd = stream.socket().native_handle();
+  const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoint& endpoint) {
+  if (endpoint.id() >= idle_.size()) return std::nullopt;
+  auto& stack = idle_[endpoint.id()];
+  const auto now = clock_.now();
+  while (!stack.empty()) {
+    Idle idle = std::move(stack.back());
+    stack.pop_back();
+    if (idle.expires > now && is_alive(idle.stream)) return std::move(idle.stream);
+    boost::system::error_code ignored;
+    idle.stream.socket().close(ignored);
+  }
+  return std::nullopt;
+}
+
+void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::uint32_t max_idle,
+                             Clock::duration keepalive_timeout) {
+  if (max_idle == 0) return;  // stream closes as it goes out of scope
+  if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
+  auto& stack = idle_[endpoint.id()];
+  if (stack.size() >= max_idle) {
+    // Full: drop the oldest, keep the freshest.
+    stack.pop_front();  // closes it
+  }
+  stream.expires_never();
+  stack.push_back(Idle{std::move(stream), clock_.now() + keepalive_timeout});
+}
+
+void ConnectionPool::sweep() {
+  const auto now = clock_.now();
+  for (auto& stack : idle_) {
+    // Ordered by release time, so expired connections form a prefix.
+    while (!stack.empty() && stack.front().expires <= now) stack.pop_front();
+  }
+}
+
+void ConnectionPool::close(const Endpoint& endpoint) {
+  if (endpoint.id() < idle_.size()) idle_[endpoint.id()].clear();
+}
+
+void ConnectionPool::close_all() {
+  for (auto& stack : idle_) stack.clear();
+}
+
+std::size_t ConnectionPool::idle_count() const noexcept {
+  std::size_t n = 0;
+  for (const auto& stack : idle_) n += stack.size();
+  return n;
+}
+
+}  // namespace sluice

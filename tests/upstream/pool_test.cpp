@@ -1,0 +1,108 @@
+#include "sluice/upstream/pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/write.hpp>
+#include <thread>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "sluice/upstream/endpoint.hpp"
+
+namespace sluice {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+// A real loopback listener, so the pool sees real sockets and a real EOF.
+struct Fixture : ::testing::Test {
+  net::io_context io;
+  tcp::acceptor acceptor{io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)};
+  ManualClock clock;
+  ConnectionPool pool{clock};
+  Endpoint endpoint{"o", config::HostPort{"127.0.0.1", acceptor.local_endpoint().port()},
+                    acceptor.local_endpoint(), 1};
+
+  // Returns the client side; the server side goes to *server.
+  ConnectionPool::stream_type connect(tcp::socket* server) {
+    ConnectionPool::stream_type s(io);
+    s.socket().connect(acceptor.local_endpoint());
+    *server = acceptor.accept();
+    return s;
+  }
+};
+
+TEST_F(Fixture, ReusesLiveConnectionMostRecentFirst) {
+  tcp::socket s1(io), s2(io);
+  auto c1 = connect(&s1);
+  auto c2 = connect(&s2);
+  const auto port2 = c2.socket().local_endpoint().port();
+  pool.release(endpoint, std::move(c1), 8, std::chrono::seconds(30));
+  pool.release(endpoint, std::move(c2), 8, std::chrono::seconds(30));
+  EXPECT_EQ(pool.idle_count(), 2u);
+  auto got = pool.acquire(endpoint);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->socket().local_endpoint().port(), port2);
+  EXPECT_EQ(pool.idle_count(), 1u);
+}
+
+TEST_F(Fixture, ConnectionClosedByOriginIsNotReused) {
+  tcp::socket server(io);
+  auto c = connect(&server);
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  server.close();
+  // The FIN is delivered by the kernel; wait for it with a bound, not a sleep of fixed length.
+  for (int i = 0; i < 1000 && pool.idle_count() == 1; ++i) {
+    auto got = pool.acquire(endpoint);
+    if (got) {
+      pool.release(endpoint, std::move(*got), 8, std::chrono::seconds(30));
+      std::this_thread::yield();
+    }
+  }
+  EXPECT_FALSE(pool.acquire(endpoint));
+}
+
+TEST_F(Fixture, UnsolicitedBytesMakeAConnectionUnusable) {
+  tcp::socket server(io);
+  auto c = connect(&server);
+  net::write(server, net::buffer("HTTP/1.1 200 OK\r\n", 17));
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  for (int i = 0; i < 1000 && pool.idle_count() == 1; ++i) {
+    auto got = pool.acquire(endpoint);
+    if (got) pool.release(endpoint, std::move(*got), 8, std::chrono::seconds(30));
+  }
+  EXPECT_FALSE(pool.acquire(endpoint));
+}
+
+TEST_F(Fixture, ExpiresAfterKeepaliveTimeout) {
+  tcp::socket server(io);
+  pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
+  clock.advance(std::chrono::seconds(29));
+  pool.sweep();
+  EXPECT_EQ(pool.idle_count(), 1u);
+  clock.advance(std::chrono::seconds(2));
+  pool.sweep();
+  EXPECT_EQ(pool.idle_count(), 0u);
+}
+
+TEST_F(Fixture, BoundedByMaxIdle) {
+  std::vector<tcp::socket> servers;
+  for (int i = 0; i < 5; ++i) {
+    servers.emplace_back(io);
+    pool.release(endpoint, connect(&servers.back()), 3, std::chrono::seconds(30));
+  }
+  EXPECT_EQ(pool.idle_count(), 3u);
+  pool.close(endpoint);
+  EXPECT_EQ(pool.idle_count(), 0u);
+}
+
+TEST_F(Fixture, ZeroKeepaliveKeepsNothing) {
+  tcp::socket server(io);
+  pool.release(endpoint, connect(&server), 0, std::chrono::seconds(30));
+  EXPECT_EQ(pool.idle_count(), 0u);
+}
+
+}  // namespace
+}  // namespace sluice
