@@ -17,7 +17,8 @@ struct ConfigError {
   std::string key_path;  // e.g. "upstreams.app.servers[1].weight"; "" when not about one key
   std::string message;
 
-  // "FILE:LINE:COL: key.path: message" (the key part omitted when key_path is empty)
+  // "FILE:LINE:COL: key.path: message" (the key part omitted when key_path is empty; LINE:COL
+  // omitted when line is 0, i.e. the error is about the whole file, such as "cannot read")
   std::string to_string() const;
 };
 

@@ -1,0 +1,728 @@
+#include "sluice/config/loader.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <span>
+#include <system_error>
+#include <unordered_map>
+
+#include <toml++/toml.h>
+
+#include "sluice/balancer/registry.hpp"
+#include "sluice/config/units.hpp"
+
+namespace sluice::config {
+
+namespace {
+
+using Keys = std::span<const std::string_view>;
+
+// The bounds below are documented in docs/configuration.md; change both together.
+constexpr std::int64_t max_workers = 1024;
+constexpr std::int64_t max_connections_limit = 1'000'000;
+constexpr std::int64_t max_keepalive = 100'000;
+constexpr std::int64_t max_weight = 1000;
+// Past a day a timeout is a typo ("10h" for "10s"), and a bound keeps `now() + timeout` far
+// from overflowing the clock's representation.
+constexpr Duration max_timeout = std::chrono::hours(24);
+constexpr std::uint64_t min_header_bytes = 1 * KiB;
+constexpr std::uint64_t max_header_bytes_limit = 1 * MiB;
+constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must always fit
+constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
+
+constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
+constexpr std::array<std::string_view, 9> server_keys{
+    "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
+    "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections"};
+constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
+constexpr std::array<std::string_view, 1> admin_keys{"listen"};
+constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
+constexpr std::array<std::string_view, 6> upstream_keys{
+    "balance", "connect_timeout", "response_timeout", "keepalive", "keepalive_timeout", "servers"};
+constexpr std::array<std::string_view, 3> server_entry_keys{"address", "name", "weight"};
+constexpr std::array<std::string_view, 5> log_levels{"trace", "debug", "info", "warn", "error"};
+constexpr std::array<std::string_view, 3> access_formats{"text", "json", "off"};
+
+std::string_view type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table: return "table";
+    case toml::node_type::array: return "array";
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::date: return "date";
+    case toml::node_type::time: return "time";
+    case toml::node_type::date_time: return "date-time";
+    case toml::node_type::none: break;
+  }
+  return "nothing";
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Levenshtein distance, case-insensitive: "Listen" and "listn" are both one edit from "listen".
+std::size_t edit_distance(std::string_view a_text, std::string_view b_text) {
+  const std::string a = lower(a_text);
+  const std::string b = lower(b_text);
+  std::vector<std::size_t> row(b.size() + 1);
+  std::iota(row.begin(), row.end(), std::size_t{0});
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The candidate `word` is most plausibly a typo of: at most two edits away (and not a rewrite of
+// a short word), or a prefix either way ("warning" for "warn", "upstream" for "upstreams").
+std::optional<std::string_view> closest(std::string_view word, Keys candidates) {
+  std::optional<std::string_view> best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  const std::string word_lower = lower(word);
+  for (const auto candidate : candidates) {
+    const std::size_t distance = edit_distance(word, candidate);
+    const bool prefix = std::min(word.size(), candidate.size()) >= 3 &&
+                        (word_lower.starts_with(candidate) || candidate.starts_with(word_lower));
+    const bool plausible = (distance <= 2 && distance < word.size()) || prefix;
+    if (plausible && distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+std::string join(Keys items) {
+  std::string out;
+  for (const auto item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+// One wording for unknown keys and unknown enumerated values alike.
+std::string unknown_message(std::string_view kind, std::string_view value, Keys valid) {
+  std::string message = "unknown " + std::string(kind) + " '" + std::string(value) + "'";
+  if (const auto guess = closest(value, valid)) {
+    return message + "; did you mean '" + std::string(*guess) + "'?";
+  }
+  if (valid.empty()) return message;
+  return message + "; expected one of: " + join(valid);
+}
+
+std::string child_path(std::string_view parent, std::string_view key) {
+  return parent.empty() ? std::string(key) : std::string(parent) + "." + std::string(key);
+}
+
+std::string index_path(std::string_view parent, std::size_t index) {
+  return std::string(parent) + "[" + std::to_string(index) + "]";
+}
+
+SourceLocation location_of(const toml::node& node) {
+  return {static_cast<int>(node.source().begin.line), static_cast<int>(node.source().begin.column)};
+}
+
+bool is_before(const toml::node& a, const toml::node& b) {
+  const auto& x = a.source().begin;
+  const auto& y = b.source().begin;
+  return x.line != y.line ? x.line < y.line : x.column < y.column;
+}
+
+bool all_of_chars(std::string_view text, bool (*allowed)(char)) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), allowed);
+}
+
+bool upstream_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+}
+
+// Server names may appear in metrics labels, logs and admin URLs: no spaces, no '/'.
+bool server_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+         c == ':';
+}
+
+bool dns_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+}
+
+// "api.example.com" or "*.example.com", lower-cased: RFC 9110 §4.2.3 compares hosts
+// case-insensitively, so the router can compare bytes.
+std::optional<std::string> normalize_host_pattern(std::string_view text) {
+  std::string host = lower(text);
+  std::string_view rest = host;
+  if (rest.starts_with("*.")) rest.remove_prefix(2);
+  while (true) {
+    const auto dot = rest.find('.');
+    if (!all_of_chars(rest.substr(0, dot), dns_char)) return std::nullopt;
+    if (dot == std::string_view::npos) break;
+    rest.remove_prefix(dot + 1);
+  }
+  return host;
+}
+
+// Formats "listen" addresses so that "LOCALHOST:80" and "localhost:80" count as the same one.
+std::string listen_key(const HostPort& address) {
+  return lower(address.host) + ":" + std::to_string(address.port);
+}
+
+// Walks a parsed TOML document once, filling a Config with what is valid and recording every
+// problem; a bad value leaves the default in place so that the walk can go on.
+class Builder {
+public:
+  explicit Builder(std::string_view file) : file_(file) {}
+
+  Config build(const toml::table& root) {
+    Config config;
+    config.source = file_;
+    check_keys(root, "", root_keys);
+    read_server(root, config.server);
+    read_log(root, config.log);
+    read_admin(root, config.admin);
+    read_routes(root, config.routes);
+    read_upstreams(root, config.upstreams);
+    check_routing(root, config);
+    return config;
+  }
+
+  // Errors in file order, the order a reader fixes them in.
+  std::vector<ConfigError> take_errors() {
+    std::stable_sort(errors_.begin(), errors_.end(), [](const auto& a, const auto& b) {
+      return a.line != b.line ? a.line < b.line : a.column < b.column;
+    });
+    return std::move(errors_);
+  }
+
+private:
+  void error(const toml::source_region& where, std::string key_path, std::string message) {
+    // Every parsed node has a position; the fallback only keeps "FILE:0:0" out of messages.
+    const int line = std::max(1, static_cast<int>(where.begin.line));
+    const int column = std::max(1, static_cast<int>(where.begin.column));
+    errors_.push_back({file_, line, column, std::move(key_path), std::move(message)});
+  }
+
+  void error(const toml::node& node, std::string key_path, std::string message) {
+    error(node.source(), std::move(key_path), std::move(message));
+  }
+
+  void type_error(const toml::node& node, std::string key_path, std::string_view expected) {
+    error(node, std::move(key_path),
+          "expected " + std::string(expected) + ", got " + std::string(type_name(node)));
+  }
+
+  void check_keys(const toml::table& table, std::string_view path, Keys known) {
+    for (auto&& [key, value] : table) {
+      if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+      const auto& where = key.source().begin.line != 0 ? key.source() : value.source();
+      error(where, child_path(path, key.str()), unknown_message("key", key.str(), known));
+    }
+  }
+
+  // Reports a required key that is absent, at the table that lacks it.
+  bool require(const toml::table& table, std::string_view key, std::string_view path,
+               std::string_view what) {
+    if (table.contains(key)) return true;
+    error(table, child_path(path, key), "required key is missing (" + std::string(what) + ")");
+    return false;
+  }
+
+  // The sub-table at `key`; nullptr when absent or not a table (reported).
+  const toml::table* section(const toml::table& parent, std::string_view key) {
+    const toml::node* node = parent.get(key);
+    if (node == nullptr) return nullptr;
+    if (const auto* table = node->as_table()) return table;
+    type_error(*node, std::string(key), "a table");
+    return nullptr;
+  }
+
+  // The value at `key` if present and of type T; another type is reported and yields nullptr.
+  template <typename T>
+  const toml::value<T>* typed(const toml::table& table, std::string_view key,
+                              const std::string& path, std::string_view expected) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return nullptr;
+    if (const auto* value = node->as<T>()) return value;
+    type_error(*node, path, expected);
+    return nullptr;
+  }
+
+  // Readers: an absent key leaves `out` at its default; a bad value is reported and does too.
+  // Each returns the node it read, for checks that relate several values.
+  const toml::node* read_string(const toml::table& table, std::string_view key,
+                                const std::string& path, std::string& out) {
+    const auto* value = typed<std::string>(table, key, path, "a string");
+    if (value != nullptr) out = value->get();
+    return value;
+  }
+
+  template <typename T>
+  const toml::node* read_integer(const toml::table& table, std::string_view key,
+                                 const std::string& path, T& out, std::int64_t min,
+                                 std::int64_t max, std::string_view below_min_hint = {}) {
+    const auto* value = typed<std::int64_t>(table, key, path, "an integer");
+    if (value == nullptr) return nullptr;
+    const std::int64_t number = value->get();
+    if (number < min || number > max) {
+      error(*value, path,
+            "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
+                std::to_string(number) + (number < min ? std::string(below_min_hint) : ""));
+      return nullptr;
+    }
+    out = static_cast<T>(number);
+    return value;
+  }
+
+  const toml::node* read_duration(const toml::table& table, std::string_view key,
+                                  const std::string& path, Duration& out, bool zero_allowed) {
+    // The default doubles as the example of what to write.
+    const std::string expected = "a string like \"" + format_duration(out) + "\"";
+    const auto* value = typed<std::string>(table, key, path, expected);
+    if (value == nullptr) return nullptr;
+    std::string why;
+    const auto duration = parse_duration(value->get(), &why);
+    if (!duration) {
+      error(*value, path, why);
+    } else if (*duration == Duration::zero() && !zero_allowed) {
+      error(*value, path, "must be greater than 0s");
+    } else if (*duration > max_timeout) {
+      error(*value, path,
+            "must be at most " + format_duration(max_timeout) + ", got " +
+                format_duration(*duration));
+    } else {
+      out = *duration;
+      return value;
+    }
+    return nullptr;
+  }
+
+  // Sizes are strings with a unit, or integers counting bytes.
+  const toml::node* read_size(const toml::table& table, std::string_view key,
+                              const std::string& path, std::uint64_t& out, std::uint64_t min,
+                              std::uint64_t max) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return nullptr;
+    std::optional<std::uint64_t> bytes;
+    if (const auto* text = node->as_string()) {
+      std::string why;
+      bytes = parse_size(text->get(), &why);
+      if (!bytes) error(*node, path, why);
+    } else if (const auto* integer = node->as_integer()) {
+      if (integer->get() < 0) {
+        error(*node, path, "must not be negative, got " + std::to_string(integer->get()));
+      } else {
+        bytes = static_cast<std::uint64_t>(integer->get());
+      }
+    } else {
+      type_error(*node, path,
+                 "a size like \"" + format_size(out) + "\" or an integer number of bytes");
+    }
+    if (!bytes) return nullptr;
+    if (*bytes < min || *bytes > max) {
+      error(*node, path,
+            "must be between " + format_size(min) + " and " + format_size(max) + ", got " +
+                format_size(*bytes));
+      return nullptr;
+    }
+    out = *bytes;
+    return node;
+  }
+
+  // A string that must be one of `valid`.
+  const toml::node* read_choice(const toml::table& table, std::string_view key,
+                                const std::string& path, std::string_view kind, Keys valid,
+                                std::string& out) {
+    std::string value;
+    const toml::node* node = read_string(table, key, path, value);
+    if (node == nullptr) return nullptr;
+    if (std::find(valid.begin(), valid.end(), value) == valid.end()) {
+      error(*node, path, unknown_message(kind, value, valid));
+      return nullptr;
+    }
+    out = std::move(value);
+    return node;
+  }
+
+  std::optional<HostPort> parse_address(const toml::node& node, const std::string& path,
+                                        bool zero_port_allowed) {
+    const auto* text = node.as_string();
+    if (text == nullptr) {
+      type_error(node, path, "a string like \"127.0.0.1:8080\"");
+      return std::nullopt;
+    }
+    std::string why;
+    auto address = parse_host_port(text->get(), zero_port_allowed, &why);
+    if (!address) error(node, path, why);
+    return address;
+  }
+
+  // Two sockets cannot bind one address; the second bind would fail at start-up, far from here.
+  void claim_listener(const HostPort& address, const toml::source_region& where,
+                      const std::string& path) {
+    const auto [it, inserted] = listeners_.try_emplace(listen_key(address), path);
+    if (!inserted) {
+      error(where, path,
+            "duplicate listen address " + address.to_string() + " (also " + it->second + ")");
+    }
+  }
+
+  void read_server(const toml::table& root, ServerSection& out) {
+    const toml::table* table = section(root, "server");
+    if (table != nullptr) {
+      check_keys(*table, "server", server_keys);
+      read_listen(*table, out.listen);
+      read_integer(*table, "workers", "server.workers", out.workers, 0, max_workers);
+      read_duration(*table, "header_timeout", "server.header_timeout", out.header_timeout, false);
+      read_duration(*table, "idle_timeout", "server.idle_timeout", out.idle_timeout, false);
+      // 0 is meaningful here: close in-flight requests at once.
+      read_duration(*table, "shutdown_timeout", "server.shutdown_timeout", out.shutdown_timeout,
+                    true);
+      read_size(*table, "max_header_bytes", "server.max_header_bytes", out.max_header_bytes,
+                min_header_bytes, max_header_bytes_limit);
+      const toml::node* uri = read_size(*table, "max_uri_bytes", "server.max_uri_bytes",
+                                        out.max_uri_bytes, min_uri_bytes, max_header_bytes_limit);
+      read_size(*table, "max_body_bytes", "server.max_body_bytes", out.max_body_bytes, 0, no_limit);
+      read_integer(*table, "max_connections", "server.max_connections", out.max_connections, 1,
+                   max_connections_limit);
+      // The request line is part of the head, so a longer URI limit could never be reached.
+      if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
+        error(*uri, "server.max_uri_bytes",
+              "must not exceed server.max_header_bytes (" + format_size(out.max_header_bytes) +
+                  "), got " + format_size(out.max_uri_bytes));
+      } else if (uri == nullptr) {
+        out.max_uri_bytes = std::min(out.max_uri_bytes, out.max_header_bytes);
+      }
+    }
+    // The default listener is claimed too, so that the admin port cannot collide with it.
+    if (table == nullptr || !table->contains("listen")) {
+      for (std::size_t i = 0; i < out.listen.size(); ++i) {
+        listeners_.try_emplace(listen_key(out.listen[i]), index_path("server.listen", i));
+      }
+    }
+  }
+
+  void read_listen(const toml::table& server, std::vector<HostPort>& out) {
+    const toml::node* node = server.get("listen");
+    if (node == nullptr) return;
+    std::vector<std::pair<const toml::node*, std::string>> items;
+    if (node->is_string()) {
+      items.emplace_back(node, "server.listen");
+    } else if (const auto* array = node->as_array()) {
+      if (array->empty()) error(*node, "server.listen", "at least one listen address is required");
+      for (std::size_t i = 0; i < array->size(); ++i) {
+        items.emplace_back(array->get(i), index_path("server.listen", i));
+      }
+    } else {
+      type_error(*node, "server.listen", "a \"host:port\" string or an array of them");
+      return;
+    }
+    std::vector<HostPort> addresses;
+    for (const auto& [item, path] : items) {
+      // Port 0: the OS picks a free port (the first worker's bind does, the others share it);
+      // hermetic tests run that way.
+      if (auto address = parse_address(*item, path, true)) {
+        if (address->port != 0) claim_listener(*address, item->source(), path);
+        addresses.push_back(std::move(*address));
+      }
+    }
+    if (addresses.size() == items.size() && !items.empty()) out = std::move(addresses);
+  }
+
+  void read_log(const toml::table& root, LogSection& out) {
+    const toml::table* table = section(root, "log");
+    if (table == nullptr) return;
+    check_keys(*table, "log", log_keys);
+    read_choice(*table, "level", "log.level", "log level", log_levels, out.level);
+    std::string access;
+    if (read_choice(*table, "access", "log.access", "access log format", access_formats, access)) {
+      out.access = access == "json"  ? AccessLogFormat::json
+                   : access == "off" ? AccessLogFormat::off
+                                     : AccessLogFormat::text;
+    }
+  }
+
+  void read_admin(const toml::table& root, AdminSection& out) {
+    const toml::table* table = section(root, "admin");
+    if (table == nullptr) return;
+    out.enabled = true;  // the section's presence is the switch
+    check_keys(*table, "admin", admin_keys);
+    const toml::node* node = table->get("listen");
+    if (node != nullptr) {
+      auto address = parse_address(*node, "admin.listen", true);
+      if (!address) return;
+      out.listen = std::move(*address);
+    }
+    // Port 0 asks the OS for a free port, which cannot collide.
+    if (out.listen.port != 0) {
+      claim_listener(out.listen, node != nullptr ? node->source() : table->source(),
+                     "admin.listen");
+    }
+  }
+
+  void read_routes(const toml::table& root, std::vector<RouteConfig>& out) {
+    const toml::node* node = root.get("route");
+    if (node == nullptr) return;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) {
+      type_error(*node, "route", "an array of tables ([[route]])");
+      return;
+    }
+    // (host, path_prefix) -> the route that claimed it first.
+    std::unordered_map<std::string, std::string> seen;
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const std::string path = index_path("route", i);
+      const toml::table* table = array->get(i)->as_table();
+      if (table == nullptr) {
+        type_error(*array->get(i), path, "a table");
+        continue;
+      }
+      check_keys(*table, path, route_keys);
+      RouteConfig route;
+      route.where = location_of(*table);
+      std::string host;
+      if (const auto* host_node = read_string(*table, "host", path + ".host", host)) {
+        if (auto pattern = normalize_host_pattern(host)) {
+          route.host = std::move(*pattern);
+        } else {
+          error(*host_node, path + ".host",
+                "invalid host pattern '" + host +
+                    "'; expected a name like \"api.example.com\" or \"*.example.com\"");
+        }
+      }
+      if (const auto* prefix =
+              read_string(*table, "path_prefix", path + ".path_prefix", route.path_prefix)) {
+        if (!route.path_prefix.starts_with('/')) {
+          error(*prefix, path + ".path_prefix",
+                "must start with '/', got '" + route.path_prefix + "'");
+        } else if (route.path_prefix.find_first_of("?# \t\r\n") != std::string::npos) {
+          error(*prefix, path + ".path_prefix", "must not contain '?', '#' or whitespace");
+        }
+      }
+      if (require(*table, "upstream", path, "the upstream this route sends to")) {
+        route_upstreams_.push_back(
+            read_string(*table, "upstream", path + ".upstream", route.upstream));
+      } else {
+        route_upstreams_.push_back(nullptr);
+      }
+      const auto [it, inserted] = seen.try_emplace(route.host + '\n' + route.path_prefix, path);
+      if (!inserted) {
+        error(*table, path, "duplicate route: same host and path_prefix as " + it->second);
+      }
+      out.push_back(std::move(route));
+    }
+  }
+
+  void read_upstreams(const toml::table& root, std::vector<UpstreamConfig>& out) {
+    const toml::node* node = root.get("upstreams");
+    const std::string no_upstream =
+        "no upstream defined; add an [upstreams.NAME] section with its servers";
+    if (node == nullptr) {
+      error(root, "upstreams", no_upstream);
+      return;
+    }
+    const toml::table* table = node->as_table();
+    if (table == nullptr) {
+      type_error(*node, "upstreams", "a table of upstreams ([upstreams.NAME])");
+      return;
+    }
+    if (table->empty()) error(*table, "upstreams", no_upstream);
+    // toml::table iterates in key order; Config::upstreams promises file order.
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (auto&& [key, value] : *table) entries.emplace_back(&key, &value);
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const auto& a, const auto& b) { return is_before(*a.second, *b.second); });
+    for (const auto& [key, value] : entries) {
+      const std::string name(key->str());
+      const std::string path = "upstreams." + name;
+      if (!all_of_chars(name, upstream_name_char)) {
+        error(key->source(), path,
+              "upstream name '" + name + "' may use only letters, digits, '-' and '_'");
+      }
+      const toml::table* upstream = value->as_table();
+      if (upstream == nullptr) {
+        type_error(*value, path, "a table");
+        continue;
+      }
+      out.push_back(read_upstream(*upstream, name, path));
+    }
+  }
+
+  UpstreamConfig read_upstream(const toml::table& table, const std::string& name,
+                               const std::string& path) {
+    check_keys(table, path, upstream_keys);
+    UpstreamConfig upstream;
+    upstream.name = name;
+    upstream.where = location_of(table);
+    std::vector<std::string_view> policies(policy_names().begin(), policy_names().end());
+    read_choice(table, "balance", path + ".balance", "balance policy", policies, upstream.balance);
+    read_duration(table, "connect_timeout", path + ".connect_timeout", upstream.connect_timeout,
+                  false);
+    read_duration(table, "response_timeout", path + ".response_timeout", upstream.response_timeout,
+                  false);
+    // keepalive = 0 turns pooling off; the timeout still has to be a real one.
+    read_integer(table, "keepalive", path + ".keepalive", upstream.keepalive, 0, max_keepalive);
+    read_duration(table, "keepalive_timeout", path + ".keepalive_timeout",
+                  upstream.keepalive_timeout, false);
+
+    // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
+    const toml::node* node = table.get("servers");
+    if (node == nullptr) return upstream;
+    const std::string servers_path = path + ".servers";
+    const toml::array* array = node->as_array();
+    if (array == nullptr) {
+      type_error(*node, servers_path, "an array of tables ([[" + servers_path + "]])");
+      return upstream;
+    }
+    // identity -> the server that has it first
+    std::unordered_map<std::string, std::string> identities;
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const std::string server_path = index_path(servers_path, i);
+      const toml::table* server_table = array->get(i)->as_table();
+      if (server_table == nullptr) {
+        type_error(*array->get(i), server_path, "a table");
+        continue;
+      }
+      auto server = read_server_entry(*server_table, server_path);
+      if (!server) continue;
+      const bool named = !server->name.empty();
+      const auto [it, inserted] =
+          identities.try_emplace(server->identity(), "servers[" + std::to_string(i) + "]");
+      if (!inserted) {
+        const std::string key = named ? "name" : "address";
+        error(*server_table->get(key), server_path + "." + key,
+              "duplicate server '" + server->identity() + "' (also " + it->second +
+                  "); each server needs a unique name or address");
+      }
+      upstream.servers.push_back(std::move(*server));
+    }
+    return upstream;
+  }
+
+  // nullopt when the server has no usable identity (its address is missing or bad).
+  std::optional<ServerConfig> read_server_entry(const toml::table& table, const std::string& path) {
+    check_keys(table, path, server_entry_keys);
+    ServerConfig server;
+    server.where = location_of(table);
+    if (const auto* name = read_string(table, "name", path + ".name", server.name)) {
+      if (!all_of_chars(server.name, server_name_char)) {
+        error(*name, path + ".name",
+              "server name '" + server.name +
+                  "' may use only letters, digits, '-', '_', '.' and ':'");
+      }
+    }
+    read_integer(table, "weight", path + ".weight", server.weight, 1, max_weight,
+                 "; to take a server out of rotation, drain it instead of setting weight 0");
+    if (!require(table, "address", path, "the server's host:port")) return std::nullopt;
+    auto address = parse_address(*table.get("address"), path + ".address", false);
+    if (!address) return std::nullopt;
+    server.address = std::move(*address);
+    return server;
+  }
+
+  // What goes where: with routes, every route must name an upstream that exists; without
+  // routes, the only upstream takes all traffic, so there must be exactly one.
+  void check_routing(const toml::table& root, const Config& config) {
+    if (config.upstreams.empty()) return;  // already reported; every route would repeat it
+    std::vector<std::string_view> names;
+    for (const auto& upstream : config.upstreams) names.push_back(upstream.name);
+    if (config.upstreams.size() > 1 && !root.contains("route")) {
+      error(*root.get("upstreams"), "route",
+            std::to_string(names.size()) + " upstreams (" + join(names) +
+                ") but no [[route]] to choose between them; add routes, or keep one upstream");
+    }
+    for (std::size_t i = 0; i < config.routes.size(); ++i) {
+      const toml::node* node = route_upstreams_[i];
+      const auto& name = config.routes[i].upstream;
+      if (node == nullptr || config.find_upstream(name) != nullptr) continue;
+      error(*node, index_path("route", i) + ".upstream", unknown_message("upstream", name, names));
+    }
+  }
+
+  std::string file_;
+  std::vector<ConfigError> errors_;
+  // listen_key -> key path of the listener that has it
+  std::unordered_map<std::string, std::string> listeners_;
+  // Per route, its `upstream` value node (nullptr when missing or mistyped), for check_routing.
+  std::vector<const toml::node*> route_upstreams_;
+};
+
+std::string plural(std::size_t count, std::string_view noun) {
+  return std::to_string(count) + " " + std::string(noun) + (count == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::string ConfigError::to_string() const {
+  std::string out = file;
+  // Line 0: the error is about the file as a whole (it could not be read).
+  if (line > 0) out += ":" + std::to_string(line) + ":" + std::to_string(column);
+  out += ": ";
+  if (!key_path.empty()) out += key_path + ": ";
+  return out + message;
+}
+
+LoadResult load_string(std::string_view toml_text, std::string_view source) {
+  LoadResult result;
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    // toml++ stops at the first syntax error; nothing after it can be trusted.
+    result.errors.push_back({std::string(source), static_cast<int>(e.source().begin.line),
+                             static_cast<int>(e.source().begin.column), "",
+                             std::string(e.description())});
+    return result;
+  }
+  Builder builder(source);
+  Config config = builder.build(root);
+  result.errors = builder.take_errors();
+  if (result.errors.empty()) result.config = std::move(config);
+  return result;
+}
+
+LoadResult load_file(const std::string& path) {
+  const auto unreadable = [&](int error_number) {
+    LoadResult result;
+    result.errors.push_back(
+        {path, 0, 0, "", "cannot read: " + std::system_category().message(error_number)});
+    return result;
+  };
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return unreadable(errno);
+  std::string text;
+  std::array<char, 64 * 1024> buffer;
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) text.append(buffer.data(), n);
+  // A directory opens fine and fails on the first read (EISDIR).
+  const int read_error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (read_error != 0) return unreadable(read_error);
+  return load_string(text, path);
+}
+
+std::string summary(const Config& config) {
+  std::size_t servers = 0;
+  for (const auto& upstream : config.upstreams) servers += upstream.servers.size();
+  const std::string source = config.source.empty() ? "<config>" : config.source;
+  return source + ": ok: " + plural(config.server.listen.size(), "listener") + ", " +
+         plural(config.upstreams.size(), "upstream") + " (" + plural(servers, "server") + "), " +
+         plural(config.routes.size(), "route") + ", " +
+         (config.admin.enabled ? "admin " + config.admin.listen.to_string() : "no admin");
+}
+
+}  // namespace sluice::config
