@@ -44,6 +44,7 @@ enum class Violation : std::uint8_t {
   missing_host,
   repeated_host,
   bad_chunk,             // bad chunk size or chunk framing (reported by the body reader)
+  bad_host,              // Host value is not uri-host [ ":" port ] (RFC 9112 §3.2 -> 400)
 };
 
 // Short, human-readable reason, also used as the Sluice-Error header value ("bad content-length").
@@ -57,6 +58,9 @@ struct HeadScan {
   Result result = Result::need_more;
   std::size_t head_size = 0;  // complete: bytes up to and including the final CRLFCRLF
   Violation violation = Violation::none;
+  // Offset of the start line: the leading empty lines tolerated before a request line. Beast's
+  // parser rejects them (bad_method), so feed it bytes[head_start, head_size), not bytes[0, ...).
+  std::size_t head_start = 0;
 };
 
 // `bytes` is everything received so far on the connection for this message (it may contain the
@@ -69,6 +73,15 @@ HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexce
 
 // After Beast parsed the head. `version` is 10 or 11.
 Violation check_request_fields(const boost::beast::http::fields& fields, unsigned version) noexcept;
-Violation check_response_fields(const boost::beast::http::fields& fields) noexcept;
+Violation check_response_fields(const boost::beast::http::fields& fields) noexcept;  // HTTP/1.1
+Violation check_response_fields(const boost::beast::http::fields& fields,
+                                unsigned version) noexcept;
+
+// Maps an error from Beast's parser to the violation it stands for (none when it is not a protocol
+// violation, e.g. end_of_stream or body_limit). Beast rejects some framing conflicts itself before
+// check_*_fields() can run, and names whichever field came second; pass the head bytes that were
+// fed to it and the answer is refined (e.g. to content_length_with_transfer_encoding).
+Violation violation_from_parser_error(const boost::system::error_code& ec,
+                                      std::string_view head = {}) noexcept;
 
 }  // namespace sluice::http

@@ -1,0 +1,122 @@
+#include "sluice/http/rewrite.hpp"
+
+#include <string>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/rfc7230.hpp>
+
+#include "sluice/http/request_id.hpp"
+
+namespace sluice::http {
+
+namespace {
+
+namespace bhttp = boost::beast::http;
+using boost::beast::iequals;
+
+constexpr std::string_view k_forwarded_for = "X-Forwarded-For";
+constexpr std::string_view k_forwarded_proto = "X-Forwarded-Proto";
+constexpr std::string_view k_forwarded_host = "X-Forwarded-Host";
+constexpr std::string_view k_request_id = "X-Request-Id";
+constexpr std::size_t k_max_client_request_id = 128;
+
+// RFC 9110 §7.6.1 lets a Connection option name any field, which makes the option a weapon:
+// "Connection: Content-Length" would strip the length the origin frames the body by while we
+// frame by it too (a desynchronised connection), and "Connection: Host" would send the request
+// to the origin without the authority it was validated and routed with. X-Request-Id is ours:
+// choose_request_id() may have handed out a view into it, and the id must reach the origin.
+bool may_drop(std::string_view option) noexcept {
+  return !iequals(option, "connection") && !iequals(option, "host") &&
+         !iequals(option, "content-length") && !iequals(option, k_request_id);
+}
+
+// 1..128 visible ASCII characters: it goes into our logs and to the origin verbatim.
+bool sane_request_id(std::string_view id) noexcept {
+  if (id.empty() || id.size() > k_max_client_request_id) return false;
+  for (const char c : id) {
+    if (c < 0x21 || c > 0x7E) return false;
+  }
+  return true;
+}
+
+void set_request_id(bhttp::fields& fields, std::string_view request_id) {
+  // fields::set() builds the new line before it drops the old ones, so request_id may point
+  // into the X-Request-Id being replaced.
+  if (request_id.empty()) {
+    fields.erase(k_request_id);
+  } else {
+    fields.set(k_request_id, request_id);
+  }
+}
+
+}  // namespace
+
+void strip_hop_by_hop(bhttp::fields& fields) {
+  // RFC 9110 §7.6.1: a proxy MUST remove the fields named by the Connection options of every
+  // Connection line. fields keeps the lines of one name together, starting at equal_range()'s
+  // first. Its end is not used: it may be the very field an option erases. The Connection lines
+  // themselves stay (may_drop refuses "connection"), so `line` remains valid.
+  for (auto line = fields.equal_range(bhttp::field::connection).first;
+       line != fields.end() && line->name() == bhttp::field::connection; ++line) {
+    for (const auto option : bhttp::opt_token_list{line->value()}) {
+      if (may_drop(option)) fields.erase(option);
+    }
+  }
+  // RFC 9110 §7.6.1: and the hop-by-hop fields themselves, named or not; Proxy-Connection and
+  // Keep-Alive are the pre-standard ones. Framing (TE) is redone by whoever forwards the body.
+  for (const auto name : {bhttp::field::connection, bhttp::field::keep_alive,
+                          bhttp::field::proxy_connection, bhttp::field::te, bhttp::field::trailer,
+                          bhttp::field::transfer_encoding, bhttp::field::upgrade}) {
+    fields.erase(name);
+  }
+}
+
+void rewrite_request(bhttp::fields& fields, const ForwardedFor& info) {
+  strip_hop_by_hop(fields);
+
+  // X-Forwarded-For: the hops already listed, in order and joined into one line, then the peer.
+  std::string chain;
+  const auto [first, last] = fields.equal_range(k_forwarded_for);  // in arrival order
+  for (auto line = first; line != last; ++line) {
+    if (line->value().empty()) continue;
+    if (!chain.empty()) chain += ", ";
+    chain += line->value();
+  }
+  if (!info.client_ip.empty()) {
+    if (!chain.empty()) chain += ", ";
+    chain += info.client_ip;
+  }
+  if (chain.empty()) {
+    fields.erase(k_forwarded_for);
+  } else {
+    fields.set(k_forwarded_for, chain);
+  }
+
+  // Proto and Host describe the hop into us, so ours replace whatever the client claimed; without
+  // a Host (HTTP/1.0) a client-supplied X-Forwarded-Host would pass as ours, so it goes.
+  fields.set(k_forwarded_proto, info.proto);
+  if (const auto host = fields.find(bhttp::field::host); host != fields.end()) {
+    fields.set(k_forwarded_host, host->value());
+  } else {
+    fields.erase(k_forwarded_host);
+  }
+  set_request_id(fields, info.request_id);
+}
+
+void rewrite_response(bhttp::fields& fields, std::string_view request_id) {
+  strip_hop_by_hop(fields);
+  set_request_id(fields, request_id);
+}
+
+std::string_view choose_request_id(const bhttp::fields& fields, RequestIdGenerator& gen,
+                                   char (&storage)[37]) {
+  // Keep the client's id so that its logs and ours correlate; several lines are ambiguous.
+  if (fields.count(k_request_id) == 1) {
+    const auto id = fields.find(k_request_id)->value();
+    if (sane_request_id(id)) return id;
+  }
+  return gen.next(storage);
+}
+
+}  // namespace sluice::http
