@@ -171,7 +171,8 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       error_code ec;
       const auto used = request_->put(net::buffer(bytes.data(), scan.head_size), ec);
       if (ec || !request_->is_header_done() || used != scan.head_size) {
-        error = {400, "bad request"};
+        const auto v = http::violation_from_parser_error(ec, bytes.substr(0, scan.head_size));
+        error = {400, v == http::Violation::none ? "bad request" : http::describe(v)};
         co_return HeadResult::error;
       }
       in_.consume(used);
@@ -293,8 +294,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
         auto [ec, n] = co_await bhttp::async_read_some(client_, in_, *request_, nothrow);
         if (ec == bhttp::error::need_buffer) ec = {};
         if (ec) {
-          if (ec == bhttp::error::bad_chunk || ec == bhttp::error::bad_chunk_extension) {
-            co_await send_error(&x, {400, http::describe(http::Violation::bad_chunk)});
+          if (const auto v = http::violation_from_parser_error(ec); v != http::Violation::none) {
+            co_await send_error(&x, {400, http::describe(v)});
           } else if (ec == beast::error::timeout) {
             co_await send_error(&x, {408, "body timeout"});
           }
@@ -343,7 +344,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
           error_code ec;
           const auto used = response_->put(net::buffer(bytes.data(), scan.head_size), ec);
           if (ec || !response_->is_header_done() || used != scan.head_size ||
-              http::check_response_fields(response_->get()) != http::Violation::none) {
+              http::check_response_fields(response_->get(), response_->get().version()) !=
+                  http::Violation::none) {
             failure = UpstreamFailure::bad_response;
             break;
           }
