@@ -1,0 +1,64 @@
+#pragma once
+// State shared by every worker thread: the origin's name, the run-time health status and the
+// counters reported by /stats. All counters are relaxed atomics: with the default single worker
+// they are uncontended, and /stats only needs each value, not a consistent snapshot across them.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace sluice::origin {
+
+class origin_state {
+ public:
+  explicit origin_state(std::string name);
+
+  const std::string& name() const { return name_; }
+
+  // The default body, "NAME\n".
+  const std::string& name_body() const { return name_body_; }
+
+  unsigned health_status() const { return health_status_.load(std::memory_order_relaxed); }
+  void set_health_status(unsigned code) { health_status_.store(code, std::memory_order_relaxed); }
+
+  void connection_opened();
+  void connection_closed();
+  void request_started(bool is_post);
+  void request_finished();
+  void health_request() { health_requests_.fetch_add(1, std::memory_order_relaxed); }
+
+  // The /stats document, serialized.
+  std::string stats_json() const;
+  // Zeroes the cumulative counters; the gauges (open connections, in flight) stay true, and the
+  // high-water mark restarts from the current in-flight count.
+  void reset_counters();
+
+ private:
+  std::string name_;
+  std::string name_body_;
+  std::atomic<unsigned> health_status_{200};
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> connections_{0};
+  std::atomic<std::uint64_t> open_connections_{0};
+  std::atomic<std::uint64_t> in_flight_{0};
+  std::atomic<std::uint64_t> max_in_flight_{0};
+  std::atomic<std::uint64_t> health_requests_{0};
+  std::atomic<std::uint64_t> post_requests_{0};
+};
+
+// Counts one request as in flight for as long as it lives, so every exit path (client gone,
+// bad body, shutdown) releases it.
+class in_flight_scope {
+ public:
+  in_flight_scope(origin_state& state, bool is_post) : state_(&state) {
+    state.request_started(is_post);
+  }
+  ~in_flight_scope() { state_->request_finished(); }
+  in_flight_scope(const in_flight_scope&) = delete;
+  in_flight_scope& operator=(const in_flight_scope&) = delete;
+
+ private:
+  origin_state* state_;
+};
+
+}  // namespace sluice::origin
