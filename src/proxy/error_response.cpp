@@ -17,6 +17,7 @@ std::string_view describe(UpstreamFailure f) {
     case UpstreamFailure::reset_after_send: return "upstream reset";
     case UpstreamFailure::response_timeout: return "response timeout";
     case UpstreamFailure::bad_response: return "bad response";
+    case UpstreamFailure::client_failed: return "client failed";
   }
   return "upstream error";
 }

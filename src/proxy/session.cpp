@@ -1,12 +1,12 @@
 #include "sluice/proxy/session.hpp"
 
+#include <charconv>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/serializer.hpp>
-#include <boost/beast/http/write.hpp>
 #include <spdlog/spdlog.h>
 
 #include "sluice/http/rewrite.hpp"
@@ -25,6 +25,8 @@ namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = 64 * 1024;  // body bytes moved per read/write step
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
+constexpr std::string_view crlf = "\r\n";
+constexpr std::string_view last_chunk = "0\r\n\r\n";
 
 // Room to read into `buffer` without exceeding its max_size.
 net::mutable_buffer prepare_some(beast::flat_buffer& buffer) {
@@ -32,12 +34,14 @@ net::mutable_buffer prepare_some(beast::flat_buffer& buffer) {
   return buffer.prepare(std::min(room, read_chunk));
 }
 
-bool is_idempotent_without_body(const bhttp::request_parser<bhttp::buffer_body>& p) {
-  const auto m = p.get().method();
-  const bool idempotent = m == bhttp::verb::get || m == bhttp::verb::head ||
-                          m == bhttp::verb::options || m == bhttp::verb::trace ||
-                          m == bhttp::verb::put || m == bhttp::verb::delete_;
-  return idempotent && p.is_done();
+std::string_view view(const beast::flat_buffer& b) {
+  return {static_cast<const char*>(b.data().data()), b.size()};
+}
+
+bool is_idempotent(bhttp::verb m) {
+  // RFC 9110 §9.2.2
+  return m == bhttp::verb::get || m == bhttp::verb::head || m == bhttp::verb::options ||
+         m == bhttp::verb::trace || m == bhttp::verb::put || m == bhttp::verb::delete_;
 }
 
 bool iequals_ascii(std::string_view a, std::string_view b) {
@@ -59,6 +63,31 @@ std::string_view path_of(std::string_view target) {
   const auto slash = target.find('/', scheme + 3);
   return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
 }
+
+// Field lines of a parsed head, as they will be forwarded (after rewrite_*), then the blank line
+// is left to the caller so that it can add its own framing lines first.
+template <class Fields>
+void append_fields(std::string& out, const Fields& fields) {
+  for (const auto& f : fields) {
+    out.append(f.name_string());
+    out.append(": ");
+    out.append(f.value());
+    out.append(crlf);
+  }
+}
+
+// "1a2b\r\n": the chunk-size line for n bytes (RFC 9112 §7.1).
+struct ChunkHeader {
+  char data[24];
+  std::size_t size;
+  explicit ChunkHeader(std::size_t n) {
+    auto r = std::to_chars(data, data + 16, n, 16);
+    r.ptr[0] = '\r';
+    r.ptr[1] = '\n';
+    size = static_cast<std::size_t>(r.ptr + 2 - data);
+  }
+  net::const_buffer buffer() const { return {data, size}; }
+};
 
 // Decrements the endpoint's in-flight count when an attempt ends, however it ends.
 class InFlight {
@@ -83,19 +112,23 @@ struct Session::Exchange {
   const Endpoint* server = nullptr;
   unsigned status = 0;
   unsigned attempts = 0;
+  unsigned client_version = 11;
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
   std::string_view error;
   bool client_keep_alive = false;
-  bool head_sent = false;  // response head reached the client: no error page possible any more
+  bool expect_continue = false;  // the client waits for 100 Continue before sending its body
+  bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
+  bool head_sent = false;        // response head reached the client: no error page possible
+  bool request_done = false;     // the whole request (head and body) was read from the client
 };
 
 Session::Session(WorkerContext& worker, tcp::socket socket)
     : worker_(worker), client_(std::move(socket)) {
   error_code ec;
-  const auto remote = client_.socket().remote_endpoint(ec);
+  const auto remote = client_.remote_endpoint(ec);
   if (!ec) client_ip_ = remote.address().to_string();
-  client_.socket().set_option(tcp::no_delay(true), ec);
+  client_.set_option(tcp::no_delay(true), ec);
   worker_.sessions.push_back(*this);
 }
 
@@ -111,13 +144,41 @@ void Session::close() {
   if (closed_) return;
   closed_ = true;
   error_code ignored;
-  client_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  client_.socket().close(ignored);
+  client_.shutdown(tcp::socket::shutdown_both, ignored);
+  client_.close(ignored);
+  if (upstream_ != nullptr) upstream_->close(ignored);
+}
+
+void Session::expire() {
+  deadline = Clock::time_point::max();
+  timed_out_ = true;
+  error_code ignored;
+  client_.cancel(ignored);
+  if (upstream_ != nullptr) upstream_->cancel(ignored);
+}
+
+void Session::expire_after(Clock::duration d) noexcept {
+  deadline = worker_.clock.now() + d;
+  timed_out_ = false;
+}
+
+template <class Buffers>
+net::awaitable<std::pair<error_code, std::size_t>> Session::write(socket_type& s, const Buffers& b) {
+  auto [ec, n] = co_await net::async_write(s, b, nothrow);
+  if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
+  co_return std::pair{ec, n};
+}
+
+net::awaitable<std::pair<error_code, std::size_t>> Session::read_some(socket_type& s,
+                                                                       net::mutable_buffer b) {
+  auto [ec, n] = co_await s.async_read_some(b, nothrow);
+  if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
+  co_return std::pair{ec, n};
 }
 
 net::awaitable<void> Session::run() {
   const auto& limits = worker_.snapshot->config->server;
-  // The head buffer is bounded: a client cannot make us hold more than a head plus one read.
+  // The head buffers are bounded: a peer cannot make us hold more than a head plus one read.
   in_ = beast::flat_buffer(limits.max_header_bytes + read_chunk);
   up_in_ = beast::flat_buffer(limits.max_header_bytes + read_chunk);
   while (!closed_) {
@@ -136,10 +197,11 @@ net::awaitable<void> Session::run() {
     response_.reset();
     if (!keep || worker_.stopping) break;
   }
+  deadline = Clock::time_point::max();
   if (!closed_) {
     // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
     error_code ignored;
-    client_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    client_.shutdown(tcp::socket::shutdown_send, ignored);
     close();
   }
 }
@@ -149,14 +211,12 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
   // head. A new connection gets header_timeout from the start (slowloris protection).
   idle_ = in_.size() == 0;
-  client_.expires_after(first_request_ || !idle_ ? limits.header_timeout : limits.idle_timeout);
+  expire_after(first_request_ || !idle_ ? limits.header_timeout : limits.idle_timeout);
   first_request_ = false;
   for (;;) {
     // RFC 9112 §2.2: ignore at least one empty line before a request-line.
-    while (in_.size() >= 2 && static_cast<const char*>(in_.data().data())[0] == '\r' &&
-           static_cast<const char*>(in_.data().data())[1] == '\n')
-      in_.consume(2);
-    const std::string_view bytes(static_cast<const char*>(in_.data().data()), in_.size());
+    while (in_.size() >= 2 && view(in_).starts_with(crlf)) in_.consume(2);
+    const auto bytes = view(in_);
     const auto scan = http::scan_request_head(bytes, limits.max_header_bytes, limits.max_uri_bytes);
     if (scan.result == http::HeadScan::Result::invalid) {
       error = {http::status_for(scan.violation), http::describe(scan.violation)};
@@ -184,7 +244,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       co_return HeadResult::ok;
     }
     if (worker_.stopping && idle_) co_return HeadResult::closed;
-    const auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
+    const auto [ec, n] = co_await read_some(client_, prepare_some(in_));
     in_.commit(n);
     if (ec) {
       if (ec == beast::error::timeout && in_.size() > 0) {
@@ -195,7 +255,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
     }
     if (idle_ && n > 0) {
       idle_ = false;
-      client_.expires_after(limits.header_timeout);
+      expire_after(limits.header_timeout);
     }
   }
 }
@@ -205,6 +265,8 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   const auto& limits = snapshot_->config->server;
   x.request_id = http::choose_request_id(req, worker_.ids, x.id_storage);
   x.client_keep_alive = request_->keep_alive();
+  x.client_version = req.version();
+  x.request_done = request_->is_done();
 
   if (const auto cl = request_->content_length();
       cl && limits.max_body_bytes != 0 && *cl > limits.max_body_bytes) {
@@ -215,257 +277,358 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   if (x.upstream == nullptr) {
     co_await send_error(&x, {404, "no route"});
     // A body we did not read would be taken for the next request: close instead.
-    co_return request_->is_done() && x.client_keep_alive;
+    co_return x.request_done && x.client_keep_alive;
   }
   co_return co_await forward(x);
 }
 
 net::awaitable<bool> Session::forward(Exchange& x) {
   auto& req = request_->get();
-  const auto& limits = snapshot_->config->server;
   const auto& ucfg = x.upstream->config();
   if (!relay_) relay_ = std::make_unique<char[]>(relay_size);
 
   // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
-  bool expect_continue = false;
   if (const auto e = req[bhttp::field::expect]; !e.empty()) {
-    expect_continue = iequals_ascii(e, "100-continue") && req.version() == 11 && !request_->is_done();
+    x.expect_continue = iequals_ascii(e, "100-continue") && req.version() == 11 && !x.request_done;
     req.erase(bhttp::field::expect);
   }
   const bool is_head = req.method() == bhttp::verb::head;
-  const bool chunked_in = request_->chunked();
-  const unsigned client_version = req.version();
+  x.chunked_in = request_->chunked();
   http::rewrite_request(req, {client_ip_, "http", x.request_id});
-  req.version(11);
-  if (chunked_in) req.chunked(true);
 
   TriedSet tried;
   PickContext ctx{&tried};
   const auto pick = x.upstream->pick(ctx);
   if (!pick) {
     co_await send_error(&x, {503, "no server available"});
-    co_return request_->is_done() && x.client_keep_alive;
+    co_return x.request_done && x.client_keep_alive;
   }
   Endpoint& ep = *x.upstream->endpoint(pick.index);
   x.server = &ep;
   InFlight in_flight(ep);
 
   // A pooled connection that the origin closed while idle can fail before any response byte; when
-  // resending cannot duplicate work (idempotent, no body), we try once more on a fresh connection.
-  auto upstream = worker_.pool.acquire(ep);
+  // resending cannot duplicate work (idempotent, body not started), we try once more on a fresh
+  // connection. That is not the server's fault.
+  std::optional<socket_type> upstream = worker_.pool.acquire(ep);
   bool reused = upstream.has_value();
   for (;;) {
     ++x.attempts;
     if (!upstream) {
       upstream.emplace(worker_.io);
-      upstream->expires_after(ucfg.connect_timeout);
+      upstream_ = &*upstream;
+      expire_after(ucfg.connect_timeout);
       const auto [ec] = co_await upstream->async_connect(ep.socket_address(), nothrow);
       if (ec) {
-        const auto f = ec == beast::error::timeout           ? UpstreamFailure::connect_timeout
+        const bool timeout = ec == net::error::operation_aborted && timed_out_;
+        const auto f = timeout                                ? UpstreamFailure::connect_timeout
                        : ec == net::error::connection_refused ? UpstreamFailure::connect_refused
                                                               : UpstreamFailure::connect_error;
+        upstream_ = nullptr;
         spdlog::debug("upstream {} server {}: {}: {}", x.upstream->name(), ep.identity(), describe(f),
                       ec.message());
         co_await send_error(&x, {status_for(f), describe(f)});
         co_return false;
       }
       error_code ignored;
-      upstream->socket().set_option(tcp::no_delay(true), ignored);
+      upstream->set_option(tcp::no_delay(true), ignored);
     }
+    upstream_ = &*upstream;
 
-    // Request: head, then the body relayed from the client through relay_.
-    bhttp::serializer<true, bhttp::buffer_body> sr{req};
-    std::uint64_t sent = 0;
-    UpstreamFailure failure = UpstreamFailure::none;
-    bool continue_sent = false;
-    do {
-      auto& body = req.body();
-      if (!request_->is_done()) {
-        if (expect_continue && !continue_sent) {
-          continue_sent = true;
-          static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-          client_.expires_after(limits.idle_timeout);
-          const auto [ec, n] = co_await net::async_write(client_, net::buffer(cont), nothrow);
-          if (ec) co_return false;
-        }
+    std::size_t received = 0;
+    auto failure = co_await send_request(x, *upstream);
+    if (failure == UpstreamFailure::none)
+      failure = co_await read_response_head(x, *upstream, is_head, received);
+    if (failure == UpstreamFailure::none) break;
+
+    upstream_ = nullptr;
+    upstream.reset();
+    up_in_.clear();
+    response_.reset();
+    const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
+                       failure != UpstreamFailure::bad_response;
+    if (stale && is_idempotent(req.method()) && x.request_done && x.bytes_in == 0 &&
+        x.attempts < 2) {
+      spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
+                    x.upstream->name(), ep.identity());
+      reused = false;
+      continue;
+    }
+    if (failure == UpstreamFailure::client_failed) co_return false;
+    spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(), describe(failure));
+    co_await send_error(&x, {status_for(failure), describe(failure)});
+    co_return false;
+  }
+
+  const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
+  upstream_ = nullptr;
+  if (upstream_reusable) {
+    worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
+                         std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout));
+  }
+  up_in_.clear();
+  // A request body the client is still sending when the origin answered would desynchronise the
+  // connection: only keep it when the request was read completely.
+  co_return x.client_keep_alive && x.request_done;
+}
+
+// Head and body towards the origin. The body streams through relay_: Content-Length bodies as
+// they are, chunked bodies decoded by Beast's parser (which enforces the chunk grammar) and
+// re-encoded, so that what the origin sees is exactly what we validated.
+net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream) {
+  const auto& req = request_->get();
+  const auto& limits = snapshot_->config->server;
+  const auto& ucfg = x.upstream->config();
+
+  head_out_.clear();
+  head_out_.append(req.method_string());
+  head_out_.push_back(' ');
+  head_out_.append(req.target());
+  head_out_.append(" HTTP/1.1\r\n");
+  append_fields(head_out_, req);
+  if (x.chunked_in) head_out_.append("Transfer-Encoding: chunked\r\n");
+  head_out_.append(crlf);
+
+  bool head_written = false;
+  std::uint64_t sent = 0;
+  const auto fail = [&] {
+    return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+  };
+  auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
+
+  while (!x.request_done || !head_written) {
+    // Next piece of body, if any.
+    std::string_view piece;
+    if (!x.request_done) {
+      if (x.expect_continue) {
+        x.expect_continue = false;
+        static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
+        expire_after(limits.idle_timeout);
+        const auto [ec, n] = co_await write(client_, net::buffer(cont));
+        if (ec) co_return UpstreamFailure::client_failed;
+      }
+      expire_after(limits.idle_timeout);
+      if (x.chunked_in) {
+        auto& body = request_->get().body();
         body.data = relay_.get();
         body.size = relay_size;
-        client_.expires_after(limits.idle_timeout);
         auto [ec, n] = co_await bhttp::async_read_some(client_, in_, *request_, nothrow);
         if (ec == bhttp::error::need_buffer) ec = {};
+        if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
         if (ec) {
           if (const auto v = http::violation_from_parser_error(ec); v != http::Violation::none) {
             co_await send_error(&x, {400, http::describe(v)});
           } else if (ec == beast::error::timeout) {
             co_await send_error(&x, {408, "body timeout"});
           }
-          co_return false;  // the client went away or broke framing: nothing is reused
+          co_return UpstreamFailure::client_failed;
         }
-        body.size = relay_size - body.size;
-        body.data = relay_.get();
-        body.more = !request_->is_done();
-        x.bytes_in += body.size;
-        if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
-          co_await send_error(&x, {413, "body too large"});
-          co_return false;
-        }
-        if (body.size == 0 && body.more) continue;  // only framing was parsed (chunk header)
+        piece = {relay_.get(), relay_size - body.size};
+        x.request_done = request_->is_done();
+      } else if (in_.size() > 0) {
+        // Body bytes that arrived with the head: forward them from where they are.
+        const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(in_.size(), content_left));
+        piece = view(in_).substr(0, take);
       } else {
-        body.data = nullptr;
-        body.size = 0;
-        body.more = false;
-      }
-      upstream->expires_after(ucfg.response_timeout);
-      auto [ec, n] = co_await bhttp::async_write(*upstream, sr, nothrow);
-      if (ec == bhttp::error::need_buffer) ec = {};
-      sent += n;
-      if (ec) {
-        failure = sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
-        break;
-      }
-    } while (!sr.is_done());
-
-    // Response head (and any 1xx before it).
-    std::size_t received = 0;
-    if (failure == UpstreamFailure::none) {
-      upstream->expires_after(ucfg.response_timeout);
-      for (;;) {
-        const std::string_view bytes(static_cast<const char*>(up_in_.data().data()), up_in_.size());
-        const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
-        if (scan.result == http::HeadScan::Result::invalid) {
-          failure = UpstreamFailure::bad_response;
-          break;
-        }
-        if (scan.result == http::HeadScan::Result::complete) {
-          response_.emplace();
-          response_->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
-          response_->body_limit(boost::none);
-          if (is_head) response_->skip(true);
-          error_code ec;
-          const auto used = response_->put(net::buffer(bytes.data(), scan.head_size), ec);
-          if (ec || !response_->is_header_done() || used != scan.head_size ||
-              http::check_response_fields(response_->get(), response_->get().version()) !=
-                  http::Violation::none) {
-            failure = UpstreamFailure::bad_response;
-            break;
-          }
-          up_in_.consume(used);
-          const auto code = response_->get().result_int();
-          if (code >= 100 && code < 200) {
-            if (code == 101) {  // we never forward Upgrade, so a switch is a protocol error
-              failure = UpstreamFailure::bad_response;
-              break;
-            }
-            // 100 answered our own request framing; other 1xx go to HTTP/1.1 clients as they are.
-            if (code != 100 && client_version == 11) {
-              bhttp::serializer<false, bhttp::buffer_body> info{response_->get()};
-              client_.expires_after(limits.idle_timeout);
-              auto [ec1, n1] = co_await bhttp::async_write_header(client_, info, nothrow);
-              if (ec1) co_return false;
-            }
-            response_.reset();
-            continue;
-          }
-          break;
-        }
-        const auto [ec, n] = co_await upstream->async_read_some(prepare_some(up_in_), nothrow);
-        up_in_.commit(n);
-        received += n;
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
+        const auto [ec, n] = co_await read_some(client_, net::buffer(relay_.get(), want));
         if (ec) {
-          failure = ec == beast::error::timeout ? UpstreamFailure::response_timeout
-                    : received == 0 && sent == 0 ? UpstreamFailure::reset_before_send
-                                                 : UpstreamFailure::reset_after_send;
-          break;
+          if (ec == beast::error::timeout) co_await send_error(&x, {408, "body timeout"});
+          co_return UpstreamFailure::client_failed;
         }
+        piece = {relay_.get(), n};
       }
+      x.bytes_in += piece.size();
+      if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
+        co_await send_error(&x, {413, "body too large"});
+        co_return UpstreamFailure::client_failed;
+      }
+      if (!x.chunked_in) {
+        content_left -= piece.size();
+        x.request_done = content_left == 0;
+      }
+      if (piece.empty() && !x.request_done) continue;  // only chunk framing was parsed
     }
 
-    if (failure != UpstreamFailure::none) {
-      up_in_.clear();
-      response_.reset();
-      const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
-                         failure != UpstreamFailure::bad_response;
-      if (stale && is_idempotent_without_body(*request_) && x.attempts < 2) {
-        spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
-                      x.upstream->name(), ep.identity());
-        upstream.reset();
-        reused = false;
-        continue;
-      }
-      spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(), describe(failure));
-      co_await send_error(&x, {status_for(failure), describe(failure)});
-      co_return false;
-    }
-    break;
+    // Gather: [head] [chunk-size line] [piece] [CRLF] [last-chunk]
+    std::array<net::const_buffer, 5> out;
+    std::size_t k = 0;
+    if (!head_written) out[k++] = net::buffer(head_out_);
+    const ChunkHeader chunk(piece.size());
+    if (x.chunked_in && !piece.empty()) out[k++] = chunk.buffer();
+    if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
+    if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
+    if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
+    expire_after(ucfg.response_timeout);
+    const auto [ec, n] = co_await write(upstream, std::span(out.data(), k));
+    sent += n;
+    if (ec) co_return fail();
+    head_written = true;
+    if (!x.chunked_in && piece.data() == view(in_).data()) in_.consume(piece.size());
   }
+  co_return UpstreamFailure::none;
+}
 
-  // Response head towards the client.
+// Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
+net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_type& upstream,
+                                                            bool is_head, std::size_t& received) {
+  const auto& limits = snapshot_->config->server;
+  const auto& ucfg = x.upstream->config();
+  expire_after(ucfg.response_timeout);
+  for (;;) {
+    const auto bytes = view(up_in_);
+    const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
+    if (scan.result == http::HeadScan::Result::invalid) co_return UpstreamFailure::bad_response;
+    if (scan.result == http::HeadScan::Result::complete) {
+      response_.emplace();
+      response_->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
+      response_->body_limit(boost::none);
+      if (is_head) response_->skip(true);
+      error_code ec;
+      const auto used = response_->put(net::buffer(bytes.data(), scan.head_size), ec);
+      if (ec || !response_->is_header_done() || used != scan.head_size ||
+          http::check_response_fields(response_->get(), response_->get().version()) !=
+              http::Violation::none)
+        co_return UpstreamFailure::bad_response;
+      up_in_.consume(used);
+      const auto code = response_->get().result_int();
+      if (code < 100 || code >= 200) co_return UpstreamFailure::none;
+      // We never forward Upgrade, so a switch is a protocol error.
+      if (code == 101) co_return UpstreamFailure::bad_response;
+      // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
+      if (code != 100 && x.client_version == 11) {
+        head_out_.clear();
+        head_out_.append("HTTP/1.1 ");
+        head_out_.append(std::to_string(code));
+        head_out_.push_back(' ');
+        head_out_.append(response_->get().reason());
+        head_out_.append(crlf);
+        append_fields(head_out_, response_->get());
+        head_out_.append(crlf);
+        expire_after(limits.idle_timeout);
+        const auto [ec1, n1] = co_await write(client_, net::buffer(head_out_));
+        if (ec1) co_return UpstreamFailure::client_failed;
+        expire_after(ucfg.response_timeout);
+      }
+      response_.reset();
+      continue;
+    }
+    const auto [ec, n] = co_await read_some(upstream, prepare_some(up_in_));
+    up_in_.commit(n);
+    received += n;
+    if (ec) {
+      co_return ec == beast::error::timeout ? UpstreamFailure::response_timeout
+                : received == 0               ? UpstreamFailure::reset_before_send
+                                              : UpstreamFailure::reset_after_send;
+    }
+  }
+}
+
+// Response head and body towards the client. Returns whether the upstream connection may go back
+// to the pool: only after a complete, correctly framed response with nothing left over.
+net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, bool is_head) {
+  const auto& limits = snapshot_->config->server;
+  const auto& ucfg = x.upstream->config();
   auto& res = response_->get();
   x.status = res.result_int();
   const bool body_expected = !is_head && x.status != 204 && x.status != 304;
   const bool upstream_keep_alive = response_->keep_alive();
-  const bool chunked_out = response_->chunked();
-  const bool length_known = response_->content_length().has_value();
-  http::rewrite_response(res, x.request_id);
+  const bool chunked_from_origin = response_->chunked();
+  const auto length = response_->content_length();
+  // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
+  const bool until_close = body_expected && !chunked_from_origin && !length;
   bool keep = x.client_keep_alive && !worker_.stopping;
-  if (body_expected && (chunked_out || !length_known)) {
-    // Unknown length: re-chunk for HTTP/1.1 clients; HTTP/1.0 clients read until close.
-    if (client_version == 11) res.chunked(true);
-    else keep = false;
-  }
-  res.version(11);
-  res.keep_alive(keep);
-  if (keep && client_version == 10) res.set(bhttp::field::connection, "keep-alive");
+  const bool chunked_out = body_expected && (chunked_from_origin || until_close) && x.client_version == 11;
+  if (body_expected && (chunked_from_origin || until_close) && x.client_version != 11) keep = false;
 
-  bhttp::serializer<false, bhttp::buffer_body> sw{res};
-  bool client_failed = false;
-  do {
-    auto& body = res.body();
-    if (!response_->is_done()) {
-      body.data = relay_.get();
-      body.size = relay_size;
-      upstream->expires_after(ucfg.response_timeout);
-      auto [ec, n] = co_await bhttp::async_read_some(*upstream, up_in_, *response_, nothrow);
-      if (ec == bhttp::error::need_buffer) ec = {};
-      // A close-delimited body ends with EOF: Beast reports it as done, not as an error.
-      if (ec) {
-        spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
-                      ep.identity(), ec.message());
-        if (!x.head_sent) {
-          co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
+  http::rewrite_response(res, x.request_id);
+  head_out_.clear();
+  head_out_.append("HTTP/1.1 ");
+  char code[4];
+  std::to_chars(code, code + 3, x.status);
+  head_out_.append(code, 3);
+  head_out_.push_back(' ');
+  const auto reason = res.reason();
+  head_out_.append(reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
+  head_out_.append(crlf);
+  append_fields(head_out_, res);
+  if (chunked_out) head_out_.append("Transfer-Encoding: chunked\r\n");
+  if (!keep) head_out_.append("Connection: close\r\n");
+  else if (x.client_version == 10) head_out_.append("Connection: keep-alive\r\n");
+  head_out_.append(crlf);
+
+  bool done = !body_expected;
+  bool head_written = false;
+  auto content_left = length.value_or(0);
+  if (body_expected && length) done = content_left == 0;
+  while (!done || !head_written) {
+    std::string_view piece;
+    if (!done) {
+      expire_after(ucfg.response_timeout);
+      if (chunked_from_origin) {
+        auto& body = res.body();
+        body.data = relay_.get();
+        body.size = relay_size;
+        auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
+        if (ec == bhttp::error::need_buffer) ec = {};
+        if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
+        if (ec) {
+          spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
+                        x.server->identity(), ec.message());
+          if (!head_written) co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
+          x.client_keep_alive = false;
+          co_return false;
         }
-        co_return false;
+        piece = {relay_.get(), relay_size - body.size};
+        done = response_->is_done();
+      } else if (up_in_.size() > 0) {
+        const auto take = until_close ? up_in_.size()
+                                      : static_cast<std::size_t>(std::min<std::uint64_t>(up_in_.size(), content_left));
+        piece = view(up_in_).substr(0, take);
+      } else {
+        const auto want = until_close ? relay_size
+                                      : static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
+        const auto [ec, n] = co_await read_some(upstream, net::buffer(relay_.get(), want));
+        if (ec == net::error::eof && until_close) {
+          done = true;
+        } else if (ec) {
+          spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
+                        x.server->identity(), ec.message());
+          if (!head_written) co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
+          x.client_keep_alive = false;
+          co_return false;
+        }
+        piece = {relay_.get(), n};
       }
-      body.size = relay_size - body.size;
-      body.data = relay_.get();
-      body.more = !response_->is_done();
-      if (body.size == 0 && body.more) continue;
-    } else {
-      body.data = nullptr;
-      body.size = 0;
-      body.more = false;
+      if (!chunked_from_origin && !until_close) {
+        content_left -= piece.size();
+        done = content_left == 0;
+      }
+      if (piece.empty() && !done) continue;
     }
-    client_.expires_after(limits.idle_timeout);
-    auto [ec, n] = co_await bhttp::async_write(client_, sw, nothrow);
-    if (ec == bhttp::error::need_buffer) ec = {};
-    x.head_sent = x.head_sent || n > 0 || sw.is_header_done();
-    if (ec) {
-      client_failed = true;
-      break;
-    }
-    x.bytes_out += body.size;
-  } while (!sw.is_done());
 
-  // Back to the pool only after a complete, correctly framed exchange with nothing left over.
-  if (!client_failed && upstream_keep_alive && response_->is_done() && up_in_.size() == 0) {
-    worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
-                         std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout));
+    std::array<net::const_buffer, 5> out;
+    std::size_t k = 0;
+    if (!head_written) out[k++] = net::buffer(head_out_);
+    const ChunkHeader chunk(piece.size());
+    if (chunked_out && !piece.empty()) out[k++] = chunk.buffer();
+    if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
+    if (chunked_out && !piece.empty()) out[k++] = net::buffer(crlf);
+    if (chunked_out && done) out[k++] = net::buffer(last_chunk);
+    expire_after(limits.idle_timeout);
+    const auto [ec, n] = co_await write(client_, std::span(out.data(), k));
+    if (n > 0) x.head_sent = true;
+    if (ec) {
+      x.client_keep_alive = false;
+      co_return false;
+    }
+    head_written = true;
+    x.head_sent = true;
+    x.bytes_out += piece.size();
+    if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
   }
-  up_in_.clear();
-  if (client_failed) co_return false;
-  // A request body the client is still sending when the origin answered would desynchronise the
-  // connection: only keep it when the request was read completely.
-  co_return keep && request_->is_done();
+  if (!keep) x.client_keep_alive = false;
+  co_return upstream_keep_alive && !until_close && up_in_.size() == 0;
 }
 
 net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
@@ -487,8 +650,8 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
   }
   char buf[1024];
   const auto n = format_error(buf, error, id, false);
-  client_.expires_after(std::chrono::seconds(5));
-  co_await net::async_write(client_, net::buffer(buf, n), nothrow);
+  expire_after(std::chrono::seconds(5));
+  co_await write(client_, net::buffer(buf, n));
   if (x != nullptr) x->head_sent = true;
 }
 

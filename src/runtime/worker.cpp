@@ -23,7 +23,7 @@ Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
     : guard_(net::make_work_guard(io_)),
       ctx_(index, io_, clock, access_log),
       slot_free_(io_),
-      sweep_timer_(io_),
+      tick_timer_(io_),
       max_connections_(max_connections) {
   ctx_.snapshot = std::move(snapshot);
 }
@@ -36,7 +36,7 @@ void Worker::add_listener(tcp::acceptor acceptor) {
 
 void Worker::start() {
   for (auto& a : acceptors_) net::co_spawn(io_, accept_loop(*a), net::detached);
-  net::co_spawn(io_, sweep_loop(), net::detached);
+  net::co_spawn(io_, tick_loop(), net::detached);
   thread_ = std::thread([this] {
     try {
       io_.run();
@@ -63,7 +63,6 @@ void Worker::begin_shutdown() {
       a->close(ignored);
     }
     slot_free_.cancel();
-    sweep_timer_.cancel();
     ctx_.pool.close_all();
     // Sessions between requests close now; busy ones after their current answer.
     for (auto it = ctx_.sessions.begin(); it != ctx_.sessions.end();) (it++)->close_if_idle();
@@ -75,6 +74,7 @@ void Worker::stop() {
     ctx_.stopping = true;
     for (auto it = ctx_.sessions.begin(); it != ctx_.sessions.end();) (it++)->close();
     ctx_.pool.close_all();
+    tick_timer_.cancel();
     guard_.reset();
     io_.stop();
   });
@@ -115,11 +115,23 @@ net::awaitable<void> Worker::serve(tcp::socket socket) {
   slot_free_.cancel();
 }
 
-net::awaitable<void> Worker::sweep_loop() {
-  while (!ctx_.stopping) {
-    sweep_timer_.expires_after(std::chrono::seconds(1));
-    co_await sweep_timer_.async_wait(nothrow);
-    ctx_.pool.sweep();
+net::awaitable<void> Worker::tick_loop() {
+  // Deadlines of all sessions are checked here, every deadline_tick, instead of one timer per
+  // I/O operation; idle pooled connections are swept once a second.
+  auto next_sweep = ctx_.clock.now() + std::chrono::seconds(1);
+  for (;;) {
+    tick_timer_.expires_after(proxy::deadline_tick);
+    co_await tick_timer_.async_wait(nothrow);
+    const auto now = ctx_.clock.now();
+    for (auto it = ctx_.sessions.begin(); it != ctx_.sessions.end();) {
+      auto& s = *it++;
+      if (s.deadline <= now) s.expire();
+    }
+    if (now >= next_sweep) {
+      ctx_.pool.sweep();
+      next_sweep = now + std::chrono::seconds(1);
+    }
+    if (ctx_.stopping && ctx_.sessions.empty()) co_return;
   }
 }
 

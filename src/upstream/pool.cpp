@@ -13,7 +13,7 @@ bool ConnectionPool::is_alive(stream_type& stream) noexcept {
   // closed it) or unsolicited data that would desynchronise the next exchange. Either way it is
   // not reusable.
   char byte;
-  const auto fd = stream.socket().native_handle();
+  const auto fd = stream.native_handle();
   const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
@@ -27,7 +27,7 @@ std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoin
     stack.pop_back();
     if (idle.expires > now && is_alive(idle.stream)) return std::move(idle.stream);
     boost::system::error_code ignored;
-    idle.stream.socket().close(ignored);
+    idle.stream.close(ignored);
   }
   return std::nullopt;
 }
@@ -39,9 +39,8 @@ void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::
   auto& stack = idle_[endpoint.id()];
   if (stack.size() >= max_idle) {
     // Full: drop the oldest, keep the freshest.
-    stack.pop_front();  // closes it
+    stack.erase(stack.begin());  // closes it
   }
-  stream.expires_never();
   stack.push_back(Idle{std::move(stream), clock_.now() + keepalive_timeout});
 }
 
@@ -49,7 +48,9 @@ void ConnectionPool::sweep() {
   const auto now = clock_.now();
   for (auto& stack : idle_) {
     // Ordered by release time, so expired connections form a prefix.
-    while (!stack.empty() && stack.front().expires <= now) stack.pop_front();
+    std::size_t expired = 0;
+    while (expired < stack.size() && stack[expired].expires <= now) ++expired;
+    stack.erase(stack.begin(), stack.begin() + static_cast<std::ptrdiff_t>(expired));
   }
 }
 

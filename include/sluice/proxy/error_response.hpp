@@ -19,6 +19,7 @@ enum class UpstreamFailure : unsigned char {
   reset_after_send,   // ... after the request was (partly) sent
   response_timeout,
   bad_response,
+  client_failed,  // not the origin's fault: the client went away or broke framing mid-request
 };
 
 std::string_view describe(UpstreamFailure f);

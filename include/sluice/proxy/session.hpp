@@ -12,7 +12,6 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
@@ -32,29 +31,49 @@ public:
 
   void close_if_idle() override;
   void close() override;
+  void expire() override;
 
 private:
   enum class HeadResult { ok, closed, error };
   struct Exchange;  // per-request state, defined in session.cpp
+  using socket_type = boost::asio::ip::tcp::socket;
+  using request_parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
+  using response_parser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
 
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
+  boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream);
+  boost::asio::awaitable<UpstreamFailure> read_response_head(Exchange& x, socket_type& upstream,
+                                                             bool is_head, std::size_t& received);
+  boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
   void log_exchange(const Exchange& x);
 
+  // I/O with the session's deadline: an operation cancelled by expire() reports
+  // beast::error::timeout.
+  void expire_after(Clock::duration d) noexcept;
+  template <class Buffers>
+  boost::asio::awaitable<std::pair<boost::system::error_code, std::size_t>> write(socket_type& s,
+                                                                                  const Buffers& b);
+  boost::asio::awaitable<std::pair<boost::system::error_code, std::size_t>> read_some(
+      socket_type& s, boost::asio::mutable_buffer b);
+
   WorkerContext& worker_;
-  boost::beast::tcp_stream client_;
+  socket_type client_;
+  socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
   std::string client_ip_;
   boost::beast::flat_buffer in_;     // bytes from the client not yet parsed
   boost::beast::flat_buffer up_in_;  // bytes from the origin not yet parsed
-  std::optional<boost::beast::http::request_parser<boost::beast::http::buffer_body>> request_;
-  std::optional<boost::beast::http::response_parser<boost::beast::http::buffer_body>> response_;
+  std::string head_out_;             // serialized head towards the origin or the client
+  std::optional<request_parser> request_;
+  std::optional<response_parser> response_;
   std::unique_ptr<char[]> relay_;  // body relay buffer, shared by both directions
   std::shared_ptr<const Snapshot> snapshot_;
   bool first_request_ = true;
-  bool idle_ = false;  // waiting for the first byte of a next request
+  bool idle_ = false;       // waiting for the first byte of a next request
   bool closed_ = false;
+  bool timed_out_ = false;  // expire() cancelled the operation under way
 };
 
 }  // namespace sluice::proxy

@@ -44,14 +44,16 @@ public:
 private:
   boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
   boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
-  boost::asio::awaitable<void> sweep_loop();
+  boost::asio::awaitable<void> tick_loop();
 
-  boost::asio::io_context io_{1};
+  // One thread runs this context and no other thread does I/O on its objects (the control thread
+  // only posts), so the reactor can skip its per-descriptor locking.
+  boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   proxy::WorkerContext ctx_;
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
   boost::asio::steady_timer slot_free_;  // wakes the accept loops when below max_connections
-  boost::asio::steady_timer sweep_timer_;
+  boost::asio::steady_timer tick_timer_;  // session deadlines and pool expiry
   std::uint32_t max_connections_;
   std::atomic<std::size_t> active_{0};
   std::thread thread_;

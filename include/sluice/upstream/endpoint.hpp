@@ -58,6 +58,21 @@ public:
   void begin_request() noexcept { in_flight_.fetch_add(1, std::memory_order_relaxed); }
   void end_request() noexcept { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
 
+  // A backup server receives requests only while no primary can take them. Balancers read the
+  // flag when they are built (control thread), so a change takes effect at the next snapshot.
+  bool backup() const noexcept { return backup_.load(std::memory_order_relaxed); }
+  void set_backup(bool b) noexcept { backup_.store(b, std::memory_order_relaxed); }
+
+  // Concurrent request cap across all workers, 0 = unlimited. Balancers skip a server at its cap.
+  // The check and the forwarder's begin_request() are not one atomic step, so under a race the
+  // cap can be exceeded by at most (workers - 1).
+  std::uint32_t max_conns() const noexcept { return max_conns_.load(std::memory_order_relaxed); }
+  void set_max_conns(std::uint32_t m) noexcept { max_conns_.store(m, std::memory_order_relaxed); }
+  bool at_limit() const noexcept {
+    const auto m = max_conns();
+    return m != 0 && in_flight() >= static_cast<std::int64_t>(m);
+  }
+
 private:
   static std::atomic<std::uint32_t> next_id_;
 
@@ -69,6 +84,8 @@ private:
   std::atomic<std::uint32_t> weight_;
   std::atomic<ServerState> state_{ServerState::up};
   std::atomic<bool> draining_{false};
+  std::atomic<bool> backup_{false};
+  std::atomic<std::uint32_t> max_conns_{0};
   alignas(64) std::atomic<std::int64_t> in_flight_{0};
 };
 

@@ -5,10 +5,9 @@
 // (sweep), or when the origin closed it (checked with a non-blocking peek before reuse).
 #include <cstdint>
 #include <optional>
-#include <deque>
 #include <vector>
 
-#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include "sluice/core/clock.hpp"
 
@@ -18,7 +17,7 @@ class Endpoint;
 
 class ConnectionPool {
 public:
-  using stream_type = boost::beast::tcp_stream;
+  using stream_type = boost::asio::ip::tcp::socket;
 
   explicit ConnectionPool(const Clock& clock) : clock_(clock) {}
 
@@ -46,9 +45,9 @@ private:
   static bool is_alive(stream_type& stream) noexcept;
 
   const Clock& clock_;
-  // [endpoint id] -> idle connections, oldest first. A deque because beast streams can be moved
-  // but not move-assigned, and both ends are used: reuse from the back, expiry from the front.
-  std::vector<std::deque<Idle>> idle_;
+  // [endpoint id] -> idle connections, oldest first: reuse from the back (the freshest), expiry
+  // from the front. Capacity is kept, so steady state allocates nothing.
+  std::vector<std::vector<Idle>> idle_;
 };
 
 }  // namespace sluice
