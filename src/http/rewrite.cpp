@@ -40,7 +40,7 @@ bool sane_request_id(std::string_view id) noexcept {
   return true;
 }
 
-void set_request_id(bhttp::fields& fields, std::string_view request_id) {
+void set_request_id(Fields& fields, std::string_view request_id) {
   // fields::set() builds the new line before it drops the old ones, so request_id may point
   // into the X-Request-Id being replaced.
   if (request_id.empty()) {
@@ -52,7 +52,7 @@ void set_request_id(bhttp::fields& fields, std::string_view request_id) {
 
 }  // namespace
 
-void strip_hop_by_hop(bhttp::fields& fields) {
+void strip_hop_by_hop(Fields& fields) {
   // RFC 9110 §7.6.1: a proxy MUST remove the fields named by the Connection options of every
   // Connection line. fields keeps the lines of one name together, starting at equal_range()'s
   // first. Its end is not used: it may be the very field an option erases. The Connection lines
@@ -72,11 +72,12 @@ void strip_hop_by_hop(bhttp::fields& fields) {
   }
 }
 
-void rewrite_request(bhttp::fields& fields, const ForwardedFor& info) {
+void rewrite_request(Fields& fields, const ForwardedFor& info) {
   strip_hop_by_hop(fields);
 
   // X-Forwarded-For: the hops already listed, in order and joined into one line, then the peer.
-  std::string chain;
+  // The chain is built in the fields' own allocator (the request's arena on the data path).
+  std::basic_string<char, std::char_traits<char>, Allocator> chain(fields.get_allocator());
   const auto [first, last] = fields.equal_range(k_forwarded_for);  // in arrival order
   for (auto line = first; line != last; ++line) {
     if (line->value().empty()) continue;
@@ -90,7 +91,7 @@ void rewrite_request(bhttp::fields& fields, const ForwardedFor& info) {
   if (chain.empty()) {
     fields.erase(k_forwarded_for);
   } else {
-    fields.set(k_forwarded_for, chain);
+    fields.set(k_forwarded_for, std::string_view(chain));
   }
 
   // Proto and Host describe the hop into us, so ours replace whatever the client claimed; without
@@ -104,12 +105,12 @@ void rewrite_request(bhttp::fields& fields, const ForwardedFor& info) {
   set_request_id(fields, info.request_id);
 }
 
-void rewrite_response(bhttp::fields& fields, std::string_view request_id) {
+void rewrite_response(Fields& fields, std::string_view request_id) {
   strip_hop_by_hop(fields);
   set_request_id(fields, request_id);
 }
 
-std::string_view choose_request_id(const bhttp::fields& fields, RequestIdGenerator& gen,
+std::string_view choose_request_id(const Fields& fields, RequestIdGenerator& gen,
                                    char (&storage)[37]) {
   // Keep the client's id so that its logs and ours correlate; several lines are ambiguous.
   if (fields.count(k_request_id) == 1) {

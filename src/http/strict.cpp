@@ -337,7 +337,7 @@ bool chunked_is_final(std::string_view value) noexcept {
 
 // The rules that decide where the message ends (RFC 9112 §6.1, §6.3). A request may only be
 // "chunked"; a response may carry codings before the final chunked.
-Violation check_framing(const bhttp::fields& fields, unsigned version, bool is_request) noexcept {
+Violation check_framing(const Fields& fields, unsigned version, bool is_request) noexcept {
   const auto te_lines = fields.count(bhttp::field::transfer_encoding);
   const auto cl_lines = fields.count(bhttp::field::content_length);
   // RFC 9112 §6.1: a message with both "ought to be handled as an error" (smuggling, §11.2).
@@ -461,7 +461,7 @@ HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexce
   return HeadScanner{bytes, max_head}.response();
 }
 
-Violation check_request_fields(const boost::beast::http::fields& fields,
+Violation check_request_fields(const Fields& fields,
                                unsigned version) noexcept {
   if (const auto v = check_framing(fields, version, true); v != Violation::none) return v;
   // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, for any request with more than one
@@ -473,11 +473,11 @@ Violation check_request_fields(const boost::beast::http::fields& fields,
   return Violation::none;
 }
 
-Violation check_response_fields(const boost::beast::http::fields& fields) noexcept {
+Violation check_response_fields(const Fields& fields) noexcept {
   return check_response_fields(fields, 11);
 }
 
-Violation check_response_fields(const boost::beast::http::fields& fields,
+Violation check_response_fields(const Fields& fields,
                                 unsigned version) noexcept {
   return check_framing(fields, version, false);
 }

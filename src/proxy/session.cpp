@@ -23,7 +23,7 @@ using boost::system::error_code;
 namespace {
 
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
-constexpr std::size_t relay_size = 64 * 1024;  // body bytes moved per read/write step
+constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
 constexpr std::string_view last_chunk = "0\r\n\r\n";
@@ -162,18 +162,20 @@ void Session::expire_after(Clock::duration d) noexcept {
   timed_out_ = false;
 }
 
-template <class Buffers>
-net::awaitable<std::pair<error_code, std::size_t>> Session::write(socket_type& s, const Buffers& b) {
-  auto [ec, n] = co_await net::async_write(s, b, nothrow);
-  if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
-  co_return std::pair{ec, n};
+error_code Session::timed(error_code ec) const noexcept {
+  return ec == net::error::operation_aborted && timed_out_ ? error_code(beast::error::timeout) : ec;
 }
 
-net::awaitable<std::pair<error_code, std::size_t>> Session::read_some(socket_type& s,
-                                                                       net::mutable_buffer b) {
-  auto [ec, n] = co_await s.async_read_some(b, nothrow);
-  if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
-  co_return std::pair{ec, n};
+void Session::begin_exchange_memory() {
+  if (!arena_.attached()) arena_.attach(worker_.arena_blocks.acquire(), arena_block_size);
+}
+
+void Session::end_exchange_memory() {
+  // Parsers first: their fields live in the arena.
+  request_.reset();
+  response_.reset();
+  worker_.arena_blocks.release(arena_.detach());
+  worker_.relay_blocks.release(std::exchange(relay_, nullptr));
 }
 
 net::awaitable<void> Session::run() {
@@ -193,11 +195,11 @@ net::awaitable<void> Session::run() {
     x.start = worker_.clock.now();
     const bool keep = co_await handle_request(x);
     log_exchange(x);
-    request_.reset();
-    response_.reset();
+    end_exchange_memory();
     if (!keep || worker_.stopping) break;
   }
   deadline = Clock::time_point::max();
+  end_exchange_memory();
   if (!closed_) {
     // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
     error_code ignored;
@@ -225,7 +227,9 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
     if (scan.result == http::HeadScan::Result::complete) {
       idle_ = false;
       snapshot_ = worker_.snapshot;  // this request runs on the newest config
-      request_.emplace();
+      begin_exchange_memory();
+      request_.emplace(std::piecewise_construct, std::make_tuple(),
+                       std::make_tuple(http::Allocator(&arena_)));
       request_->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
       request_->body_limit(boost::none);  // enforced here, against max_body_bytes
       error_code ec;
@@ -244,7 +248,8 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       co_return HeadResult::ok;
     }
     if (worker_.stopping && idle_) co_return HeadResult::closed;
-    const auto [ec, n] = co_await read_some(client_, prepare_some(in_));
+    auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
+    ec = timed(ec);
     in_.commit(n);
     if (ec) {
       if (ec == beast::error::timeout && in_.size() > 0) {
@@ -285,7 +290,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
 net::awaitable<bool> Session::forward(Exchange& x) {
   auto& req = request_->get();
   const auto& ucfg = x.upstream->config();
-  if (!relay_) relay_ = std::make_unique<char[]>(relay_size);
+  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
 
   // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
   if (const auto e = req[bhttp::field::expect]; !e.empty()) {
@@ -404,17 +409,18 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
         x.expect_continue = false;
         static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
         expire_after(limits.idle_timeout);
-        const auto [ec, n] = co_await write(client_, net::buffer(cont));
+        auto [ec, n] = co_await net::async_write(client_, net::buffer(cont), nothrow);
+        ec = timed(ec);
         if (ec) co_return UpstreamFailure::client_failed;
       }
       expire_after(limits.idle_timeout);
       if (x.chunked_in) {
         auto& body = request_->get().body();
-        body.data = relay_.get();
+        body.data = relay_;
         body.size = relay_size;
         auto [ec, n] = co_await bhttp::async_read_some(client_, in_, *request_, nothrow);
         if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
+        ec = timed(ec);
         if (ec) {
           if (const auto v = http::violation_from_parser_error(ec); v != http::Violation::none) {
             co_await send_error(&x, {400, http::describe(v)});
@@ -423,7 +429,7 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
           }
           co_return UpstreamFailure::client_failed;
         }
-        piece = {relay_.get(), relay_size - body.size};
+        piece = {relay_, relay_size - body.size};
         x.request_done = request_->is_done();
       } else if (in_.size() > 0) {
         // Body bytes that arrived with the head: forward them from where they are.
@@ -431,12 +437,13 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
         piece = view(in_).substr(0, take);
       } else {
         const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
-        const auto [ec, n] = co_await read_some(client_, net::buffer(relay_.get(), want));
+        auto [ec, n] = co_await client_.async_read_some(net::buffer(relay_, want), nothrow);
+        ec = timed(ec);
         if (ec) {
           if (ec == beast::error::timeout) co_await send_error(&x, {408, "body timeout"});
           co_return UpstreamFailure::client_failed;
         }
-        piece = {relay_.get(), n};
+        piece = {relay_, n};
       }
       x.bytes_in += piece.size();
       if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
@@ -460,7 +467,8 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
     if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
     if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
     expire_after(ucfg.response_timeout);
-    const auto [ec, n] = co_await write(upstream, std::span(out.data(), k));
+    auto [ec, n] = co_await net::async_write(upstream, std::span(out.data(), k), nothrow);
+    ec = timed(ec);
     sent += n;
     if (ec) co_return fail();
     head_written = true;
@@ -480,7 +488,8 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
     if (scan.result == http::HeadScan::Result::invalid) co_return UpstreamFailure::bad_response;
     if (scan.result == http::HeadScan::Result::complete) {
-      response_.emplace();
+      response_.emplace(std::piecewise_construct, std::make_tuple(),
+                        std::make_tuple(http::Allocator(&arena_)));
       response_->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
       response_->body_limit(boost::none);
       if (is_head) response_->skip(true);
@@ -506,14 +515,16 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
         append_fields(head_out_, response_->get());
         head_out_.append(crlf);
         expire_after(limits.idle_timeout);
-        const auto [ec1, n1] = co_await write(client_, net::buffer(head_out_));
+        auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+        ec1 = timed(ec1);
         if (ec1) co_return UpstreamFailure::client_failed;
         expire_after(ucfg.response_timeout);
       }
       response_.reset();
       continue;
     }
-    const auto [ec, n] = co_await read_some(upstream, prepare_some(up_in_));
+    auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
+    ec = timed(ec);
     up_in_.commit(n);
     received += n;
     if (ec) {
@@ -567,11 +578,11 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
       expire_after(ucfg.response_timeout);
       if (chunked_from_origin) {
         auto& body = res.body();
-        body.data = relay_.get();
+        body.data = relay_;
         body.size = relay_size;
         auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
         if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec == net::error::operation_aborted && timed_out_) ec = beast::error::timeout;
+        ec = timed(ec);
         if (ec) {
           spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
                         x.server->identity(), ec.message());
@@ -579,7 +590,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
           x.client_keep_alive = false;
           co_return false;
         }
-        piece = {relay_.get(), relay_size - body.size};
+        piece = {relay_, relay_size - body.size};
         done = response_->is_done();
       } else if (up_in_.size() > 0) {
         const auto take = until_close ? up_in_.size()
@@ -588,7 +599,8 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
       } else {
         const auto want = until_close ? relay_size
                                       : static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
-        const auto [ec, n] = co_await read_some(upstream, net::buffer(relay_.get(), want));
+        auto [ec, n] = co_await upstream.async_read_some(net::buffer(relay_, want), nothrow);
+        ec = timed(ec);
         if (ec == net::error::eof && until_close) {
           done = true;
         } else if (ec) {
@@ -598,7 +610,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
           x.client_keep_alive = false;
           co_return false;
         }
-        piece = {relay_.get(), n};
+        piece = {relay_, n};
       }
       if (!chunked_from_origin && !until_close) {
         content_left -= piece.size();
@@ -616,7 +628,8 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
     if (chunked_out && !piece.empty()) out[k++] = net::buffer(crlf);
     if (chunked_out && done) out[k++] = net::buffer(last_chunk);
     expire_after(limits.idle_timeout);
-    const auto [ec, n] = co_await write(client_, std::span(out.data(), k));
+    auto [ec, n] = co_await net::async_write(client_, std::span(out.data(), k), nothrow);
+    ec = timed(ec);
     if (n > 0) x.head_sent = true;
     if (ec) {
       x.client_keep_alive = false;
@@ -651,7 +664,7 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
   char buf[1024];
   const auto n = format_error(buf, error, id, false);
   expire_after(std::chrono::seconds(5));
-  co_await write(client_, net::buffer(buf, n));
+  co_await net::async_write(client_, net::buffer(buf, n), nothrow);
   if (x != nullptr) x->head_sent = true;
 }
 

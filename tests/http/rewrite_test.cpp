@@ -15,14 +15,14 @@ using sluice::http::ForwardedFor;
 
 using Lines = std::vector<std::pair<std::string, std::string>>;
 
-bhttp::fields fields_of(const Lines& lines) {
-  bhttp::fields fields;
+sluice::http::Fields fields_of(const Lines& lines) {
+  sluice::http::Fields fields;
   for (const auto& [name, value] : lines) fields.insert(name, value);
   return fields;
 }
 
 // All lines, in order, as (name, value).
-Lines lines_of(const bhttp::fields& fields) {
+Lines lines_of(const sluice::http::Fields& fields) {
   Lines out;
   for (const auto& line : fields) out.emplace_back(line.name_string(), line.value());
   return out;

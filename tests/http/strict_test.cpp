@@ -328,9 +328,9 @@ TEST(StrictScanResponse, HeadLargerThanMaxHeadIsTooLarge) {
 
 // ---- framing fields --------------------------------------------------------------------------
 
-bhttp::fields fields_of(
+sluice::http::Fields fields_of(
     std::initializer_list<std::pair<std::string_view, std::string_view>> lines) {
-  bhttp::fields fields;
+  sluice::http::Fields fields;
   for (const auto& [name, value] : lines) fields.insert(name, value);
   return fields;
 }
@@ -461,7 +461,7 @@ TEST(StrictFieldsResponse, ContentLengthRulesApplyToResponses) {
 }
 
 TEST(StrictFieldsResponse, HostIsNotRequired) {
-  EXPECT_EQ(sluice::http::check_response_fields(bhttp::fields{}), Violation::none);
+  EXPECT_EQ(sluice::http::check_response_fields(sluice::http::Fields{}), Violation::none);
 }
 
 // ---- reasons and statuses --------------------------------------------------------------------
@@ -505,7 +505,7 @@ Parsed scan_parse_check(std::string_view bytes) {
   const auto scan = scan_request(bytes);
   EXPECT_EQ(scan.result, Result::complete);
   const auto head = bytes.substr(scan.head_start, scan.head_size - scan.head_start);
-  bhttp::request_parser<bhttp::buffer_body> parser;
+  sluice::http::RequestParser parser;
   parser.header_limit(static_cast<std::uint32_t>(k_max_head * 2));
   parser.eager(false);
   Parsed out;

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include <boost/beast/http/fields.hpp>
+#include "sluice/http/message.hpp"
 
 namespace sluice::http {
 
@@ -72,9 +72,9 @@ HeadScan scan_request_head(std::string_view bytes, std::size_t max_head, std::si
 HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexcept;
 
 // After Beast parsed the head. `version` is 10 or 11.
-Violation check_request_fields(const boost::beast::http::fields& fields, unsigned version) noexcept;
-Violation check_response_fields(const boost::beast::http::fields& fields) noexcept;  // HTTP/1.1
-Violation check_response_fields(const boost::beast::http::fields& fields,
+Violation check_request_fields(const Fields& fields, unsigned version) noexcept;
+Violation check_response_fields(const Fields& fields) noexcept;  // HTTP/1.1
+Violation check_response_fields(const Fields& fields,
                                 unsigned version) noexcept;
 
 // Maps an error from Beast's parser to the violation it stands for (none when it is not a protocol

@@ -12,9 +12,8 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/parser.hpp>
 
+#include "sluice/http/message.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/worker_context.hpp"
 
@@ -37,8 +36,6 @@ private:
   enum class HeadResult { ok, closed, error };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = boost::asio::ip::tcp::socket;
-  using request_parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
-  using response_parser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
 
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
@@ -50,14 +47,14 @@ private:
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
   void log_exchange(const Exchange& x);
 
-  // I/O with the session's deadline: an operation cancelled by expire() reports
-  // beast::error::timeout.
+  // Every I/O runs under the session's deadline; an operation that expire() cancelled reports
+  // beast::error::timeout once passed through timed().
   void expire_after(Clock::duration d) noexcept;
-  template <class Buffers>
-  boost::asio::awaitable<std::pair<boost::system::error_code, std::size_t>> write(socket_type& s,
-                                                                                  const Buffers& b);
-  boost::asio::awaitable<std::pair<boost::system::error_code, std::size_t>> read_some(
-      socket_type& s, boost::asio::mutable_buffer b);
+  boost::system::error_code timed(boost::system::error_code ec) const noexcept;
+  // Request-scoped memory: an arena for both heads and the body relay buffer, borrowed from the
+  // worker when a request starts and returned when it ends (an idle connection holds neither).
+  void begin_exchange_memory();
+  void end_exchange_memory();
 
   WorkerContext& worker_;
   socket_type client_;
@@ -66,9 +63,10 @@ private:
   boost::beast::flat_buffer in_;     // bytes from the client not yet parsed
   boost::beast::flat_buffer up_in_;  // bytes from the origin not yet parsed
   std::string head_out_;             // serialized head towards the origin or the client
-  std::optional<request_parser> request_;
-  std::optional<response_parser> response_;
-  std::unique_ptr<char[]> relay_;  // body relay buffer, shared by both directions
+  Arena arena_;
+  std::optional<http::RequestParser> request_;
+  std::optional<http::ResponseParser> response_;
+  char* relay_ = nullptr;  // body relay buffer (relay_size bytes), shared by both directions
   std::shared_ptr<const Snapshot> snapshot_;
   bool first_request_ = true;
   bool idle_ = false;       // waiting for the first byte of a next request

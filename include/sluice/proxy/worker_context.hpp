@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/intrusive/list.hpp>
 
+#include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/http/request_id.hpp"
 #include "sluice/runtime/snapshot.hpp"
@@ -37,6 +38,8 @@ protected:
 using SessionList = boost::intrusive::list<SessionLink, boost::intrusive::constant_time_size<true>>;
 
 inline constexpr std::chrono::milliseconds deadline_tick{25};
+inline constexpr std::size_t arena_block_size = 32 * 1024;  // both heads of one exchange
+inline constexpr std::size_t relay_block_size = 64 * 1024;  // body bytes per read/write step
 
 struct WorkerContext {
   WorkerContext(unsigned index, boost::asio::io_context& io, const Clock& clock, AccessLog& access_log)
@@ -53,6 +56,9 @@ struct WorkerContext {
   // Set by graceful shutdown: answers carry Connection: close, idle sessions are closed.
   bool stopping = false;
   SessionList sessions;
+  // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers.
+  BlockPool arena_blocks{arena_block_size, 128};
+  BlockPool relay_blocks{relay_block_size, 128};
 };
 
 }  // namespace sluice::proxy

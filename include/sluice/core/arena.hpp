@@ -1,0 +1,115 @@
+#pragma once
+// Request-scoped memory. A session borrows a block from its worker's BlockPool when a request's
+// head arrives, parses and rewrites both heads in it (Beast's fields take an ArenaAllocator), and
+// hands it back when the exchange ends: steady state allocates nothing per request, and an idle
+// connection holds no block. Single-threaded, like everything a worker owns.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
+
+namespace sluice {
+
+// Bump allocation over one borrowed block; what does not fit goes to the heap. Freeing inside the
+// block is a no-op (the block is reset as a whole), freeing a heap fallback frees it.
+class Arena {
+public:
+  void attach(char* block, std::size_t size) noexcept {
+    begin_ = cur_ = block;
+    end_ = block + size;
+  }
+  void reset() noexcept { cur_ = begin_; }
+  bool attached() const noexcept { return begin_ != nullptr; }
+  char* detach() noexcept {
+    char* b = begin_;
+    begin_ = cur_ = end_ = nullptr;
+    return b;
+  }
+
+  void* allocate(std::size_t n, std::size_t align) {
+    const auto p = (reinterpret_cast<std::uintptr_t>(cur_) + align - 1) & ~(align - 1);
+    if (begin_ != nullptr && p + n <= reinterpret_cast<std::uintptr_t>(end_)) {
+      cur_ = reinterpret_cast<char*>(p + n);
+      return reinterpret_cast<void*>(p);
+    }
+    return ::operator new(n, std::align_val_t{align});
+  }
+  void deallocate(void* p, std::size_t align) noexcept {
+    if (p >= static_cast<void*>(begin_) && p < static_cast<void*>(end_)) return;
+    ::operator delete(p, std::align_val_t{align});
+  }
+  std::size_t used() const noexcept { return static_cast<std::size_t>(cur_ - begin_); }
+
+private:
+  char* begin_ = nullptr;
+  char* cur_ = nullptr;
+  char* end_ = nullptr;
+};
+
+// A standard allocator over an Arena; default-constructed (no arena) it uses the heap, so types
+// built on it work unchanged in tests and on the control plane.
+template <class T>
+class ArenaAllocator {
+public:
+  using value_type = T;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+
+  ArenaAllocator() noexcept = default;
+  explicit ArenaAllocator(Arena* arena) noexcept : arena_(arena) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& other) noexcept : arena_(other.arena()) {}
+
+  T* allocate(std::size_t n) {
+    if (arena_ == nullptr) return std::allocator<T>{}.allocate(n);
+    return static_cast<T*>(arena_->allocate(n * sizeof(T), alignof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (arena_ == nullptr) return std::allocator<T>{}.deallocate(p, n);
+    arena_->deallocate(p, alignof(T));
+  }
+  Arena* arena() const noexcept { return arena_; }
+
+  template <class U>
+  bool operator==(const ArenaAllocator<U>& o) const noexcept { return arena_ == o.arena(); }
+
+private:
+  Arena* arena_ = nullptr;
+};
+
+// Fixed-size blocks recycled within one worker. Bounded: at most max_free blocks are kept.
+class BlockPool {
+public:
+  BlockPool(std::size_t block_size, std::size_t max_free) : size_(block_size), max_free_(max_free) {}
+  ~BlockPool() {
+    for (char* b : free_) delete[] b;
+  }
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
+
+  std::size_t block_size() const noexcept { return size_; }
+  char* acquire() {
+    if (free_.empty()) return new char[size_];
+    char* b = free_.back();
+    free_.pop_back();
+    return b;
+  }
+  void release(char* b) noexcept {
+    if (b == nullptr) return;
+    if (free_.size() < max_free_) {
+      free_.push_back(b);  // capacity reserved up front: never allocates
+    } else {
+      delete[] b;
+    }
+  }
+  void reserve() { free_.reserve(max_free_); }
+
+private:
+  std::size_t size_;
+  std::size_t max_free_;
+  std::vector<char*> free_;
+};
+
+}  // namespace sluice
