@@ -87,6 +87,10 @@ int Runtime::run() {
     return 1;
   }
 
+  // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
+  // graceful shutdown, not the default action.
+  net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
+
   const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
                                              : std::max(1u, std::thread::hardware_concurrency());
   const std::uint32_t per_worker = (cfg.server.max_connections + n - 1) / n;
@@ -115,7 +119,6 @@ int Runtime::run() {
   spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
                s.config_path, s.version);
 
-  net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
   net::steady_timer drain_timer(s.control);
   Clock::time_point deadline{};
 
