@@ -72,6 +72,27 @@ struct ServerConfig {
   std::string identity() const { return name.empty() ? address.to_string() : name; }
 };
 
+// [upstreams.NAME.retry]
+struct RetryConfig {
+  std::uint32_t attempts = 2;  // total tries including the first; 1 = no retry
+  // `on`: which failures may be retried. "connect" = any connect failure, "refused" = connection
+  // refused, "reset" = the connection failed (or the answer was malformed), "timeout" = connect
+  // or response timeout; plus status codes.
+  bool on_connect = true;
+  bool on_refused = true;
+  bool on_reset = true;
+  bool on_timeout = true;
+  std::vector<unsigned> on_status{502, 503, 504};
+  std::string idempotency_header = "Idempotency-Key";  // "" disables keyed retries
+  Duration per_try_timeout{0};  // 0 = response_timeout
+  Duration deadline{0};         // whole request across all tries; 0 = attempts x per-try timeout
+  Duration backoff{25};
+  Duration backoff_max{250};
+  double budget = 0.2;
+  std::uint32_t budget_min = 3;
+  std::uint64_t buffer = 64 * KiB;  // request body kept for replay
+};
+
 struct UpstreamConfig {
   std::string name;
   std::string balance = "round_robin";
@@ -80,6 +101,7 @@ struct UpstreamConfig {
   std::uint32_t keepalive = 32;                          // idle pooled connections per server, per worker
   Duration keepalive_timeout{std::chrono::seconds(30)};
   std::vector<ServerConfig> servers;
+  RetryConfig retry;
   SourceLocation where;
 };
 

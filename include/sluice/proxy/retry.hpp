@@ -1,0 +1,86 @@
+#pragma once
+// Retry policy: the one place that decides, from an attempt's failure class, whether the request
+// may go to another server. Pure functions and a lock-free budget; the forwarder supplies the
+// facts (what failed, whether a byte reached the server, whether the response started).
+//
+// Rules (issue "Safe retries"):
+//  - never once the response has started streaming to the client;
+//  - only for failures listed in `on` (connect, refused, reset, timeout, status codes);
+//  - a request that provably never reached the server (connect failed, or the connection failed
+//    before any request byte was written) may be retried whatever its method;
+//  - otherwise only an idempotent method (RFC 9110 §9.2.2) or a request carrying the
+//    idempotency header;
+//  - a body that was not kept for replay (larger than `buffer`) only when none of it was sent;
+//  - within the budget, the deadline and the attempt count, and on a server not tried yet.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+#include "sluice/config/config.hpp"
+#include "sluice/proxy/error_response.hpp"
+
+namespace sluice::proxy {
+
+enum class RetrySkip : std::uint8_t {
+  none,               // retry allowed
+  not_retryable,      // this failure or status is not listed in `on`
+  response_started,   // the client already has part of the answer
+  not_idempotent,     // the request reached the server and may have had an effect
+  body_too_large,     // body bytes were sent and not kept for replay
+  budget_exhausted,   // too many retries in flight for this upstream
+  no_other_server,    // every available server was tried
+  deadline,           // no time left for another try
+  attempts_exhausted, // `attempts` reached
+};
+
+std::string_view describe(RetrySkip s);
+
+struct AttemptFacts {
+  UpstreamFailure failure = UpstreamFailure::none;  // none when the origin answered `status`
+  unsigned status = 0;                              // the origin's status, when it answered
+  bool request_bytes_sent = false;                  // any byte of the request was written
+  bool response_started = false;                    // any byte of the response reached the client
+};
+
+struct RequestFacts {
+  bool idempotent_method = false;
+  bool has_idempotency_key = false;
+  bool body_kept = true;  // no body, or the whole body is buffered for replay
+};
+
+// True when the attempt failed in a way `on` lists (a listed status counts as a failure).
+bool is_listed(const config::RetryConfig& policy, const AttemptFacts& attempt);
+
+// True when the request cannot have reached the origin: resending cannot duplicate work.
+bool never_reached_server(const AttemptFacts& attempt);
+
+// Eligibility of a retry from the attempt and the request alone (budget, servers, deadline and
+// attempts are the forwarder's to check, in that order, with the functions below).
+RetrySkip eligibility(const config::RetryConfig& policy, const AttemptFacts& attempt,
+                      const RequestFacts& request);
+
+// Full-jitter exponential backoff before retry number `retry` (1-based): uniform in
+// [0, min(backoff_max, backoff * 2^(retry-1))]. `unit` is a uniform random number in [0, 1).
+std::chrono::nanoseconds backoff_delay(const config::RetryConfig& policy, unsigned retry, double unit);
+
+// Per-upstream retry budget: retries in flight may not exceed budget * requests in flight +
+// budget_min, so an all-failing fleet sees at most (1 + budget) x client traffic (+ budget_min).
+// Thread-safe (all workers share one upstream's budget).
+class RetryBudget {
+public:
+  void begin_request() noexcept { requests_.fetch_add(1, std::memory_order_relaxed); }
+  void end_request() noexcept { requests_.fetch_sub(1, std::memory_order_relaxed); }
+  // Reserves a retry slot; false when the budget is exhausted. Pair with end_retry().
+  bool try_begin_retry(double budget, std::uint32_t budget_min) noexcept;
+  void end_retry() noexcept { retries_.fetch_sub(1, std::memory_order_relaxed); }
+
+  std::int64_t requests_in_flight() const noexcept { return requests_.load(std::memory_order_relaxed); }
+  std::int64_t retries_in_flight() const noexcept { return retries_.load(std::memory_order_relaxed); }
+
+private:
+  alignas(64) std::atomic<std::int64_t> requests_{0};
+  alignas(64) std::atomic<std::int64_t> retries_{0};
+};
+
+}  // namespace sluice::proxy

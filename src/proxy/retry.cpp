@@ -1,0 +1,80 @@
+#include "sluice/proxy/retry.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace sluice::proxy {
+
+std::string_view describe(RetrySkip s) {
+  switch (s) {
+    case RetrySkip::none: return "none";
+    case RetrySkip::not_retryable: return "not retryable";
+    case RetrySkip::response_started: return "response started";
+    case RetrySkip::not_idempotent: return "not idempotent";
+    case RetrySkip::body_too_large: return "body too large";
+    case RetrySkip::budget_exhausted: return "budget exhausted";
+    case RetrySkip::no_other_server: return "no other server";
+    case RetrySkip::deadline: return "deadline";
+    case RetrySkip::attempts_exhausted: return "attempts exhausted";
+  }
+  return "unknown";
+}
+
+bool never_reached_server(const AttemptFacts& a) {
+  switch (a.failure) {
+    case UpstreamFailure::connect_refused:
+    case UpstreamFailure::connect_timeout:
+    case UpstreamFailure::connect_error:
+    case UpstreamFailure::reset_before_send: return true;
+    default: return false;
+  }
+}
+
+bool is_listed(const config::RetryConfig& p, const AttemptFacts& a) {
+  using F = UpstreamFailure;
+  switch (a.failure) {
+    case F::connect_refused: return p.on_connect || p.on_refused;
+    case F::connect_timeout: return p.on_connect || p.on_timeout;
+    case F::connect_error: return p.on_connect;
+    case F::reset_before_send:
+    case F::reset_after_send: return p.on_reset;
+    case F::response_timeout: return p.on_timeout;
+    case F::bad_response: return p.on_reset;  // a broken answer is as good as a reset one
+    case F::client_failed: return false;
+    case F::none: break;
+  }
+  return std::find(p.on_status.begin(), p.on_status.end(), a.status) != p.on_status.end();
+}
+
+RetrySkip eligibility(const config::RetryConfig& p, const AttemptFacts& a, const RequestFacts& r) {
+  if (a.response_started) return RetrySkip::response_started;
+  if (!is_listed(p, a)) return RetrySkip::not_retryable;
+  if (never_reached_server(a) || !a.request_bytes_sent) {
+    // Nothing reached the origin. The body must still be at hand to resend it.
+    return r.body_kept ? RetrySkip::none : RetrySkip::body_too_large;
+  }
+  if (!r.idempotent_method && !r.has_idempotency_key) return RetrySkip::not_idempotent;
+  if (!r.body_kept) return RetrySkip::body_too_large;
+  return RetrySkip::none;
+}
+
+std::chrono::nanoseconds backoff_delay(const config::RetryConfig& p, unsigned retry, double unit) {
+  using std::chrono::nanoseconds;
+  const auto base = std::chrono::duration_cast<nanoseconds>(p.backoff).count();
+  const auto cap = std::chrono::duration_cast<nanoseconds>(p.backoff_max).count();
+  const unsigned shift = std::min(retry == 0 ? 0u : retry - 1, 30u);
+  const double ceiling = std::min(static_cast<double>(cap), static_cast<double>(base) * std::ldexp(1.0, static_cast<int>(shift)));
+  return nanoseconds(static_cast<std::int64_t>(ceiling * std::clamp(unit, 0.0, 1.0)));
+}
+
+bool RetryBudget::try_begin_retry(double budget, std::uint32_t budget_min) noexcept {
+  const auto allowed = static_cast<std::int64_t>(budget * static_cast<double>(requests_in_flight())) +
+                       static_cast<std::int64_t>(budget_min);
+  auto current = retries_.load(std::memory_order_relaxed);
+  while (current < allowed) {
+    if (retries_.compare_exchange_weak(current, current + 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+}  // namespace sluice::proxy

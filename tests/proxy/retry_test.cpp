@@ -1,0 +1,131 @@
+#include "sluice/proxy/retry.hpp"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+namespace sluice::proxy {
+namespace {
+
+using F = UpstreamFailure;
+const config::RetryConfig defaults{};
+
+// The rules of the issue, restated independently of the implementation: the oracle for the
+// exhaustive table below.
+RetrySkip expected(F failure, unsigned status, bool idempotent, bool key, bool sent, bool started,
+                   bool body_kept) {
+  if (started) return RetrySkip::response_started;
+  const bool listed = failure == F::none ? (status == 502 || status == 503 || status == 504)
+                                         : failure != F::client_failed;
+  if (!listed) return RetrySkip::not_retryable;
+  const bool unreached = failure == F::connect_refused || failure == F::connect_timeout ||
+                         failure == F::connect_error || failure == F::reset_before_send || !sent;
+  if (unreached) return body_kept ? RetrySkip::none : RetrySkip::body_too_large;
+  if (!idempotent && !key) return RetrySkip::not_idempotent;
+  if (!body_kept) return RetrySkip::body_too_large;
+  return RetrySkip::none;
+}
+
+TEST(RetryEligibility, EveryCombinationFollowsTheRules) {
+  const F failures[] = {F::none,          F::connect_refused,  F::connect_timeout,
+                        F::connect_error, F::reset_before_send, F::reset_after_send,
+                        F::response_timeout, F::bad_response,  F::client_failed};
+  const unsigned statuses[] = {200, 404, 500, 502, 503, 504};
+  int cases = 0;
+  for (const auto failure : failures)
+    for (const auto status : statuses) {
+      if (failure != F::none && status != 200) continue;  // a failure has no status
+      for (const bool idempotent : {false, true})
+        for (const bool key : {false, true})
+          for (bool sent : {false, true})
+            for (const bool started : {false, true})
+              for (const bool kept : {false, true}) {
+                // Facts that cannot happen together: a connect failure sent nothing; an answer
+                // means the request was sent.
+                if ((failure == F::connect_refused || failure == F::connect_timeout ||
+                     failure == F::connect_error || failure == F::reset_before_send) && sent)
+                  continue;
+                if (failure == F::none && !sent) continue;
+                AttemptFacts a{failure, failure == F::none ? status : 0, sent, started};
+                RequestFacts r{idempotent, key, kept};
+                ++cases;
+                EXPECT_EQ(eligibility(defaults, a, r),
+                          expected(failure, a.status, idempotent, key, sent, started, kept))
+                    << "failure=" << describe(failure) << " status=" << a.status
+                    << " idempotent=" << idempotent << " key=" << key << " sent=" << sent
+                    << " started=" << started << " kept=" << kept;
+              }
+    }
+  EXPECT_GT(cases, 150);
+}
+
+TEST(RetryEligibility, PostWithoutKeyThatReachedTheServerIsNeverRetried) {
+  AttemptFacts a{F::reset_after_send, 0, true, false};
+  EXPECT_EQ(eligibility(defaults, a, {false, false, true}), RetrySkip::not_idempotent);
+  EXPECT_EQ(eligibility(defaults, a, {false, true, true}), RetrySkip::none);
+}
+
+TEST(RetryEligibility, PostToAClosedPortIsRetried) {
+  AttemptFacts a{F::connect_refused, 0, false, false};
+  EXPECT_EQ(eligibility(defaults, a, {false, false, true}), RetrySkip::none);
+}
+
+TEST(RetryEligibility, OnListRestrictsWhatIsRetried) {
+  config::RetryConfig p;
+  p.on_connect = p.on_reset = p.on_timeout = false;
+  p.on_refused = true;
+  p.on_status = {503};
+  EXPECT_TRUE(is_listed(p, {F::connect_refused}));
+  EXPECT_FALSE(is_listed(p, {F::connect_timeout}));
+  EXPECT_FALSE(is_listed(p, {F::reset_after_send}));
+  EXPECT_FALSE(is_listed(p, {F::none, 502, true}));
+  EXPECT_TRUE(is_listed(p, {F::none, 503, true}));
+}
+
+TEST(RetryBackoff, FullJitterWithinExponentialBoundsAndCap) {
+  config::RetryConfig p;
+  p.backoff = std::chrono::milliseconds(25);
+  p.backoff_max = std::chrono::milliseconds(250);
+  using std::chrono::milliseconds;
+  EXPECT_EQ(backoff_delay(p, 1, 0.0), milliseconds(0));
+  EXPECT_EQ(backoff_delay(p, 1, 0.5), std::chrono::microseconds(12500));
+  EXPECT_EQ(backoff_delay(p, 2, 0.5), milliseconds(25));
+  EXPECT_EQ(backoff_delay(p, 3, 0.999999), std::chrono::nanoseconds(99'999'900));
+  EXPECT_EQ(backoff_delay(p, 5, 0.5), milliseconds(125));  // 25*16 = 400, capped at 250
+  EXPECT_EQ(backoff_delay(p, 40, 0.5), milliseconds(125));
+  for (double u = 0; u < 1; u += 0.01) {
+    EXPECT_LE(backoff_delay(p, 2, u), milliseconds(50));
+    EXPECT_GE(backoff_delay(p, 2, u), milliseconds(0));
+  }
+}
+
+TEST(RetryBudget, CapsRetriesToAShareOfRequestsPlusMinimum) {
+  RetryBudget b;
+  for (int i = 0; i < 10; ++i) b.begin_request();
+  // 0.2 * 10 + 3 = 5 retries may be in flight.
+  int granted = 0;
+  for (int i = 0; i < 20; ++i) granted += b.try_begin_retry(0.2, 3) ? 1 : 0;
+  EXPECT_EQ(granted, 5);
+  b.end_retry();
+  EXPECT_TRUE(b.try_begin_retry(0.2, 3));
+  EXPECT_FALSE(b.try_begin_retry(0.2, 3));
+}
+
+TEST(RetryBudget, ConcurrentReservationsNeverExceedTheCap) {
+  RetryBudget b;
+  for (int i = 0; i < 100; ++i) b.begin_request();
+  std::atomic<int> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i)
+        if (b.try_begin_retry(0.2, 3)) granted.fetch_add(1);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), 23);
+  EXPECT_EQ(b.retries_in_flight(), 23);
+}
+
+}  // namespace
+}  // namespace sluice::proxy
