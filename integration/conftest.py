@@ -119,7 +119,7 @@ class Origin:
 class Sluice:
     """A running sluice with a config written from `upstreams` and `extra` TOML text."""
 
-    def __init__(self, tmp_path, toml_text, name="sluice.toml"):
+    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True):
         self.config_path = tmp_path / name
         self.config_path.write_text(toml_text)
         self.proc = subprocess.Popen(
@@ -130,6 +130,20 @@ class Sluice:
         self.port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
         self.log.wait_for(r"sluice .* started")
         self.address = f"127.0.0.1:{self.port}"
+        if wait_signals:
+            # A SIGTERM that arrives before the handlers are installed kills sluice outright. It
+            # installs them before it logs "started" (test_cli.py pins that); this guard keeps a
+            # regression there from turning every lifecycle test flaky.
+            wait_until(self.signals_ready, timeout=5, interval=0.005, what="signal handlers")
+
+    def signals_ready(self):
+        """True once SIGHUP, SIGINT and SIGTERM are caught (SigCgt in /proc/PID/status)."""
+        wanted = sum(1 << (sig - 1) for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM))
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return int(line.split()[1], 16) & wanted == wanted
+        return False
 
     def url(self, path="/"):
         return f"http://{self.address}{path}"
@@ -204,6 +218,185 @@ def raw_request(port, data, timeout=5.0, read_until_close=True):
             if not read_until_close:
                 break
         return b"".join(chunks)
+
+
+def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
+    """Polls `predicate` until it returns a truthy value (returned) or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what} not met within {timeout}s (last value {value!r})")
+        time.sleep(interval)
+
+
+def closed_port():
+    """A loopback port that nothing listens on: bound by us (so the OS picked it), then closed."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_client(*args, timeout=60):
+    """Runs sluice-test-client with `args`; returns (exit code, its JSON summary)."""
+    p = subprocess.run([str(CLIENT), "--timeout", str(timeout), *map(str, args)],
+                       capture_output=True, timeout=timeout + 10)
+    out = p.stdout.decode(errors="replace").strip()
+    try:
+        summary = json.loads(out.splitlines()[-1]) if out else {}
+    except json.JSONDecodeError:
+        summary = {"unparsed": out}
+    if p.stderr:
+        summary.setdefault("stderr", p.stderr.decode(errors="replace"))
+    return p.returncode, summary
+
+
+class Response:
+    def __init__(self, status, version, headers, body):
+        self.status, self.version, self.headers, self.body = status, version, headers, body
+
+    def header(self, name, default=None):
+        """The value of the first field called `name` (case-insensitive)."""
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return default
+
+    def header_all(self, name):
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return f"Response({self.status}, {self.headers!r}, {self.body[:200]!r})"
+
+
+class Conn:
+    """A raw client connection that can read HTTP/1.1 responses one at a time: for keep-alive,
+    pipelining and the exact bytes on the wire. Every read is bounded by `timeout`."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.timeout = timeout
+        self.buf = b""
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self, deadline):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no complete response in time; have {self.buf[:300]!r}")
+        self.sock.settimeout(remaining)
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except socket.timeout:
+            raise TimeoutError(f"no complete response in time; have {self.buf[:300]!r}")
+        if not chunk:
+            raise EOFError(f"connection closed; have {self.buf[:300]!r}")
+        self.buf += chunk
+
+    def _take_line(self, deadline):
+        while b"\r\n" not in self.buf:
+            self._fill(deadline)
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _take(self, n, deadline):
+        while len(self.buf) < n:
+            self._fill(deadline)
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def read_raw_head(self, timeout=None):
+        """The next response head as raw bytes (up to, not including, the blank line), consumed."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while b"\r\n\r\n" not in self.buf:
+            self._fill(deadline)
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        return head
+
+    def read_response(self, head=False, timeout=None, interim=False):
+        """The next response (1xx skipped unless `interim`). `head`: it answers a HEAD."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while True:
+            status_line = self._take_line(deadline).decode("latin-1")
+            version, code = status_line.split(" ", 2)[:2]
+            headers = []
+            while True:
+                line = self._take_line(deadline)
+                if not line:
+                    break
+                if b":" not in line:
+                    raise AssertionError(f"malformed header line {line!r} in {status_line!r}")
+                k, v = line.decode("latin-1").split(":", 1)
+                headers.append((k.strip(), v.strip()))
+            status = int(code)
+            if 100 <= status < 200 and not interim:
+                continue
+            r = Response(status, version, headers, b"")
+            break
+        if head or status < 200 or status in (204, 304):
+            return r
+        te = (r.header("Transfer-Encoding") or "").lower()
+        cl = r.header("Content-Length")
+        if te.endswith("chunked"):
+            body = b""
+            while True:
+                size = int(self._take_line(deadline).split(b";")[0], 16)
+                if size == 0:
+                    while self._take_line(deadline):  # trailers up to the empty line
+                        pass
+                    break
+                body += self._take(size, deadline)
+                assert self._take(2, deadline) == b"\r\n", "chunk data not followed by CRLF"
+        elif cl is not None:
+            body = self._take(int(cl), deadline)
+        else:  # close-delimited
+            try:
+                while True:
+                    self._fill(deadline)
+            except EOFError:
+                pass
+            body, self.buf = self.buf, b""
+        r.body = body
+        return r
+
+    def request(self, data, head=False, timeout=None):
+        self.send(data)
+        return self.read_response(head=head, timeout=timeout)
+
+    def wait_closed(self, timeout=5.0):
+        """True when the peer closes (EOF or reset) within `timeout`, with no further bytes;
+        raises if bytes arrive, returns False on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.sock.settimeout(remaining)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                return False
+            except (ConnectionResetError, BrokenPipeError):
+                return True
+            if not chunk:
+                return True
+            self.buf += chunk
+            raise AssertionError(f"unexpected bytes while waiting for close: {self.buf[:300]!r}")
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def curl(*args, timeout=30):

@@ -1,6 +1,7 @@
 #include "sluice/proxy/session.hpp"
 
 #include <charconv>
+#include <cstring>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -106,7 +107,9 @@ private:
 // Per-request state: lives on run()'s coroutine frame for the duration of one exchange.
 struct Session::Exchange {
   Clock::time_point start;
-  char id_storage[37];
+  // The id is copied here: a client's id would otherwise point into its X-Request-Id field,
+  // which rewriting replaces.
+  char id_storage[129];
   std::string_view request_id;
   const Upstream* upstream = nullptr;
   const Endpoint* server = nullptr;
@@ -196,7 +199,7 @@ net::awaitable<void> Session::run() {
     const bool keep = co_await handle_request(x);
     log_exchange(x);
     end_exchange_memory();
-    if (!keep || worker_.stopping) break;
+    if (!keep || worker_.is_stopping()) break;
   }
   deadline = Clock::time_point::max();
   end_exchange_memory();
@@ -247,7 +250,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       }
       co_return HeadResult::ok;
     }
-    if (worker_.stopping && idle_) co_return HeadResult::closed;
+    if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
     auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
     ec = timed(ec);
     in_.commit(n);
@@ -268,7 +271,13 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
 net::awaitable<bool> Session::handle_request(Exchange& x) {
   auto& req = request_->get();
   const auto& limits = snapshot_->config->server;
-  x.request_id = http::choose_request_id(req, worker_.ids, x.id_storage);
+  {
+    char generated[37];
+    const auto id = http::choose_request_id(req, worker_.ids, generated);
+    const auto n = std::min(id.size(), sizeof x.id_storage);
+    std::memcpy(x.id_storage, id.data(), n);
+    x.request_id = std::string_view(x.id_storage, n);
+  }
   x.client_keep_alive = request_->keep_alive();
   x.client_version = req.version();
   x.request_done = request_->is_done();
@@ -278,11 +287,15 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_await send_error(&x, {413, "body too large"});
     co_return false;
   }
+  // CONNECT asks for a tunnel (RFC 9110 §9.3.6), which a reverse proxy does not offer.
+  if (req.method() == bhttp::verb::connect) {
+    co_await send_error(&x, {501, "method not supported"});
+    co_return false;
+  }
   x.upstream = snapshot_->router.route(req[bhttp::field::host], path_of(req.target()));
   if (x.upstream == nullptr) {
     co_await send_error(&x, {404, "no route"});
-    // A body we did not read would be taken for the next request: close instead.
-    co_return x.request_done && x.client_keep_alive;
+    co_return false;  // error answers close the connection (they say Connection: close)
   }
   co_return co_await forward(x);
 }
@@ -306,7 +319,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   const auto pick = x.upstream->pick(ctx);
   if (!pick) {
     co_await send_error(&x, {503, "no server available"});
-    co_return x.request_done && x.client_keep_alive;
+    co_return false;
   }
   Endpoint& ep = *x.upstream->endpoint(pick.index);
   x.server = &ep;
@@ -528,9 +541,9 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     up_in_.commit(n);
     received += n;
     if (ec) {
+      // The request was written completely: whatever happens now, the origin may have it.
       co_return ec == beast::error::timeout ? UpstreamFailure::response_timeout
-                : received == 0               ? UpstreamFailure::reset_before_send
-                                              : UpstreamFailure::reset_after_send;
+                                            : UpstreamFailure::reset_after_send;
     }
   }
 }
@@ -548,7 +561,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   const auto length = response_->content_length();
   // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
   const bool until_close = body_expected && !chunked_from_origin && !length;
-  bool keep = x.client_keep_alive && !worker_.stopping;
+  bool keep = x.client_keep_alive && !worker_.is_stopping();
   const bool chunked_out = body_expected && (chunked_from_origin || until_close) && x.client_version == 11;
   if (body_expected && (chunked_from_origin || until_close) && x.client_version != 11) keep = false;
 

@@ -31,6 +31,7 @@ struct Runtime::State {
   std::vector<std::unique_ptr<Worker>> workers;
   net::io_context control;
   bool shutting_down = false;
+  std::atomic<bool> shutdown_flag{false};  // read by every worker
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -95,7 +96,8 @@ int Runtime::run() {
                                              : std::max(1u, std::thread::hardware_concurrency());
   const std::uint32_t per_worker = (cfg.server.max_connections + n - 1) / n;
   for (unsigned i = 0; i < n; ++i)
-    s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker));
+    s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
+                                                 s.shutdown_flag));
 
   // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
   // Port 0 is resolved by the first bind and reused for the others.
@@ -146,6 +148,7 @@ int Runtime::run() {
     s.shutting_down = true;
     spdlog::info("signal {}: graceful shutdown (timeout {}ms)", sig, s.config->server.shutdown_timeout.count());
     deadline = steady_clock().now() + s.config->server.shutdown_timeout;
+    s.shutdown_flag.store(true, std::memory_order_relaxed);
     for (auto& w : s.workers) w->begin_shutdown();
     poll_drained();
   };

@@ -19,13 +19,15 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 }
 
 Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
-               std::shared_ptr<const Snapshot> snapshot, std::uint32_t max_connections)
+               std::shared_ptr<const Snapshot> snapshot, std::uint32_t max_connections,
+               const std::atomic<bool>& shutdown)
     : guard_(net::make_work_guard(io_)),
       ctx_(index, io_, clock, access_log),
       slot_free_(io_),
       tick_timer_(io_),
       max_connections_(max_connections) {
   ctx_.snapshot = std::move(snapshot);
+  ctx_.shutdown = &shutdown;
 }
 
 Worker::~Worker() { join(); }
@@ -88,16 +90,17 @@ net::awaitable<void> Worker::accept_loop(tcp::acceptor& acceptor) {
       slot_free_.expires_at(net::steady_timer::time_point::max());
       co_await slot_free_.async_wait(nothrow);
     }
-    if (ctx_.stopping) co_return;
+    if (ctx_.is_stopping()) co_return;
     auto [ec, socket] = co_await acceptor.async_accept(nothrow);
     if (ec) {
-      if (ctx_.stopping || ec == net::error::operation_aborted) co_return;
+      if (ctx_.is_stopping() || ec == net::error::operation_aborted) co_return;
       // EMFILE/ENFILE and friends: back off instead of spinning.
       spdlog::warn("worker {}: accept failed: {}", ctx_.index, ec.message());
       net::steady_timer pause(io_, std::chrono::milliseconds(50));
       co_await pause.async_wait(nothrow);
       continue;
     }
+    if (ctx_.is_stopping()) co_return;  // accepted in the race with shutdown: closed, not served
     active_.fetch_add(1, std::memory_order_acq_rel);
     net::co_spawn(io_, serve(std::move(socket)), net::detached);
   }

@@ -2,6 +2,7 @@
 // What one worker owns and its sessions share. Every member is touched only by the worker's own
 // thread (the io_context's single runner): no locks. The control thread talks to a worker only by
 // posting to its io_context.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -54,7 +55,14 @@ struct WorkerContext {
   // The newest config snapshot; a session takes its own reference at the start of a request.
   std::shared_ptr<const Snapshot> snapshot;
   // Set by graceful shutdown: answers carry Connection: close, idle sessions are closed.
+  // `stopping` is this worker's own flag (set when the shutdown post runs); `shutdown` is the
+  // process-wide one the control thread sets before posting, so that no worker serves a new
+  // request as if nothing happened while its post is still queued.
   bool stopping = false;
+  const std::atomic<bool>* shutdown = nullptr;
+  bool is_stopping() const noexcept {
+    return stopping || (shutdown != nullptr && shutdown->load(std::memory_order_relaxed));
+  }
   SessionList sessions;
   // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers.
   BlockPool arena_blocks{arena_block_size, 128};

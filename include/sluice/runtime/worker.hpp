@@ -21,7 +21,8 @@ namespace sluice {
 class Worker {
 public:
   Worker(unsigned index, const Clock& clock, AccessLog& access_log,
-         std::shared_ptr<const Snapshot> snapshot, std::uint32_t max_connections);
+         std::shared_ptr<const Snapshot> snapshot, std::uint32_t max_connections,
+         const std::atomic<bool>& shutdown);
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
