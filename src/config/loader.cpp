@@ -15,6 +15,8 @@
 
 #include "sluice/balancer/registry.hpp"
 #include "sluice/config/units.hpp"
+#include "sluice/health/expect_status.hpp"
+#include "sluice/health/fail_on.hpp"
 
 namespace sluice::config {
 
@@ -42,9 +44,25 @@ constexpr std::array<std::string_view, 9> server_keys{
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
 constexpr std::array<std::string_view, 1> admin_keys{"listen"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
-constexpr std::array<std::string_view, 6> upstream_keys{
-    "balance", "connect_timeout", "response_timeout", "keepalive", "keepalive_timeout", "servers"};
-constexpr std::array<std::string_view, 3> server_entry_keys{"address", "name", "weight"};
+constexpr std::array<std::string_view, 15> upstream_keys{
+    "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
+    "servers",  "health",              "passive",          "slow_start",    "when_all_down",
+    "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry"};
+constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
+                                                            "backup",  "max_conns", "drain"};
+constexpr std::array<std::string_view, 12> health_keys{
+    "path", "method",        "host",        "port",   "interval",     "timeout",
+    "rise", "expect_status", "expect_body", "jitter", "initial_state", "fall"};
+constexpr std::array<std::string_view, 5> passive_keys{
+    "max_fails", "fail_timeout", "max_ejection_time", "max_ejected_percent", "fail_on"};
+constexpr std::array<std::string_view, 10> retry_keys{
+    "attempts", "on", "idempotency_header", "per_try_timeout", "deadline",
+    "backoff",  "backoff_max", "budget", "budget_min", "buffer"};
+constexpr std::array<std::string_view, 2> probe_methods{"GET", "HEAD"};
+constexpr std::array<std::string_view, 2> initial_states{"up", "down"};
+constexpr std::array<std::string_view, 2> all_down_policies{"fail", "panic"};
+constexpr std::array<std::string_view, 2> hash_key_kinds{"client_ip", "uri"};
+constexpr std::int64_t max_attempts = 10;
 constexpr std::array<std::string_view, 5> log_levels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 3> access_formats{"text", "json", "off"};
 
@@ -358,6 +376,156 @@ private:
     return node;
   }
 
+  const toml::node* read_bool(const toml::table& table, std::string_view key,
+                              const std::string& path, bool& out) {
+    const auto* value = typed<bool>(table, key, path, "true or false");
+    if (value != nullptr) out = value->get();
+    return value;
+  }
+
+  // A number (integer or float) within [min, max].
+  const toml::node* read_number(const toml::table& table, std::string_view key,
+                                const std::string& path, double& out, double min, double max) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return nullptr;
+    double number = 0;
+    if (const auto* f = node->as_floating_point()) {
+      number = f->get();
+    } else if (const auto* i = node->as_integer()) {
+      number = static_cast<double>(i->get());
+    } else {
+      type_error(*node, path, "a number");
+      return nullptr;
+    }
+    if (!(number >= min && number <= max)) {
+      error(*node, path, fmt_range(min, max, number));
+      return nullptr;
+    }
+    out = number;
+    return node;
+  }
+
+  static std::string fmt_range(double min, double max, double got) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "must be between %g and %g, got %g", min, max, got);
+    return buf;
+  }
+
+  // An array of strings.
+  const toml::node* read_strings(const toml::table& table, std::string_view key,
+                                 const std::string& path, std::vector<std::string>& out) {
+    const toml::node* node = table.get(key);
+    if (node == nullptr) return nullptr;
+    const auto* array = node->as_array();
+    if (array == nullptr) {
+      type_error(*node, path, "an array of strings");
+      return nullptr;
+    }
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const toml::node& item = *array->get(i);
+      if (const auto* text = item.as_string()) {
+        items.push_back(text->get());
+      } else if (const auto* number = item.as_integer()) {
+        items.push_back(std::to_string(number->get()));  // on = [502, 503] reads naturally too
+      } else {
+        type_error(item, index_path(path, i), "a string");
+        return nullptr;
+      }
+    }
+    out = std::move(items);
+    return node;
+  }
+
+  void read_health(const toml::table& upstream, const std::string& path,
+                   std::optional<HealthCheckConfig>& out) {
+    const toml::table* table = section(upstream, "health");
+    if (table == nullptr) return;
+    const std::string p = path + ".health";
+    check_keys(*table, p, health_keys);
+    HealthCheckConfig h;
+    if (const auto* node = read_string(*table, "path", p + ".path", h.path);
+        node != nullptr && !h.path.starts_with('/')) {
+      error(*node, p + ".path", "must start with '/', got '" + h.path + "'");
+    }
+    read_choice(*table, "method", p + ".method", "probe method", probe_methods, h.method);
+    read_string(*table, "host", p + ".host", h.host);
+    read_integer(*table, "port", p + ".port", h.port, 0, 65535);
+    read_duration(*table, "interval", p + ".interval", h.interval, false);
+    const toml::node* timeout = read_duration(*table, "timeout", p + ".timeout", h.timeout, false);
+    if (h.timeout >= h.interval) {
+      error(timeout != nullptr ? *timeout : static_cast<const toml::node&>(*table), p + ".timeout",
+            "must be shorter than interval (" + format_duration(h.interval) + "), got " +
+                format_duration(h.timeout));
+    }
+    read_integer(*table, "rise", p + ".rise", h.rise, 1, 100);
+    read_integer(*table, "fall", p + ".fall", h.fall, 1, 100);
+    if (const auto* node = read_string(*table, "expect_status", p + ".expect_status", h.expect_status)) {
+      std::string why;
+      if (!health::StatusMatcher::parse(h.expect_status, &why)) error(*node, p + ".expect_status", why);
+    }
+    read_string(*table, "expect_body", p + ".expect_body", h.expect_body);
+    read_number(*table, "jitter", p + ".jitter", h.jitter, 0.0, 0.5);
+    std::string initial = "up";
+    read_choice(*table, "initial_state", p + ".initial_state", "initial state", initial_states, initial);
+    h.initially_up = initial == "up";
+    out = std::move(h);
+  }
+
+  void read_passive(const toml::table& upstream, const std::string& path,
+                    std::optional<PassiveConfig>& out) {
+    const toml::table* table = section(upstream, "passive");
+    if (table == nullptr) return;
+    const std::string p = path + ".passive";
+    check_keys(*table, p, passive_keys);
+    PassiveConfig c;
+    read_integer(*table, "max_fails", p + ".max_fails", c.max_fails, 0, 1000);
+    read_duration(*table, "fail_timeout", p + ".fail_timeout", c.fail_timeout, false);
+    read_duration(*table, "max_ejection_time", p + ".max_ejection_time", c.max_ejection_time, false);
+    read_integer(*table, "max_ejected_percent", p + ".max_ejected_percent", c.max_ejected_percent, 0, 100);
+    if (const auto* node = read_strings(*table, "fail_on", p + ".fail_on", c.fail_on)) {
+      std::string why;
+      if (!health::FailOn::parse(c.fail_on, &why)) error(*node, p + ".fail_on", why);
+    }
+    out = std::move(c);
+  }
+
+  void read_retry(const toml::table& upstream, const std::string& path, RetryConfig& r) {
+    const toml::table* table = section(upstream, "retry");
+    if (table == nullptr) return;
+    const std::string p = path + ".retry";
+    check_keys(*table, p, retry_keys);
+    read_integer(*table, "attempts", p + ".attempts", r.attempts, 1, max_attempts);
+    std::vector<std::string> on;
+    if (const auto* node = read_strings(*table, "on", p + ".on", on)) {
+      r.on_connect = r.on_refused = r.on_reset = r.on_timeout = false;
+      r.on_status.clear();
+      const auto* array = node->as_array();
+      for (std::size_t i = 0; i < on.size(); ++i) {
+        const auto& item = on[i];
+        if (item == "connect") r.on_connect = true;
+        else if (item == "refused") r.on_refused = true;
+        else if (item == "reset") r.on_reset = true;
+        else if (item == "timeout") r.on_timeout = true;
+        else if (item.size() == 3 && std::all_of(item.begin(), item.end(), ::isdigit) &&
+                 item >= "400" && item <= "599")
+          r.on_status.push_back(static_cast<unsigned>(std::stoi(item)));
+        else
+          error(*array->get(i), index_path(p + ".on", i),
+                "unknown retry condition '" + item +
+                    "'; expected connect, refused, reset, timeout or a status code 400..599");
+      }
+    }
+    read_string(*table, "idempotency_header", p + ".idempotency_header", r.idempotency_header);
+    read_duration(*table, "per_try_timeout", p + ".per_try_timeout", r.per_try_timeout, true);
+    read_duration(*table, "deadline", p + ".deadline", r.deadline, true);
+    read_duration(*table, "backoff", p + ".backoff", r.backoff, true);
+    read_duration(*table, "backoff_max", p + ".backoff_max", r.backoff_max, true);
+    read_number(*table, "budget", p + ".budget", r.budget, 0.0, 10.0);
+    read_integer(*table, "budget_min", p + ".budget_min", r.budget_min, 0, 100000);
+    read_size(*table, "buffer", p + ".buffer", r.buffer, 0, 64 * MiB);
+  }
+
   std::optional<HostPort> parse_address(const toml::node& node, const std::string& path,
                                         bool zero_port_allowed) {
     const auto* text = node.as_string();
@@ -578,6 +746,34 @@ private:
     read_integer(table, "keepalive", path + ".keepalive", upstream.keepalive, 0, max_keepalive);
     read_duration(table, "keepalive_timeout", path + ".keepalive_timeout",
                   upstream.keepalive_timeout, false);
+    read_health(table, path, upstream.health);
+    read_passive(table, path, upstream.passive);
+    read_duration(table, "slow_start", path + ".slow_start", upstream.slow_start, true);
+    std::string all_down = "fail";
+    read_choice(table, "when_all_down", path + ".when_all_down", "when_all_down policy",
+                all_down_policies, all_down);
+    upstream.panic_when_all_down = all_down == "panic";
+    if (const auto* node = read_string(table, "hash_key", path + ".hash_key", upstream.hash_key)) {
+      const auto& k = upstream.hash_key;
+      const auto colon = k.find(':');
+      const auto kind = k.substr(0, colon);
+      const bool named = kind == "header" || kind == "cookie" || kind == "query";
+      const bool ok = colon == std::string::npos
+                          ? std::find(hash_key_kinds.begin(), hash_key_kinds.end(), k) != hash_key_kinds.end()
+                          : named && colon + 1 < k.size();
+      if (!ok)
+        error(*node, path + ".hash_key",
+              "unknown hash key '" + k +
+                  "'; expected client_ip, uri, header:NAME, cookie:NAME or query:NAME");
+    }
+    read_number(table, "hash_balance_factor", path + ".hash_balance_factor",
+                upstream.hash_balance_factor, 0.0, 100.0);
+    if (upstream.hash_balance_factor != 0 && upstream.hash_balance_factor < 1.0)
+      error(*table.get("hash_balance_factor"), path + ".hash_balance_factor",
+            "must be 0 (off) or at least 1.0");
+    read_integer(table, "queue_size", path + ".queue_size", upstream.queue_size, 0, 1'000'000);
+    read_duration(table, "queue_timeout", path + ".queue_timeout", upstream.queue_timeout, false);
+    read_retry(table, path, upstream.retry);
 
     // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
     const toml::node* node = table.get("servers");
@@ -627,6 +823,9 @@ private:
     }
     read_integer(table, "weight", path + ".weight", server.weight, 1, max_weight,
                  "; to take a server out of rotation, drain it instead of setting weight 0");
+    read_bool(table, "backup", path + ".backup", server.backup);
+    read_integer(table, "max_conns", path + ".max_conns", server.max_conns, 0, 1'000'000);
+    read_bool(table, "drain", path + ".drain", server.drain);
     if (!require(table, "address", path, "the server's host:port")) return std::nullopt;
     auto address = parse_address(*table.get("address"), path + ".address", false);
     if (!address) return std::nullopt;

@@ -66,10 +66,38 @@ struct ServerConfig {
   HostPort address;
   std::string name;  // "" = identity is the address
   std::uint32_t weight = 1;
+  bool backup = false;         // used only while no primary server is available
+  std::uint32_t max_conns = 0; // in-flight requests to this server across workers; 0 = unlimited
+  bool drain = false;          // no new requests; in-flight ones finish
   SourceLocation where;
 
   // Stable identity: survives reordering and reloads; keys health state and hashing.
   std::string identity() const { return name.empty() ? address.to_string() : name; }
+};
+
+// [upstreams.NAME.health]: active probing. Absent = no active checks.
+struct HealthCheckConfig {
+  std::string path = "/health";
+  std::string method = "GET";  // GET|HEAD
+  std::string host;            // Host header of probes; "" = the server's address
+  std::uint16_t port = 0;      // probe another port; 0 = the server's port
+  Duration interval{std::chrono::seconds(2)};
+  Duration timeout{std::chrono::seconds(1)};  // < interval
+  std::uint32_t rise = 2;
+  std::uint32_t fall = 3;
+  std::string expect_status = "200-399";  // "200,204,300-399"
+  std::string expect_body;                // substring the body must contain; "" = any
+  double jitter = 0.1;
+  bool initially_up = true;  // initial_state = "up" | "down"
+};
+
+// [upstreams.NAME.passive]: failures seen on live traffic. Absent = no passive ejection.
+struct PassiveConfig {
+  std::uint32_t max_fails = 3;
+  Duration fail_timeout{std::chrono::seconds(10)};
+  Duration max_ejection_time{std::chrono::seconds(300)};
+  std::uint32_t max_ejected_percent = 50;
+  std::vector<std::string> fail_on{"connect", "timeout", "reset", "502", "503", "504"};
 };
 
 // [upstreams.NAME.retry]
@@ -101,6 +129,15 @@ struct UpstreamConfig {
   std::uint32_t keepalive = 32;                          // idle pooled connections per server, per worker
   Duration keepalive_timeout{std::chrono::seconds(30)};
   std::vector<ServerConfig> servers;
+  std::optional<HealthCheckConfig> health;
+  std::optional<PassiveConfig> passive;
+  Duration slow_start{0};
+  bool panic_when_all_down = false;  // when_all_down = "fail" | "panic"
+  // Balancing (see docs/balancing.md).
+  std::string hash_key = "client_ip";  // client_ip | uri | header:NAME | cookie:NAME | query:NAME
+  double hash_balance_factor = 0;      // 0 = off
+  std::uint32_t queue_size = 0;
+  Duration queue_timeout{std::chrono::seconds(5)};
   RetryConfig retry;
   SourceLocation where;
 };

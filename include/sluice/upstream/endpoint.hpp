@@ -42,6 +42,18 @@ public:
   std::uint32_t weight() const noexcept { return weight_.load(std::memory_order_relaxed); }
   void set_weight(std::uint32_t w) noexcept { weight_.store(w, std::memory_order_relaxed); }
 
+  // Slow start (health/slow_start.hpp): the share of weight() this server should get right now,
+  // in thousandths: 1000 normally, 100..999 while ramping up after coming (back) into service.
+  // Written only by the server's ServerHealth; weighted balancers read it.
+  static constexpr std::uint32_t full_weight_share = 1000;
+  std::uint32_t weight_share() const noexcept { return weight_share_.load(std::memory_order_relaxed); }
+  void set_weight_share(std::uint32_t s) noexcept { weight_share_.store(s, std::memory_order_relaxed); }
+  // weight() × weight_share(), i.e. the effective weight in thousandths of a weight unit (weight 3
+  // at full share = 3000), so that a weight-1 server ramps as smoothly as a weight-100 one.
+  std::uint64_t effective_weight_milli() const noexcept {
+    return std::uint64_t{weight()} * weight_share();
+  }
+
   ServerState state() const noexcept { return state_.load(std::memory_order_acquire); }
   void set_state(ServerState s) noexcept { state_.store(s, std::memory_order_release); }
   bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
@@ -82,6 +94,7 @@ private:
   const std::string address_text_;
   const boost::asio::ip::tcp::endpoint resolved_;
   std::atomic<std::uint32_t> weight_;
+  std::atomic<std::uint32_t> weight_share_{full_weight_share};
   std::atomic<ServerState> state_{ServerState::up};
   std::atomic<bool> draining_{false};
   std::atomic<bool> backup_{false};

@@ -1,0 +1,388 @@
+#include "sluice/health/prober.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <optional>
+#include <utility>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <spdlog/spdlog.h>
+
+#include "sluice/health/expect_status.hpp"
+#include "sluice/health/schedule.hpp"
+
+namespace sluice::health {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+constexpr auto nothrow = net::as_tuple(net::use_awaitable);
+
+constexpr std::uint32_t head_limit = 16 * 1024;   // response head; more is a bad response
+constexpr std::size_t body_limit = 64 * 1024;      // body bytes read (and searched) per probe
+constexpr std::size_t body_chunk = 4 * 1024;       // bytes handed to the parser at a time
+constexpr unsigned max_interim = 8;                // 1xx responses skipped before the final one
+// A zero interval would make the schedule loop spin; validation requires timeout < interval, so
+// this only guards against a config built by hand.
+constexpr Clock::duration min_interval = std::chrono::milliseconds(1);
+
+using Parser = bhttp::response_parser<bhttp::buffer_body>;
+
+ProbeResult failed(std::string detail) { return {false, std::move(detail), {}}; }
+
+std::string connect_detail(const error_code& ec, bool timed_out) {
+  if (timed_out) return "connect timeout";
+  if (ec == net::error::connection_refused) return "connect refused";
+  return "connect error: " + ec.message();
+}
+
+// After the connection was made: what a failed write or read means for the reason string.
+std::string exchange_detail(const error_code& ec, bool timed_out) {
+  if (timed_out) return "timeout";
+  if (ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+      ec == net::error::connection_aborted)
+    return "connection reset";
+  if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message ||
+      ec == net::error::eof)
+    return "connection closed";
+  if (ec.category() == bhttp::make_error_code(bhttp::error::bad_version).category())
+    return "bad response";
+  return "error: " + ec.message();
+}
+
+}  // namespace
+
+struct Prober::Settings {
+  config::HealthCheckConfig config;
+  StatusMatcher expect;
+  bool head = false;  // HEAD: the response has no body whatever its framing says (RFC 9110 §9.3.2)
+};
+
+struct Prober::Server {
+  Server(net::io_context& io, ProbeTarget t, std::shared_ptr<const Settings> s, std::uint64_t seed)
+      : target(std::move(t)),
+        settings(std::move(s)),
+        schedule(std::max<Clock::duration>(settings->config.interval, min_interval),
+                 settings->config.jitter, seed),
+        socket(io),
+        wait_timer(io),
+        deadline_timer(io) {}
+
+  ProbeTarget target;
+  std::shared_ptr<const Settings> settings;
+  ProbeSchedule schedule;
+  Clock::time_point due{};  // next scheduled probe
+  tcp::socket socket;       // the keep-alive connection, when open
+  net::steady_timer wait_timer;
+  net::steady_timer deadline_timer;  // the probe's timeout: closes the socket when it fires
+  std::uint64_t probe_seq = 0;       // tells a stale deadline handler from the current one
+  bool timed_out = false;            // the current probe's deadline fired
+  bool drop_connection = false;      // a reload changed where probes go
+  bool stopped = false;              // removed: the loop exits, nothing is reported any more
+};
+
+namespace {
+
+// Where probes go: the server's address, or the same host on [health].port.
+tcp::endpoint probe_address(const ProbeTarget& target, const config::HealthCheckConfig& config) {
+  auto address = target.endpoint->socket_address();
+  if (config.port != 0) address.port(config.port);
+  return address;
+}
+
+std::string probe_request(const ProbeTarget& target, const config::HealthCheckConfig& config) {
+  const std::string& host = config.host.empty() ? target.endpoint->address_text() : config.host;
+  std::string r;
+  r.reserve(config.method.size() + config.path.size() + host.size() + 80);
+  r.append(config.method).append(" ").append(config.path).append(" HTTP/1.1\r\n");
+  r.append("Host: ").append(host).append("\r\n");
+  // HTTP/1.1 is persistent by default (RFC 9112 §9.3); said anyway for HTTP/1.0-minded origins.
+  r.append("User-Agent: sluice-health\r\nConnection: keep-alive\r\n\r\n");
+  return r;
+}
+
+}  // namespace
+
+Prober::Prober(net::io_context& control, const Clock& clock, std::uint64_t seed)
+    : control_(control), clock_(clock), seed_(seed) {}
+
+Prober::~Prober() { stop(); }
+
+std::size_t Prober::server_count() const noexcept {
+  std::size_t n = 0;
+  for (const auto& [name, servers] : upstreams_) n += servers.size();
+  return n;
+}
+
+void Prober::set_upstream(const std::string& name, const config::HealthCheckConfig& config,
+                          std::vector<ProbeTarget> targets) {
+  auto settings = std::make_shared<Settings>();
+  settings->config = config;
+  std::string error;
+  if (auto expect = StatusMatcher::parse(config.expect_status, &error)) {
+    settings->expect = *expect;
+  } else {
+    // The loader rejects this; a hand-built config falls back to the default rather than throw.
+    spdlog::warn("upstream {}: health expect_status: {}; using 200-399", name, error);
+    settings->expect = default_expect_status();
+    settings->config.expect_status = "200-399";
+  }
+  settings->head = config.method == "HEAD";
+
+  auto& current = upstreams_[name];
+  std::vector<std::shared_ptr<Server>> next;
+  next.reserve(targets.size());
+  const auto now = clock_.now();
+  for (auto& target : targets) {
+    if (!target.endpoint || target.health == nullptr) continue;
+    const Endpoint* endpoint = target.endpoint.get();
+    const auto same = [endpoint](const std::shared_ptr<Server>& s) {
+      return s != nullptr && s->target.endpoint.get() == endpoint;
+    };
+    if (std::any_of(next.begin(), next.end(), same)) continue;  // listed twice: one probe loop
+
+    const auto kept = std::find_if(current.begin(), current.end(), same);
+    if (kept == current.end()) {
+      const auto seed = ProbeSchedule::seed_for(endpoint->identity(), seed_);
+      auto server = std::make_shared<Server>(control_, std::move(target), settings, seed);
+      server->due = server->schedule.first(now);
+      start(server);
+      next.push_back(std::move(server));
+      continue;
+    }
+
+    // Same endpoint object: the same server, so its schedule and connection carry over.
+    auto server = std::move(*kept);
+    const auto& old = server->settings->config;
+    if (old.interval != config.interval || old.jitter != config.jitter) {
+      server->schedule =
+          ProbeSchedule(std::max<Clock::duration>(config.interval, min_interval), config.jitter,
+                        ProbeSchedule::seed_for(endpoint->identity(), seed_));
+      server->due = server->schedule.first(now);
+      server->wait_timer.cancel();  // the loop re-reads `due`
+    }
+    if (old.port != config.port) server->drop_connection = true;
+    server->target = std::move(target);
+    server->settings = settings;
+    next.push_back(std::move(server));
+  }
+  for (auto& gone : current)
+    if (gone) halt(*gone);
+  current = std::move(next);
+}
+
+void Prober::remove_upstream(const std::string& name) {
+  const auto it = upstreams_.find(name);
+  if (it == upstreams_.end()) return;
+  for (auto& server : it->second) halt(*server);
+  upstreams_.erase(it);
+}
+
+void Prober::stop() {
+  for (auto& [name, servers] : upstreams_)
+    for (auto& server : servers) halt(*server);
+  upstreams_.clear();
+}
+
+void Prober::start(std::shared_ptr<Server> server) {
+  net::co_spawn(control_, run(std::move(server)), [](std::exception_ptr e) {
+    // run() catches per probe; reaching here means the loop itself failed (e.g. out of memory).
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      spdlog::error("health prober: probe loop ended: {}", x.what());
+    } catch (...) {
+      spdlog::error("health prober: probe loop ended");
+    }
+  });
+}
+
+// Ends a server's loop: whatever it is waiting for completes with operation_aborted, and the loop
+// sees `stopped` before touching the prober, the health object or a callback again.
+void Prober::halt(Server& server) noexcept {
+  server.stopped = true;
+  server.wait_timer.cancel();
+  server.deadline_timer.cancel();
+  error_code ignored;
+  server.socket.close(ignored);
+}
+
+// The probe loop of one server. Holds the Server alive; `this` and target.health are used only
+// while !stopped (halt() runs before either may go away).
+net::awaitable<void> Prober::run(std::shared_ptr<Server> server) {
+  Server& s = *server;
+  while (!s.stopped) {
+    try {
+      const auto now = clock_.now();
+      if (now < s.due) {
+        s.wait_timer.expires_after(s.due - now);
+        co_await s.wait_timer.async_wait(nothrow);
+        continue;  // woken by time, a reload that moved `due`, or halt(): look again
+      }
+      // The next slot counts from this one's scheduled time, not from when the probe ends.
+      s.due = s.schedule.next(s.due);
+      auto result = co_await probe_once(server);
+      if (s.stopped) break;
+      const auto end = clock_.now();
+      result.latency = end - now;
+      // A probe that overran its next slot: skip the slot rather than probe back to back.
+      while (s.due <= end) s.due = s.schedule.next(s.due);
+      report(s, std::move(result));
+    } catch (const std::exception& e) {
+      spdlog::error("upstream {} server {}: health probe: {}", s.target.upstream,
+                    s.target.endpoint->address_text(), e.what());
+      error_code ignored;
+      s.socket.close(ignored);
+    }
+  }
+}
+
+void Prober::report(Server& s, ProbeResult result) {
+  const auto transition = s.target.health->probe_result(result);
+  if (on_probe) on_probe(s.target, result);
+  if (transition && on_transition) on_transition(s.target, *transition);
+}
+
+net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
+  Server& s = *server;
+  // A reload during this probe applies from the next one.
+  const std::shared_ptr<const Settings> settings = s.settings;
+  const auto& config = settings->config;
+  const std::string request = probe_request(s.target, config);
+  const auto address = probe_address(s.target, config);
+
+  // The deadline covers the whole probe: connect, a reconnect, write and read. Firing closes the
+  // socket, which fails whatever operation is pending.
+  const auto seq = ++s.probe_seq;
+  s.timed_out = false;
+  s.deadline_timer.expires_after(config.timeout);
+  s.deadline_timer.async_wait([server, seq](error_code ec) {
+    if (ec || server->probe_seq != seq || server->stopped) return;
+    server->timed_out = true;
+    error_code ignored;
+    server->socket.close(ignored);
+  });
+  struct Disarm {  // however the probe ends
+    Server& s;
+    ~Disarm() {
+      ++s.probe_seq;
+      s.deadline_timer.cancel();
+    }
+  } disarm{s};
+  const auto close = [&s] {
+    error_code ignored;
+    s.socket.close(ignored);
+  };
+
+  if (s.drop_connection) {
+    close();
+    s.drop_connection = false;
+  }
+
+  beast::flat_buffer buffer(head_limit + body_chunk);
+  std::optional<Parser> parser;
+  // At most two rounds: a kept connection that fails before any response byte was most likely
+  // closed by the origin while idle, so the probe retries once on a new connection.
+  for (;;) {
+    const bool reused = s.socket.is_open();
+    if (!reused) {
+      const auto [ec] = co_await s.socket.async_connect(address, nothrow);
+      if (s.stopped) co_return ProbeResult{};
+      if (ec) {
+        close();
+        co_return failed(connect_detail(ec, s.timed_out));
+      }
+    }
+    const auto [wec, written] = co_await net::async_write(s.socket, net::buffer(request), nothrow);
+    if (s.stopped) co_return ProbeResult{};
+    if (!wec) {
+      parser.emplace();
+      parser->header_limit(head_limit);
+      parser->skip(settings->head);
+      const auto [rec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
+      if (s.stopped) co_return ProbeResult{};
+      if (!rec) break;
+      close();
+      if (reused && !s.timed_out && used == 0 && buffer.size() == 0) continue;
+      co_return failed(exchange_detail(rec, s.timed_out));
+    }
+    close();
+    if (reused && !s.timed_out) continue;
+    co_return failed(exchange_detail(wec, s.timed_out));
+  }
+
+  // Interim responses (RFC 9110 §15.2) precede the final one; 101 would end HTTP on this
+  // connection, so it is the final answer (and the connection is not kept).
+  for (unsigned interim = 0;; ++interim) {
+    const unsigned status = parser->get().result_int();
+    if (status < 100 || status >= 200 || status == 101) break;
+    if (interim == max_interim) {
+      close();
+      co_return failed("bad response");
+    }
+    parser.emplace();
+    parser->header_limit(head_limit);
+    parser->skip(settings->head);
+    const auto [ec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
+    if (s.stopped) co_return ProbeResult{};
+    if (ec) {
+      close();
+      co_return failed(exchange_detail(ec, s.timed_out));
+    }
+  }
+  const unsigned status = parser->get().result_int();
+
+  // The body: searched for expect_body within its first body_limit bytes, and read to its end
+  // (up to that limit) so that the connection can serve the next probe.
+  const bool want_body = !config.expect_body.empty();
+  std::string body;
+  std::size_t received = 0;
+  char chunk[body_chunk];
+  while (!parser->is_done() && received < body_limit) {
+    parser->get().body().data = chunk;
+    parser->get().body().size = sizeof chunk;
+    auto [ec, used] = co_await bhttp::async_read(s.socket, buffer, *parser, nothrow);
+    if (s.stopped) co_return ProbeResult{};
+    if (ec == bhttp::error::need_buffer) ec = {};  // the chunk is full, not an error
+    const std::size_t got = sizeof chunk - parser->get().body().size;
+    if (want_body) body.append(chunk, std::min(got, body_limit - std::min(body_limit, received)));
+    received += got;
+    if (ec) {
+      close();
+      co_return failed(exchange_detail(ec, s.timed_out));
+    }
+  }
+
+  if (s.timed_out) {  // the whole answer came, but not within the timeout
+    close();
+    co_return failed("timeout");
+  }
+  // Kept only when this response is complete and nothing else arrived with it.
+  if (!parser->is_done() || !parser->keep_alive() || buffer.size() != 0 || status == 101) close();
+
+  if (!settings->expect.match(status))
+    co_return failed("status " + std::to_string(status) + " not in " + config.expect_status);
+  if (want_body && body.find(config.expect_body) == std::string::npos)
+    co_return failed("body does not contain '" + config.expect_body + "'");
+  co_return ProbeResult{true, {}, {}};
+}
+
+}  // namespace sluice::health

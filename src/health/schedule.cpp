@@ -1,0 +1,49 @@
+#include "sluice/health/schedule.hpp"
+
+#include <algorithm>
+
+namespace sluice::health {
+namespace {
+
+// SplitMix64 (Steele, Lea, Flood 2014): one 64-bit state, full period, good enough for jitter.
+std::uint64_t splitmix64(std::uint64_t& state) noexcept {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+Clock::duration scale(Clock::duration d, double factor) noexcept {
+  return Clock::duration{static_cast<Clock::duration::rep>(static_cast<double>(d.count()) * factor)};
+}
+
+}  // namespace
+
+ProbeSchedule::ProbeSchedule(Clock::duration interval, double jitter, std::uint64_t seed) noexcept
+    : interval_(interval), jitter_(std::clamp(jitter, 0.0, 0.5)), state_(seed) {}
+
+double ProbeSchedule::uniform() noexcept {
+  // The top 53 bits as a double in [0, 1).
+  return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+}
+
+Clock::time_point ProbeSchedule::first(Clock::time_point start) noexcept {
+  return start + scale(interval_, uniform());
+}
+
+Clock::time_point ProbeSchedule::next(Clock::time_point previous) noexcept {
+  return previous + scale(interval_, 1.0 + jitter_ * (2.0 * uniform() - 1.0));
+}
+
+std::uint64_t ProbeSchedule::seed_for(std::string_view identity, std::uint64_t base) noexcept {
+  // FNV-1a over the identity, then one SplitMix64 round to spread it with the base.
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const unsigned char c : identity) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  std::uint64_t state = h ^ base;
+  return splitmix64(state);
+}
+
+}  // namespace sluice::health

@@ -1,0 +1,189 @@
+// Upstream options added by the balancing, health and retry work: parsing, defaults, errors.
+#include <gtest/gtest.h>
+
+#include "sluice/config/loader.hpp"
+
+namespace sluice::config {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+LoadResult load(std::string_view text) { return load_string(text, "test.toml"); }
+
+std::vector<std::string> errors_of(const LoadResult& result) {
+  std::vector<std::string> out;
+  for (const auto& error : result.errors) out.push_back(error.to_string());
+  return out;
+}
+
+TEST(ConfigUpstreamOptions, EveryKeyIsRead) {
+  const auto r = load(R"([upstreams.app]
+balance = "hash"
+hash_key = "cookie:session"
+hash_balance_factor = 1.25
+queue_size = 5
+queue_timeout = "2s"
+slow_start = "10s"
+when_all_down = "panic"
+[upstreams.app.health]
+path = "/ready"
+method = "HEAD"
+host = "app.internal"
+port = 9100
+interval = "5s"
+timeout = "500ms"
+rise = 3
+fall = 4
+expect_status = "200,204,300-399"
+expect_body = "ok"
+jitter = 0.2
+initial_state = "down"
+[upstreams.app.passive]
+max_fails = 5
+fail_timeout = "20s"
+max_ejection_time = "60s"
+max_ejected_percent = 30
+fail_on = ["connect", "503"]
+[upstreams.app.retry]
+attempts = 3
+on = ["refused", "503"]
+idempotency_header = "X-Key"
+per_try_timeout = "1s"
+deadline = "3s"
+backoff = "10ms"
+backoff_max = "100ms"
+budget = 0.5
+budget_min = 1
+buffer = "1MiB"
+[[upstreams.app.servers]]
+address = "127.0.0.1:9001"
+backup = true
+max_conns = 100
+drain = true
+)");
+  ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].to_string());
+  const auto& u = r.config->upstreams.at(0);
+  EXPECT_EQ(u.balance, "hash");
+  EXPECT_EQ(u.hash_key, "cookie:session");
+  EXPECT_DOUBLE_EQ(u.hash_balance_factor, 1.25);
+  EXPECT_EQ(u.queue_size, 5u);
+  EXPECT_EQ(u.queue_timeout, seconds(2));
+  EXPECT_EQ(u.slow_start, seconds(10));
+  EXPECT_TRUE(u.panic_when_all_down);
+  ASSERT_TRUE(u.health);
+  EXPECT_EQ(u.health->path, "/ready");
+  EXPECT_EQ(u.health->method, "HEAD");
+  EXPECT_EQ(u.health->host, "app.internal");
+  EXPECT_EQ(u.health->port, 9100);
+  EXPECT_EQ(u.health->interval, seconds(5));
+  EXPECT_EQ(u.health->timeout, milliseconds(500));
+  EXPECT_EQ(u.health->rise, 3u);
+  EXPECT_EQ(u.health->fall, 4u);
+  EXPECT_EQ(u.health->expect_status, "200,204,300-399");
+  EXPECT_EQ(u.health->expect_body, "ok");
+  EXPECT_DOUBLE_EQ(u.health->jitter, 0.2);
+  EXPECT_FALSE(u.health->initially_up);
+  ASSERT_TRUE(u.passive);
+  EXPECT_EQ(u.passive->max_fails, 5u);
+  EXPECT_EQ(u.passive->fail_timeout, seconds(20));
+  EXPECT_EQ(u.passive->max_ejection_time, seconds(60));
+  EXPECT_EQ(u.passive->max_ejected_percent, 30u);
+  EXPECT_EQ(u.passive->fail_on, (std::vector<std::string>{"connect", "503"}));
+  EXPECT_EQ(u.retry.attempts, 3u);
+  EXPECT_TRUE(u.retry.on_refused);
+  EXPECT_FALSE(u.retry.on_connect);
+  EXPECT_FALSE(u.retry.on_reset);
+  EXPECT_FALSE(u.retry.on_timeout);
+  EXPECT_EQ(u.retry.on_status, (std::vector<unsigned>{503}));
+  EXPECT_EQ(u.retry.idempotency_header, "X-Key");
+  EXPECT_EQ(u.retry.per_try_timeout, seconds(1));
+  EXPECT_EQ(u.retry.deadline, seconds(3));
+  EXPECT_EQ(u.retry.backoff, milliseconds(10));
+  EXPECT_EQ(u.retry.backoff_max, milliseconds(100));
+  EXPECT_DOUBLE_EQ(u.retry.budget, 0.5);
+  EXPECT_EQ(u.retry.budget_min, 1u);
+  EXPECT_EQ(u.retry.buffer, MiB);
+  const auto& s = u.servers.at(0);
+  EXPECT_TRUE(s.backup);
+  EXPECT_EQ(s.max_conns, 100u);
+  EXPECT_TRUE(s.drain);
+}
+
+TEST(ConfigUpstreamOptions, DefaultsWhenAbsent) {
+  const auto r = load("[upstreams.app]\n");
+  ASSERT_TRUE(r.ok());
+  const auto& u = r.config->upstreams.at(0);
+  EXPECT_FALSE(u.health);
+  EXPECT_FALSE(u.passive);
+  EXPECT_FALSE(u.panic_when_all_down);
+  EXPECT_EQ(u.slow_start, milliseconds(0));
+  EXPECT_EQ(u.retry.attempts, 2u);
+  EXPECT_EQ(u.retry.on_status, (std::vector<unsigned>{502, 503, 504}));
+  EXPECT_EQ(u.retry.buffer, 64 * KiB);
+  EXPECT_EQ(u.hash_key, "client_ip");
+  EXPECT_EQ(u.queue_size, 0u);
+}
+
+TEST(ConfigUpstreamOptions, EmptyHealthSectionTakesTheDefaults) {
+  const auto r = load("[upstreams.app.health]\n");
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.config->upstreams.at(0).health);
+  EXPECT_EQ(r.config->upstreams.at(0).health->interval, seconds(2));
+}
+
+TEST(ConfigUpstreamOptions, BadValuesNameFileLineColumnAndKey) {
+  const auto r = load(R"([upstreams.app]
+hash_key = "body"
+when_all_down = "retry"
+[upstreams.app.health]
+timeout = "3s"
+expect_status = "200-"
+jitter = 0.9
+initial_state = "maybe"
+pat = "/x"
+[upstreams.app.passive]
+fail_on = ["connect", "teapot"]
+[upstreams.app.retry]
+attempts = 0
+on = ["reset", "200"]
+)");
+  EXPECT_EQ(errors_of(r),
+            (std::vector<std::string>{
+                "test.toml:2:12: upstreams.app.hash_key: unknown hash key 'body'; expected "
+                "client_ip, uri, header:NAME, cookie:NAME or query:NAME",
+                "test.toml:3:17: upstreams.app.when_all_down: unknown when_all_down policy "
+                "'retry'; expected one of: fail, panic",
+                "test.toml:5:11: upstreams.app.health.timeout: must be shorter than interval (2s), "
+                "got 3s",
+                "test.toml:6:17: upstreams.app.health.expect_status: bad status range '200-' "
+                "(expected CODE-CODE, codes 100-599)",
+                "test.toml:7:10: upstreams.app.health.jitter: must be between 0 and 0.5, got 0.9",
+                "test.toml:8:17: upstreams.app.health.initial_state: unknown initial state "
+                "'maybe'; expected one of: up, down",
+                "test.toml:9:1: upstreams.app.health.pat: unknown key 'pat'; did you mean 'path'?",
+                "test.toml:11:11: upstreams.app.passive.fail_on: bad fail_on item 'teapot' (use "
+                "connect, timeout, reset, or a status, range or class: bad status code 'teapot' "
+                "(expected 3 digits, 100-599))",
+                "test.toml:13:12: upstreams.app.retry.attempts: must be between 1 and 10, got 0",
+                "test.toml:14:16: upstreams.app.retry.on[1]: unknown retry condition '200'; "
+                "expected connect, refused, reset, timeout or a status code 400..599",
+            }));
+}
+
+TEST(ConfigUpstreamOptions, BalanceFactorBelowOneIsRejected) {
+  const auto r = load("[upstreams.app]\nhash_balance_factor = 0.5\n");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "test.toml:2:23: upstreams.app.hash_balance_factor: must be 0 (off) or at least 1.0");
+}
+
+TEST(ConfigUpstreamOptions, ServerOptionTypesAreChecked) {
+  const auto r = load("[upstreams.app]\n[[upstreams.app.servers]]\naddress = \"127.0.0.1:1\"\nbackup = \"yes\"\n");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "test.toml:4:10: upstreams.app.servers[0].backup: expected true or false, got string");
+}
+
+}  // namespace
+}  // namespace sluice::config

@@ -1,0 +1,134 @@
+#include "sluice/health/schedule.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace sluice::health {
+namespace {
+
+using namespace std::chrono_literals;
+
+const Clock::time_point t0{std::chrono::hours(1)};
+
+TEST(HealthSchedule, SameSeedSameScheduleDifferentSeedDifferentSchedule) {
+  ProbeSchedule a(5s, 0.1, 7);
+  ProbeSchedule b(5s, 0.1, 7);
+  ProbeSchedule c(5s, 0.1, 8);
+  auto ta = a.first(t0);
+  auto tb = b.first(t0);
+  const auto tc = c.first(t0);
+  EXPECT_EQ(ta, tb);
+  EXPECT_NE(ta, tc);
+  for (int i = 0; i < 100; ++i) {
+    ta = a.next(ta);
+    tb = b.next(tb);
+    ASSERT_EQ(ta, tb);
+  }
+}
+
+TEST(HealthSchedule, SeedForIsStablePerIdentity) {
+  EXPECT_EQ(ProbeSchedule::seed_for("app-1", 1), ProbeSchedule::seed_for("app-1", 1));
+  EXPECT_NE(ProbeSchedule::seed_for("app-1", 1), ProbeSchedule::seed_for("app-2", 1));
+  EXPECT_NE(ProbeSchedule::seed_for("app-1", 1), ProbeSchedule::seed_for("app-1", 2));
+}
+
+TEST(HealthSchedule, GapsStayWithinTheJitterBandAndAverageTheInterval) {
+  ProbeSchedule s(2s, 0.1, 1);
+  auto t = s.first(t0);
+  Clock::duration lo = Clock::duration::max();
+  Clock::duration hi = Clock::duration::min();
+  Clock::duration sum{};
+  constexpr int n = 10000;
+  for (int i = 0; i < n; ++i) {
+    const auto next = s.next(t);
+    const auto gap = next - t;
+    lo = std::min(lo, gap);
+    hi = std::max(hi, gap);
+    sum += gap;
+    t = next;
+  }
+  EXPECT_GE(lo, 1800ms);
+  EXPECT_LE(hi, 2200ms);
+  EXPECT_LT(lo, 1810ms);  // the whole band is used, both sides
+  EXPECT_GT(hi, 2190ms);
+  const auto mean = sum / n;
+  EXPECT_GT(mean, 1990ms);
+  EXPECT_LT(mean, 2010ms);
+}
+
+TEST(HealthSchedule, NoJitterIsExactlyPeriodic) {
+  ProbeSchedule s(5s, 0.0, 3);
+  const auto first = s.first(t0);
+  EXPECT_GE(first, t0);
+  EXPECT_LT(first, t0 + 5s);
+  EXPECT_EQ(s.next(first), first + 5s);
+}
+
+TEST(HealthSchedule, JitterIsClamped) {
+  EXPECT_EQ(ProbeSchedule(5s, 3.0, 1).jitter(), 0.5);
+  EXPECT_EQ(ProbeSchedule(5s, -1.0, 1).jitter(), 0.0);
+}
+
+// 50 servers probed every 5 s (±10 %), all configured at the same instant, for one simulated hour.
+class HealthScheduleFleet : public ::testing::Test {
+protected:
+  static constexpr int servers = 50;
+  static constexpr auto interval = 5s;
+  std::vector<Clock::time_point> firsts;
+  std::vector<Clock::time_point> all;
+
+  void SetUp() override {
+    for (int i = 0; i < servers; ++i) {
+      ProbeSchedule s(interval, 0.1, ProbeSchedule::seed_for("10.0.0." + std::to_string(i) + ":80", 42));
+      auto t = s.first(t0);
+      firsts.push_back(t);
+      for (; t < t0 + 1h; t = s.next(t)) all.push_back(t);
+    }
+    std::sort(all.begin(), all.end());
+  }
+
+  // The most probes in any window [t, t + width), over all t.
+  std::size_t busiest(Clock::duration width) const {
+    std::size_t most = 0;
+    for (auto begin = all.begin(); begin != all.end(); ++begin) {
+      const auto end = std::lower_bound(begin, all.end(), *begin + width);
+      most = std::max(most, static_cast<std::size_t>(end - begin));
+    }
+    return most;
+  }
+};
+
+TEST_F(HealthScheduleFleet, FirstProbesAreSpreadOverTheFirstInterval) {
+  std::array<int, 5> per_second{};
+  for (const auto t : firsts) {
+    ASSERT_GE(t, t0);
+    ASSERT_LT(t, t0 + interval);
+    ++per_second[std::chrono::duration_cast<std::chrono::seconds>(t - t0).count()];
+  }
+  // 10 expected per second; a synchronised start would put all 50 in one.
+  for (const int n : per_second) {
+    EXPECT_GE(n, 4);
+    EXPECT_LE(n, 18);
+  }
+}
+
+TEST_F(HealthScheduleFleet, NoBurstsOverAnHour) {
+  // 10 probes/s: about one per 100 ms. Independent jitter makes arrivals Poisson-like, whose
+  // busiest 100 ms window in an hour typically holds 7-9 (P(≥ 11) per hour ≈ 0.5 %); synchronised
+  // timers would put all 50 in one window, every interval.
+  EXPECT_NEAR(static_cast<double>(all.size()), 36000.0, 360.0);
+  const auto per_100ms = busiest(100ms);
+  const auto per_second = busiest(1s);
+  RecordProperty("busiest_100ms", static_cast<int>(per_100ms));
+  RecordProperty("busiest_1s", static_cast<int>(per_second));
+  EXPECT_LE(per_100ms, 10u);
+  EXPECT_LE(per_second, 30u);  // 10 expected
+}
+
+}  // namespace
+}  // namespace sluice::health
