@@ -31,9 +31,12 @@ std::size_t format_error(std::span<char> out, const ProxyError& error, std::stri
   namespace http = boost::beast::http;
   const auto reason_phrase = http::obsolete_reason(static_cast<http::status>(error.status));
   char body[256];
-  const int body_len = std::snprintf(body, sizeof body, "%u %.*s: %.*s\n", error.status,
-                                     static_cast<int>(reason_phrase.size()), reason_phrase.data(),
-                                     static_cast<int>(error.reason.size()), error.reason.data());
+  const auto detail = error.detail.substr(0, 128);
+  const int body_len = std::snprintf(
+      body, sizeof body, "%u %.*s: %.*s%s%.*s\n", error.status,
+      static_cast<int>(reason_phrase.size()), reason_phrase.data(),
+      static_cast<int>(error.reason.size()), error.reason.data(),
+      detail.empty() ? "" : " in upstream ", static_cast<int>(detail.size()), detail.data());
   const int n = std::snprintf(
       out.data(), out.size(),
       "HTTP/1.1 %u %.*s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"

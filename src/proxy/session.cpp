@@ -8,9 +8,11 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/static_string/static_string.hpp>
 #include <spdlog/spdlog.h>
 
 #include "sluice/http/rewrite.hpp"
+#include "sluice/health/log.hpp"
 #include "sluice/http/strict.hpp"
 
 namespace sluice::proxy {
@@ -124,6 +126,11 @@ struct Session::Exchange {
   bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
   bool head_sent = false;        // response head reached the client: no error page possible
   bool request_done = false;     // the whole request (head and body) was read from the client
+  bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
+  bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
+  std::size_t kept_body = 0;
+  proxy::RetrySkip retry_skip = proxy::RetrySkip::none;
+  boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
 };
 
 Session::Session(WorkerContext& worker, tcp::socket socket)
@@ -303,6 +310,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
 net::awaitable<bool> Session::forward(Exchange& x) {
   auto& req = request_->get();
   const auto& ucfg = x.upstream->config();
+  const auto& retry = ucfg.retry;
   if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
 
   // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
@@ -312,91 +320,301 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   }
   const bool is_head = req.method() == bhttp::verb::head;
   x.chunked_in = request_->chunked();
+  proxy::RequestFacts facts;
+  facts.idempotent_method = is_idempotent(req.method());
+  facts.has_idempotency_key =
+      !retry.idempotency_header.empty() && req.count(retry.idempotency_header) != 0;
   http::rewrite_request(req, {client_ip_, "http", x.request_id});
 
-  TriedSet tried;
-  PickContext ctx{&tried};
-  const auto pick = x.upstream->pick(ctx);
-  if (!pick) {
-    co_await send_error(&x, {503, "no server available"});
-    co_return false;
+  // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
+  // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
+  // consumed yet.
+  if (!x.request_done && !x.chunked_in && retry.attempts > 1) {
+    const auto limit = std::min<std::uint64_t>(retry.buffer, relay_size);
+    if (request_->content_length().value_or(limit + 1) <= limit && !co_await keep_body(x))
+      co_return false;
   }
-  Endpoint& ep = *x.upstream->endpoint(pick.index);
-  x.server = &ep;
-  InFlight in_flight(ep);
 
-  // A pooled connection that the origin closed while idle can fail before any response byte; when
-  // resending cannot duplicate work (idempotent, body not started), we try once more on a fresh
-  // connection. That is not the server's fault.
-  std::optional<socket_type> upstream = worker_.pool.acquire(ep);
+  auto& budget = x.upstream->retry_budget();
+  budget.begin_request();
+  struct BudgetGuard {
+    proxy::RetryBudget& b;
+    bool holds_retry = false;
+    ~BudgetGuard() {
+      if (holds_retry) b.end_retry();
+      b.end_request();
+    }
+  } budget_guard{budget};
+
+  const auto per_try = retry.per_try_timeout.count() != 0 ? retry.per_try_timeout : ucfg.response_timeout;
+  const auto started = worker_.clock.now();
+  const auto deadline = started + (retry.deadline.count() != 0 ? Clock::duration(retry.deadline)
+                                                               : Clock::duration(per_try) * retry.attempts);
+  TriedSet tried;
+  UpstreamFailure last_failure = UpstreamFailure::none;
+  for (unsigned attempt = 1;; ++attempt) {
+    PickContext ctx{&tried};
+    auto pick = x.upstream->pick(ctx);
+    if (!pick && tried.empty()) {
+      if (x.upstream->endpoints().empty()) {
+        co_await send_error(&x, {503, "no server available"});
+        co_return false;
+      }
+      if (ucfg.panic_when_all_down) {
+        ctx.panic = true;
+        pick = x.upstream->pick(ctx);
+        if (pick) spdlog::warn("upstream {}: no healthy server, panic mode: spreading over all servers",
+                               x.upstream->name());
+      }
+      if (!pick) {
+        co_await send_error(&x, {503, "no healthy server", x.upstream->name()});
+        co_return false;
+      }
+    }
+    if (!pick) {  // every server was tried: the last failure stands
+      note_skip(x, proxy::RetrySkip::no_other_server);
+      co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
+      co_return false;
+    }
+    Endpoint& ep = *x.upstream->endpoint(pick.index);
+    tried.add(pick.index);
+    x.server = &ep;
+    note_server(x, ep);
+    ++x.attempts;
+    const auto try_until = std::min(deadline, worker_.clock.now() + Clock::duration(per_try));
+
+    std::optional<socket_type> upstream;
+    proxy::AttemptFacts facts_now;
+    {
+      InFlight in_flight(ep);
+      last_failure = co_await try_server(x, ep, upstream, is_head, try_until, facts_now);
+    }
+    if (last_failure == UpstreamFailure::client_failed) co_return false;
+    facts.body_kept = x.body_kept || !x.body_consumed;
+
+    // The origin answered. A status listed in `on` may still be retried elsewhere.
+    if (last_failure == UpstreamFailure::none) {
+      const auto status = response_->get().result_int();
+      facts_now = {UpstreamFailure::none, status, true, false};
+      report_live(x, ep, health::LiveResult::response(status));
+      if (!proxy::is_listed(retry, facts_now) || attempt >= retry.attempts ||
+          !may_retry(x, facts_now, facts, deadline, budget_guard.holds_retry, tried)) {
+        const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
+        upstream_ = nullptr;
+        if (upstream_reusable) {
+          worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
+                               std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout));
+        }
+        up_in_.clear();
+        // A request body the client is still sending when the origin answered would
+        // desynchronise the connection: only keep it when the request was read completely.
+        co_return x.client_keep_alive && x.request_done;
+      }
+      // Retrying: this answer is dropped, and with it the connection (its body is unread).
+      upstream_ = nullptr;
+      upstream.reset();
+      up_in_.clear();
+      response_.reset();
+    } else {
+      report_live(x, ep, live_result_of(last_failure));
+      spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(),
+                    describe(last_failure));
+      if (attempt >= retry.attempts) {
+        if (retry.attempts > 1) note_skip(x, proxy::RetrySkip::attempts_exhausted);
+        co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
+        co_return false;
+      }
+      if (!may_retry(x, facts_now, facts, deadline, budget_guard.holds_retry, tried)) {
+        co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
+        co_return false;
+      }
+    }
+
+    // Full-jitter backoff, bounded by the deadline.
+    const auto delay = proxy::backoff_delay(retry, attempt, worker_.uniform());
+    if (delay.count() > 0) {
+      if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
+      backoff_timer_->expires_after(std::min<Clock::duration>(delay, deadline - worker_.clock.now()));
+      co_await backoff_timer_->async_wait(nothrow);
+      if (closed_) co_return false;
+    }
+    if (worker_.clock.now() >= deadline) {
+      note_skip(x, proxy::RetrySkip::deadline);
+      co_await send_error(&x, {504, "deadline"});
+      co_return false;
+    }
+  }
+}
+
+// Whether the failed attempt may be retried: eligibility from the facts, then the deadline, the
+// servers left and the budget. Counts the reason when it may not.
+bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
+                        const proxy::RequestFacts& request, Clock::time_point deadline,
+                        bool& holds_retry, const TriedSet& tried) {
+  const auto& retry = x.upstream->config().retry;
+  auto skip = proxy::eligibility(retry, attempt, request);
+  if (skip == proxy::RetrySkip::none && worker_.clock.now() >= deadline) skip = proxy::RetrySkip::deadline;
+  if (skip == proxy::RetrySkip::none) {
+    PickContext probe{&tried};
+    if (!x.upstream->pick(probe)) skip = proxy::RetrySkip::no_other_server;
+  }
+  // A 503 asking to come back later than our deadline allows is not retried (Retry-After).
+  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_) {
+    const auto after = response_->get()[bhttp::field::retry_after];
+    unsigned long seconds = 0;
+    const auto r = std::from_chars(after.data(), after.data() + after.size(), seconds);
+    if (!after.empty() && r.ec == std::errc() &&
+        worker_.clock.now() + std::chrono::seconds(seconds) > deadline)
+      skip = proxy::RetrySkip::deadline;
+  }
+  if (skip == proxy::RetrySkip::none && !holds_retry) {
+    if (!x.upstream->retry_budget().try_begin_retry(retry.budget, retry.budget_min))
+      skip = proxy::RetrySkip::budget_exhausted;
+    else
+      holds_retry = true;
+  }
+  if (skip != proxy::RetrySkip::none) {
+    note_skip(x, skip);
+    return false;
+  }
+  return true;
+}
+
+// One try on one server: a pooled or new connection, the request, the response head. On success
+// `upstream` holds the connection and response_ the parsed head.
+net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
+                                                    std::optional<socket_type>& upstream,
+                                                    bool is_head, Clock::time_point try_until,
+                                                    proxy::AttemptFacts& facts) {
+  const auto& ucfg = x.upstream->config();
+  const auto& req = request_->get();
+  upstream = worker_.pool.acquire(ep);
   bool reused = upstream.has_value();
   for (;;) {
-    ++x.attempts;
     if (!upstream) {
       upstream.emplace(worker_.io);
       upstream_ = &*upstream;
-      expire_after(ucfg.connect_timeout);
+      deadline = std::min(try_until, worker_.clock.now() + Clock::duration(ucfg.connect_timeout));
+      timed_out_ = false;
       const auto [ec] = co_await upstream->async_connect(ep.socket_address(), nothrow);
       if (ec) {
         const bool timeout = ec == net::error::operation_aborted && timed_out_;
-        const auto f = timeout                                ? UpstreamFailure::connect_timeout
-                       : ec == net::error::connection_refused ? UpstreamFailure::connect_refused
-                                                              : UpstreamFailure::connect_error;
         upstream_ = nullptr;
-        spdlog::debug("upstream {} server {}: {}: {}", x.upstream->name(), ep.identity(), describe(f),
-                      ec.message());
-        co_await send_error(&x, {status_for(f), describe(f)});
-        co_return false;
+        upstream.reset();
+        facts.failure = timeout                                ? UpstreamFailure::connect_timeout
+                        : ec == net::error::connection_refused ? UpstreamFailure::connect_refused
+                                                               : UpstreamFailure::connect_error;
+        co_return facts.failure;
       }
       error_code ignored;
       upstream->set_option(tcp::no_delay(true), ignored);
     }
     upstream_ = &*upstream;
 
+    std::uint64_t sent = 0;
+    auto failure = co_await send_request(x, *upstream, try_until, sent);
+    facts.request_bytes_sent = sent > 0;
     std::size_t received = 0;
-    auto failure = co_await send_request(x, *upstream);
     if (failure == UpstreamFailure::none)
-      failure = co_await read_response_head(x, *upstream, is_head, received);
-    if (failure == UpstreamFailure::none) break;
+      failure = co_await read_response_head(x, *upstream, is_head, try_until, received);
+    if (failure == UpstreamFailure::none) co_return failure;
 
     upstream_ = nullptr;
     upstream.reset();
     up_in_.clear();
     response_.reset();
+    // A pooled connection that the origin closed while idle fails before any response byte: when
+    // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
+    // connection to the same server. Not the server's fault, not a retry.
     const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
-                       failure != UpstreamFailure::bad_response;
-    if (stale && is_idempotent(req.method()) && x.request_done && x.bytes_in == 0 &&
-        x.attempts < 2) {
+                       failure != UpstreamFailure::bad_response &&
+                       failure != UpstreamFailure::client_failed;
+    if (stale && is_idempotent(req.method()) && (x.body_kept || !x.body_consumed)) {
       spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
                     x.upstream->name(), ep.identity());
       reused = false;
       continue;
     }
-    if (failure == UpstreamFailure::client_failed) co_return false;
-    spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(), describe(failure));
-    co_await send_error(&x, {status_for(failure), describe(failure)});
-    co_return false;
+    facts.failure = failure;
+    co_return failure;
   }
+}
 
-  const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
-  upstream_ = nullptr;
-  if (upstream_reusable) {
-    worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
-                         std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout));
+// Reads a Content-Length body that fits the relay block into it, for replay.
+net::awaitable<bool> Session::keep_body(Exchange& x) {
+  const auto& limits = snapshot_->config->server;
+  const auto length = static_cast<std::size_t>(*request_->content_length());
+  if (x.expect_continue) {
+    x.expect_continue = false;
+    static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
+    expire_after(limits.idle_timeout);
+    auto [ec, n] = co_await net::async_write(client_, net::buffer(cont), nothrow);
+    if (ec) co_return false;
   }
-  up_in_.clear();
-  // A request body the client is still sending when the origin answered would desynchronise the
-  // connection: only keep it when the request was read completely.
-  co_return x.client_keep_alive && x.request_done;
+  std::size_t have = std::min(length, in_.size());
+  std::memcpy(relay_, in_.data().data(), have);
+  in_.consume(have);
+  while (have < length) {
+    expire_after(limits.idle_timeout);
+    auto [ec, n] = co_await client_.async_read_some(net::buffer(relay_ + have, length - have), nothrow);
+    ec = timed(ec);
+    if (ec) {
+      if (ec == beast::error::timeout) co_await send_error(&x, {408, "body timeout"});
+      co_return false;
+    }
+    have += n;
+  }
+  x.kept_body = length;
+  x.body_kept = true;
+  x.bytes_in = length;
+  x.request_done = true;
+  co_return true;
+}
+
+void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result) {
+  if (!ep.has_health()) return;
+  std::optional<health::Transition> t;
+  if (result && x.upstream->fail_on().counts(*result)) {
+    t = ep.health().live_failure(*result);
+  } else {
+    t = ep.health().live_success();
+  }
+  if (t) health::log_transition(x.upstream->name(), ep, *t);
+}
+
+health::LiveResult Session::live_result_of(UpstreamFailure f) {
+  switch (f) {
+    case UpstreamFailure::connect_refused: return health::LiveResult::connect_failure("connect refused");
+    case UpstreamFailure::connect_timeout: return health::LiveResult::timeout("connect timeout");
+    case UpstreamFailure::connect_error: return health::LiveResult::connect_failure("connect failed");
+    case UpstreamFailure::response_timeout: return health::LiveResult::timeout("response timeout");
+    case UpstreamFailure::bad_response: return health::LiveResult::response(502);
+    default: return health::LiveResult::reset("connection reset");
+  }
+}
+
+void Session::note_server(Exchange& x, const Endpoint& ep) {
+  // "app-1,app-2": the servers tried, for the access log (bounded).
+  auto& out = x.servers_tried;
+  const auto& id = ep.identity();
+  if (out.size() + id.size() + 1 > out.capacity()) return;
+  if (!out.empty()) out.push_back(',');
+  out.append(id);
+}
+
+void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
+  x.retry_skip = skip;
+  ++worker_.retry_skips[static_cast<std::size_t>(skip)];
 }
 
 // Head and body towards the origin. The body streams through relay_: Content-Length bodies as
 // they are, chunked bodies decoded by Beast's parser (which enforces the chunk grammar) and
 // re-encoded, so that what the origin sees is exactly what we validated.
-net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream) {
+net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream,
+                                                      Clock::time_point try_until,
+                                                      std::uint64_t& sent) {
   const auto& req = request_->get();
   const auto& limits = snapshot_->config->server;
-  const auto& ucfg = x.upstream->config();
 
   head_out_.clear();
   head_out_.append(req.method_string());
@@ -407,11 +625,18 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
   if (x.chunked_in) head_out_.append("Transfer-Encoding: chunked\r\n");
   head_out_.append(crlf);
 
-  bool head_written = false;
-  std::uint64_t sent = 0;
   const auto fail = [&] {
     return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
   };
+  if (x.body_kept) {  // the whole body is in relay_: one write, repeatable on a retry
+    const std::array<net::const_buffer, 2> out{net::buffer(head_out_), net::buffer(relay_, x.kept_body)};
+    deadline = try_until;
+    timed_out_ = false;
+    auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
+    sent = n;
+    co_return timed(ec) ? fail() : UpstreamFailure::none;
+  }
+  bool head_written = false;
   auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
 
   while (!x.request_done || !head_written) {
@@ -444,6 +669,7 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
         }
         piece = {relay_, relay_size - body.size};
         x.request_done = request_->is_done();
+        x.body_consumed = true;
       } else if (in_.size() > 0) {
         // Body bytes that arrived with the head: forward them from where they are.
         const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(in_.size(), content_left));
@@ -457,6 +683,7 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
           co_return UpstreamFailure::client_failed;
         }
         piece = {relay_, n};
+        x.body_consumed = true;
       }
       x.bytes_in += piece.size();
       if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
@@ -479,23 +706,28 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
     if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
     if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
     if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
-    expire_after(ucfg.response_timeout);
+    deadline = try_until;
+    timed_out_ = false;
     auto [ec, n] = co_await net::async_write(upstream, std::span(out.data(), k), nothrow);
     ec = timed(ec);
     sent += n;
     if (ec) co_return fail();
     head_written = true;
-    if (!x.chunked_in && piece.data() == view(in_).data()) in_.consume(piece.size());
+    if (!x.chunked_in && !piece.empty() && piece.data() == view(in_).data()) {
+      in_.consume(piece.size());
+      x.body_consumed = true;
+    }
   }
   co_return UpstreamFailure::none;
 }
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
 net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_type& upstream,
-                                                            bool is_head, std::size_t& received) {
+                                                            bool is_head, Clock::time_point try_until,
+                                                            std::size_t& received) {
   const auto& limits = snapshot_->config->server;
-  const auto& ucfg = x.upstream->config();
-  expire_after(ucfg.response_timeout);
+  deadline = try_until;
+  timed_out_ = false;
   for (;;) {
     const auto bytes = view(up_in_);
     const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
@@ -531,7 +763,8 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
         if (ec1) co_return UpstreamFailure::client_failed;
-        expire_after(ucfg.response_timeout);
+        deadline = try_until;
+        timed_out_ = false;
       }
       response_.reset();
       continue;
@@ -577,6 +810,11 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   head_out_.append(crlf);
   append_fields(head_out_, res);
   if (chunked_out) head_out_.append("Transfer-Encoding: chunked\r\n");
+  if (x.attempts > 1) {
+    head_out_.append("Sluice-Attempts: ");
+    head_out_.push_back(static_cast<char>('0' + std::min(x.attempts, 9u)));
+    head_out_.append(crlf);
+  }
   if (!keep) head_out_.append("Connection: close\r\n");
   else if (x.client_version == 10) head_out_.append("Connection: keep-alive\r\n");
   head_out_.append(crlf);
@@ -694,7 +932,7 @@ void Session::log_exchange(const Exchange& x) {
   }
   r.status = x.status;
   r.upstream = x.upstream ? std::string_view(x.upstream->name()) : std::string_view();
-  r.server = x.server ? std::string_view(x.server->identity()) : std::string_view();
+  r.server = std::string_view(x.servers_tried.data(), x.servers_tried.size());
   r.attempts = x.attempts;
   r.bytes_in = x.bytes_in;
   r.bytes_out = x.bytes_out;

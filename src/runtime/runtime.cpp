@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/config/loader.hpp"
+#include "sluice/health/log.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -24,7 +25,7 @@ using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>
 struct Runtime::State {
   std::string config_path;
   std::shared_ptr<const config::Config> config;
-  EndpointDirectory directory;
+  EndpointDirectory directory{steady_clock()};
   std::shared_ptr<const Snapshot> snapshot;
   std::uint64_t version = 0;
   std::unique_ptr<AccessLog> access_log;
@@ -122,6 +123,23 @@ int Runtime::run() {
                s.config_path, s.version);
 
   net::steady_timer drain_timer(s.control);
+
+  // Health clock: ends ejections (half-open) and steps slow-start ramps. Workers can eject a
+  // server at any moment, so every server is looked at on a short period rather than only at a
+  // deadline computed earlier.
+  net::steady_timer health_timer(s.control);
+  std::function<void()> health_tick = [&] {
+    for (const auto& u : s.snapshot->upstreams)
+      for (Endpoint* ep : u->endpoints())
+        if (ep->has_health() && ep->health().next_deadline() <= steady_clock().now())
+          if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
+    if (s.shutting_down) return;
+    health_timer.expires_after(std::chrono::milliseconds(100));
+    health_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) health_tick();
+    });
+  };
+  health_tick();
   Clock::time_point deadline{};
 
   std::function<void()> poll_drained = [&] {
@@ -131,6 +149,7 @@ int Runtime::run() {
       if (active != 0) spdlog::warn("shutdown timeout: closing {} connection(s)", active);
       for (auto& w : s.workers) w->stop();
       signals.cancel();  // nothing left for the control loop: run() returns
+      health_timer.cancel();
       return;
     }
     drain_timer.expires_after(std::chrono::milliseconds(20));

@@ -8,11 +8,9 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
   snapshot->config = config;
   snapshot->version = version;
   for (const auto& u : config->upstreams) {
-    std::vector<std::shared_ptr<Endpoint>> endpoints;
-    endpoints.reserve(u.servers.size());
-    for (const auto& s : u.servers) endpoints.push_back(directory.obtain(u.name, s));
-    snapshot->upstreams.push_back(std::make_unique<Upstream>(u, std::move(endpoints)));
+    snapshot->upstreams.push_back(std::make_unique<Upstream>(u, directory.obtain(u)));
   }
+  directory.prune();
   auto find = [&](const std::string& name) -> const Upstream* {
     for (const auto& u : snapshot->upstreams)
       if (u->name() == name) return u.get();

@@ -1,5 +1,7 @@
 #include "sluice/upstream/endpoint.hpp"
 
+#include "sluice/health/server_health.hpp"
+
 namespace sluice {
 
 std::atomic<std::uint32_t> Endpoint::next_id_{0};
@@ -22,5 +24,9 @@ Endpoint::Endpoint(std::string identity, config::HostPort address,
       address_text_(address_.to_string()),
       resolved_(resolved),
       weight_(weight) {}
+
+Endpoint::~Endpoint() = default;
+
+void Endpoint::set_health(std::unique_ptr<health::ServerHealth> health) { health_ = std::move(health); }
 
 }  // namespace sluice

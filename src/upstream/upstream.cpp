@@ -11,12 +11,33 @@ namespace sluice {
 
 namespace net = boost::asio;
 
+namespace {
+
+health::FailOn fail_on_of(const config::UpstreamConfig& c) {
+  if (!c.passive) return health::FailOn::defaults();
+  auto parsed = health::FailOn::parse(c.passive->fail_on);
+  return parsed ? *parsed : health::FailOn::defaults();  // validated by the loader
+}
+
+}  // namespace
+
 Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints)
-    : config_(std::move(config)), endpoints_(std::move(endpoints)) {
+    : config_(std::move(config)), endpoints_(std::move(endpoints)), fail_on_(fail_on_of(config_)) {
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());
   balancer_ = make_balancer(config_.balance, raw_, config_);
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
+}
+
+health::HealthPolicy health_policy(const config::UpstreamConfig& c) {
+  health::HealthPolicy p;
+  if (c.health) p.active = health::ActivePolicy{c.health->rise, c.health->fall, c.health->initially_up};
+  if (c.passive) {
+    p.passive = health::PassivePolicy{c.passive->max_fails, c.passive->fail_timeout,
+                                      c.passive->max_ejection_time};
+  }
+  p.slow_start = c.slow_start;
+  return p;
 }
 
 net::ip::tcp::endpoint resolve_host_port(const config::HostPort& hp) {
@@ -31,19 +52,46 @@ net::ip::tcp::endpoint resolve_host_port(const config::HostPort& hp) {
   return results.begin()->endpoint();
 }
 
-std::shared_ptr<Endpoint> EndpointDirectory::obtain(const std::string& upstream,
-                                                    const config::ServerConfig& server) {
-  const auto key = upstream + '\n' + server.identity();
-  const auto resolved = resolve_host_port(server.address);
-  for (auto& [k, endpoint] : known_) {
-    if (k == key && endpoint->socket_address() == resolved) {
-      endpoint->set_weight(server.weight);
-      return endpoint;
+std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::UpstreamConfig& u) {
+  const auto policy = health_policy(u);
+  const auto percent = u.passive ? u.passive->max_ejected_percent : 100u;
+  auto guard = std::make_shared<health::EjectionGuard>(static_cast<std::uint32_t>(u.servers.size()), percent);
+  std::vector<std::shared_ptr<Endpoint>> out;
+  out.reserve(u.servers.size());
+  for (const auto& server : u.servers) {
+    const auto key = u.name + '\n' + server.identity();
+    const auto resolved = resolve_host_port(server.address);
+    std::shared_ptr<Endpoint> endpoint;
+    for (auto& entry : known_) {
+      if (entry.key == key && entry.endpoint->socket_address() == resolved) {
+        entry.used = true;
+        endpoint = entry.endpoint;
+        endpoint->health().reconfigure(policy, guard);
+        // A drain set at run time survives reloads; a change of `drain` in the file is the
+        // operator's newer word and wins.
+        if (entry.toml_drain != server.drain) endpoint->set_draining(server.drain);
+        entry.toml_drain = server.drain;
+        break;
+      }
     }
+    if (!endpoint) {
+      endpoint = std::make_shared<Endpoint>(server.identity(), server.address, resolved, server.weight);
+      endpoint->set_health(std::make_unique<health::ServerHealth>(*endpoint, policy, guard, clock_));
+      std::erase_if(known_, [&](const Entry& e) { return e.key == key; });  // address changed
+      endpoint->set_draining(server.drain);
+      known_.push_back({key, endpoint, server.drain, true});
+    }
+    endpoint->set_weight(server.weight);
+    endpoint->set_backup(server.backup);
+    endpoint->set_max_conns(server.max_conns);
+    out.push_back(std::move(endpoint));
   }
-  auto endpoint = std::make_shared<Endpoint>(server.identity(), server.address, resolved, server.weight);
-  known_.emplace_back(key, endpoint);
-  return endpoint;
+  return out;
+}
+
+void EndpointDirectory::prune() {
+  std::erase_if(known_, [](const Entry& e) { return !e.used; });
+  for (auto& e : known_) e.used = false;
 }
 
 }  // namespace sluice

@@ -28,6 +28,7 @@ unsigned status_for(UpstreamFailure f);  // 502, or 504 for response_timeout
 struct ProxyError {
   unsigned status = 0;
   std::string_view reason;  // Sluice-Error value; must point at static storage
+  std::string_view detail{};  // appended to the body ("... in upstream app"); may be empty
 };
 
 // Formats the complete response (head and body) into `out`; returns the bytes used. `keep_alive`

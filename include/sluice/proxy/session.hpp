@@ -11,10 +11,13 @@
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "sluice/http/message.hpp"
+#include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/worker_context.hpp"
 
 namespace sluice::proxy {
@@ -40,9 +43,23 @@ private:
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
-  boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream);
+  boost::asio::awaitable<UpstreamFailure> try_server(Exchange& x, Endpoint& ep,
+                                                     std::optional<socket_type>& upstream,
+                                                     bool is_head, Clock::time_point try_until,
+                                                     proxy::AttemptFacts& facts);
+  boost::asio::awaitable<bool> keep_body(Exchange& x);
+  boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream,
+                                                       Clock::time_point try_until,
+                                                       std::uint64_t& sent);
   boost::asio::awaitable<UpstreamFailure> read_response_head(Exchange& x, socket_type& upstream,
-                                                             bool is_head, std::size_t& received);
+                                                             bool is_head, Clock::time_point try_until,
+                                                             std::size_t& received);
+  bool may_retry(Exchange& x, const proxy::AttemptFacts& attempt, const proxy::RequestFacts& request,
+                 Clock::time_point deadline, bool& holds_retry, const TriedSet& tried);
+  void report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result);
+  static health::LiveResult live_result_of(UpstreamFailure f);
+  void note_server(Exchange& x, const Endpoint& ep);
+  void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
   void log_exchange(const Exchange& x);
@@ -66,7 +83,8 @@ private:
   Arena arena_;
   std::optional<http::RequestParser> request_;
   std::optional<http::ResponseParser> response_;
-  char* relay_ = nullptr;  // body relay buffer (relay_size bytes), shared by both directions
+  char* relay_ = nullptr;
+  std::optional<boost::asio::steady_timer> backoff_timer_;  // between retries; made on first use  // body relay buffer (relay_size bytes), shared by both directions
   std::shared_ptr<const Snapshot> snapshot_;
   bool first_request_ = true;
   bool idle_ = false;       // waiting for the first byte of a next request

@@ -2,6 +2,7 @@
 // What one worker owns and its sessions share. Every member is touched only by the worker's own
 // thread (the io_context's single runner): no locks. The control thread talks to a worker only by
 // posting to its io_context.
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -64,6 +65,18 @@ struct WorkerContext {
     return stopping || (shutdown != nullptr && shutdown->load(std::memory_order_relaxed));
   }
   SessionList sessions;
+  // Retries not made, by reason (proxy::RetrySkip); summed over workers for metrics.
+  std::array<std::uint64_t, 9> retry_skips{};
+  // Uniform in [0, 1) for backoff jitter: per worker, no locks.
+  double uniform() noexcept {
+    rng_state += 0x9E3779B97F4A7C15ull;  // splitmix64
+    std::uint64_t z = rng_state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+  }
+  std::uint64_t rng_state = 0x853c49e6748fea9bull;
   // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers.
   BlockPool arena_blocks{arena_block_size, 128};
   BlockPool relay_blocks{relay_block_size, 128};

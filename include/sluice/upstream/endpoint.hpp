@@ -6,6 +6,7 @@
 // counters and pooled connections survive the reload.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include <boost/asio/ip/tcp.hpp>
@@ -23,13 +24,23 @@ enum class ServerState : std::uint8_t {
 
 const char* to_string(ServerState state);
 
+namespace health { class ServerHealth; }
+
 class Endpoint {
 public:
   Endpoint(std::string identity, config::HostPort address, boost::asio::ip::tcp::endpoint resolved,
            std::uint32_t weight);
 
+  ~Endpoint();
   Endpoint(const Endpoint&) = delete;
   Endpoint& operator=(const Endpoint&) = delete;
+
+  // The server's health state machine, fed by probes (control thread) and live results
+  // (workers). Set once by the control thread before the endpoint is published; owned here so
+  // that it lives exactly as long as any snapshot can reach the endpoint.
+  health::ServerHealth& health() const noexcept { return *health_; }
+  bool has_health() const noexcept { return health_ != nullptr; }
+  void set_health(std::unique_ptr<health::ServerHealth> health);
 
   // Process-unique, never reused: workers index their connection pools by it.
   std::uint32_t id() const noexcept { return id_; }
@@ -88,6 +99,7 @@ public:
 private:
   static std::atomic<std::uint32_t> next_id_;
 
+  std::unique_ptr<health::ServerHealth> health_;
   const std::uint32_t id_;
   const std::string identity_;
   const config::HostPort address_;

@@ -1,12 +1,18 @@
 #pragma once
-// An upstream group as one config snapshot sees it: its settings, its endpoints and its balancer.
-// Built on the control thread, then only read by workers (the balancer's own atomics aside).
+// An upstream group as one config snapshot sees it: its settings, its endpoints, its balancer,
+// and the per-upstream shared state of the data path (retry budget, passive failure
+// classification). Built on the control thread, then only read by workers (atomics aside).
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "sluice/balancer/balancer.hpp"
 #include "sluice/config/config.hpp"
+#include "sluice/core/clock.hpp"
+#include "sluice/health/ejection_guard.hpp"
+#include "sluice/health/fail_on.hpp"
+#include "sluice/health/server_health.hpp"
+#include "sluice/proxy/retry.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
 namespace sluice {
@@ -26,22 +32,43 @@ public:
   // Thread-safe (called by every worker).
   Pick pick(const PickContext& ctx) const { return balancer_->pick(ctx); }
 
+  // Which live results count as failures for passive health ([passive] fail_on).
+  const health::FailOn& fail_on() const noexcept { return fail_on_; }
+  proxy::RetryBudget& retry_budget() const noexcept { return budget_; }
+
 private:
   config::UpstreamConfig config_;
   std::vector<std::shared_ptr<Endpoint>> endpoints_;  // keeps them alive for this snapshot
   std::vector<Endpoint*> raw_;                         // what the balancer iterates
   std::unique_ptr<Balancer> balancer_;
+  health::FailOn fail_on_;
+  mutable proxy::RetryBudget budget_;
 };
 
-// Endpoints by identity, from the previous snapshot, so that a reload keeps their state.
+health::HealthPolicy health_policy(const config::UpstreamConfig& config);
+
+// Endpoints by (upstream, identity), across reloads: an identity that stays keeps its Endpoint
+// object and with it its health, drain flag, counters and pooled connections. Control thread only.
 class EndpointDirectory {
 public:
-  // Returns the existing endpoint for (upstream, identity) if its address is unchanged, else a
-  // new one. Resolves host names (control thread only: may block on DNS). Throws on failure.
-  std::shared_ptr<Endpoint> obtain(const std::string& upstream, const config::ServerConfig& server);
+  explicit EndpointDirectory(const Clock& clock) : clock_(clock) {}
+
+  // Builds the endpoints of one upstream for a new snapshot: existing ones (same identity and
+  // address) are reused and reconfigured, new ones created with their health state machine.
+  // Resolves host names (may block on DNS). Throws std::runtime_error on failure.
+  std::vector<std::shared_ptr<Endpoint>> obtain(const config::UpstreamConfig& upstream);
+  // Forgets endpoints that the latest build did not use (they live on while a snapshot holds them).
+  void prune();
 
 private:
-  std::vector<std::pair<std::string, std::shared_ptr<Endpoint>>> known_;  // key: upstream + '\n' + identity
+  struct Entry {
+    std::string key;  // upstream + '\n' + identity
+    std::shared_ptr<Endpoint> endpoint;
+    bool toml_drain = false;  // `drain` as the config last said
+    bool used = false;
+  };
+  const Clock& clock_;
+  std::vector<Entry> known_;
 };
 
 // Resolves "host" (an IP literal or a name) to one address; control thread only.
