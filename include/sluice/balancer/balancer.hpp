@@ -32,6 +32,7 @@ public:
   }
   std::size_t size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
+  std::span<const std::uint32_t> items() const noexcept { return {items_.data(), size_}; }
 
 private:
   std::array<std::uint32_t, capacity> items_{};
@@ -42,6 +43,9 @@ struct PickContext {
   const TriedSet* tried = nullptr;  // may be null: nothing tried yet
   std::uint64_t hash = 0;           // request key hash, for hashing policies
   bool has_hash = false;
+  // when_all_down = "panic": health (down, ejected) is ignored; draining, max_conns and tried
+  // still count.
+  bool panic = false;
 };
 
 // Index of the chosen endpoint in the upstream's list, or npos when none is available.
@@ -57,7 +61,8 @@ public:
   virtual Pick pick(const PickContext& ctx) = 0;
 };
 
-// True when `tried` excludes the endpoint at `index` or the endpoint is not available.
+// True when `tried` excludes the endpoint at `index`, the endpoint is not available (down,
+// ejected, draining) or it is at its max_conns cap. Every policy filters its choice with this.
 bool skip(const Endpoint& endpoint, std::uint32_t index, const PickContext& ctx) noexcept;
 
 }  // namespace sluice
