@@ -11,6 +11,8 @@
 #include <system_error>
 #include <unordered_map>
 
+#include <boost/url/ipv4_address.hpp>
+#include <boost/url/ipv6_address.hpp>
 #include <toml++/toml.h>
 
 #include "sluice/balancer/registry.hpp"
@@ -38,11 +40,12 @@ constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must 
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
 constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
-constexpr std::array<std::string_view, 9> server_keys{
+constexpr std::array<std::string_view, 11> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
-    "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections"};
+    "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
+    "watch_config"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
-constexpr std::array<std::string_view, 1> admin_keys{"listen"};
+constexpr std::array<std::string_view, 2> admin_keys{"listen", "token_file"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
 constexpr std::array<std::string_view, 15> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
@@ -193,6 +196,14 @@ std::optional<std::string> normalize_host_pattern(std::string_view text) {
     rest.remove_prefix(dot + 1);
   }
   return host;
+}
+
+// 127.0.0.0/8, ::1 and "localhost": addresses only this host can connect to.
+bool is_loopback_host(std::string_view host) {
+  if (lower(host) == "localhost") return true;
+  if (const auto v4 = boost::urls::parse_ipv4_address(host)) return v4->is_loopback();
+  if (const auto v6 = boost::urls::parse_ipv6_address(host)) return v6->is_loopback();
+  return false;
 }
 
 // Formats "listen" addresses so that "LOCALHOST:80" and "localhost:80" count as the same one.
@@ -444,12 +455,19 @@ private:
     const std::string p = path + ".health";
     check_keys(*table, p, health_keys);
     HealthCheckConfig h;
+    // Both go into the probe's request line and Host header as written.
+    const auto visible = [](const std::string& v) {
+      return std::all_of(v.begin(), v.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+    };
     if (const auto* node = read_string(*table, "path", p + ".path", h.path);
-        node != nullptr && !h.path.starts_with('/')) {
-      error(*node, p + ".path", "must start with '/', got '" + h.path + "'");
+        node != nullptr && (!h.path.starts_with('/') || !visible(h.path))) {
+      error(*node, p + ".path", "must start with '/' and hold no spaces or control characters, got '" + h.path + "'");
     }
     read_choice(*table, "method", p + ".method", "probe method", probe_methods, h.method);
-    read_string(*table, "host", p + ".host", h.host);
+    if (const auto* node = read_string(*table, "host", p + ".host", h.host);
+        node != nullptr && !visible(h.host)) {
+      error(*node, p + ".host", "must hold no spaces or control characters");
+    }
     read_integer(*table, "port", p + ".port", h.port, 0, 65535);
     read_duration(*table, "interval", p + ".interval", h.interval, false);
     const toml::node* timeout = read_duration(*table, "timeout", p + ".timeout", h.timeout, false);
@@ -464,7 +482,10 @@ private:
       std::string why;
       if (!health::StatusMatcher::parse(h.expect_status, &why)) error(*node, p + ".expect_status", why);
     }
-    read_string(*table, "expect_body", p + ".expect_body", h.expect_body);
+    if (const auto* node = read_string(*table, "expect_body", p + ".expect_body", h.expect_body);
+        node != nullptr && h.method == "HEAD" && !h.expect_body.empty()) {
+      error(*node, p + ".expect_body", "a HEAD probe has no body to match; use method = \"GET\"");
+    }
     read_number(*table, "jitter", p + ".jitter", h.jitter, 0.0, 0.5);
     std::string initial = "up";
     read_choice(*table, "initial_state", p + ".initial_state", "initial state", initial_states, initial);
@@ -567,6 +588,8 @@ private:
       read_size(*table, "max_body_bytes", "server.max_body_bytes", out.max_body_bytes, 0, no_limit);
       read_integer(*table, "max_connections", "server.max_connections", out.max_connections, 1,
                    max_connections_limit);
+      read_duration(*table, "shutdown_delay", "server.shutdown_delay", out.shutdown_delay, true);
+      read_bool(*table, "watch_config", "server.watch_config", out.watch_config);
       // The request line is part of the head, so a longer URI limit could never be reached.
       if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
         error(*uri, "server.max_uri_bytes",
@@ -629,11 +652,20 @@ private:
     if (table == nullptr) return;
     out.enabled = true;  // the section's presence is the switch
     check_keys(*table, "admin", admin_keys);
+    if (const auto* file = read_string(*table, "token_file", "admin.token_file", out.token_file);
+        file != nullptr && out.token_file.empty()) {
+      error(*file, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
+    }
     const toml::node* node = table->get("listen");
     if (node != nullptr) {
       auto address = parse_address(*node, "admin.listen", true);
       if (!address) return;
       out.listen = std::move(*address);
+    }
+    // The admin API drains servers and reloads the config: beyond loopback, only with a token.
+    if (out.token_file.empty() && !is_loopback_host(out.listen.host)) {
+      error(node != nullptr ? *node : static_cast<const toml::node&>(*table), "admin.listen",
+            "admin listener on a non-loopback address needs token_file");
     }
     // Port 0 asks the OS for a free port, which cannot collide.
     if (out.listen.port != 0) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <boost/asio/as_tuple.hpp>
@@ -299,6 +300,16 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
 
   beast::flat_buffer buffer(head_limit + body_chunk);
   std::optional<Parser> parser;
+  // Reads the next response head into a fresh parser. Returns the error and whether any byte of
+  // the response had arrived.
+  const auto read_head = [&]() -> net::awaitable<std::pair<error_code, bool>> {
+    parser.emplace();
+    parser->header_limit(head_limit);
+    parser->skip(settings->head);
+    const auto [ec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
+    co_return std::pair{ec, used != 0 || buffer.size() != 0};
+  };
+
   // At most two rounds: a kept connection that fails before any response byte was most likely
   // closed by the origin while idle, so the probe retries once on a new connection.
   for (;;) {
@@ -311,22 +322,17 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
         co_return failed(connect_detail(ec, s.timed_out));
       }
     }
-    const auto [wec, written] = co_await net::async_write(s.socket, net::buffer(request), nothrow);
+    auto [ec, written] = co_await net::async_write(s.socket, net::buffer(request), nothrow);
     if (s.stopped) co_return ProbeResult{};
-    if (!wec) {
-      parser.emplace();
-      parser->header_limit(head_limit);
-      parser->skip(settings->head);
-      const auto [rec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
+    bool received = false;
+    if (!ec) {
+      std::tie(ec, received) = co_await read_head();
       if (s.stopped) co_return ProbeResult{};
-      if (!rec) break;
-      close();
-      if (reused && !s.timed_out && used == 0 && buffer.size() == 0) continue;
-      co_return failed(exchange_detail(rec, s.timed_out));
+      if (!ec) break;
     }
     close();
-    if (reused && !s.timed_out) continue;
-    co_return failed(exchange_detail(wec, s.timed_out));
+    if (reused && !received && !s.timed_out) continue;
+    co_return failed(exchange_detail(ec, s.timed_out));
   }
 
   // Interim responses (RFC 9110 §15.2) precede the final one; 101 would end HTTP on this
@@ -338,10 +344,7 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
       close();
       co_return failed("bad response");
     }
-    parser.emplace();
-    parser->header_limit(head_limit);
-    parser->skip(settings->head);
-    const auto [ec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
+    const auto [ec, received] = co_await read_head();
     if (s.stopped) co_return ProbeResult{};
     if (ec) {
       close();
@@ -354,17 +357,17 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
   // (up to that limit) so that the connection can serve the next probe.
   const bool want_body = !config.expect_body.empty();
   std::string body;
-  std::size_t received = 0;
+  std::size_t body_bytes = 0;
   char chunk[body_chunk];
-  while (!parser->is_done() && received < body_limit) {
+  while (!parser->is_done() && body_bytes < body_limit) {
     parser->get().body().data = chunk;
     parser->get().body().size = sizeof chunk;
     auto [ec, used] = co_await bhttp::async_read(s.socket, buffer, *parser, nothrow);
     if (s.stopped) co_return ProbeResult{};
     if (ec == bhttp::error::need_buffer) ec = {};  // the chunk is full, not an error
     const std::size_t got = sizeof chunk - parser->get().body().size;
-    if (want_body) body.append(chunk, std::min(got, body_limit - std::min(body_limit, received)));
-    received += got;
+    if (want_body) body.append(chunk, std::min(got, body_limit - std::min(body_limit, body_bytes)));
+    body_bytes += got;
     if (ec) {
       close();
       co_return failed(exchange_detail(ec, s.timed_out));

@@ -2,7 +2,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <functional>
+#include <random>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -13,6 +15,7 @@
 
 #include "sluice/config/loader.hpp"
 #include "sluice/health/log.hpp"
+#include "sluice/health/prober.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -31,6 +34,8 @@ struct Runtime::State {
   std::unique_ptr<AccessLog> access_log;
   std::vector<std::unique_ptr<Worker>> workers;
   net::io_context control;
+  std::unique_ptr<health::Prober> prober;
+  std::vector<std::string> probed_upstreams;
   bool shutting_down = false;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
 };
@@ -55,6 +60,21 @@ tcp::acceptor open_listener(net::io_context& io, const tcp::endpoint& ep) {
   return a;
 }
 
+// Points the prober at the snapshot's servers: one prober per server, on this (control) thread.
+void update_probes(Runtime::State& s) {
+  std::vector<std::string> probed;
+  for (const auto& u : s.snapshot->upstreams) {
+    if (!u->config().health) continue;
+    std::vector<health::ProbeTarget> targets;
+    for (const auto& ep : u->shared_endpoints()) targets.push_back({ep, &ep->health(), u->name()});
+    s.prober->set_upstream(u->name(), *u->config().health, std::move(targets));
+    probed.push_back(u->name());
+  }
+  for (const auto& name : s.probed_upstreams)
+    if (std::find(probed.begin(), probed.end(), name) == probed.end()) s.prober->remove_upstream(name);
+  s.probed_upstreams = std::move(probed);
+}
+
 void reload(Runtime* /*unused*/, auto& s) {
   auto result = config::load_file(s.config_path);
   if (!result.ok()) {
@@ -69,6 +89,7 @@ void reload(Runtime* /*unused*/, auto& s) {
     s.config = cfg;
     s.snapshot = snapshot;
     for (auto& w : s.workers) w->publish(snapshot);
+    update_probes(s);
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
   } catch (const std::exception& e) {
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
@@ -119,6 +140,11 @@ int Runtime::run() {
   }
 
   for (auto& w : s.workers) w->start();
+  s.prober = std::make_unique<health::Prober>(s.control, steady_clock(), std::random_device{}());
+  s.prober->on_transition = [](const health::ProbeTarget& t, const health::Transition& tr) {
+    health::log_transition(t.upstream, *t.endpoint, tr);
+  };
+  update_probes(s);
   spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
                s.config_path, s.version);
 
@@ -150,6 +176,7 @@ int Runtime::run() {
       for (auto& w : s.workers) w->stop();
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
+      s.prober->stop();
       return;
     }
     drain_timer.expires_after(std::chrono::milliseconds(20));

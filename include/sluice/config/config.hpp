@@ -41,6 +41,10 @@ struct ServerSection {
   std::uint64_t max_uri_bytes = 8 * KiB;     // request-target longer than this: 414
   std::uint64_t max_body_bytes = 100 * MiB;  // 0 = unlimited
   std::uint32_t max_connections = 10000;
+  // After SIGTERM: /readyz fails at once, listeners keep accepting this long (so that load
+  // balancers in front see the failing probe first), then shutdown_timeout begins.
+  Duration shutdown_delay{0};
+  bool watch_config = false;  // reload when the config file changes, as on SIGHUP
 };
 
 enum class AccessLogFormat { text, json, off };
@@ -53,6 +57,9 @@ struct LogSection {
 struct AdminSection {
   bool enabled = false;  // no [admin] section = no admin listener
   HostPort listen{"127.0.0.1", 9901};
+  // File holding the bearer token every POST must present; "" = POSTs are open (allowed only on
+  // a loopback listen address). Read by the runtime (admin::read_token_file), not the loader.
+  std::string token_file;
 };
 
 struct RouteConfig {

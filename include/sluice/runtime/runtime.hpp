@@ -16,8 +16,9 @@ public:
   // Blocks until shutdown; returns the process exit code.
   int run();
 
+  struct State;  // everything the control thread owns (runtime.cpp)
+
 private:
-  struct State;
   std::unique_ptr<State> state_;
 };
 
