@@ -10,7 +10,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl python3 python3-pytest
 )
-if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk); fi
+if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk valgrind); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,118 @@
+"""A raw HTTP/1.1 keep-alive client for the parts wrk cannot do: readiness (time to first
+successful request), idle connections (one request each, then silence) and the bounded request
+loop run under valgrind. Content-Length responses only: every path the benchmark asks for gets
+one from every origin and proxy.
+"""
+import socket
+import time
+
+
+class Connection:
+    """One keep-alive client connection to 127.0.0.1:port."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buf = b""
+
+    def get(self, path="/"):
+        """Sends `GET path` and reads the whole response; returns (status, body)."""
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+        while b"\r\n\r\n" not in self._buf:
+            self._fill()
+        head, self._buf = self._buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        length = None
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        if length is None:
+            raise RuntimeError(f"response without Content-Length: {lines[0]!r}")
+        while len(self._buf) < length:
+            self._fill()
+        body, self._buf = self._buf[:length], self._buf[length:]
+        return status, body
+
+    def _fill(self):
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("connection closed by the server")
+        self._buf += chunk
+
+    def close(self):
+        self.sock.close()
+
+
+def wait_first_ok(port, started_at, timeout, alive=lambda: True):
+    """Polls `GET /` every millisecond until a 200 arrives; returns seconds since `started_at`
+    (a time.monotonic() value). Raises if `alive()` turns false or `timeout` passes."""
+    deadline = started_at + timeout
+    while True:
+        try:
+            conn = Connection(port, timeout=max(0.5, deadline - time.monotonic()))
+            try:
+                status, _ = conn.get("/")
+            finally:
+                conn.close()
+            if status == 200:
+                return time.monotonic() - started_at
+        except OSError:
+            pass
+        if not alive():
+            raise RuntimeError(f"process for port {port} exited before answering")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no 200 on port {port} within {timeout}s")
+        time.sleep(0.001)
+
+
+def open_idle(port, count, path="/"):
+    """Opens `count` connections, each after one complete request, and leaves them idle."""
+    conns = []
+    try:
+        for _ in range(count):
+            conn = Connection(port)
+            status, _ = conn.get(path)
+            if status != 200:
+                raise RuntimeError(f"idle connection setup got status {status}")
+            conns.append(conn)
+    except BaseException:
+        close_all(conns)
+        raise
+    return conns
+
+
+def still_open(conns):
+    """How many of the idle connections the server has not closed (no EOF readable)."""
+    open_count = 0
+    for conn in conns:
+        conn.sock.setblocking(False)
+        try:
+            if conn.sock.recv(1, socket.MSG_PEEK) == b"":
+                continue
+        except BlockingIOError:
+            pass  # nothing to read: still open
+        except OSError:
+            continue
+        finally:
+            conn.sock.setblocking(True)
+        open_count += 1
+    return open_count
+
+
+def close_all(conns):
+    for conn in conns:
+        conn.close()
+
+
+def request_loop(port, count, path="/"):
+    """`count` sequential requests on one keep-alive connection; raises on any non-200."""
+    conn = Connection(port, timeout=60.0)
+    try:
+        for _ in range(count):
+            status, _ = conn.get(path)
+            if status != 200:
+                raise RuntimeError(f"request loop got status {status}")
+    finally:
+        conn.close()

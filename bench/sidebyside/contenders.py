@@ -1,0 +1,132 @@
+"""The proxies under test, configured equivalently: one worker/thread, no access log, round robin
+over the same three origins, keep-alive upstream connections; each start gets a fresh directory,
+a fresh free port, and is pinned to its CPUs. Templates: bench/conf/.
+"""
+import itertools
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import client
+from .conf import render
+from .processes import Child, descendant_pids, free_port
+
+_start_ids = itertools.count(1)
+
+
+@dataclass
+class Running:
+    """A started contender. `pid` is the process whose CPU time and RSS are measured: the proxy
+    itself, or for nginx with a master process, its single worker."""
+    name: str
+    child: Child
+    port: int
+    pid: int
+    startup_s: float
+
+    def stop(self, timeout=30.0):
+        return self.child.stop(timeout=timeout)
+
+
+class Contender:
+    name = "?"      # as reported (sluice-w2 and sluice-w1 are two contenders)
+    product = "?"   # the program, for its version
+
+    def __init__(self, cpus):
+        self.cpus = cpus
+
+    def prepare(self, directory, port, origins, under_valgrind):
+        """Writes the config into `directory`; returns the argv that serves it on `port`."""
+        raise NotImplementedError
+
+    def measured_pid(self, child, under_valgrind):
+        return child.pid
+
+    def version(self):
+        raise NotImplementedError
+
+    def start(self, workdir, origins, *, wrap=(), timeout=10.0):
+        """Starts the contender (under the `wrap` command, e.g. valgrind, if given) and waits for
+        its first 200; startup_s is the time from spawning to that answer."""
+        directory = Path(workdir) / f"{self.name}-{next(_start_ids)}"
+        directory.mkdir(parents=True)
+        port = free_port()
+        argv = self.prepare(directory, port, origins, under_valgrind=bool(wrap))
+        started = time.monotonic()
+        child = Child([*wrap, *argv], name=self.name, cpus=self.cpus,
+                      log_path=directory / "output.log")
+        try:
+            startup = client.wait_first_ok(port, started, timeout, alive=child.alive)
+            pid = self.measured_pid(child, under_valgrind=bool(wrap))
+        except BaseException:
+            child.stop()
+            raise
+        return Running(self.name, child, port, pid, startup)
+
+
+class Sluice(Contender):
+    product = "sluice"
+
+    def __init__(self, bin_dir, cpus, workers=1, name="sluice"):
+        super().__init__(cpus)
+        self.binary = Path(bin_dir) / "sluice"
+        self.workers = workers
+        self.name = name
+
+    def prepare(self, directory, port, origins, under_valgrind):
+        servers = "\n".join(
+            f'[[upstreams.app.servers]]\naddress = "{a}"\nname = "app-{i}"\n'
+            for i, a in enumerate(origins.addresses, 1))
+        conf = render("sluice.toml.in", directory / "sluice.toml", port=port,
+                      workers=self.workers, servers=servers)
+        return [str(self.binary), "run", "--config", str(conf)]
+
+    def version(self):
+        return _first_line([str(self.binary), "--version"]).replace("sluice ", "")
+
+
+class Nginx(Contender):
+    name = product = "nginx"
+
+    def __init__(self, cpus, keepalive=96):
+        super().__init__(cpus)
+        self.keepalive = keepalive
+
+    def prepare(self, directory, port, origins, under_valgrind):
+        o1, o2, o3 = origins.addresses
+        # Under valgrind nginx runs as one process (master_process off): the same worker code,
+        # with no fork for valgrind to follow.
+        conf = render("nginx.conf.in", directory / "nginx.conf", dir=directory, port=port,
+                      origin1=o1, origin2=o2, origin3=o3, keepalive=self.keepalive,
+                      master_process="off" if under_valgrind else "on")
+        return ["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
+
+    def measured_pid(self, child, under_valgrind):
+        if under_valgrind:
+            return child.pid
+        workers = descendant_pids(child.pid)
+        if len(workers) != 1:
+            raise RuntimeError(f"nginx: expected one worker process, found {workers}")
+        return workers[0]
+
+    def version(self):
+        return _first_line(["nginx", "-v"]).replace("nginx version: nginx/", "")
+
+
+class Haproxy(Contender):
+    name = product = "haproxy"
+
+    def prepare(self, directory, port, origins, under_valgrind):
+        o1, o2, o3 = origins.addresses
+        conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
+                      origin1=o1, origin2=o2, origin3=o3)
+        return ["haproxy", "-db", "-f", str(conf)]
+
+    def version(self):
+        return _first_line(["haproxy", "-v"]).replace("HAProxy version ", "").split()[0]
+
+
+def _first_line(argv):
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    return ((done.stdout or "") + (done.stderr or "")).strip().splitlines()[0]

@@ -1,0 +1,201 @@
+"""Medians, per-round ratios, targets, and the markdown and JSON result files.
+
+A ratio between two contenders is computed within each round (both measured minutes apart at
+most, under the same background load) and the median of those per-round ratios is reported; it
+is usually steadier than the ratio of the medians on a shared machine.
+"""
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    fmt: str
+    better: str = ""      # "higher" or "lower": ratios are taken and "best other" means this
+    in_ratio_table: bool = False
+
+
+METRICS = {
+    "load": [
+        Metric("rps", "req/s", "{:,.0f}", "higher", True),
+        Metric("proxy_cpu_busy", "proxy CPU busy", "{:.2f}"),
+        Metric("req_per_cpu_s", "req per proxy CPU-s", "{:,.0f}", "higher", True),
+        Metric("p50_ms", "p50 ms", "{:.2f}", "lower"),
+        Metric("p99_ms", "p99 ms", "{:.2f}", "lower", True),
+        Metric("origin_conns_per_1k", "origin conns / 1k req (steady)", "{:.2f}", "lower"),
+        Metric("origin_cpu_busy", "origins CPU busy", "{:.2f}"),
+        Metric("errors", "errors", "{:.0f}", "lower"),
+    ],
+    "idle": [
+        Metric("kib_per_conn", "KiB per idle conn (2nd step)", "{:.2f}", "lower", True),
+        Metric("kib_per_conn_first", "KiB per idle conn (1st step)", "{:.2f}", "lower"),
+        Metric("rss_base_kib", "RSS before, KiB", "{:,.0f}", "lower"),
+        Metric("still_open", "conns still open", "{:.0f}"),
+    ],
+    "startup": [
+        Metric("startup_ms", "spawn to first 200, ms", "{:.1f}", "lower", True),
+        Metric("rss_kib", "RSS after it, KiB", "{:,.0f}", "lower", True),
+    ],
+    "instr": [
+        Metric("ir_per_request", "instructions per request", "{:,.0f}", "lower", True),
+    ],
+}
+
+# Targets of issue 9, for the three-way comparison; "vs_best" = sluice ÷ the better of nginx and
+# HAProxy, median of per-round ratios; "absolute" = sluice's own median.
+TARGETS = [
+    ("small", "req_per_cpu_s", "vs_best", ">=", 1.10, "small: req per proxy CPU-s vs better of nginx/HAProxy"),
+    ("1k", "req_per_cpu_s", "vs_best", ">=", 1.10, "1k: req per proxy CPU-s vs better"),
+    ("64k", "req_per_cpu_s", "vs_best", ">=", 1.00, "64k: req per proxy CPU-s vs better"),
+    ("close", "req_per_cpu_s", "vs_best", ">=", 1.00, "close: req per proxy CPU-s vs better"),
+    ("small", "p99_ms", "vs_best", "<=", 1.00, "p99 latency (small) vs better"),
+    ("idle", "kib_per_conn", "absolute", "<=", 1.0, "idle: KiB per idle client connection"),
+    ("reuse", "origin_conns_per_1k", "absolute", "<=", 0.0, "reuse: origin conns per 1k requests"),
+]
+
+
+def _ratio(a, b):
+    return a / b if b else None
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(result, names):
+    """Per-contender medians of every metric, per-pair medians of per-round ratios, and for the
+    first contender its per-round ratio to the best of the others."""
+    metrics = METRICS[result["kind"]]
+    rounds = result["rounds"]
+    medians = {n: {m.key: _median([r[n][m.key] for r in rounds]) for m in metrics} for n in names}
+    pairs = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            pairs[f"{a}/{b}"] = {
+                m.key: _median([_ratio(r[a][m.key], r[b][m.key]) for r in rounds])
+                for m in metrics if m.in_ratio_table}
+    vs_best, per_round = {}, {}
+    primary, others = names[0], names[1:]
+    if others:
+        for m in metrics:
+            if not m.better:
+                continue
+            pick = max if m.better == "higher" else min
+            series = [_ratio(r[primary][m.key], pick(r[o][m.key] for o in others)) for r in rounds]
+            vs_best[m.key] = _median(series)
+            per_round[m.key] = series
+    return {"medians": medians, "ratios": pairs, "vs_best": vs_best, "vs_best_per_round": per_round}
+
+
+def evaluate_targets(scenarios, names):
+    """Each target whose scenario ran, with sluice's value and whether it is met."""
+    out = []
+    if names[0] != "sluice" or len(names) < 3:
+        return out
+    for scenario, key, how, op, threshold, label in TARGETS:
+        if scenario not in scenarios:
+            continue
+        s = scenarios[scenario]["summary"]
+        value = s["vs_best"].get(key) if how == "vs_best" else s["medians"]["sluice"][key]
+        met = None if value is None else (value >= threshold if op == ">=" else value <= threshold)
+        out.append({"scenario": scenario, "metric": key, "how": how, "op": op,
+                    "threshold": threshold, "label": label, "value": value, "met": met,
+                    "others": {n: s["medians"][n][key] for n in names[1:]}})
+    return out
+
+
+def _fmt(metric, value):
+    return "—" if value is None else metric.fmt.format(value)
+
+
+def markdown(doc):
+    names = doc["contenders"]
+    lines = [f"# sluice side-by-side benchmark — {doc['date']}, commit {doc['commit']}"
+             + (" (working tree had local changes)" if doc["dirty"] else ""), ""]
+    m, v, s = doc["machine"], doc["versions"], doc["settings"]
+    lines += [
+        f"- Command: `{doc['command']}`",
+        f"- Machine: {m['nproc']} × {m['cpu_model']}, {m['memory']}, kernel {m['kernel']}; "
+        f"load average {m['loadavg_start']} at start, {m['loadavg_end']} at end (other work shares it).",
+        "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        "- Placement: " + ", ".join(f"{n} `taskset -c {c}`" for n, c in s["cpus"].items())
+        + f"; wrk (1 thread), the three origins and the harness on CPU {s['client_cpus']}. "
+        f"Origins: {doc['origin']['kind']} ×3"
+        + _calibration_text(doc["origin"]),
+        f"- Rounds: {s['rounds']} × {s['duration']} s per contender after a {s['warmup']} s warm-up, "
+        f"order rotated every round ({', '.join(names)}; then the next one first); "
+        f"{s['connections']} wrk connections.",
+        "- Ratios are medians of per-round ratios; \"best other\" is the better of the other "
+        "contenders in the same round."]
+    busy = [sc["summary"]["medians"][n]["proxy_cpu_busy"]
+            for sc in doc["scenarios"].values() if sc["kind"] == "load" for n in names]
+    if busy and min(busy) < 0.9:
+        lines.append(
+            f"- The proxies were busy {min(busy):.0%}–{max(busy):.0%} of the time (medians), not "
+            "~100%: other work on the machine took CPU time from them (or the load side could "
+            "not keep up). Per-CPU-second figures count only each proxy's own CPU time, but with "
+            "fewer requests per wake-up every proxy pays more per request.")
+    lines.append("")
+    if doc["targets"]:
+        lines += ["## Against the targets of issue 9", "",
+                  "| check | target | sluice | " + " | ".join(names[1:]) + " | met |",
+                  "|---|---|---|" + "---|" * (len(names) - 1) + "---|"]
+        for t in doc["targets"]:
+            metric = next(x for x in METRICS[doc["scenarios"][t["scenario"]]["kind"]] if x.key == t["metric"])
+            shown = (f"{t['value']:.2f}× best" if t["how"] == "vs_best" and t["value"] is not None
+                     else _fmt(metric, t["value"]))
+            threshold = f"{t['threshold']:.2f}×" if t["how"] == "vs_best" else f"{t['threshold']:g}"
+            lines.append(f"| {t['label']} | {t['op'].replace('>=', '≥').replace('<=', '≤')} "
+                         f"{threshold} | {shown} | "
+                         + " | ".join(_fmt(metric, t["others"][n]) for n in names[1:])
+                         + f" | {'yes' if t['met'] else 'no' if t['met'] is not None else '—'} |")
+        lines.append("")
+    for name, sc in doc["scenarios"].items():
+        lines += scenario_markdown(name, sc, names) + [""]
+    return "\n".join(lines)
+
+
+def _calibration_text(origin):
+    cal = origin.get("calibration")
+    if not cal:
+        return " (chosen on the command line)."
+    parts = [f"{k} {c['cpu_us_per_request']} µs CPU per request ({c['requests_per_s']:,} req/s)"
+             for k, c in cal.items()]
+    return (", chosen by measuring each alone: " + ", ".join(parts)
+            + " (nginx is taken only when it needs under 90% of sluice-origin's CPU per request).")
+
+
+def scenario_markdown(name, sc, names):
+    metrics = METRICS[sc["kind"]]
+    summ = sc["summary"]
+    out = [f"## {name}", "", sc["description"][:1].upper() + sc["description"][1:] + ".", "",
+           "| | " + " | ".join(m.label for m in metrics) + " |",
+           "|---|" + "---|" * len(metrics)]
+    for n in names:
+        out.append(f"| {n} | " + " | ".join(_fmt(m, summ["medians"][n][m.key]) for m in metrics) + " |")
+    ratio_metrics = [m for m in metrics if m.in_ratio_table]
+    if len(names) > 1 and ratio_metrics:
+        out += ["", "| ratio (median of per-round ratios) | "
+                + " | ".join(m.label for m in ratio_metrics) + " |",
+                "|---|" + "---|" * len(ratio_metrics)]
+        for pair, vals in summ["ratios"].items():
+            a, b = pair.split("/")
+            out.append(f"| {a} ÷ {b} | " + " | ".join(_fmt_ratio(vals.get(m.key)) for m in ratio_metrics) + " |")
+        if len(names) > 2:
+            out.append(f"| {names[0]} ÷ best other | "
+                       + " | ".join(_fmt_ratio(summ["vs_best"].get(m.key)) for m in ratio_metrics) + " |")
+        if len(sc["rounds"]) > 1:
+            key = ratio_metrics[1].key if sc["kind"] == "load" else ratio_metrics[0].key
+            label = next(m.label for m in ratio_metrics if m.key == key)
+            series = summ["vs_best_per_round"].get(key, [])
+            other = "best other" if len(names) > 2 else names[1]
+            out += ["", f"Per round, {names[0]} ÷ {other} in {label}: "
+                    + ", ".join(_fmt_ratio(x) for x in series) + "."]
+    return out
+
+
+def _fmt_ratio(x):
+    return "—" if x is None else f"{x:.2f}"

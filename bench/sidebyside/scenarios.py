@@ -1,0 +1,243 @@
+"""What is measured. Every scenario runs in rounds that interleave the contenders (A B C, B C A,
+C A B, ...) so that slow drifts of a shared machine hit all of them alike; the report compares
+contenders within each round before taking medians.
+
+Load scenarios (wrk, one thread, on CPU 0) count requests per second of the proxy's own CPU time
+(utime + stime from /proc/PID/stat, before and after the run) and count the connections the
+origins accept in steady state (a window inside each run). `idle` measures resident memory per idle client connection,
+`startup` the time to the first proxied 200, `instr` user-space instructions per request under
+callgrind.
+"""
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import client, wrk
+from .processes import cpu_seconds, rss_kib, settled_rss_kib
+
+
+@dataclass
+class Settings:
+    rounds: int
+    duration: int           # seconds per measured run
+    warmup: int             # seconds of load per contender before a load scenario's rounds
+    connections: int        # wrk connections for every load scenario
+    idle_steps: tuple       # idle connections opened per step (two steps: marginal = 2nd step)
+    instr_requests: int     # measured requests under callgrind (beyond instr_warm)
+    instr_warm: int
+    workdir: Path
+
+
+@dataclass(frozen=True)
+class Load:
+    description: str
+    path: str
+    headers: tuple = ()
+
+
+# Descriptions are formatted with the run's settings: {n} wrk connections, {first} and {second}
+# idle connections per step, {warm} and {count} requests under callgrind.
+LOADS = {
+    "small": Load("{n} keep-alive connections, `GET /`, tiny body (`app-N\\n`, 6 bytes)", "/"),
+    "1k": Load("{n} keep-alive connections, 1 KiB body (`GET /?size=1024`)", "/?size=1024"),
+    "64k": Load("{n} keep-alive connections, 64 KiB body (`GET /?size=65536`)", "/?size=65536"),
+    "close": Load("{n} connections sending `Connection: close`: a new client connection per "
+                  "request, tiny body", "/", ("Connection: close",)),
+    "reuse": Load("the `small` load ({n} keep-alive connections) again; what counts is "
+                  "origin-side connections accepted per 1,000 requests in steady state (0 "
+                  "expected)", "/"),
+}
+SPECIAL = {
+    "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
+            "client connections, each idle after one request; VmRSS growth per connection, KiB "
+            "(2nd step: the figure that counts)",
+    "startup": "a fresh proxy each round: spawn to first proxied 200 (`GET /`), and VmRSS then",
+    "instr": "user-space instructions per proxied request under `valgrind --tool=callgrind`: "
+             "(Ir after {total:,} requests − Ir after {warm:,}) / {count:,}, sequential "
+             "keep-alive requests on one client connection",
+}
+
+
+def describe(name, settings):
+    """The description of scenario `name` for a run with `settings` (the JSON's settings dict)."""
+    text = LOADS[name].description if name in LOADS else SPECIAL[name]
+    warm, count = settings["instr_warm"], settings["instr_requests"]
+    step = settings["idle_connections_per_step"]
+    return text.format(n=settings["connections"], first=step, second=step, warm=warm,
+                       count=count, total=warm + count)
+
+
+ALL = list(LOADS) + list(SPECIAL)
+
+
+def rotation(contenders, round_index):
+    k = round_index % len(contenders)
+    return contenders[k:] + contenders[:k]
+
+
+class Bench:
+    def __init__(self, settings, contenders, origins, log):
+        self.s = settings
+        self.contenders = contenders
+        self.origins = origins
+        self.log = log
+
+    def run(self, name):
+        if name in LOADS:
+            return self._load(name, LOADS[name])
+        return getattr(self, f"_{name}")()
+
+    # Load scenarios -------------------------------------------------------------------------
+
+    def _load(self, name, load):
+        started = [c.start(self.s.workdir, self.origins) for c in self.contenders]
+        running = {r.name: r for r in started}
+        try:
+            for r in started:
+                self._measure(r, load, self.s.warmup)
+            rounds = []
+            for i in range(self.s.rounds):
+                row = {}
+                for c in rotation(self.contenders, i):
+                    row[c.name] = self._measure(running[c.name], load, self.s.duration)
+                    m = row[c.name]
+                    self.log(f"  {name} round {i + 1}/{self.s.rounds} {c.name:10s} "
+                             f"{m['rps']:9.0f} req/s  {m['req_per_cpu_s']:9.0f} req/CPU-s  "
+                             f"busy {m['proxy_cpu_busy']:.2f}  p99 {m['p99_ms']:.2f} ms  "
+                             f"origin conns/1k {m['origin_conns_per_1k']:.2f}  errors {m['errors']}")
+                rounds.append(row)
+        finally:
+            for r in started:
+                r.stop()
+        return {"kind": "load", "path": load.path, "headers": list(load.headers), "rounds": rounds}
+
+    def _measure(self, running, load, duration):
+        """One wrk run against `running`. The proxy's CPU time is read just before and after
+        it. Origin-side connections are counted in a window inside the run (from a quarter of
+        it, at most 1 s, to a quarter before its end, at most 0.5 s), against the requests the
+        origins served in that window: at the edges of a run wrk opens its connections and cuts
+        the requests in flight, which makes every proxy drop and reopen upstream connections,
+        and that is not the steady state the figure is about."""
+        pid = running.pid
+        cpu0, ocpu0 = cpu_seconds(pid), self.origins.cpu_seconds()
+        t0 = time.monotonic()
+        child = wrk.start(running.port, path=load.path, connections=self.s.connections,
+                          duration=duration, headers=load.headers)
+        try:
+            time.sleep(min(1.0, duration / 4))
+            conns0, reqs0 = self.origins.counters()
+            time.sleep(max(0.0, t0 + duration - min(0.5, duration / 4) - time.monotonic()))
+            conns1, reqs1 = self.origins.counters()
+        finally:
+            w = wrk.finish(child)
+        wall = time.monotonic() - t0
+        cpu, ocpu = cpu_seconds(pid) - cpu0, self.origins.cpu_seconds() - ocpu0
+        if not running.child.alive():
+            raise RuntimeError(f"{running.name} exited during the run")
+        n, window_reqs = w["requests"], reqs1 - reqs0
+        return {
+            "requests": n,
+            "seconds": round(w["seconds"], 3),
+            "rps": n / w["seconds"],
+            "proxy_cpu_s": round(cpu, 3),
+            "proxy_cpu_busy": cpu / wall,
+            "req_per_cpu_s": n / cpu if cpu > 0 else 0.0,
+            "origin_cpu_busy": ocpu / wall,
+            "p50_ms": w["latency_ms"]["p50"],
+            "p99_ms": w["latency_ms"]["p99"],
+            "p999_ms": w["latency_ms"]["p999"],
+            "origin_conns": conns1 - conns0,
+            "origin_requests": window_reqs,
+            "origin_conns_per_1k": (conns1 - conns0) * 1000.0 / window_reqs if window_reqs else 0.0,
+            "errors": w["errors"],
+            "error_kinds": w["error_kinds"],
+        }
+
+    # Idle connections -----------------------------------------------------------------------
+
+    def _idle(self):
+        first, second = self.s.idle_steps
+        rounds = []
+        for i in range(self.s.rounds):
+            row = {}
+            for c in rotation(self.contenders, i):
+                r = c.start(self.s.workdir, self.origins)
+                conns = []
+                try:
+                    client.request_loop(r.port, 100)  # upstream pool and code paths warm
+                    base = settled_rss_kib(r.pid)
+                    conns += client.open_idle(r.port, first)
+                    rss1 = settled_rss_kib(r.pid)
+                    conns += client.open_idle(r.port, second)
+                    rss2 = settled_rss_kib(r.pid)
+                    still = client.still_open(conns)
+                finally:
+                    client.close_all(conns)
+                    r.stop()
+                row[c.name] = {
+                    "rss_base_kib": base, "rss_first_kib": rss1, "rss_second_kib": rss2,
+                    "kib_per_conn": (rss2 - rss1) / second,
+                    "kib_per_conn_first": (rss1 - base) / first,
+                    "still_open": still, "opened": first + second,
+                }
+                self.log(f"  idle round {i + 1}/{self.s.rounds} {c.name:10s} "
+                         f"base {base} KiB, +{first}: {rss1} KiB, +{second}: {rss2} KiB -> "
+                         f"{row[c.name]['kib_per_conn']:.2f} KiB/conn ({still} still open)")
+            rounds.append(row)
+        return {"kind": "idle", "rounds": rounds}
+
+    # Startup --------------------------------------------------------------------------------
+
+    def _startup(self):
+        rounds = []
+        for i in range(self.s.rounds):
+            row = {}
+            for c in rotation(self.contenders, i):
+                r = c.start(self.s.workdir, self.origins)
+                try:
+                    rss = rss_kib(r.pid)
+                finally:
+                    r.stop()
+                row[c.name] = {"startup_ms": r.startup_s * 1000.0, "rss_kib": rss}
+                self.log(f"  startup round {i + 1}/{self.s.rounds} {c.name:10s} "
+                         f"{r.startup_s * 1000:.1f} ms, {rss} KiB")
+            rounds.append(row)
+        return {"kind": "startup", "rounds": rounds}
+
+    # Instructions per request ---------------------------------------------------------------
+
+    def _instr(self):
+        warm, n = self.s.instr_warm, self.s.instr_requests
+        row = {}
+        for c in self.contenders:
+            totals = {}
+            for count in (warm, warm + n):
+                out = Path(self.s.workdir) / f"callgrind-{c.name}-{count}.out"
+                wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                        "--dump-instr=no", "--dump-line=no"]
+                t0 = time.monotonic()
+                r = c.start(self.s.workdir, self.origins, wrap=wrap, timeout=120.0)
+                try:
+                    client.request_loop(r.port, count)
+                finally:
+                    status = r.stop(timeout=120.0)
+                totals[count] = callgrind_total(out)
+                self.log(f"  instr {c.name:10s} {count} requests: {totals[count]:,} Ir "
+                         f"({time.monotonic() - t0:.1f} s, exit {status})")
+            row[c.name] = {"ir_total_warm": totals[warm], "ir_total": totals[warm + n],
+                           "requests": n, "ir_per_request": (totals[warm + n] - totals[warm]) / n}
+        return {"kind": "instr", "rounds": [row]}
+
+
+def callgrind_total(path):
+    """The total instruction count (Ir) of a callgrind output file."""
+    totals = None
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("totals:", "summary:")):
+                totals = int(line.split()[1])
+                if line.startswith("totals:"):
+                    break
+    if totals is None:
+        raise RuntimeError(f"no totals in {path}")
+    return totals
