@@ -1,21 +1,50 @@
 #include "sluice/balancer/registry.hpp"
 
+#include <algorithm>
 #include <array>
 
+#include "sluice/balancer/backup.hpp"
+#include "sluice/balancer/hash.hpp"
+#include "sluice/balancer/least_conn.hpp"
 #include "sluice/balancer/round_robin.hpp"
+#include "sluice/balancer/weighted.hpp"
+#include "sluice/config/config.hpp"
 
 namespace sluice {
 
 namespace {
-constexpr std::array<std::string_view, 1> names{"round_robin"};
+
+constexpr std::array<std::string_view, 4> names{"round_robin", "weighted", "least_conn", "hash"};
+
+std::unique_ptr<Balancer> make_policy(std::string_view policy, std::span<Endpoint* const> endpoints,
+                                      const BalancerOptions& options) {
+  if (policy == "round_robin") return std::make_unique<RoundRobin>(endpoints);
+  if (policy == "weighted") return std::make_unique<WeightedRoundRobin>(endpoints);
+  if (policy == "least_conn") return std::make_unique<LeastConn>(endpoints);
+  if (policy == "hash")
+    return std::make_unique<ConsistentHash>(endpoints, options.hash_balance_factor);
+  return nullptr;
 }
+
+}  // namespace
 
 std::span<const std::string_view> policy_names() { return names; }
 
-std::unique_ptr<Balancer> make_balancer(std::string_view policy, std::span<Endpoint* const> endpoints,
-                                        const config::UpstreamConfig&) {
-  if (policy == "round_robin") return std::make_unique<RoundRobin>(endpoints);
-  return nullptr;
+std::unique_ptr<Balancer> make_balancer(std::string_view policy,
+                                        std::span<Endpoint* const> endpoints,
+                                        const BalancerOptions& options) {
+  if (std::find(names.begin(), names.end(), policy) == names.end()) return nullptr;
+  if (!BackupAware::any_backup(endpoints)) return make_policy(policy, endpoints, options);
+  return std::make_unique<BackupAware>(endpoints, [&](std::span<Endpoint* const> tier) {
+    return make_policy(policy, tier, options);
+  });
+}
+
+std::unique_ptr<Balancer> make_balancer(std::string_view policy,
+                                        std::span<Endpoint* const> endpoints,
+                                        const config::UpstreamConfig& config) {
+  return make_balancer(policy, endpoints,
+                       BalancerOptions{.hash_balance_factor = config.hash_balance_factor});
 }
 
 }  // namespace sluice

@@ -4,10 +4,6 @@
 
 namespace sluice {
 
-bool skip(const Endpoint& endpoint, std::uint32_t index, const PickContext& ctx) noexcept {
-  return (ctx.tried != nullptr && ctx.tried->contains(index)) || !endpoint.available();
-}
-
 Pick RoundRobin::pick(const PickContext& ctx) {
   const auto n = endpoints_.size();
   if (n == 0) return {};

@@ -2,34 +2,17 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
-#include <string>
+#include <algorithm>
 #include <vector>
 
 #include "sluice/upstream/endpoint.hpp"
+#include "test_pool.hpp"
 
 namespace sluice {
 namespace {
 
-struct Pool {
-  explicit Pool(int n) {
-    for (int i = 0; i < n; ++i) {
-      const auto port = static_cast<std::uint16_t>(9001 + i);
-      owned.push_back(std::make_unique<Endpoint>(
-          "s" + std::to_string(i), config::HostPort{"127.0.0.1", port},
-          boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), port), 1));
-      raw.push_back(owned.back().get());
-    }
-  }
-  std::vector<std::unique_ptr<Endpoint>> owned;
-  std::vector<Endpoint*> raw;
-};
-
-std::vector<std::uint32_t> picks(Balancer& b, int n, const PickContext& ctx = {}) {
-  std::vector<std::uint32_t> out;
-  for (int i = 0; i < n; ++i) out.push_back(b.pick(ctx).index);
-  return out;
-}
+using Pool = balancer_test::TestPool;
+using balancer_test::picks;
 
 TEST(RoundRobin, CyclesInListOrder) {
   Pool p(3);
@@ -74,6 +57,23 @@ TEST(RoundRobin, TriedServersYieldFallbacksThenNothing) {
     tried.add(pick.index);
   }
   EXPECT_FALSE(rr.pick(ctx));
+}
+
+TEST(RoundRobin, SkipsServersAtMaxConns) {
+  Pool p(3);
+  RoundRobin rr(p.raw);
+  p[0].set_max_conns(1);
+  p[0].begin_request();
+  EXPECT_EQ(picks(rr, 4), (std::vector<std::uint32_t>{1, 2, 1, 2}));
+  p[0].end_request();
+  EXPECT_EQ(picks(rr, 3), (std::vector<std::uint32_t>{0, 1, 2}));
+}
+
+TEST(RoundRobin, ConcurrentPicksAreExact) {
+  Pool p(3);
+  RoundRobin rr(p.raw);
+  const auto hits = balancer_test::pick_concurrently(rr, p, 2, 30000, balancer_test::no_key);
+  EXPECT_EQ(hits, (std::vector<long>{20000, 20000, 20000, 0}));
 }
 
 TEST(TriedSet, IgnoresDuplicatesAndCapsAtCapacity) {

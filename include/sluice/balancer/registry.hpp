@@ -1,5 +1,8 @@
 #pragma once
 // Policy name -> factory. The config validator asks policy_names() which `balance` values exist.
+//
+// Backups are handled here for every policy: when an endpoint is flagged backup, the policy is
+// wrapped in BackupAware (see backup.hpp); otherwise the bare policy is returned.
 #include <memory>
 #include <span>
 #include <string_view>
@@ -10,10 +13,23 @@ namespace sluice {
 
 namespace config { struct UpstreamConfig; }
 
+// Policy settings that come from the upstream's config section, beside `balance` itself
+// (make_balancer(..., UpstreamConfig) fills them from it).
+struct BalancerOptions {
+  // hash only: Mirrokni bounded loads, c in ceil(c * (total + 1) / n); 0 = off (e.g. 1.25).
+  double hash_balance_factor = 0;
+};
+
+// "round_robin", "weighted", "least_conn", "hash".
 std::span<const std::string_view> policy_names();
 
-// `endpoints` must outlive the balancer (both live in the same Upstream).
-std::unique_ptr<Balancer> make_balancer(std::string_view policy, std::span<Endpoint* const> endpoints,
+// `endpoints` must outlive the balancer (both live in the same Upstream). nullptr for an unknown
+// policy name. Control thread (builds schedules and rings).
+std::unique_ptr<Balancer> make_balancer(std::string_view policy,
+                                        std::span<Endpoint* const> endpoints,
+                                        const BalancerOptions& options);
+std::unique_ptr<Balancer> make_balancer(std::string_view policy,
+                                        std::span<Endpoint* const> endpoints,
                                         const config::UpstreamConfig& config);
 
 }  // namespace sluice
