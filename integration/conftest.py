@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import textwrap
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -399,6 +400,28 @@ class Conn:
         self.close()
 
 
+def timed_request(port, method="GET", target="/", headers=(), body=b"", timeout=10.0):
+    """One request on a fresh connection (Content-Length framing for a body, and for POST and
+    PUT); returns (Response, seconds from sending it to having read the answer)."""
+    lines = [f"{method} {target} HTTP/1.1", "Host: t", *(f"{k}: {v}" for k, v in headers)]
+    if body or method in ("POST", "PUT"):
+        lines.append(f"Content-Length: {len(body)}")
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+    with Conn(port, timeout=timeout) as c:
+        start = time.monotonic()
+        c.send(data)
+        r = c.read_response()
+        return r, time.monotonic() - start
+
+
+def toml_table(name, **keys):
+    """`[name]` with `keys` as TOML values (str -> string, others as written), for the
+    `upstream_extra` of sluice_config."""
+    def value(v):
+        return f'"{v}"' if isinstance(v, str) else str(v)
+    return f"[{name}]\n" + "".join(f"{k} = {value(v)}\n" for k, v in keys.items())
+
+
 def curl(*args, timeout=30):
     """Runs curl; returns (status_code, headers dict lowercased, body bytes)."""
     cmd = ["curl", "-sS", "-o", "-", "-D", "/dev/stderr", "--max-time", str(timeout), *args]
@@ -441,3 +464,164 @@ def sluice(tmp_path):
         if s.proc.poll() is None:
             s.proc.kill()
             s.proc.wait()
+
+
+class ScriptedOrigin:
+    """An origin inside the test process that does what a test tells it, for the stories the real
+    origin cannot tell when its query knobs would reach every server: `behaviour` is "answer"
+    (`status`, keep-alive), "drop" (read the whole request, then close without answering),
+    "hang" (read the whole request, never answer) or "once" (answer the first request of each
+    connection, drop the second: a keep-alive connection closed just as a request arrived). It
+    records every request it read completely
+    (`executed`: method, target, lower-cased headers, body length), so a test can say "executed
+    exactly once". One thread per connection; `stop()` closes everything and joins them."""
+
+    def __init__(self, name, behaviour="answer", status=200):
+        self.name, self.behaviour, self.status = name, behaviour, status
+        self.executed = []
+        self.connections = 0
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._socks, self._threads = [], []
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self._listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self._spawn(self._accept_loop)
+
+    def count(self, method=None):
+        with self._lock:
+            return sum(1 for r in self.executed if method is None or r["method"] == method)
+
+    def _spawn(self, fn, *args):
+        t = threading.Thread(target=fn, args=args, daemon=True)
+        with self._lock:
+            self._threads.append(t)
+        t.start()
+
+    def _accept_loop(self):
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                self.connections += 1
+                self._socks.append(conn)
+            self._spawn(self._serve, conn)
+
+    @staticmethod
+    def _read_until(conn, buf, marker):
+        while marker not in buf:
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def _read_request(self, conn, buf):
+        """One request from `conn` (Content-Length or chunked body). Returns (record, rest) or
+        (None, b"") when the peer closed first."""
+        buf = self._read_until(conn, buf, b"\r\n\r\n")
+        if buf is None:
+            return None, b""
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        method, target = lines[0].split(" ")[:2]
+        headers = {}
+        for line in lines[1:]:
+            k, v = line.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        body_bytes = 0
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                buf = self._read_until(conn, buf, b"\r\n")
+                if buf is None:
+                    return None, b""
+                size_line, buf = buf.split(b"\r\n", 1)
+                size = int(size_line.split(b";")[0], 16)
+                if size == 0:
+                    buf = self._read_until(conn, buf, b"\r\n")  # no trailers from sluice
+                    if buf is None:
+                        return None, b""
+                    buf = buf.split(b"\r\n", 1)[1]
+                    break
+                while len(buf) < size + 2:
+                    chunk = conn.recv(1 << 16)
+                    if not chunk:
+                        return None, b""
+                    buf += chunk
+                body_bytes += size
+                buf = buf[size + 2:]
+        else:
+            left = int(headers.get("content-length", "0"))
+            take = min(left, len(buf))
+            body_bytes, left, buf = take, left - take, buf[take:]
+            while left > 0:
+                chunk = conn.recv(min(left, 1 << 20))
+                if not chunk:
+                    return None, b""
+                body_bytes += len(chunk)
+                left -= len(chunk)
+        return {"method": method, "target": target, "headers": headers,
+                "body_bytes": body_bytes}, buf
+
+    def _serve(self, conn):
+        buf, served = b"", 0
+        try:
+            while not self._stopping.is_set():
+                record, buf = self._read_request(conn, buf)
+                if record is None:
+                    return
+                with self._lock:
+                    self.executed.append(record)
+                served += 1
+                if self.behaviour == "drop" or (self.behaviour == "once" and served > 1):
+                    return
+                if self.behaviour == "hang":
+                    conn.settimeout(0.1)
+                    while not self._stopping.is_set():  # until sluice gives up on us
+                        try:
+                            if not conn.recv(1 << 16):
+                                return
+                        except socket.timeout:
+                            continue
+                    return
+                body = f"{self.name}\n".encode()
+                conn.sendall(f"HTTP/1.1 {self.status} X\r\nX-Origin: {self.name}\r\n"
+                             f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def stop(self):
+        self._stopping.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            socks, threads = list(self._socks), list(self._threads)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in threads:
+            t.join(timeout=5)
+
+
+@pytest.fixture
+def scripted():
+    """Starts ScriptedOrigins: `scripted(name, behaviour, status)`; stops them all at the end."""
+    started = []
+
+    def start(name, behaviour="answer", status=200):
+        o = ScriptedOrigin(name, behaviour, status)
+        started.append(o)
+        return o
+
+    yield start
+    for o in started:
+        o.stop()

@@ -67,12 +67,24 @@ std::chrono::nanoseconds backoff_delay(const config::RetryConfig& p, unsigned re
   return nanoseconds(static_cast<std::int64_t>(ceiling * std::clamp(unit, 0.0, 1.0)));
 }
 
-bool RetryBudget::try_begin_retry(double budget, std::uint32_t budget_min) noexcept {
-  const auto allowed = static_cast<std::int64_t>(budget * static_cast<double>(requests_in_flight())) +
-                       static_cast<std::int64_t>(budget_min);
-  auto current = retries_.load(std::memory_order_relaxed);
-  while (current < allowed) {
-    if (retries_.compare_exchange_weak(current, current + 1, std::memory_order_relaxed)) return true;
+RetryBudget::RetryBudget(double budget, std::uint32_t budget_min) noexcept
+    : per_request_(static_cast<std::int64_t>(budget * 1000.0)),
+      cap_(static_cast<std::int64_t>(budget_min) * 1000 + 100 * per_request_),
+      milli_(static_cast<std::int64_t>(budget_min) * 1000) {}
+
+void RetryBudget::begin_request() noexcept {
+  if (per_request_ == 0) return;
+  auto current = milli_.load(std::memory_order_relaxed);
+  while (current < cap_ &&
+         !milli_.compare_exchange_weak(current, std::min(cap_, current + per_request_),
+                                       std::memory_order_relaxed)) {
+  }
+}
+
+bool RetryBudget::try_retry() noexcept {
+  auto current = milli_.load(std::memory_order_relaxed);
+  while (current >= 1000) {
+    if (milli_.compare_exchange_weak(current, current - 1000, std::memory_order_relaxed)) return true;
   }
   return false;
 }

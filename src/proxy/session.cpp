@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/http/rewrite.hpp"
+#include "sluice/balancer/hash.hpp"
 #include "sluice/health/log.hpp"
 #include "sluice/http/strict.hpp"
 
@@ -32,12 +33,14 @@ constexpr std::string_view crlf = "\r\n";
 constexpr std::string_view last_chunk = "0\r\n\r\n";
 
 // Room to read into `buffer` without exceeding its max_size.
-net::mutable_buffer prepare_some(beast::flat_buffer& buffer) {
+template <class Buffer>
+net::mutable_buffer prepare_some(Buffer& buffer) {
   const auto room = buffer.max_size() - buffer.size();
   return buffer.prepare(std::min(room, read_chunk));
 }
 
-std::string_view view(const beast::flat_buffer& b) {
+template <class Buffer>
+std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
 
@@ -130,6 +133,8 @@ struct Session::Exchange {
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   std::size_t kept_body = 0;
   proxy::RetrySkip retry_skip = proxy::RetrySkip::none;
+  std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
+  bool has_hash = false;
   boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
 };
 
@@ -184,6 +189,7 @@ void Session::end_exchange_memory() {
   // Parsers first: their fields live in the arena.
   request_.reset();
   response_.reset();
+  if (up_in_.size() == 0) up_in_.shrink_to_fit();
   worker_.arena_blocks.release(arena_.detach());
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
 }
@@ -191,8 +197,9 @@ void Session::end_exchange_memory() {
 net::awaitable<void> Session::run() {
   const auto& limits = worker_.snapshot->config->server;
   // The head buffers are bounded: a peer cannot make us hold more than a head plus one read.
-  in_ = beast::flat_buffer(limits.max_header_bytes + read_chunk);
-  up_in_ = beast::flat_buffer(limits.max_header_bytes + read_chunk);
+  const PoolAllocator<char> blocks(&worker_.arena_blocks);
+  in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
+  up_in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
   while (!closed_) {
     ProxyError error;
     const auto head = co_await read_request_head(error);
@@ -258,6 +265,13 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       co_return HeadResult::ok;
     }
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
+    if (in_.size() == 0) {
+      // Nothing buffered: give the buffer back while waiting, and wait for readability rather
+      // than try a read that would only say "again" (one system call saved per request).
+      in_.shrink_to_fit();
+      auto [wec] = co_await client_.async_wait(socket_type::wait_read, nothrow);
+      if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
+    }
     auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
     ec = timed(ec);
     in_.commit(n);
@@ -335,25 +349,23 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       co_return false;
   }
 
-  auto& budget = x.upstream->retry_budget();
-  budget.begin_request();
-  struct BudgetGuard {
-    proxy::RetryBudget& b;
-    bool holds_retry = false;
-    ~BudgetGuard() {
-      if (holds_retry) b.end_retry();
-      b.end_request();
-    }
-  } budget_guard{budget};
+  x.upstream->retry_budget().begin_request();
 
   const auto per_try = retry.per_try_timeout.count() != 0 ? retry.per_try_timeout : ucfg.response_timeout;
   const auto started = worker_.clock.now();
   const auto deadline = started + (retry.deadline.count() != 0 ? Clock::duration(retry.deadline)
                                                                : Clock::duration(per_try) * retry.attempts);
   TriedSet tried;
+  PickContext base{&tried};
+  if (const auto& key = x.upstream->hash_key()) {
+    if (const auto bytes = key->extract(req, req.target(), client_ip_)) {
+      base.hash = x.hash = hash_key_bytes(*bytes);
+      base.has_hash = x.has_hash = true;
+    }
+  }
   UpstreamFailure last_failure = UpstreamFailure::none;
   for (unsigned attempt = 1;; ++attempt) {
-    PickContext ctx{&tried};
+    PickContext ctx = base;
     auto pick = x.upstream->pick(ctx);
     if (!pick && tried.empty()) {
       if (x.upstream->endpoints().empty()) {
@@ -398,7 +410,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       facts_now = {UpstreamFailure::none, status, true, false};
       report_live(x, ep, health::LiveResult::response(status));
       if (!proxy::is_listed(retry, facts_now) || attempt >= retry.attempts ||
-          !may_retry(x, facts_now, facts, deadline, budget_guard.holds_retry, tried)) {
+          !may_retry(x, facts_now, facts, deadline, tried)) {
         const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
         upstream_ = nullptr;
         if (upstream_reusable) {
@@ -424,7 +436,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
         co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
         co_return false;
       }
-      if (!may_retry(x, facts_now, facts, deadline, budget_guard.holds_retry, tried)) {
+      if (!may_retry(x, facts_now, facts, deadline, tried)) {
         co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
         co_return false;
       }
@@ -450,13 +462,18 @@ net::awaitable<bool> Session::forward(Exchange& x) {
 // servers left and the budget. Counts the reason when it may not.
 bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
                         const proxy::RequestFacts& request, Clock::time_point deadline,
-                        bool& holds_retry, const TriedSet& tried) {
+                        const TriedSet& tried) {
   const auto& retry = x.upstream->config().retry;
   auto skip = proxy::eligibility(retry, attempt, request);
   if (skip == proxy::RetrySkip::none && worker_.clock.now() >= deadline) skip = proxy::RetrySkip::deadline;
   if (skip == proxy::RetrySkip::none) {
+    // Is any untried server left? Asked of the endpoints, not the balancer: a pick() here would
+    // move its cursor and steal the next request's turn.
     PickContext probe{&tried};
-    if (!x.upstream->pick(probe)) skip = proxy::RetrySkip::no_other_server;
+    const auto endpoints = x.upstream->endpoints();
+    bool any = false;
+    for (std::uint32_t i = 0; i < endpoints.size() && !any; ++i) any = !sluice::skip(*endpoints[i], i, probe);
+    if (!any) skip = proxy::RetrySkip::no_other_server;
   }
   // A 503 asking to come back later than our deadline allows is not retried (Retry-After).
   if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_) {
@@ -467,12 +484,8 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
         worker_.clock.now() + std::chrono::seconds(seconds) > deadline)
       skip = proxy::RetrySkip::deadline;
   }
-  if (skip == proxy::RetrySkip::none && !holds_retry) {
-    if (!x.upstream->retry_budget().try_begin_retry(retry.budget, retry.budget_min))
-      skip = proxy::RetrySkip::budget_exhausted;
-    else
-      holds_retry = true;
-  }
+  if (skip == proxy::RetrySkip::none && !x.upstream->retry_budget().try_retry())
+    skip = proxy::RetrySkip::budget_exhausted;
   if (skip != proxy::RetrySkip::none) {
     note_skip(x, skip);
     return false;
@@ -768,6 +781,14 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
       }
       response_.reset();
       continue;
+    }
+    if (up_in_.size() == 0) {
+      // The answer takes a round trip: wait for it instead of a read that would find nothing.
+      auto [wec] = co_await upstream.async_wait(socket_type::wait_read, nothrow);
+      if (wec) {
+        co_return timed(wec) == beast::error::timeout ? UpstreamFailure::response_timeout
+                                                      : UpstreamFailure::reset_after_send;
+      }
     }
     auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
     ec = timed(ec);

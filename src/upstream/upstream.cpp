@@ -22,10 +22,14 @@ health::FailOn fail_on_of(const config::UpstreamConfig& c) {
 }  // namespace
 
 Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints)
-    : config_(std::move(config)), endpoints_(std::move(endpoints)), fail_on_(fail_on_of(config_)) {
+    : config_(std::move(config)),
+      endpoints_(std::move(endpoints)),
+      fail_on_(fail_on_of(config_)),
+      budget_(config_.retry.budget, config_.retry.budget_min) {
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());
   balancer_ = make_balancer(config_.balance, raw_, config_);
+  if (config_.balance == "hash") hash_key_ = proxy::HashKey::parse(config_.hash_key);
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
 }
 

@@ -28,7 +28,7 @@ slow_start = "10s"
 when_all_down = "panic"
 [upstreams.app.health]
 path = "/ready"
-method = "HEAD"
+method = "GET"
 host = "app.internal"
 port = 9100
 interval = "5s"
@@ -73,7 +73,7 @@ drain = true
   EXPECT_TRUE(u.panic_when_all_down);
   ASSERT_TRUE(u.health);
   EXPECT_EQ(u.health->path, "/ready");
-  EXPECT_EQ(u.health->method, "HEAD");
+  EXPECT_EQ(u.health->method, "GET");
   EXPECT_EQ(u.health->host, "app.internal");
   EXPECT_EQ(u.health->port, 9100);
   EXPECT_EQ(u.health->interval, seconds(5));

@@ -100,31 +100,46 @@ TEST(RetryBackoff, FullJitterWithinExponentialBoundsAndCap) {
   }
 }
 
-TEST(RetryBudget, CapsRetriesToAShareOfRequestsPlusMinimum) {
-  RetryBudget b;
+TEST(RetryBudget, RetriesAreAShareOfRequestsPlusTheMinimum) {
+  RetryBudget b(0.2, 3);
+  // Before any request: budget_min retries.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(b.try_retry());
+  EXPECT_FALSE(b.try_retry());
+  // Every 5 requests earn one retry at budget 0.2.
   for (int i = 0; i < 10; ++i) b.begin_request();
-  // 0.2 * 10 + 3 = 5 retries may be in flight.
-  int granted = 0;
-  for (int i = 0; i < 20; ++i) granted += b.try_begin_retry(0.2, 3) ? 1 : 0;
-  EXPECT_EQ(granted, 5);
-  b.end_retry();
-  EXPECT_TRUE(b.try_begin_retry(0.2, 3));
-  EXPECT_FALSE(b.try_begin_retry(0.2, 3));
+  EXPECT_TRUE(b.try_retry());
+  EXPECT_TRUE(b.try_retry());
+  EXPECT_FALSE(b.try_retry());
 }
 
-TEST(RetryBudget, ConcurrentReservationsNeverExceedTheCap) {
-  RetryBudget b;
+TEST(RetryBudget, SavingsAreCapped) {
+  RetryBudget b(0.2, 3);
+  for (int i = 0; i < 100000; ++i) b.begin_request();
+  EXPECT_DOUBLE_EQ(b.tokens(), 3 + 20);  // budget_min + 100 x budget
+}
+
+TEST(RetryBudget, ZeroBudgetAllowsOnlyTheMinimum) {
+  RetryBudget b(0, 1);
   for (int i = 0; i < 100; ++i) b.begin_request();
+  EXPECT_TRUE(b.try_retry());
+  EXPECT_FALSE(b.try_retry());
+}
+
+TEST(RetryBudget, ConcurrentRetriesNeverExceedTheTokens) {
+  RetryBudget b(0.2, 3);
   std::atomic<int> granted{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i)
-        if (b.try_begin_retry(0.2, 3)) granted.fetch_add(1);
+      for (int i = 0; i < 1000; ++i) {
+        b.begin_request();
+        if (b.try_retry()) granted.fetch_add(1);
+      }
     });
   for (auto& t : threads) t.join();
-  EXPECT_EQ(granted.load(), 23);
-  EXPECT_EQ(b.retries_in_flight(), 23);
+  // 4000 requests x 0.2 + 3, and never more.
+  EXPECT_LE(granted.load(), 803);
+  EXPECT_GE(granted.load(), 790);
 }
 
 }  // namespace

@@ -79,6 +79,34 @@ private:
   Arena* arena_ = nullptr;
 };
 
+class BlockPool;
+
+// A standard allocator that takes blocks from a BlockPool for any request that fits one block
+// (and the heap beyond): for buffers that are released when a connection goes idle and taken
+// again when it wakes, without a malloc either time.
+template <class T>
+class PoolAllocator {
+public:
+  using value_type = T;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+
+  PoolAllocator() noexcept = default;
+  explicit PoolAllocator(BlockPool* pool) noexcept : pool_(pool) {}
+  template <class U>
+  PoolAllocator(const PoolAllocator<U>& other) noexcept : pool_(other.pool()) {}
+
+  T* allocate(std::size_t n);
+  void deallocate(T* p, std::size_t n) noexcept;
+  BlockPool* pool() const noexcept { return pool_; }
+  template <class U>
+  bool operator==(const PoolAllocator<U>& o) const noexcept { return pool_ == o.pool(); }
+
+private:
+  BlockPool* pool_ = nullptr;
+};
+
 // Fixed-size blocks recycled within one worker. Bounded: at most max_free blocks are kept.
 class BlockPool {
 public:
@@ -111,5 +139,19 @@ private:
   std::size_t max_free_;
   std::vector<char*> free_;
 };
+
+template <class T>
+T* PoolAllocator<T>::allocate(std::size_t n) {
+  if (pool_ != nullptr && n * sizeof(T) <= pool_->block_size())
+    return reinterpret_cast<T*>(pool_->acquire());
+  return std::allocator<T>{}.allocate(n);
+}
+
+template <class T>
+void PoolAllocator<T>::deallocate(T* p, std::size_t n) noexcept {
+  if (pool_ != nullptr && n * sizeof(T) <= pool_->block_size())
+    return pool_->release(reinterpret_cast<char*>(p));
+  std::allocator<T>{}.deallocate(p, n);
+}
 
 }  // namespace sluice

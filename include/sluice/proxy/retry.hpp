@@ -64,23 +64,24 @@ RetrySkip eligibility(const config::RetryConfig& policy, const AttemptFacts& att
 // [0, min(backoff_max, backoff * 2^(retry-1))]. `unit` is a uniform random number in [0, 1).
 std::chrono::nanoseconds backoff_delay(const config::RetryConfig& policy, unsigned retry, double unit);
 
-// Per-upstream retry budget: retries in flight may not exceed budget * requests in flight +
-// budget_min, so an all-failing fleet sees at most (1 + budget) x client traffic (+ budget_min).
-// Thread-safe (all workers share one upstream's budget).
+// Per-upstream retry budget, as tokens: it starts with budget_min, every request adds `budget`,
+// every retry takes one. So over any stretch of time, retries <= budget x requests + budget_min,
+// and an all-failing fleet sees at most (1 + budget) x client traffic + budget_min. Unused tokens
+// are capped (budget_min + 100 x budget) so that a long healthy spell cannot save up a storm.
+// Thread-safe and lock-free (all workers share one upstream's budget).
 class RetryBudget {
 public:
-  void begin_request() noexcept { requests_.fetch_add(1, std::memory_order_relaxed); }
-  void end_request() noexcept { requests_.fetch_sub(1, std::memory_order_relaxed); }
-  // Reserves a retry slot; false when the budget is exhausted. Pair with end_retry().
-  bool try_begin_retry(double budget, std::uint32_t budget_min) noexcept;
-  void end_retry() noexcept { retries_.fetch_sub(1, std::memory_order_relaxed); }
+  RetryBudget(double budget, std::uint32_t budget_min) noexcept;
+  void begin_request() noexcept;
+  // Takes a token for one retry; false when none is left.
+  bool try_retry() noexcept;
 
-  std::int64_t requests_in_flight() const noexcept { return requests_.load(std::memory_order_relaxed); }
-  std::int64_t retries_in_flight() const noexcept { return retries_.load(std::memory_order_relaxed); }
+  double tokens() const noexcept { return static_cast<double>(milli_.load(std::memory_order_relaxed)) / 1000.0; }
 
 private:
-  alignas(64) std::atomic<std::int64_t> requests_{0};
-  alignas(64) std::atomic<std::int64_t> retries_{0};
+  const std::int64_t per_request_;  // thousandths of a token
+  const std::int64_t cap_;
+  alignas(64) std::atomic<std::int64_t> milli_;
 };
 
 }  // namespace sluice::proxy

@@ -55,7 +55,7 @@ private:
                                                              bool is_head, Clock::time_point try_until,
                                                              std::size_t& received);
   bool may_retry(Exchange& x, const proxy::AttemptFacts& attempt, const proxy::RequestFacts& request,
-                 Clock::time_point deadline, bool& holds_retry, const TriedSet& tried);
+                 Clock::time_point deadline, const TriedSet& tried);
   void report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result);
   static health::LiveResult live_result_of(UpstreamFailure f);
   void note_server(Exchange& x, const Endpoint& ep);
@@ -77,8 +77,12 @@ private:
   socket_type client_;
   socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
   std::string client_ip_;
-  boost::beast::flat_buffer in_;     // bytes from the client not yet parsed
-  boost::beast::flat_buffer up_in_;  // bytes from the origin not yet parsed
+  // Bytes not yet parsed, from the client and from the origin. Their memory comes from the
+  // worker's block pool and goes back to it whenever they are empty between exchanges, so an idle
+  // connection holds no buffer.
+  using HeadBuffer = boost::beast::basic_flat_buffer<PoolAllocator<char>>;
+  HeadBuffer in_;
+  HeadBuffer up_in_;
   std::string head_out_;             // serialized head towards the origin or the client
   Arena arena_;
   std::optional<http::RequestParser> request_;

@@ -12,6 +12,7 @@
 #include "sluice/health/ejection_guard.hpp"
 #include "sluice/health/fail_on.hpp"
 #include "sluice/health/server_health.hpp"
+#include "sluice/proxy/hash_key.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
@@ -35,6 +36,8 @@ public:
   // Which live results count as failures for passive health ([passive] fail_on).
   const health::FailOn& fail_on() const noexcept { return fail_on_; }
   proxy::RetryBudget& retry_budget() const noexcept { return budget_; }
+  // Set for `balance = "hash"`: the request key to hash.
+  const std::optional<proxy::HashKey>& hash_key() const noexcept { return hash_key_; }
 
 private:
   config::UpstreamConfig config_;
@@ -42,7 +45,8 @@ private:
   std::vector<Endpoint*> raw_;                         // what the balancer iterates
   std::unique_ptr<Balancer> balancer_;
   health::FailOn fail_on_;
-  mutable proxy::RetryBudget budget_;
+  std::optional<proxy::HashKey> hash_key_;
+  mutable proxy::RetryBudget budget_;  // retries of this snapshot's upstream
 };
 
 health::HealthPolicy health_policy(const config::UpstreamConfig& config);

@@ -1,0 +1,33 @@
+#pragma once
+// The request key a `hash` upstream balances on (`hash_key = "client_ip" | "uri" |
+// "header:NAME" | "cookie:NAME" | "query:NAME"`), extracted without allocating. A request without
+// the key (no such header, cookie or query parameter) has none, and the hash policy falls back to
+// round robin for it.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sluice/http/message.hpp"
+
+namespace sluice::proxy {
+
+class HashKey {
+public:
+  enum class Kind { client_ip, uri, header, cookie, query };
+
+  // From the config value (already validated by the loader); unknown text means client_ip.
+  static HashKey parse(std::string_view text);
+
+  // The key's bytes for this request, pointing into `fields`, `target` or `client_ip`.
+  std::optional<std::string_view> extract(const http::Fields& fields, std::string_view target,
+                                          std::string_view client_ip) const;
+
+  Kind kind() const noexcept { return kind_; }
+  const std::string& name() const noexcept { return name_; }
+
+private:
+  Kind kind_ = Kind::client_ip;
+  std::string name_;  // header, cookie or query parameter name
+};
+
+}  // namespace sluice::proxy

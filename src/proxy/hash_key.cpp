@@ -1,0 +1,69 @@
+#include "sluice/proxy/hash_key.hpp"
+
+#include <boost/beast/core/string.hpp>
+
+namespace sluice::proxy {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Finds `name` in "a=1; b=2" (RFC 6265 §5.4 cookie-string) or "a=1&b=2" (query), by exact name.
+std::optional<std::string_view> find_pair(std::string_view list, std::string_view name, char sep) {
+  while (!list.empty()) {
+    const auto end = list.find(sep);
+    const auto item = trim(list.substr(0, end));
+    const auto eq = item.find('=');
+    if (eq != std::string_view::npos && item.substr(0, eq) == name) return item.substr(eq + 1);
+    if (end == std::string_view::npos) break;
+    list.remove_prefix(end + 1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+HashKey HashKey::parse(std::string_view text) {
+  HashKey k;
+  const auto colon = text.find(':');
+  const auto kind = text.substr(0, colon);
+  if (colon != std::string_view::npos) k.name_ = std::string(text.substr(colon + 1));
+  if (kind == "uri") k.kind_ = Kind::uri;
+  else if (kind == "header") k.kind_ = Kind::header;
+  else if (kind == "cookie") k.kind_ = Kind::cookie;
+  else if (kind == "query") k.kind_ = Kind::query;
+  return k;
+}
+
+std::optional<std::string_view> HashKey::extract(const http::Fields& fields, std::string_view target,
+                                                 std::string_view client_ip) const {
+  switch (kind_) {
+    case Kind::client_ip: return client_ip;
+    case Kind::uri: return target;
+    case Kind::header: {
+      const auto it = fields.find(name_);
+      if (it == fields.end()) return std::nullopt;
+      return std::string_view(it->value());
+    }
+    case Kind::cookie: {
+      const auto [first, last] = fields.equal_range(boost::beast::http::field::cookie);
+      for (auto it = first; it != last; ++it)
+        if (auto v = find_pair(it->value(), name_, ';')) return v;
+      return std::nullopt;
+    }
+    case Kind::query: {
+      const auto q = target.find('?');
+      if (q == std::string_view::npos) return std::nullopt;
+      auto query = target.substr(q + 1);
+      query = query.substr(0, query.find('#'));
+      return find_pair(query, name_, '&');
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace sluice::proxy

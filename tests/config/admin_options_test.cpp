@@ -1,0 +1,107 @@
+// Keys added with the admin API: [admin] token_file, [server] shutdown_delay and watch_config,
+// and the rule that a non-loopback admin listener needs a token.
+#include <gtest/gtest.h>
+
+#include "sluice/config/loader.hpp"
+
+namespace sluice::config {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Errors = std::vector<std::string>;
+
+// Goes last, so that line numbers asserted below do not move.
+constexpr std::string_view one_upstream = R"(
+[upstreams.app]
+[[upstreams.app.servers]]
+address = "127.0.0.1:9001"
+)";
+
+LoadResult load(std::string_view text) {
+  return load_string(std::string(text) + std::string(one_upstream), "test.toml");
+}
+
+Errors errors_of(const LoadResult& result) {
+  Errors out;
+  for (const auto& error : result.errors) out.push_back(error.to_string());
+  return out;
+}
+
+TEST(ConfigAdminOptions, Defaults) {
+  const auto result = load("");
+  ASSERT_TRUE(result.ok()) << ::testing::PrintToString(errors_of(result));
+  EXPECT_EQ(result.config->server.shutdown_delay, milliseconds(0));
+  EXPECT_FALSE(result.config->server.watch_config);
+  EXPECT_FALSE(result.config->admin.enabled);
+  EXPECT_EQ(result.config->admin.token_file, "");
+}
+
+TEST(ConfigAdminOptions, EveryKeyIsRead) {
+  const auto result = load(R"([server]
+shutdown_delay = "5s"
+watch_config = true
+[admin]
+listen = "0.0.0.0:9901"
+token_file = "/etc/sluice/admin.token"
+)");
+  ASSERT_TRUE(result.ok()) << ::testing::PrintToString(errors_of(result));
+  EXPECT_EQ(result.config->server.shutdown_delay, seconds(5));
+  EXPECT_TRUE(result.config->server.watch_config);
+  EXPECT_TRUE(result.config->admin.enabled);
+  EXPECT_EQ(result.config->admin.listen.to_string(), "0.0.0.0:9901");
+  EXPECT_EQ(result.config->admin.token_file, "/etc/sluice/admin.token");
+}
+
+TEST(ConfigAdminOptions, ShutdownDelayBounds) {
+  EXPECT_TRUE(load("[server]\nshutdown_delay = \"0s\"\n").ok());
+  EXPECT_TRUE(load("[server]\nshutdown_delay = \"24h\"\n").ok());
+  EXPECT_EQ(errors_of(load("[server]\nshutdown_delay = \"25h\"\n")),
+            (Errors{"test.toml:2:18: server.shutdown_delay: must be at most 24h, got 25h"}));
+  EXPECT_EQ(errors_of(load("[server]\nshutdown_delay = 5\n")),
+            (Errors{"test.toml:2:18: server.shutdown_delay: expected a string like \"0s\", got "
+                    "integer"}));
+}
+
+TEST(ConfigAdminOptions, WatchConfigIsABoolean) {
+  EXPECT_EQ(errors_of(load("[server]\nwatch_config = \"yes\"\n")),
+            (Errors{"test.toml:2:16: server.watch_config: expected true or false, got string"}));
+}
+
+TEST(ConfigAdminOptions, LoopbackAddressesNeedNoToken) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "LocalHost", "[::1]"}) {
+    const auto result = load("[admin]\nlisten = \"" + std::string(host) + ":9901\"\n");
+    EXPECT_TRUE(result.ok()) << host << ": " << ::testing::PrintToString(errors_of(result));
+  }
+  EXPECT_TRUE(load("[admin]\n").ok());  // the default, 127.0.0.1:9901
+}
+
+TEST(ConfigAdminOptions, NonLoopbackAddressNeedsATokenFile) {
+  for (const char* host : {"0.0.0.0", "10.0.0.5", "[::]", "admin.internal", "128.0.0.1"}) {
+    const std::string listen = std::string(host) + ":9901";
+    EXPECT_EQ(errors_of(load("[admin]\nlisten = \"" + listen + "\"\n")),
+              (Errors{"test.toml:2:10: admin.listen: admin listener on a non-loopback address "
+                      "needs token_file"}))
+        << host;
+    EXPECT_TRUE(load("[admin]\nlisten = \"" + listen + "\"\ntoken_file = \"t\"\n").ok()) << host;
+  }
+}
+
+TEST(ConfigAdminOptions, TokenFileMustBeANonEmptyString) {
+  EXPECT_EQ(errors_of(load("[admin]\ntoken_file = 42\n")),
+            (Errors{"test.toml:2:14: admin.token_file: expected a string, got integer"}));
+  EXPECT_EQ(errors_of(load("[admin]\ntoken_file = \"\"\n")),
+            (Errors{"test.toml:2:14: admin.token_file: must not be empty; remove the key to "
+                    "leave POSTs open"}));
+}
+
+TEST(ConfigAdminOptions, TyposAreSuggested) {
+  EXPECT_EQ(errors_of(load("[admin]\ntoken_fle = \"t\"\n[server]\nshutdown_dely = \"1s\"\n")),
+            (Errors{"test.toml:2:1: admin.token_fle: unknown key 'token_fle'; did you mean "
+                    "'token_file'?",
+                    "test.toml:4:1: server.shutdown_dely: unknown key 'shutdown_dely'; did you "
+                    "mean 'shutdown_delay'?"}));
+}
+
+}  // namespace
+}  // namespace sluice::config
