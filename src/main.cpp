@@ -1,16 +1,29 @@
-// sluice command line: run, check, --version, --help. Everything else lives in the modules.
+// sluice command line: run, check, reload, drain, undrain, --version, --help. Everything else
+// lives in the modules.
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
 
+#include "sluice/admin/client.hpp"
+#include "sluice/admin/server.hpp"
 #include "sluice/config/loader.hpp"
+#include "sluice/config/units.hpp"
 #include "sluice/runtime/runtime.hpp"
 #include "sluice/telemetry/access_log.hpp"
 
 namespace {
+
+namespace config = sluice::config;
+namespace admin = sluice::admin;
+using namespace std::chrono_literals;
 
 constexpr std::string_view default_config = "conf/sluice.toml";
 
@@ -20,36 +33,78 @@ Usage:
   sluice run [--config FILE]      run the proxy (default config: conf/sluice.toml)
   sluice [--config FILE]          same as run
   sluice check [--config] FILE    validate FILE; print every error as FILE:LINE:COL: key: message
+  sluice reload [--config FILE] [--admin HOST:PORT] [--token-file F]
+                                  validate FILE, then ask the running sluice to reload its config
+                                  (exit 0 reloaded, 1 invalid or rejected, 2 admin API unreachable)
+  sluice drain --upstream U --server S [--wait] [--timeout 60s] [--config FILE]
+               [--admin HOST:PORT] [--token-file F]
+                                  stop sending new requests to server S (its name, else its
+                                  address); --wait: until its in-flight requests are done
+                                  (exit 0 drained, 1 refused or timed out, 2 admin API unreachable)
+  sluice undrain --upstream U --server S [--config FILE] [--admin HOST:PORT] [--token-file F]
+                                  put server S back into rotation
   sluice --version                print the version
   sluice --help                   this text
 
+reload, drain and undrain talk to the admin API: at --admin, else at FILE's [admin] listen; with
+the token in --token-file, else in FILE's [admin] token_file.
+
 Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully.
 )";
+
+// Exit codes of the admin commands.
+constexpr int exit_ok = 0;
+constexpr int exit_failed = 1;       // invalid config, rejected, timed out
+constexpr int exit_unreachable = 2;  // the admin API cannot be reached (or told where it is)
+constexpr int exit_usage = 2;
 
 struct Options {
   std::string command = "run";
   std::string config{default_config};
   bool config_given = false;
+  std::string admin;       // --admin HOST:PORT
+  std::string token_file;  // --token-file F
+  std::string upstream;    // --upstream U
+  std::string server;      // --server S
+  bool wait = false;       // --wait
+  std::string timeout;     // --timeout D
   std::string error;
 };
+
+bool is_admin_command(std::string_view command) {
+  return command == "reload" || command == "drain" || command == "undrain";
+}
 
 Options parse_args(int argc, char** argv) {
   Options o;
   std::vector<std::string_view> args(argv + 1, argv + argc);
   std::size_t i = 0;
   if (i < args.size() && !args[i].starts_with("-")) o.command = std::string(args[i++]);
-  for (; i < args.size(); ++i) {
+  // "--flag VALUE" or "--flag=VALUE": true when args[i] is that flag; the value goes to `out`.
+  const auto value_flag = [&](std::string_view flag, std::string& out) {
     const auto a = args[i];
-    if (a == "--config" || a == "-c") {
-      if (i + 1 >= args.size()) {
-        o.error = "--config needs a file name";
-        return o;
-      }
-      o.config = std::string(args[++i]);
+    if (a.starts_with(flag) && a.size() > flag.size() && a[flag.size()] == '=') {
+      out = std::string(a.substr(flag.size() + 1));
+      return true;
+    }
+    if (a != flag) return false;
+    if (i + 1 >= args.size()) {
+      o.error = std::string(flag) + " needs a value";
+    } else {
+      out = std::string(args[++i]);
+    }
+    return true;
+  };
+  for (; i < args.size() && o.error.empty(); ++i) {
+    const auto a = args[i];
+    if (value_flag("--config", o.config) || value_flag("-c", o.config)) {
       o.config_given = true;
-    } else if (a.starts_with("--config=")) {
-      o.config = std::string(a.substr(9));
-      o.config_given = true;
+    } else if (value_flag("--admin", o.admin) || value_flag("--token-file", o.token_file) ||
+               value_flag("--upstream", o.upstream) || value_flag("--server", o.server) ||
+               value_flag("--timeout", o.timeout)) {
+      // Which command a flag belongs to is checked below.
+    } else if (a == "--wait") {
+      o.wait = true;
     } else if (a == "--help" || a == "-h") {
       o.command = "help";
     } else if (a == "--version" || a == "-V") {
@@ -59,28 +114,40 @@ Options parse_args(int argc, char** argv) {
       o.config_given = true;
     } else {
       o.error = "unknown argument '" + std::string(a) + "'";
-      return o;
     }
+  }
+  if (!o.error.empty() || o.command == "help" || o.command == "version") return o;
+  const bool drain = o.command == "drain";
+  const bool drain_like = drain || o.command == "undrain";
+  if (!is_admin_command(o.command) && (!o.admin.empty() || !o.token_file.empty())) {
+    o.error = "--admin and --token-file apply to reload, drain and undrain";
+  } else if (!drain_like && (!o.upstream.empty() || !o.server.empty())) {
+    o.error = "--upstream and --server apply to drain and undrain";
+  } else if (!drain && (o.wait || !o.timeout.empty())) {
+    o.error = "--wait and --timeout apply to drain";
+  } else if (drain_like && (o.upstream.empty() || o.server.empty())) {
+    o.error = o.command + " needs --upstream U and --server S";
   }
   return o;
 }
 
 int check(const std::string& path) {
-  const auto result = sluice::config::load_file(path);
+  const auto result = config::load_file(path);
   if (!result.ok()) {
     for (const auto& e : result.errors) std::printf("%s\n", e.to_string().c_str());
     std::fprintf(stderr, "%s: %zu error(s)\n", path.c_str(), result.errors.size());
     return 1;
   }
-  std::printf("%s\n", sluice::config::summary(*result.config).c_str());
+  std::printf("%s\n", config::summary(*result.config).c_str());
   return 0;
 }
 
 int run(const std::string& path) {
-  auto result = sluice::config::load_file(path);
+  auto result = config::load_file(path);
   if (!result.ok()) {
     for (const auto& e : result.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
-    std::fprintf(stderr, "sluice: %s has %zu error(s); not starting\n", path.c_str(), result.errors.size());
+    std::fprintf(stderr, "sluice: %s has %zu error(s); not starting\n", path.c_str(),
+                 result.errors.size());
     return 1;
   }
   sluice::configure_error_log(result.config->log.level);
@@ -88,12 +155,211 @@ int run(const std::string& path) {
   return runtime.run();
 }
 
+// Where the admin API is and the token it wants.
+struct AdminTarget {
+  config::HostPort address;
+  std::string token;
+};
+
+// The config file matters to an admin command unless --admin alone says where to go: reload
+// validates it, and it names the admin address and token file. False (errors printed) when it is
+// needed and invalid; `out` stays empty when it is not needed.
+bool load_for_admin(const Options& o, std::string_view action, std::optional<config::Config>& out) {
+  if (!o.config_given && !o.admin.empty()) return true;
+  auto result = config::load_file(o.config);
+  if (!result.ok()) {
+    for (const auto& e : result.errors) std::printf("%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "sluice: %s has %zu error(s); not %.*s\n", o.config.c_str(),
+                 result.errors.size(), static_cast<int>(action.size()), action.data());
+    return false;
+  }
+  out = std::move(result.config);
+  return true;
+}
+
+// --admin / --token-file, else the config's [admin] section. nullopt (reason printed) when the
+// address is unknown or the token file unreadable.
+std::optional<AdminTarget> admin_target(const Options& o,
+                                        const std::optional<config::Config>& cfg) {
+  AdminTarget target;
+  if (!o.admin.empty()) {
+    std::string why;
+    auto address = config::parse_host_port(o.admin, false, &why);
+    if (!address) {
+      std::fprintf(stderr, "sluice: --admin: %s\n", why.c_str());
+      return std::nullopt;
+    }
+    target.address = std::move(*address);
+  } else if (!cfg || !cfg->admin.enabled) {
+    std::fprintf(stderr, "sluice: %s has no [admin] section; pass --admin HOST:PORT\n",
+                 o.config.c_str());
+    return std::nullopt;
+  } else if (cfg->admin.listen.port == 0) {
+    std::fprintf(
+        stderr,
+        "sluice: %s: admin.listen has port 0 (picked at start-up); pass --admin HOST:PORT\n",
+        o.config.c_str());
+    return std::nullopt;
+  } else {
+    target.address = cfg->admin.listen;
+    // A wildcard listener is reached over loopback.
+    if (target.address.host == "0.0.0.0") target.address.host = "127.0.0.1";
+    if (target.address.host == "::") target.address.host = "::1";
+  }
+  const std::string token_file = !o.token_file.empty() ? o.token_file
+                                 : cfg                 ? cfg->admin.token_file
+                                                       : "";
+  if (!token_file.empty()) {
+    try {
+      target.token = admin::read_token_file(token_file);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "sluice: %s\n", e.what());
+      return std::nullopt;
+    }
+  }
+  return target;
+}
+
+int unreachable(const admin::Client& client, const boost::system::error_code& ec) {
+  std::fprintf(stderr, "sluice: cannot reach the admin API at %s: %s\n",
+               client.address().to_string().c_str(), ec.message().c_str());
+  return exit_unreachable;
+}
+
+// A non-2xx answer: its {"error": ...} text, else the raw body.
+int refused(const admin::ClientResponse& res, std::string_view what) {
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(res.body, ec);
+  std::string reason = res.body;
+  if (!ec && body.is_object()) {
+    if (const auto* error = body.as_object().if_contains("error");
+        error != nullptr && error->is_string()) {
+      reason = std::string(error->as_string());
+    }
+  }
+  std::fprintf(stderr, "sluice: %.*s refused (HTTP %u): %s\n", static_cast<int>(what.size()),
+               what.data(), res.status, reason.c_str());
+  return exit_failed;
+}
+
+int reload(const Options& o) {
+  std::optional<config::Config> cfg;
+  if (!load_for_admin(o, "reloading", cfg)) return exit_failed;
+  const auto target = admin_target(o, cfg);
+  if (!target) return exit_unreachable;
+  admin::Client client(target->address, target->token, 30s);
+  const auto res = client.post("/api/reload");
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200 && res->status != 422) return refused(*res, "reload");
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(res->body, ec);
+  const auto* object = !ec && body.is_object() ? &body.as_object() : nullptr;
+  if (res->status == 200) {
+    const auto* version = object != nullptr ? object->if_contains("version") : nullptr;
+    if (version != nullptr && version->is_number()) {
+      std::printf("reloaded: config version %llu\n", version->to_number<unsigned long long>());
+    } else {
+      std::printf("reloaded\n");
+    }
+    return exit_ok;
+  }
+  // 422: the running process found errors in the file it reloads (which may not be FILE).
+  const auto* errors = object != nullptr ? object->if_contains("errors") : nullptr;
+  std::size_t count = 0;
+  if (errors != nullptr && errors->is_array()) {
+    for (const auto& e : errors->as_array()) {
+      if (!e.is_string()) continue;
+      std::printf("%s\n", e.as_string().c_str());
+      ++count;
+    }
+  }
+  std::fprintf(stderr,
+               "sluice: reload rejected: %zu error(s); the previous configuration keeps serving\n",
+               count);
+  return exit_failed;
+}
+
+int set_drain(const Options& o, bool drain) {
+  config::Duration timeout = 60s;
+  if (!o.timeout.empty()) {
+    std::string why;
+    const auto parsed = config::parse_duration(o.timeout, &why);
+    if (!parsed) {
+      std::fprintf(stderr, "sluice: --timeout: %s\n", why.c_str());
+      return exit_usage;
+    }
+    timeout = *parsed;
+  }
+  std::optional<config::Config> cfg;
+  if (!load_for_admin(o, drain ? "draining" : "undraining", cfg)) return exit_failed;
+  const auto target = admin_target(o, cfg);
+  if (!target) return exit_unreachable;
+
+  const std::string who = o.upstream + "/" + o.server;
+  admin::Client client(target->address, target->token, 10s);
+  const std::string path = "/api/upstreams/" + admin::encode_path_segment(o.upstream) +
+                           "/servers/" + admin::encode_path_segment(o.server) +
+                           (drain ? "/drain" : "/undrain");
+  const auto res = client.post(path);
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200) return refused(*res, drain ? "drain" : "undrain");
+  if (!drain || !o.wait) {
+    std::printf("%s: %s\n", who.c_str(), drain ? "draining" : "undrained");
+    std::fflush(stdout);
+    return exit_ok;
+  }
+
+  std::printf("%s: draining; waiting up to %s for in-flight requests\n", who.c_str(),
+              config::format_duration(timeout).c_str());
+  std::fflush(stdout);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::optional<std::uint64_t> last_in_flight;
+  while (true) {
+    const auto status = client.get("/api/status");
+    if (!status) return unreachable(client, status.error());
+    if (status->status != 200) return refused(*status, "status");
+    std::string why;
+    const auto server = admin::find_server_status(status->body, o.upstream, o.server, &why);
+    if (!server) {
+      std::fprintf(stderr, "sluice: unexpected /api/status answer: %s\n", why.c_str());
+      return exit_failed;
+    }
+    if (!server->found) {
+      // A reload removed it: nothing new can reach it any more.
+      std::printf("%s: no longer configured\n", who.c_str());
+      return exit_ok;
+    }
+    if (!server->draining) {
+      std::fprintf(stderr, "sluice: %s is no longer draining (undrained meanwhile)\n", who.c_str());
+      return exit_failed;
+    }
+    if (server->in_flight == 0) {
+      std::printf("%s: drained\n", who.c_str());
+      return exit_ok;
+    }
+    if (last_in_flight != server->in_flight) {
+      std::printf("%s: %llu request(s) in flight\n", who.c_str(),
+                  static_cast<unsigned long long>(server->in_flight));
+      std::fflush(stdout);
+      last_in_flight = server->in_flight;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "sluice: timeout after %s: %s still has %llu request(s) in flight\n",
+                   config::format_duration(timeout).c_str(), who.c_str(),
+                   static_cast<unsigned long long>(server->in_flight));
+      return exit_failed;
+    }
+    std::this_thread::sleep_for(100ms);  // the poll interval; a CLI process, not a test
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const auto o = parse_args(argc, argv);
   if (!o.error.empty()) {
-    std::fprintf(stderr, "sluice: %s\n\n%.*s", o.error.c_str(), static_cast<int>(usage.size()), usage.data());
+    std::fprintf(stderr, "sluice: %s\n\n%.*s", o.error.c_str(), static_cast<int>(usage.size()),
+                 usage.data());
     return 2;
   }
   if (o.command == "help") {
@@ -106,6 +372,9 @@ int main(int argc, char** argv) {
   }
   if (o.command == "check") return check(o.config);
   if (o.command == "run") return run(o.config);
+  if (o.command == "reload") return reload(o);
+  if (o.command == "drain") return set_drain(o, true);
+  if (o.command == "undrain") return set_drain(o, false);
   std::fprintf(stderr, "sluice: unknown command '%s'\n\n%.*s", o.command.c_str(),
                static_cast<int>(usage.size()), usage.data());
   return 2;

@@ -1,0 +1,32 @@
+#pragma once
+// What the admin API may ask of the running process. Implemented by the runtime; every call is
+// made on the control thread (the admin listener runs on the control io_context), so an
+// implementation may touch control-thread state directly.
+#include <string>
+#include <vector>
+
+namespace sluice::admin {
+
+struct ReloadOutcome {
+  bool ok = false;
+  std::vector<std::string> errors;  // "FILE:LINE:COL: key.path: message"
+  unsigned long long version = 0;   // config version now serving
+};
+
+enum class DrainOutcome { done, no_such_upstream, no_such_server };
+
+class Control {
+public:
+  virtual ~Control() = default;
+  // The JSON document of GET /api/status (see docs/admin.md).
+  virtual std::string status_json() = 0;
+  // Prometheus text exposition 0.0.4 of GET /metrics.
+  virtual std::string metrics_text() = 0;
+  virtual ReloadOutcome reload() = 0;
+  // drain = false: undrain. `server` is the server's identity (name, else address).
+  virtual DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) = 0;
+  // GET /readyz: config loaded, listeners open, no SIGTERM yet.
+  virtual bool ready() = 0;
+};
+
+}  // namespace sluice::admin
