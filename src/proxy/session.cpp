@@ -486,6 +486,8 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
   }
   if (skip == proxy::RetrySkip::none && !x.upstream->retry_budget().try_retry())
     skip = proxy::RetrySkip::budget_exhausted;
+  if (skip == proxy::RetrySkip::none && x.server != nullptr)
+    EndpointCounters::bump(const_cast<Endpoint*>(x.server)->counters(worker_.index).retries);
   if (skip != proxy::RetrySkip::none) {
     note_skip(x, skip);
     return false;
@@ -587,6 +589,8 @@ net::awaitable<bool> Session::keep_body(Exchange& x) {
 void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result) {
   if (!ep.has_health()) return;
   std::optional<health::Transition> t;
+  if (result && result->kind != health::LiveResult::Kind::response)
+    EndpointCounters::bump(ep.counters(worker_.index).failures);
   if (result && x.upstream->fail_on().counts(*result)) {
     t = ep.health().live_failure(*result);
   } else {
@@ -617,7 +621,9 @@ void Session::note_server(Exchange& x, const Endpoint& ep) {
 
 void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
   x.retry_skip = skip;
-  ++worker_.retry_skips[static_cast<std::size_t>(skip)];
+  if (x.server != nullptr)
+    EndpointCounters::bump(
+        const_cast<Endpoint*>(x.server)->counters(worker_.index).retry_skips[static_cast<std::size_t>(skip)]);
 }
 
 // Head and body towards the origin. The body streams through relay_: Content-Length bodies as
@@ -941,6 +947,18 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
 }
 
 void Session::log_exchange(const Exchange& x) {
+  if (x.server != nullptr) {
+    // Per-worker counters of the last server tried: status class, duration histogram.
+    auto& c = const_cast<Endpoint*>(x.server)->counters(worker_.index);
+    const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
+    EndpointCounters::bump(c.responses[from_origin ? x.status / 100 : 0]);
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
+    const double seconds = static_cast<double>(us.count()) / 1e6;
+    std::size_t b = 0;
+    while (b < EndpointCounters::buckets && seconds > duration_bounds[b]) ++b;
+    EndpointCounters::bump(c.duration_counts[b]);
+    EndpointCounters::bump(c.duration_sum_us, static_cast<std::uint64_t>(us.count()));
+  }
   if (!worker_.access_log.enabled()) return;
   AccessRecord r;
   r.client = client_ip_;

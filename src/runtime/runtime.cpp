@@ -15,7 +15,9 @@
 
 #include "sluice/config/loader.hpp"
 #include "sluice/health/log.hpp"
+#include "sluice/admin/server.hpp"
 #include "sluice/health/prober.hpp"
+#include "sluice/runtime/control.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -37,6 +39,10 @@ struct Runtime::State {
   std::unique_ptr<health::Prober> prober;
   std::vector<std::string> probed_upstreams;
   bool shutting_down = false;
+  bool ready = false;  // /readyz: listeners open, no SIGTERM yet
+  Clock::time_point loaded_at;
+  std::uint64_t reloads_ok = 0;
+  std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
 };
 
@@ -75,26 +81,41 @@ void update_probes(Runtime::State& s) {
   s.probed_upstreams = std::move(probed);
 }
 
-void reload(Runtime* /*unused*/, auto& s) {
+// Parse, validate, build, publish: all or nothing. Requests in flight keep their snapshot.
+admin::ReloadOutcome reload(Runtime::State& s) {
+  admin::ReloadOutcome out;
   auto result = config::load_file(s.config_path);
   if (!result.ok()) {
-    for (const auto& e : result.errors) spdlog::error("reload rejected: {}", e.to_string());
+    for (const auto& e : result.errors) {
+      spdlog::error("reload rejected: {}", e.to_string());
+      out.errors.push_back(e.to_string());
+    }
     spdlog::error("reload of {} failed: {} error(s); the previous configuration keeps serving",
                   s.config_path, result.errors.size());
-    return;
+    ++s.reloads_failed;
+    out.version = s.version;
+    return out;
   }
   try {
     auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
-    auto snapshot = build_snapshot(cfg, s.directory, ++s.version);
+    auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
+    s.version += 1;
     s.config = cfg;
     s.snapshot = snapshot;
+    s.loaded_at = steady_clock().now();
     for (auto& w : s.workers) w->publish(snapshot);
     update_probes(s);
+    ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
+    out.ok = true;
   } catch (const std::exception& e) {
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
+    out.errors.push_back(s.config_path + ": " + e.what());
+    ++s.reloads_failed;
   }
+  out.version = s.version;
+  return out;
 }
 
 }  // namespace
@@ -139,10 +160,50 @@ int Runtime::run() {
     return 1;
   }
 
+  // The admin API (control thread), when configured.
+  RuntimeControl control({
+      .snapshot = [&] { return s.snapshot; },
+      .workers = [&] { return static_cast<unsigned>(s.workers.size()); },
+      .loaded_at = [&] { return s.loaded_at; },
+      .reload = [&] { return reload(s); },
+      .ready = [&] { return s.ready; },
+      .reloads_ok = [&] { return s.reloads_ok; },
+      .reloads_failed = [&] { return s.reloads_failed; },
+      .client_connections =
+          [&] {
+            std::size_t n = 0;
+            for (auto& w : s.workers) n += w->active_sessions();
+            return n;
+          },
+      .drained =
+          [&](Endpoint& ep, bool drain) {
+            spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
+            if (drain)
+              for (auto& w : s.workers) w->close_idle(ep);
+          },
+  });
+  std::unique_ptr<admin::Server> admin_server;
+  if (cfg.admin.enabled) {
+    try {
+      const auto token = cfg.admin.token_file.empty() ? std::string() : admin::read_token_file(cfg.admin.token_file);
+      admin_server = std::make_unique<admin::Server>(s.control, cfg.admin.listen, control, token);
+      admin_server->start();
+      spdlog::info("admin listening on {}:{}", cfg.admin.listen.host, admin_server->local_port());
+    } catch (const std::exception& e) {
+      spdlog::error("admin: {}", e.what());
+      return 1;
+    }
+  }
+
   for (auto& w : s.workers) w->start();
+  s.loaded_at = steady_clock().now();
+  s.ready = true;
   s.prober = std::make_unique<health::Prober>(s.control, steady_clock(), std::random_device{}());
   s.prober->on_transition = [](const health::ProbeTarget& t, const health::Transition& tr) {
     health::log_transition(t.upstream, *t.endpoint, tr);
+  };
+  s.prober->on_probe = [](const health::ProbeTarget& t, const health::ProbeResult& r) {
+    (r.passed ? t.endpoint->probes_passed : t.endpoint->probes_failed).fetch_add(1, std::memory_order_relaxed);
   };
   update_probes(s);
   spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
@@ -177,6 +238,7 @@ int Runtime::run() {
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
       s.prober->stop();
+      if (admin_server) admin_server->stop();
       return;
     }
     drain_timer.expires_after(std::chrono::milliseconds(20));
@@ -186,17 +248,28 @@ int Runtime::run() {
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
     if (ec) return;
     if (sig == SIGHUP) {
-      reload(this, s);
+      reload(s);
       signals.async_wait(on_signal);
       return;
     }
     if (s.shutting_down) return;  // a second SIGTERM changes nothing: the deadline stands
     s.shutting_down = true;
-    spdlog::info("signal {}: graceful shutdown (timeout {}ms)", sig, s.config->server.shutdown_timeout.count());
-    deadline = steady_clock().now() + s.config->server.shutdown_timeout;
-    s.shutdown_flag.store(true, std::memory_order_relaxed);
-    for (auto& w : s.workers) w->begin_shutdown();
-    poll_drained();
+    s.ready = false;  // readiness fails at once; listeners keep accepting for shutdown_delay
+    const auto delay = s.config->server.shutdown_delay;
+    spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
+                 s.config->server.shutdown_timeout.count());
+    auto stop_accepting = [&] {
+      deadline = steady_clock().now() + s.config->server.shutdown_timeout;
+      s.shutdown_flag.store(true, std::memory_order_relaxed);
+      for (auto& w : s.workers) w->begin_shutdown();
+      poll_drained();
+    };
+    if (delay.count() == 0) {
+      stop_accepting();
+    } else {
+      drain_timer.expires_after(delay);
+      drain_timer.async_wait([stop_accepting](boost::system::error_code) { stop_accepting(); });
+    }
   };
   signals.async_wait(on_signal);
 

@@ -57,6 +57,10 @@ void Worker::publish(std::shared_ptr<const Snapshot> snapshot) {
   net::post(io_, [this, s = std::move(snapshot)]() mutable { ctx_.snapshot = std::move(s); });
 }
 
+void Worker::close_idle(Endpoint& endpoint) {
+  net::post(io_, [this, e = &endpoint] { ctx_.pool.close(*e); });
+}
+
 void Worker::begin_shutdown() {
   net::post(io_, [this] {
     ctx_.stopping = true;

@@ -65,8 +65,6 @@ struct WorkerContext {
     return stopping || (shutdown != nullptr && shutdown->load(std::memory_order_relaxed));
   }
   SessionList sessions;
-  // Retries not made, by reason (proxy::RetrySkip); summed over workers for metrics.
-  std::array<std::uint64_t, 9> retry_skips{};
   // Uniform in [0, 1) for backoff jitter: per worker, no locks.
   double uniform() noexcept {
     rng_state += 0x9E3779B97F4A7C15ull;  // splitmix64

@@ -35,6 +35,8 @@ public:
 
   // Any thread. Requests that start after this see the new snapshot.
   void publish(std::shared_ptr<const Snapshot> snapshot);
+  // Any thread. Closes this worker's idle pooled connections to `endpoint` (drain).
+  void close_idle(Endpoint& endpoint);
   // Any thread. Stop accepting, close idle connections, let in-flight requests finish.
   void begin_shutdown();
   // Any thread. Close every connection now and stop the loop.

@@ -26,6 +26,25 @@ const char* to_string(ServerState state);
 
 namespace health { class ServerHealth; }
 
+// Counters of one worker for one endpoint, on their own cache line. Written only by that worker
+// (a plain load + store, no locked instruction), summed by the control thread at scrape.
+struct alignas(64) EndpointCounters {
+  static constexpr std::size_t buckets = 11;  // request duration histogram, see duration_bounds
+  std::atomic<std::uint64_t> responses[6]{};  // by status class: [0] none (proxy error), [1]..[5] 1xx..5xx
+  std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
+  std::atomic<std::uint64_t> retries{};       // retries made after an attempt here failed
+  std::atomic<std::uint64_t> retry_skips[9]{};  // retries not made, by proxy::RetrySkip
+  std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
+  std::atomic<std::uint64_t> duration_sum_us{};
+
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+};
+// Upper bounds (seconds) of the duration buckets; one more bucket holds the rest.
+inline constexpr double duration_bounds[EndpointCounters::buckets] = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+
 class Endpoint {
 public:
   Endpoint(std::string identity, config::HostPort address, boost::asio::ip::tcp::endpoint resolved,
@@ -70,6 +89,18 @@ public:
   bool draining() const noexcept { return draining_.load(std::memory_order_acquire); }
   void set_draining(bool d) noexcept { draining_.store(d, std::memory_order_release); }
 
+  // This worker's counters (worker index modulo max_worker_slots).
+  static constexpr unsigned max_worker_slots = 64;
+  EndpointCounters& counters(unsigned worker) noexcept { return counters_[worker % max_worker_slots]; }
+  const EndpointCounters& counters(unsigned worker) const noexcept { return counters_[worker % max_worker_slots]; }
+
+  // Drain source, for the admin API: set through the API (survives reloads) or by the file.
+  bool drained_by_api() const noexcept { return drained_by_api_.load(std::memory_order_relaxed); }
+  void set_drained_by_api(bool b) noexcept { drained_by_api_.store(b, std::memory_order_relaxed); }
+  // Probe results, counted by the control thread.
+  std::atomic<std::uint64_t> probes_passed{0};
+  std::atomic<std::uint64_t> probes_failed{0};
+
   // May a new request be sent here? (Balancers skip servers for which this is false.)
   bool available() const noexcept {
     const auto s = state();
@@ -100,6 +131,8 @@ private:
   static std::atomic<std::uint32_t> next_id_;
 
   std::unique_ptr<health::ServerHealth> health_;
+  std::unique_ptr<EndpointCounters[]> counters_{new EndpointCounters[max_worker_slots]};
+  std::atomic<bool> drained_by_api_{false};
   const std::uint32_t id_;
   const std::string identity_;
   const config::HostPort address_;

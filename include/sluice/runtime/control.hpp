@@ -1,0 +1,37 @@
+#pragma once
+// admin::Control for the running process. The runtime hands it hooks into its control-thread
+// state; every call happens on the control thread.
+#include <functional>
+#include <memory>
+
+#include "sluice/admin/control.hpp"
+#include "sluice/runtime/snapshot.hpp"
+
+namespace sluice {
+
+class RuntimeControl final : public admin::Control {
+public:
+  struct Hooks {
+    std::function<std::shared_ptr<const Snapshot>()> snapshot;
+    std::function<unsigned()> workers;
+    std::function<Clock::time_point()> loaded_at;
+    std::function<admin::ReloadOutcome()> reload;
+    std::function<bool()> ready;
+    std::function<std::uint64_t()> reloads_ok;
+    std::function<std::uint64_t()> reloads_failed;
+    std::function<std::size_t()> client_connections;
+    std::function<void(Endpoint&, bool)> drained;  // after a drain change (closes idle pools)
+  };
+  explicit RuntimeControl(Hooks hooks);
+
+  std::string status_json() override;
+  std::string metrics_text() override;
+  admin::ReloadOutcome reload() override;
+  admin::DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) override;
+  bool ready() override;
+
+private:
+  Hooks hooks_;
+};
+
+}  // namespace sluice

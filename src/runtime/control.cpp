@@ -1,0 +1,199 @@
+// The admin API's view of the running process (admin::Control): status JSON, Prometheus metrics,
+// reload and drain. Runs on the control thread only.
+#include "sluice/runtime/control.hpp"
+
+#include <boost/json.hpp>
+
+#include "sluice/health/server_health.hpp"
+#include "sluice/proxy/retry.hpp"
+#include "sluice/telemetry/metrics.hpp"
+
+namespace sluice {
+
+namespace json = boost::json;
+
+namespace {
+
+double ms_since(Clock::time_point t, Clock::time_point now) {
+  return std::chrono::duration<double, std::milli>(now - t).count();
+}
+
+// Sum of one counter over every worker slot.
+template <class Get>
+std::uint64_t sum(const Endpoint& ep, unsigned workers, Get get) {
+  std::uint64_t total = 0;
+  for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w)
+    total += get(ep.counters(w)).load(std::memory_order_relaxed);
+  return total;
+}
+
+}  // namespace
+
+RuntimeControl::RuntimeControl(Hooks hooks) : hooks_(std::move(hooks)) {}
+
+std::string RuntimeControl::status_json() {
+  const auto snapshot = hooks_.snapshot();
+  const auto now = steady_clock().now();
+  const unsigned workers = hooks_.workers();
+  json::object root;
+  root["config_version"] = snapshot->version;
+  root["config_file"] = snapshot->config->source;
+  root["loaded_ms_ago"] = ms_since(hooks_.loaded_at(), now);
+  json::array upstreams;
+  for (const auto& u : snapshot->upstreams) {
+    json::object uo;
+    uo["name"] = u->name();
+    uo["balance"] = u->config().balance;
+    json::array servers;
+    for (Endpoint* ep : u->endpoints()) {
+      json::object so;
+      so["identity"] = ep->identity();
+      so["address"] = ep->address_text();
+      so["weight"] = ep->weight();
+      so["effective_weight"] = static_cast<double>(ep->effective_weight_milli()) / 1000.0;
+      so["backup"] = ep->backup();
+      so["max_conns"] = ep->max_conns();
+      const auto in_flight = ep->in_flight();
+      so["in_flight"] = in_flight;
+      so["draining"] = ep->draining();
+      so["drain_source"] = !ep->draining() ? "" : ep->drained_by_api() ? "api" : "config";
+      so["drained"] = ep->draining() && in_flight == 0;
+      std::uint64_t requests = 0;
+      for (int c = 0; c < 6; ++c)
+        requests += sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
+      so["requests"] = requests;
+      so["failures"] = sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
+      if (ep->has_health()) {
+        const auto h = ep->health().status();
+        so["state"] = ep->draining() ? (in_flight == 0 ? "drained" : "draining") : to_string(h.state);
+        so["health_state"] = to_string(h.state);
+        so["reason"] = h.reason;
+        so["since_ms_ago"] = ms_since(h.since, now);
+        so["ejections"] = h.ejections;
+        so["consecutive_passes"] = h.consecutive_passes;
+        so["consecutive_failures"] = h.consecutive_failures;
+        if (h.last_probe) {
+          json::object p;
+          p["passed"] = h.last_probe->passed;
+          p["detail"] = h.last_probe->detail;
+          p["latency_ms"] = std::chrono::duration<double, std::milli>(h.last_probe->latency).count();
+          p["ms_ago"] = ms_since(h.last_probe->at, now);
+          so["last_probe"] = std::move(p);
+        } else {
+          so["last_probe"] = nullptr;
+        }
+      }
+      servers.push_back(std::move(so));
+    }
+    uo["servers"] = std::move(servers);
+    upstreams.push_back(std::move(uo));
+  }
+  root["upstreams"] = std::move(upstreams);
+  return json::serialize(root);
+}
+
+std::string RuntimeControl::metrics_text() {
+  const auto snapshot = hooks_.snapshot();
+  const unsigned workers = hooks_.workers();
+  telemetry::MetricsText m;
+  m.gauge("sluice_build_info", "Build information.").sample({{"version", SLUICE_VERSION}}, 1);
+  static constexpr const char* classes[6] = {"error", "1xx", "2xx", "3xx", "4xx", "5xx"};
+  m.counter("sluice_requests_total",
+            "Requests answered, by upstream, last server tried and status class (error = sluice's own answer).");
+  for (const auto& u : snapshot->upstreams)
+    for (Endpoint* ep : u->endpoints())
+      for (int c = 0; c < 6; ++c) {
+        const auto v = sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
+        if (v != 0 || c == 2)
+          m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"code", classes[c]}},
+                   static_cast<double>(v));
+      }
+  m.histogram("sluice_request_duration_seconds", "Time from a request's head to the end of its answer.");
+  for (const auto& u : snapshot->upstreams) {
+    std::uint64_t counts[EndpointCounters::buckets + 1] = {};
+    double sum_s = 0;
+    for (Endpoint* ep : u->endpoints())
+      for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w) {
+        const auto& k = ep->counters(w);
+        for (std::size_t b = 0; b <= EndpointCounters::buckets; ++b)
+          counts[b] += k.duration_counts[b].load(std::memory_order_relaxed);
+        sum_s += static_cast<double>(k.duration_sum_us.load(std::memory_order_relaxed)) / 1e6;
+      }
+    m.sample({{"upstream", u->name()}}, telemetry::HistogramSample{duration_bounds, counts, sum_s});
+  }
+  m.gauge("sluice_upstream_in_flight", "Requests in flight to a server, across workers.");
+  for (const auto& u : snapshot->upstreams)
+    for (Endpoint* ep : u->endpoints())
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->in_flight()));
+  m.gauge("sluice_server_state", "1 for the server's current state.");
+  static constexpr ServerState states[] = {ServerState::up, ServerState::down, ServerState::ejected,
+                                           ServerState::slow_start};
+  for (const auto& u : snapshot->upstreams)
+    for (Endpoint* ep : u->endpoints()) {
+      for (const auto st : states)
+        m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", to_string(st)}},
+                 !ep->draining() && ep->state() == st ? 1 : 0);
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", "draining"}},
+               ep->draining() ? 1 : 0);
+    }
+  m.counter("sluice_retries_total", "Retries made, by upstream.");
+  for (const auto& u : snapshot->upstreams) {
+    std::uint64_t v = 0;
+    for (Endpoint* ep : u->endpoints())
+      v += sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.retries; });
+    m.sample({{"upstream", u->name()}, {"reason", "failure"}}, static_cast<double>(v));
+  }
+  m.counter("sluice_retries_skipped_total", "Retries not made, by upstream and reason.");
+  for (const auto& u : snapshot->upstreams)
+    for (std::size_t r = 1; r < 9; ++r) {
+      std::uint64_t v = 0;
+      for (Endpoint* ep : u->endpoints())
+        v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.retry_skips[r]; });
+      m.sample({{"upstream", u->name()}, {"reason", proxy::describe(static_cast<proxy::RetrySkip>(r))}},
+               static_cast<double>(v));
+    }
+  m.counter("sluice_health_checks_total", "Active probes, by result.");
+  for (const auto& u : snapshot->upstreams)
+    for (Endpoint* ep : u->endpoints()) {
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"result", "pass"}},
+               static_cast<double>(ep->probes_passed.load()));
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"result", "fail"}},
+               static_cast<double>(ep->probes_failed.load()));
+    }
+  m.counter("sluice_ejections_total", "Passive ejections, by upstream.");
+  for (const auto& u : snapshot->upstreams) {
+    std::uint64_t v = 0;
+    for (Endpoint* ep : u->endpoints())
+      if (ep->has_health()) v += ep->health().status().ejections;
+    m.sample({{"upstream", u->name()}}, static_cast<double>(v));
+  }
+  m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
+  m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
+  m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));
+  m.gauge("sluice_connections", "Open connections, by side.");
+  m.sample({{"side", "client"}}, static_cast<double>(hooks_.client_connections()));
+  return m.take();
+}
+
+admin::ReloadOutcome RuntimeControl::reload() { return hooks_.reload(); }
+
+admin::DrainOutcome RuntimeControl::set_drain(const std::string& upstream, const std::string& server,
+                                              bool drain) {
+  const auto snapshot = hooks_.snapshot();
+  for (const auto& u : snapshot->upstreams) {
+    if (u->name() != upstream) continue;
+    for (Endpoint* ep : u->endpoints()) {
+      if (ep->identity() != server) continue;
+      ep->set_draining(drain);
+      ep->set_drained_by_api(drain);
+      hooks_.drained(*ep, drain);
+      return admin::DrainOutcome::done;
+    }
+    return admin::DrainOutcome::no_such_server;
+  }
+  return admin::DrainOutcome::no_such_upstream;
+}
+
+bool RuntimeControl::ready() { return hooks_.ready(); }
+
+}  // namespace sluice
