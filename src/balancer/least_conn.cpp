@@ -31,6 +31,16 @@ std::uint32_t below(std::uint32_t x, std::uint32_t range) noexcept {
   return static_cast<std::uint32_t>((std::uint64_t{x} * range) >> 32);
 }
 
+// Random bits for two choices, from a per-thread splitmix64 stream: a shared counter would make
+// every pick of every worker write one cache line. Seeds differ per thread (and are fixed for
+// the first thread, so single-threaded tests are reproducible).
+std::uint64_t random_bits() noexcept {
+  static std::atomic<std::uint64_t> streams{0};
+  thread_local std::uint64_t state = hash_mix64(streams.fetch_add(1, std::memory_order_relaxed));
+  state += 0x9e3779b97f4a7c15ull;
+  return state;
+}
+
 }  // namespace
 
 LeastConn::LeastConn(std::span<Endpoint* const> endpoints, Mode mode)
@@ -41,8 +51,8 @@ LeastConn::LeastConn(std::span<Endpoint* const> endpoints, Mode mode)
 
 Pick LeastConn::pick(const PickContext& ctx) {
   if (endpoints_.empty()) return {};
+  if (two_choices_) return two_choices(ctx, random_bits());
   const auto turn = cursor_.fetch_add(1, std::memory_order_relaxed);
-  if (two_choices_) return two_choices(ctx, turn);
   const auto [best, distance] = scan(ctx, turn);
   // The next scan starts after the server chosen here, as in RoundRobin: otherwise the server
   // after a busy or skipped one would win every tie that starts on that one.

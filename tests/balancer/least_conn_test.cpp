@@ -112,9 +112,10 @@ TEST(LeastConn, TwoChoicesKeepsLoadsClose) {
     lo = std::min(lo, p[i].in_flight());
     hi = std::max(hi, p[i].in_flight());
   }
-  // Mean 100. Power of two choices: max - mean is O(log log n) (one random choice: ~+25).
-  EXPECT_LE(hi, 104);
-  EXPECT_GE(lo, 95);
+  // Mean 100. Power of two choices: max - mean is O(log log n); 2,000 random streams gave
+  // 93..103 at worst. One random choice would give about 75..125.
+  EXPECT_LE(hi, 106);
+  EXPECT_GE(lo, 90);
 }
 
 TEST(LeastConn, TwoChoicesSkipsAndFallsBackToScan) {

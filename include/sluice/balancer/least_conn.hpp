@@ -15,11 +15,12 @@
 // server (~70 ns at 32, ~110 ns at 64, 170-230 ns at 100, 1.6-1.9 us at 1,000), two choices
 // 26-32 ns at any size. The price is accuracy: in a simulation with 20 requests in flight per
 // server on average, the spread between the busiest and the idlest server stayed at 2 with the
-// scan and reached 12 (100 servers) and 17 (1,000) with two choices. If four pairs in a row are
+// scan and reached 12 (100 servers) and 15 (1,000) with two choices. If four pairs in a row are
 // skipped (most servers down or full), the pick falls back to the scan.
 //
-// Threading: pick() from any thread, concurrently; lock-free (one or two relaxed fetch_adds on
-// the cursor per pick, plus relaxed loads of the endpoints' atomics).
+// Threading: pick() from any thread, concurrently; lock-free. A scan does one or two relaxed
+// fetch_adds on the shared cursor; two choices draws from a per-thread random stream and writes
+// nothing shared. Both read the endpoints' atomics (relaxed).
 #include <atomic>
 #include <cstdint>
 
