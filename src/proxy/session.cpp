@@ -95,10 +95,10 @@ struct ChunkHeader {
   net::const_buffer buffer() const { return {data, size}; }
 };
 
-// Decrements the endpoint's in-flight count when an attempt ends, however it ends.
+// Ends an attempt's in-flight count (begun by Endpoint::try_begin_request), however it ends.
 class InFlight {
 public:
-  explicit InFlight(Endpoint& e) : e_(&e) { e_->begin_request(); }
+  explicit InFlight(Endpoint& e) : e_(&e) {}
   ~InFlight() { e_->end_request(); }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
@@ -364,7 +364,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
   }
   UpstreamFailure last_failure = UpstreamFailure::none;
-  for (unsigned attempt = 1;; ++attempt) {
+  for (unsigned attempt = 1;;) {
     PickContext ctx = base;
     auto pick = x.upstream->pick(ctx);
     if (!pick && tried.empty()) {
@@ -383,6 +383,10 @@ net::awaitable<bool> Session::forward(Exchange& x) {
         co_return false;
       }
     }
+    if (!pick && last_failure == UpstreamFailure::none) {  // all candidates were at max_conns
+      co_await send_error(&x, {503, "no server available"});
+      co_return false;
+    }
     if (!pick) {  // every server was tried: the last failure stands
       note_skip(x, proxy::RetrySkip::no_other_server);
       co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
@@ -390,6 +394,9 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     Endpoint& ep = *x.upstream->endpoint(pick.index);
     tried.add(pick.index);
+    // max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
+    // atomically here; another worker may have taken the last one.
+    if (!ep.try_begin_request()) continue;
     x.server = &ep;
     note_server(x, ep);
     ++x.attempts;
@@ -398,7 +405,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     std::optional<socket_type> upstream;
     proxy::AttemptFacts facts_now;
     {
-      InFlight in_flight(ep);
+      InFlight in_flight(ep);  // ends the request begun by try_begin_request()
       last_failure = co_await try_server(x, ep, upstream, is_head, try_until, facts_now);
     }
     if (last_failure == UpstreamFailure::client_failed) co_return false;
@@ -455,6 +462,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       co_await send_error(&x, {504, "deadline"});
       co_return false;
     }
+    ++attempt;
   }
 }
 

@@ -110,6 +110,18 @@ public:
   // Requests in flight across all workers. The forwarder brackets every attempt with these.
   std::int64_t in_flight() const noexcept { return in_flight_.load(std::memory_order_relaxed); }
   void begin_request() noexcept { in_flight_.fetch_add(1, std::memory_order_relaxed); }
+  // begin_request() unless that would exceed max_conns (0 = no cap): the hard cap across workers.
+  bool try_begin_request() noexcept {
+    const std::int64_t cap = max_conns();
+    if (cap == 0) {
+      begin_request();
+      return true;
+    }
+    auto current = in_flight_.load(std::memory_order_relaxed);
+    while (current < cap)
+      if (in_flight_.compare_exchange_weak(current, current + 1, std::memory_order_relaxed)) return true;
+    return false;
+  }
   void end_request() noexcept { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
 
   // A backup server receives requests only while no primary can take them. Balancers read the
