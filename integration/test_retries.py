@@ -168,10 +168,11 @@ def test_large_keyed_post_is_not_replayed(origins, scripted, sluice):
 def test_keep_alive_race_with_an_origin_idle_timeout_gives_no_502(origins, sluice):
     """The origin closes connections idle for 1 s; every 0.9-1.1 s four clients send a request
     at once (each held 50 ms at the origin, so they need four pooled connections), and some meet
-    a connection the origin is closing at that moment. None may see an error. Bounded: 10 s."""
+    a connection the origin is closing at that moment. None may see an error. Bounded: 60 s,
+    as the issue asks."""
     origin, = origins(1, extra_args=("--idle-timeout", "1"))
     s = sluice(sluice_config([origin]))
-    rng, clients, end = random.Random(7), 4, time.monotonic() + 10
+    rng, clients, end = random.Random(7), 4, time.monotonic() + 60
     gap = [1.0]
     together = threading.Barrier(clients, action=lambda: gap.__setitem__(0, rng.uniform(0.9, 1.1)))
     answers, lock = [], threading.Lock()
@@ -192,8 +193,8 @@ def test_keep_alive_race_with_an_origin_idle_timeout_gives_no_502(origins, sluic
     for w in workers:
         w.start()
     for w in workers:
-        w.join(timeout=20)
-    assert len(answers) >= 28
+        w.join(timeout=75)
+    assert len(answers) >= 4 * 50
     assert [a for a in answers if a[0] != 200] == []
     # The race was on: the origin closed idle pooled connections during the run.
     assert origin.stats()["connections"] > clients, origin.stats()

@@ -70,6 +70,17 @@ std::string_view path_of(std::string_view target) {
   return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
 }
 
+// "timeout=5, max=100" (Keep-Alive, RFC 2068 §19.7.1): the origin's idle timeout, if given.
+std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) {
+  const auto at = value.find("timeout=");
+  if (at == std::string_view::npos) return std::nullopt;
+  unsigned long seconds = 0;
+  const auto begin = value.data() + at + 8;
+  const auto r = std::from_chars(begin, value.data() + value.size(), seconds);
+  if (r.ec != std::errc() || r.ptr == begin) return std::nullopt;
+  return std::chrono::seconds(std::min<unsigned long>(seconds, 86400));
+}
+
 // Field lines of a parsed head, as they will be forwarded (after rewrite_*), then the blank line
 // is left to the caller so that it can add its own framing lines first.
 template <class Fields>
@@ -133,6 +144,7 @@ struct Session::Exchange {
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   std::size_t kept_body = 0;
   proxy::RetrySkip retry_skip = proxy::RetrySkip::none;
+  std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
   bool has_hash = false;
   boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
@@ -421,8 +433,14 @@ net::awaitable<bool> Session::forward(Exchange& x) {
         const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
         upstream_ = nullptr;
         if (upstream_reusable) {
-          worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
-                               std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout));
+          // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
+          // shorter one: a connection it is about to close is never reused.
+          auto idle = std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout);
+          if (x.origin_idle_timeout) {
+            const auto n = *x.origin_idle_timeout;
+            idle = std::min<Clock::duration>(idle, n > std::chrono::seconds(2) ? n - std::chrono::seconds(1) : n / 2);
+          }
+          worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive, idle);
         }
         up_in_.clear();
         // A request body the client is still sending when the origin answered would
@@ -825,6 +843,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   x.status = res.result_int();
   const bool body_expected = !is_head && x.status != 204 && x.status != 304;
   const bool upstream_keep_alive = response_->keep_alive();
+  x.origin_idle_timeout = keep_alive_timeout(res[bhttp::field::keep_alive]);
   const bool chunked_from_origin = response_->chunked();
   const auto length = response_->content_length();
   // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
