@@ -9,6 +9,9 @@ scripts/build.sh
 echo "== unit tests"
 ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 120
 
+echo "== test origin smoke test"
+/usr/bin/python3 tools/origin/smoke_test.py build/release/sluice-origin
+
 echo "== integration tests"
 # Debian's interpreter, where python3-pytest lives (a pyenv or venv python3 may shadow it).
 SLUICE_BUILD_DIR="$PWD/build/release" /usr/bin/python3 -m pytest -q -p no:cacheprovider integration
