@@ -87,10 +87,11 @@ class LogReader:
 
 
 class Origin:
-    def __init__(self, name, extra_args=()):
+    def __init__(self, name, extra_args=(), port=0):
+        """`port`: 0 lets the OS pick; a given port brings an origin back where a killed one was."""
         self.name = name
         self.proc = subprocess.Popen(
-            [str(ORIGIN), "--listen", "127.0.0.1:0", "--name", name, *extra_args],
+            [str(ORIGIN), "--listen", f"127.0.0.1:{port}", "--name", name, *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         m = wait_for_line(self.proc, self.proc.stdout, r"listening 127\.0\.0\.1:(\d+)")
         self.port = int(m.group(1))
@@ -107,6 +108,12 @@ class Origin:
         req = urllib.request.Request(self.url("/stats/reset"), method="POST", data=b"")
         urllib.request.urlopen(req, timeout=5).read()
 
+    def set_health(self, code):
+        """What its /health answers from now on (200 restores)."""
+        req = urllib.request.Request(self.url(f"/health/status?code={code}"), method="POST",
+                                     data=b"")
+        urllib.request.urlopen(req, timeout=5).read()
+
     def stop(self, sig=signal.SIGTERM):
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
@@ -115,6 +122,9 @@ class Origin:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+ADMIN_LISTENING = re.compile(r"admin listening on 127\.0\.0\.1:(\d+)")
 
 
 class Sluice:
@@ -131,6 +141,9 @@ class Sluice:
         self.port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
         self.log.wait_for(r"sluice .* started")
         self.address = f"127.0.0.1:{self.port}"
+        # "admin listening on ..." comes before "started" when the config has an [admin] section.
+        admin = next((m for m in map(ADMIN_LISTENING.search, self.log.lines) if m), None)
+        self.admin_port = int(admin.group(1)) if admin else None
         if wait_signals:
             # A SIGTERM that arrives before the handlers are installed kills sluice outright. It
             # installs them before it logs "started" (test_cli.py pins that); this guard keeps a
@@ -148,6 +161,36 @@ class Sluice:
 
     def url(self, path="/"):
         return f"http://{self.address}{path}"
+
+    @property
+    def admin_address(self):
+        return f"127.0.0.1:{self.admin_port}"
+
+    def admin(self, method, path, token=None, timeout=5.0):
+        """One admin API request on a fresh connection; returns the Response."""
+        assert self.admin_port is not None, "this sluice has no [admin] section"
+        headers = [("Authorization", f"Bearer {token}")] if token is not None else []
+        return timed_request(self.admin_port, method, path, headers=headers, timeout=timeout)[0]
+
+    def status(self):
+        """GET /api/status, parsed."""
+        r = self.admin("GET", "/api/status")
+        assert r.status == 200, r
+        return r.json()
+
+    def server_status(self, server, upstream="app"):
+        """The /api/status entry of one server (by identity)."""
+        for u in self.status()["upstreams"]:
+            if u["name"] == upstream:
+                for s in u["servers"]:
+                    if s["identity"] == server:
+                        return s
+        raise KeyError(f"no server {server!r} in upstream {upstream!r}")
+
+    def metrics_text(self):
+        r = self.admin("GET", "/metrics")
+        assert r.status == 200, r
+        return r.body.decode()
 
     def stop(self, sig=signal.SIGTERM, timeout=15):
         if self.proc.poll() is None:
@@ -175,13 +218,26 @@ class Sluice:
         return 0
 
 
+def toml_value(v):
+    """A Python value as TOML: str -> quoted string, bool -> true/false, others as written."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return f'"{v}"' if isinstance(v, str) else str(v)
+
+
 def sluice_config(origins, *, upstream="app", server_extra="", upstream_extra="", top="",
-                  workers=1, access="off"):
-    """A TOML config with one upstream over `origins` (Origin objects or address strings)."""
-    servers = "".join(
-        f'\n[[upstreams.{upstream}.servers]]\naddress = "{o if isinstance(o, str) else o.address}"\n'
-        + ("" if isinstance(o, str) else f'name = "{o.name}"\n')
-        for o in origins)
+                  workers=1, access="off", balance="round_robin", server_keys=None):
+    """A TOML config with one upstream over `origins` (Origin objects or address strings).
+    `server_keys` maps a server's name (or address, for a string) to extra keys of its
+    `[[servers]]` table, e.g. {"app-1": {"weight": 3, "backup": True}}."""
+    server_keys = server_keys or {}
+
+    def server(o):
+        key, address = (o, o) if isinstance(o, str) else (o.name, o.address)
+        return (f'\n[[upstreams.{upstream}.servers]]\naddress = "{address}"\n'
+                + ("" if isinstance(o, str) else f'name = "{o.name}"\n')
+                + "".join(f"{k} = {toml_value(v)}\n" for k, v in server_keys.get(key, {}).items()))
+    servers = "".join(server(o) for o in origins)
     return textwrap.dedent(f"""\
         [server]
         listen = ["127.0.0.1:0"]
@@ -195,7 +251,7 @@ def sluice_config(origins, *, upstream="app", server_extra="", upstream_extra=""
         {top}
 
         [upstreams.{upstream}]
-        balance = "round_robin"
+        balance = "{balance}"
         {upstream_extra}
         """) + servers
 
@@ -415,11 +471,9 @@ def timed_request(port, method="GET", target="/", headers=(), body=b"", timeout=
 
 
 def toml_table(name, **keys):
-    """`[name]` with `keys` as TOML values (str -> string, others as written), for the
+    """`[name]` with `keys` as TOML values (see toml_value), for the
     `upstream_extra` of sluice_config."""
-    def value(v):
-        return f'"{v}"' if isinstance(v, str) else str(v)
-    return f"[{name}]\n" + "".join(f"{k} = {value(v)}\n" for k, v in keys.items())
+    return f"[{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in keys.items())
 
 
 def curl(*args, timeout=30):
@@ -445,6 +499,14 @@ def origins():
         started.extend(new)
         return new
 
+    def restart(origin, extra_args=()):
+        """A new origin process with `origin`'s name on `origin`'s port (the old one must be
+        gone): a server that comes back after a crash."""
+        new = Origin(origin.name, extra_args, port=origin.port)
+        started.append(new)
+        return new
+
+    start.restart = restart
     yield start
     for o in started:
         o.stop()
@@ -476,8 +538,9 @@ class ScriptedOrigin:
     (`executed`: method, target, lower-cased headers, body length), so a test can say "executed
     exactly once". One thread per connection; `stop()` closes everything and joins them."""
 
-    def __init__(self, name, behaviour="answer", status=200):
+    def __init__(self, name, behaviour="answer", status=200, delay=0.0):
         self.name, self.behaviour, self.status = name, behaviour, status
+        self.delay = delay  # seconds to wait before each answer ("answer" and "once")
         self.executed = []
         self.connections = 0
         self._lock = threading.Lock()
@@ -586,6 +649,8 @@ class ScriptedOrigin:
                         except socket.timeout:
                             continue
                     return
+                if self.delay and self._stopping.wait(self.delay):
+                    return
                 body = f"{self.name}\n".encode()
                 conn.sendall(f"HTTP/1.1 {self.status} X\r\nX-Origin: {self.name}\r\n"
                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
@@ -614,14 +679,137 @@ class ScriptedOrigin:
 
 @pytest.fixture
 def scripted():
-    """Starts ScriptedOrigins: `scripted(name, behaviour, status)`; stops them all at the end."""
+    """Starts ScriptedOrigins: `scripted(name, behaviour, status, delay)`; stops them all at the
+    end."""
     started = []
 
-    def start(name, behaviour="answer", status=200):
-        o = ScriptedOrigin(name, behaviour, status)
+    def start(name, behaviour="answer", status=200, delay=0.0):
+        o = ScriptedOrigin(name, behaviour, status, delay)
         started.append(o)
         return o
 
     yield start
     for o in started:
         o.stop()
+
+
+def sluice_cli(*args, timeout=30):
+    """Runs `sluice ARGS` (reload, drain, undrain, check); returns the CompletedProcess (text)."""
+    return subprocess.run([str(SLUICE), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+class Load:
+    """Steady GETs from a background thread: about `rate` per second over a keep-alive
+    connection, a fresh connection every `fresh_every` requests (and after any error), until
+    `stop()`, `max_seconds` or `max_requests`. Every exchange is recorded as a Record."""
+
+    class Record:
+        __slots__ = ("sent", "done", "status", "origin", "error")
+
+        def __init__(self, sent, done, status, origin, error):
+            self.sent, self.done, self.status = sent, done, status
+            self.origin, self.error = origin, error
+
+        def __repr__(self):
+            return f"Record(+{self.sent:.3f}s {self.status} {self.origin} {self.error})"
+
+    def __init__(self, port, rate=150, target="/", headers=(), fresh_every=10, max_seconds=20,
+                 max_requests=5000, timeout=5.0):
+        self.port, self.rate, self.target, self.fresh_every = port, rate, target, fresh_every
+        self.max_seconds, self.max_requests, self.timeout = max_seconds, max_requests, timeout
+        lines = [f"GET {target} HTTP/1.1", "Host: t", *(f"{k}: {v}" for k, v in headers)]
+        self.request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        self.records = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.t0 = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        self.t0 = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=self.timeout + 5)
+        assert not self._thread.is_alive(), "load thread did not stop"
+        return self.records
+
+    def _run(self):
+        conn = None
+        for i in range(self.max_requests):
+            due = self.t0 + i / self.rate
+            if due - self.t0 > self.max_seconds:
+                break
+            if self._stop.wait(max(0.0, due - time.monotonic())):
+                break
+            sent = time.monotonic()
+            try:
+                if conn is None or i % self.fresh_every == 0:
+                    if conn is not None:
+                        conn.close()
+                    conn = Conn(self.port, timeout=self.timeout)
+                r = conn.request(self.request)
+                self.records.append(Load.Record(sent - self.t0, time.monotonic() - self.t0,
+                                                r.status, r.header("X-Origin"), None))
+                if (r.header("Connection") or "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, EOFError, TimeoutError, ValueError) as e:
+                self.records.append(Load.Record(sent - self.t0, time.monotonic() - self.t0,
+                                                None, None, repr(e)))
+                if conn is not None:
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def now(self):
+        """Seconds since the load started, on the records' clock."""
+        return time.monotonic() - self.t0
+
+    def failures(self):
+        """Records of exchanges that did not end in a 200."""
+        return [r for r in self.records if r.status != 200]
+
+    def origins(self, since=0.0, until=float("inf")):
+        """{X-Origin: count} of the answers to requests sent within [since, until)."""
+        counts = {}
+        for r in list(self.records):
+            if since <= r.sent < until and r.origin is not None:
+                counts[r.origin] = counts.get(r.origin, 0) + 1
+        return counts
+
+
+class Background:
+    """`n` requests sent at once, each on its own connection from its own thread (e.g. slow ones
+    to hold a server busy). `join()` returns [(Response or the exception, monotonic time done)]
+    in the order they were started."""
+
+    def __init__(self, port, n, target="/", headers=(), timeout=15.0):
+        self.results = [None] * n
+        self.threads = [threading.Thread(target=self._one, args=(i, port, target, headers, timeout),
+                                         daemon=True) for i in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _one(self, i, port, target, headers, timeout):
+        try:
+            r = timed_request(port, target=target, headers=headers, timeout=timeout)[0]
+        except (OSError, EOFError, TimeoutError, ValueError) as e:
+            r = e
+        self.results[i] = (r, time.monotonic())
+
+    def join(self, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        assert not any(t.is_alive() for t in self.threads), "background requests still running"
+        return self.results

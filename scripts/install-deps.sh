@@ -8,7 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libssl-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  curl python3 python3-pytest
+  curl python3 python3-pytest python3-prometheus-client
 )
 if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk valgrind); fi
 

@@ -97,6 +97,10 @@ std::optional<Transition> ServerHealth::settle(Clock::time_point now,
   if (trial_pending_.load(std::memory_order_relaxed) != trial) {
     trial_pending_.store(trial, std::memory_order_release);
   }
+  // The ramp can end under any input (a probe, a live result): that is a transition too, and it
+  // gets its line and its reason.
+  if (!outcome && before == ServerState::slow_start && state_ == ServerState::up)
+    outcome = Outcome{HealthEvent::slow_start_done, "slow start done: full weight"};
   if (!outcome) return std::nullopt;
   if (state_ != before) {
     since_ = now;

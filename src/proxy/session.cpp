@@ -974,9 +974,11 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
 }
 
 void Session::log_exchange(const Exchange& x) {
-  if (x.server != nullptr) {
-    // Per-worker counters of the last server tried: status class, duration histogram.
-    auto& c = const_cast<Endpoint*>(x.server)->counters(worker_.index);
+  if (x.server != nullptr || x.upstream != nullptr) {
+    // Per-worker counters of the last server tried (or of the upstream, when no server was):
+    // status class, duration histogram.
+    auto& c = x.server != nullptr ? const_cast<Endpoint*>(x.server)->counters(worker_.index)
+                                  : x.upstream->unserved(worker_.index);
     const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
     EndpointCounters::bump(c.responses[from_origin ? x.status / 100 : 0]);
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);

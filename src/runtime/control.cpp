@@ -108,17 +108,26 @@ std::string RuntimeControl::metrics_text() {
           m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"code", classes[c]}},
                    static_cast<double>(v));
       }
+  for (const auto& u : snapshot->upstreams)
+    for (int c = 0; c < 6; ++c) {
+      std::uint64_t v = 0;
+      for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w)
+        v += u->unserved(w).responses[c].load(std::memory_order_relaxed);
+      if (v != 0) m.sample({{"upstream", u->name()}, {"server", ""}, {"code", classes[c]}}, static_cast<double>(v));
+    }
   m.histogram("sluice_request_duration_seconds", "Time from a request's head to the end of its answer.");
   for (const auto& u : snapshot->upstreams) {
     std::uint64_t counts[EndpointCounters::buckets + 1] = {};
     double sum_s = 0;
-    for (Endpoint* ep : u->endpoints())
-      for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w) {
-        const auto& k = ep->counters(w);
-        for (std::size_t b = 0; b <= EndpointCounters::buckets; ++b)
-          counts[b] += k.duration_counts[b].load(std::memory_order_relaxed);
-        sum_s += static_cast<double>(k.duration_sum_us.load(std::memory_order_relaxed)) / 1e6;
-      }
+    const auto add = [&](const EndpointCounters& k) {
+      for (std::size_t b = 0; b <= EndpointCounters::buckets; ++b)
+        counts[b] += k.duration_counts[b].load(std::memory_order_relaxed);
+      sum_s += static_cast<double>(k.duration_sum_us.load(std::memory_order_relaxed)) / 1e6;
+    };
+    for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w) {
+      for (Endpoint* ep : u->endpoints()) add(ep->counters(w));
+      add(u->unserved(w));
+    }
     m.sample({{"upstream", u->name()}}, telemetry::HistogramSample{duration_bounds, counts, sum_s});
   }
   m.gauge("sluice_upstream_in_flight", "Requests in flight to a server, across workers.");

@@ -218,7 +218,8 @@ int Runtime::run() {
   std::function<void()> health_tick = [&] {
     for (const auto& u : s.snapshot->upstreams)
       for (Endpoint* ep : u->endpoints())
-        if (ep->has_health() && ep->health().next_deadline() <= steady_clock().now())
+        // next_deadline() is "now + one ramp step" while ramping: tick whenever there is work.
+        if (ep->has_health() && ep->health().next_deadline() != Clock::time_point::max())
           if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
     if (s.shutting_down) return;
     health_timer.expires_after(std::chrono::milliseconds(100));

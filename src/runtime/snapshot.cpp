@@ -8,7 +8,8 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
   snapshot->config = config;
   snapshot->version = version;
   for (const auto& u : config->upstreams) {
-    snapshot->upstreams.push_back(std::make_unique<Upstream>(u, directory.obtain(u)));
+    snapshot->upstreams.push_back(
+        std::make_unique<Upstream>(u, directory.obtain(u), directory.unserved_counters(u.name)));
   }
   directory.prune();
   auto find = [&](const std::string& name) -> const Upstream* {

@@ -21,7 +21,8 @@ health::FailOn fail_on_of(const config::UpstreamConfig& c) {
 
 }  // namespace
 
-Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints)
+Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints,
+                   std::shared_ptr<EndpointCounters[]> unserved)
     : config_(std::move(config)),
       endpoints_(std::move(endpoints)),
       fail_on_(fail_on_of(config_)),
@@ -30,6 +31,8 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
   for (const auto& e : endpoints_) raw_.push_back(e.get());
   balancer_ = make_balancer(config_.balance, raw_, config_);
   if (config_.balance == "hash") hash_key_ = proxy::HashKey::parse(config_.hash_key);
+  unserved_ = unserved ? std::move(unserved)
+                       : std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]);
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
 }
 
@@ -81,8 +84,14 @@ std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::U
     if (!endpoint) {
       endpoint = std::make_shared<Endpoint>(server.identity(), server.address, resolved, server.weight);
       endpoint->set_health(std::make_unique<health::ServerHealth>(*endpoint, policy, guard, clock_));
-      std::erase_if(known_, [&](const Entry& e) { return e.key == key; });  // address changed
-      endpoint->set_draining(server.drain);
+      // Same identity at a new address (an instance replaced in a rollout): a drain set through
+      // the API is the operator's word about this identity and carries over.
+      bool api_drain = false;
+      for (const auto& e : known_)
+        if (e.key == key && e.endpoint->drained_by_api()) api_drain = true;
+      std::erase_if(known_, [&](const Entry& e) { return e.key == key; });
+      endpoint->set_draining(server.drain || api_drain);
+      endpoint->set_drained_by_api(api_drain);
       known_.push_back({key, endpoint, server.drain, true});
     }
     endpoint->set_weight(server.weight);
@@ -91,6 +100,13 @@ std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::U
     out.push_back(std::move(endpoint));
   }
   return out;
+}
+
+std::shared_ptr<EndpointCounters[]> EndpointDirectory::unserved_counters(const std::string& upstream) {
+  for (auto& [name, counters] : unserved_)
+    if (name == upstream) return counters;
+  unserved_.emplace_back(upstream, std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]));
+  return unserved_.back().second;
 }
 
 void EndpointDirectory::prune() {

@@ -129,9 +129,8 @@ public:
   bool backup() const noexcept { return backup_.load(std::memory_order_relaxed); }
   void set_backup(bool b) noexcept { backup_.store(b, std::memory_order_relaxed); }
 
-  // Concurrent request cap across all workers, 0 = unlimited. Balancers skip a server at its cap.
-  // The check and the forwarder's begin_request() are not one atomic step, so under a race the
-  // cap can be exceeded by at most (workers - 1).
+  // Concurrent request cap across all workers, 0 = unlimited. Balancers skip a server at its cap
+  // (a hint); try_begin_request() enforces it.
   std::uint32_t max_conns() const noexcept { return max_conns_.load(std::memory_order_relaxed); }
   void set_max_conns(std::uint32_t m) noexcept { max_conns_.store(m, std::memory_order_relaxed); }
   bool at_limit() const noexcept {

@@ -20,7 +20,8 @@ namespace sluice {
 
 class Upstream {
 public:
-  Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints);
+  Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints,
+           std::shared_ptr<EndpointCounters[]> unserved);
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
@@ -36,6 +37,11 @@ public:
   // Which live results count as failures for passive health ([passive] fail_on).
   const health::FailOn& fail_on() const noexcept { return fail_on_; }
   proxy::RetryBudget& retry_budget() const noexcept { return budget_; }
+  // Counters of answers that no server gave (no server available, no healthy server), per
+  // worker; kept by the directory so that they survive reloads.
+  EndpointCounters& unserved(unsigned worker) const noexcept {
+    return unserved_[worker % Endpoint::max_worker_slots];
+  }
   // Set for `balance = "hash"`: the request key to hash.
   const std::optional<proxy::HashKey>& hash_key() const noexcept { return hash_key_; }
 
@@ -46,6 +52,7 @@ private:
   std::unique_ptr<Balancer> balancer_;
   health::FailOn fail_on_;
   std::optional<proxy::HashKey> hash_key_;
+  std::shared_ptr<EndpointCounters[]> unserved_;
   mutable proxy::RetryBudget budget_;  // retries of this snapshot's upstream
 };
 
@@ -61,6 +68,8 @@ public:
   // address) are reused and reconfigured, new ones created with their health state machine.
   // Resolves host names (may block on DNS). Throws std::runtime_error on failure.
   std::vector<std::shared_ptr<Endpoint>> obtain(const config::UpstreamConfig& upstream);
+  // The upstream's counters of answers no server gave, by upstream name (kept across reloads).
+  std::shared_ptr<EndpointCounters[]> unserved_counters(const std::string& upstream);
   // Forgets endpoints that the latest build did not use (they live on while a snapshot holds them).
   void prune();
 
@@ -73,6 +82,7 @@ private:
   };
   const Clock& clock_;
   std::vector<Entry> known_;
+  std::vector<std::pair<std::string, std::shared_ptr<EndpointCounters[]>>> unserved_;
 };
 
 // Resolves "host" (an IP literal or a name) to one address; control thread only.

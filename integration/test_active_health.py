@@ -1,0 +1,183 @@
+"""Active health checks through the real binary: sluice probes every server on a schedule and
+takes one out after `fall` failed probes in a row, brings it back after `rise` passes, and with
+`slow_start` lets a returning server's share grow instead of jumping.
+
+Probes here run every 100-200 ms so that every story fits in a second or two."""
+import signal
+import time
+
+import pytest
+
+from conftest import Conn, Load, sluice_config, timed_request, toml_table, wait_until
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
+GET = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def health(**keys):
+    return toml_table("upstreams.app.health", **keys)
+
+
+def transition(s, server, change, timeout):
+    """Waits for the log line of `server`'s state change `change` ("up -> down (went_down)")."""
+    return s.log.wait_for(rf"upstream app server {server}: {change}", timeout=timeout)
+
+
+def test_a_killed_origin_is_out_within_fall_probes_and_back_after_rise(origins, sluice):
+    """SIGKILL one of three origins under ~150 req/s: within interval x fall + timeout (+ one
+    interval) sluice stops trying it and the log says why (connect refused); from then on no
+    client sees an error. Started again on the same port, it is back after `rise` probes.
+
+    Before that point a third of the requests meet the dead server; retries save most of them,
+    but the retry budget (20 % of requests + 3) is smaller than a third, so some clients get a
+    502 while the probes make up their mind. That is the budget working, not asserted against."""
+    interval, timeout, fall, rise = 0.2, 0.1, 3, 2
+    fleet = origins(3)
+    victim = fleet[1]
+    s = sluice(sluice_config(fleet, top=ADMIN, workers=2,
+                             upstream_extra=health(interval="200ms", timeout="100ms", fall=fall,
+                                                   rise=rise)))
+    with Load(s.port, rate=150, max_seconds=15) as load:
+        wait_until(lambda: len(load.origins()) == 3, timeout=3, what="load on all three")
+        victim.stop(signal.SIGKILL)
+        killed_at = time.monotonic()
+        line = transition(s, "app-2", r"up -> down \(went_down\)", timeout=3)
+        assert line.endswith(f"{fall} consecutive probe failures: connect refused"), line
+        out_by = killed_at + interval * (fall + 1) + timeout
+        assert time.monotonic() <= out_by, "not marked down in time"
+        wait_until(lambda: time.monotonic() >= out_by, timeout=2)
+        out_on_load_clock = load.now()
+        tried = s.server_status("app-2")
+        assert (tried["state"], tried["last_probe"]["detail"]) == ("down", "connect refused"), tried
+        time.sleep(0.6)  # ~90 requests: none of them may go to app-2 any more
+        assert s.server_status("app-2")["failures"] == tried["failures"]
+        sent_while_down = load.now()
+
+        back = origins.restart(victim)
+        restarted_at = time.monotonic()
+        line = transition(s, "app-2", r"down -> up \(came_up\)", timeout=3)
+        assert line.endswith(f"probe passed {rise}/{rise}"), line
+        assert time.monotonic() - restarted_at <= interval * (rise + 1) + timeout + 0.1
+        wait_until(lambda: back.stats()["requests"] >= 10, timeout=3, what="traffic back on app-2")
+    late_failures = [r for r in load.failures() if r.sent >= out_on_load_clock]
+    assert late_failures == [], late_failures[:10]
+    assert load.origins(since=out_on_load_clock, until=sent_while_down).keys() == {"app-1", "app-3"}
+
+
+def test_an_origin_whose_health_fails_is_taken_out_although_it_still_serves(origins, sluice):
+    fleet = origins(2)
+    sick = fleet[0]
+    s = sluice(sluice_config(fleet, upstream_extra=health(interval="100ms", timeout="80ms", fall=2,
+                                                          rise=2)))
+    sick.set_health(503)
+    line = transition(s, "app-1", r"up -> down \(went_down\)", timeout=2)
+    assert line.endswith("2 consecutive probe failures: status 503 not in 200-399"), line
+    sick.reset_stats()
+    answers = [timed_request(s.port)[0] for _ in range(10)]
+    assert [(r.status, r.header("X-Origin")) for r in answers] == [(200, "app-2")] * 10
+    assert sick.stats()["requests"] == 0
+    direct = timed_request(sick.port)[0]  # it still answers whoever asks it directly
+    assert (direct.status, direct.header("X-Origin")) == (200, "app-1")
+
+    sick.set_health(200)
+    transition(s, "app-1", r"down -> up \(came_up\): probe passed 2/2", timeout=2)
+    answers = [timed_request(s.port)[0].header("X-Origin") for _ in range(10)]
+    assert sorted(answers) == ["app-1"] * 5 + ["app-2"] * 5, answers
+
+
+def test_when_every_origin_is_down_requests_get_a_fast_503(origins, sluice):
+    fleet = origins(2)
+    s = sluice(sluice_config(fleet, upstream_extra=health(interval="100ms", timeout="80ms",
+                                                          fall=1)))
+    for o in fleet:
+        o.set_health(503)
+    for o in fleet:
+        transition(s, o.name, r"up -> down \(went_down\)", timeout=2)
+    for _ in range(5):
+        r, elapsed = timed_request(s.port)
+        assert (r.status, r.header("Sluice-Error")) == (503, "no healthy server"), r
+        assert elapsed < 0.05, elapsed
+    assert [o.stats()["requests"] for o in fleet] == [0, 0]
+
+
+def share(conn, origin, seconds, limit=3000):
+    """Sends GETs on `conn` back to back for `seconds` (at most `limit`); returns the share of
+    them that `origin` answered, and how many were sent."""
+    end = time.monotonic() + seconds
+    hits = sent = 0
+    while time.monotonic() < end and sent < limit:
+        r = conn.request(GET)
+        assert r.status == 200, r
+        sent += 1
+        hits += r.header("X-Origin") == origin
+    return hits / sent, sent
+
+
+def test_slow_start_ramps_a_recovered_origins_share(origins, sluice):
+    """weighted, two equal servers, slow_start = 2s: a server that comes back starts at 10 % of
+    its weight (share ~9 %), is at 50-75 % a second later (share ~33-43 %), and has its full half
+    once the ramp is over."""
+    fleet = origins(2)
+    back = fleet[1]
+    s = sluice(sluice_config(fleet, balance="weighted", top=ADMIN,
+                             upstream_extra='slow_start = "2s"\n'
+                             + health(interval="100ms", timeout="80ms", fall=1, rise=1)))
+    back.set_health(503)
+    transition(s, "app-2", r"up -> down \(went_down\)", timeout=2)
+    with Conn(s.port) as conn:
+        back.set_health(200)
+        transition(s, "app-2", r"down -> slow_start \(came_up\)", timeout=2)
+        came_back = time.monotonic()
+        early, n_early = share(conn, "app-2", 0.5)
+        wait_until(lambda: time.monotonic() >= came_back + 1.0, timeout=2)
+        middle, n_middle = share(conn, "app-2", 0.5)
+        wait_until(lambda: s.server_status("app-2")["state"] == "up", timeout=2,
+                   what="ramp complete")
+        late, n_late = share(conn, "app-2", 0.5)
+    assert min(n_early, n_middle, n_late) >= 100, (n_early, n_middle, n_late)
+    assert 0.02 <= early <= 0.25, early
+    assert 0.25 <= middle <= 0.47, middle
+    assert 0.47 <= late <= 0.53, late
+
+
+def test_slow_start_ramps_between_probes(origins, sluice):
+    """Probes once a second, slow_start = 2s: half a second after coming back the server should
+    be at ~25 % of its weight (docs/health.md: share = elapsed / slow_start, at least 10 %), not
+    still at the 10 % floor waiting for the next probe to move it."""
+    fleet = origins(2)
+    back = fleet[1]
+    s = sluice(sluice_config(fleet, balance="weighted", top=ADMIN,
+                             upstream_extra='slow_start = "2s"\n'
+                             + health(interval="1s", timeout="100ms", fall=1, rise=1, jitter=0)))
+    back.set_health(503)
+    transition(s, "app-2", r"up -> down \(went_down\)", timeout=3)
+    back.set_health(200)
+    transition(s, "app-2", r"down -> slow_start \(came_up\)", timeout=3)
+    came_back = time.monotonic()
+    wait_until(lambda: time.monotonic() >= came_back + 0.6, timeout=2)
+    weight = s.server_status("app-2")["effective_weight"]
+    assert time.monotonic() - came_back < 0.9  # still well before the next probe
+    assert 0.2 <= weight <= 0.5, weight
+
+
+def test_the_end_of_slow_start_is_logged_for_every_server(origins, sluice):
+    """Four servers come back together with slow_start = 300ms and probes every 10 ms: each of
+    them logs `slow_start -> up (slow_start_done)`, as docs/health.md promises for every change
+    of state."""
+    fleet = origins(4)
+    s = sluice(sluice_config(fleet, balance="weighted", top=ADMIN,
+                             upstream_extra='slow_start = "300ms"\n'
+                             + health(interval="10ms", timeout="8ms", fall=1, rise=1)))
+    for o in fleet:
+        o.set_health(503)
+    for o in fleet:
+        transition(s, o.name, r"up -> down \(went_down\)", timeout=2)
+    for o in fleet:
+        o.set_health(200)
+    wait_until(lambda: all(s.server_status(o.name)["state"] == "up" for o in fleet), timeout=3,
+               what="every ramp over")
+    time.sleep(0.3)  # several health ticks later
+    logged = {o.name for o in fleet
+              if any(f"server {o.name}: slow_start -> up (slow_start_done)" in line
+                     for line in s.log.poll())}
+    assert logged == {o.name for o in fleet}, s.log.lines[-12:]

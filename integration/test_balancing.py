@@ -1,0 +1,158 @@
+"""Balancing policies through the real binary: weighted shares, a cookie that keeps a session on
+one origin, least_conn steering around a slow origin, max_conns as a hard cap, and backups that
+only serve when no primary can. Counts come from the test client's X-Origin tally and from the
+origins' own /stats."""
+import threading
+import time
+
+from conftest import Conn, run_client, sluice_config, timed_request, toml_table
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
+
+
+def concurrently(n, fn):
+    """Runs fn(i) for i in range(n) on n threads; returns the results in order."""
+    results = [None] * n
+
+    def run(i):
+        results[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "client threads still running"
+    return results
+
+
+def tally(summaries):
+    """Sums the X-Origin counts of several sluice-test-client summaries."""
+    total = {}
+    for code, summary in summaries:
+        assert code == 0 and set(summary["statuses"]) == {"200"}, summary
+        for origin, n in summary["origins"].items():
+            total[origin] = total.get(origin, 0) + n
+    return total
+
+
+def test_weighted_5_3_1_shares_hold_within_1_percent_over_9000_requests(origins, sluice):
+    fleet = origins(3)
+    s = sluice(sluice_config(fleet, balance="weighted", workers=2,
+                             server_keys={"app-1": {"weight": 5}, "app-2": {"weight": 3},
+                                          "app-3": {"weight": 1}}))
+    # Three keep-alive clients at once, so that both workers pick from the shared schedule.
+    counts = tally(concurrently(3, lambda i: run_client("--url", s.url("/"), "--requests", 3000,
+                                                         "--keepalive", timeout=60)))
+    assert sum(counts.values()) == 9000, counts
+    for name, weight in (("app-1", 5), ("app-2", 3), ("app-3", 1)):
+        assert abs(counts[name] / 9000 - weight / 9) <= 0.01, counts
+    assert [o.stats()["requests"] for o in fleet] == [counts[o.name] for o in fleet]
+
+
+def test_a_session_cookie_keeps_a_client_on_one_origin(origins, sluice):
+    fleet = origins(3)
+    s = sluice(sluice_config(fleet, balance="hash", workers=2,
+                             upstream_extra='hash_key = "cookie:session"'))
+    code, summary = run_client("--url", s.url("/"), "--requests", 1000, "--keepalive",
+                               "--header", "Cookie: theme=dark; session=alice-42", timeout=60)
+    assert code == 0 and summary["statuses"] == {"200": 1000}, summary
+    assert list(summary["origins"].values()) == [1000], summary  # one origin, every time
+    # Other sessions spread over the fleet, each staying where it landed.
+    homes = {}
+    for i in range(30):
+        cookie = f"session=user-{i}"
+        seen = {timed_request(s.port, headers=[("Cookie", cookie)])[0].header("X-Origin")
+                for _ in range(3)}
+        assert len(seen) == 1, (cookie, seen)
+        homes[cookie] = seen.pop()
+    assert set(homes.values()) == {o.name for o in fleet}, homes
+
+
+def test_least_conn_sends_little_to_an_origin_that_answers_slowly(origins, scripted, sluice):
+    """Two fast origins and one that takes 100 ms per answer, four keep-alive clients sending
+    back to back for one second: least_conn sends the slow one a request only when it is no
+    busier than the fast ones, so it gets a small share (round robin would give it a third).
+    The clients stop together at a deadline rather than after a count, so the load stays
+    concurrent to the end (a lone client sees every server idle, and least_conn is then round
+    robin)."""
+    fast = origins(2)
+    slow = scripted("slow", delay=0.1)
+    s = sluice(sluice_config([*fast, slow], balance="least_conn", workers=2))
+    deadline = time.monotonic() + 1.0
+
+    def client(i):
+        seen = {}
+        with Conn(s.port, timeout=10) as c:
+            for _ in range(5000):
+                if time.monotonic() >= deadline:
+                    break
+                r = c.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+                assert r.status == 200, r
+                seen[r.header("X-Origin")] = seen.get(r.header("X-Origin"), 0) + 1
+        return seen
+
+    counts = {}
+    for seen in concurrently(4, client):
+        for origin, n in seen.items():
+            counts[origin] = counts.get(origin, 0) + n
+    total = sum(counts.values())
+    assert total >= 200, counts
+    assert 0 < counts.get("slow", 0) <= 0.1 * total, counts
+    assert slow.count() == counts["slow"]
+
+
+def test_max_conns_caps_what_one_origin_has_in_flight(origins, sluice):
+    """app-1 has max_conns = 2; eight clients on two workers send 50 ms requests: app-1 never has
+    more than two at once (its own high-water mark says so), the overflow goes to app-2, nobody
+    gets an error."""
+    capped, other = origins(2)
+    s = sluice(sluice_config([capped, other], workers=2,
+                             server_keys={"app-1": {"max_conns": 2}}))
+
+    def client(i):
+        with Conn(s.port, timeout=10) as c:
+            return [c.request(b"GET /?delay=50 HTTP/1.1\r\nHost: t\r\n\r\n").status
+                    for _ in range(12)]
+
+    statuses = concurrently(8, client)
+    assert {st for per_client in statuses for st in per_client} == {200}, statuses
+    assert capped.stats()["max_in_flight"] == 2, capped.stats()
+    assert other.stats()["max_in_flight"] >= 3, other.stats()
+    assert capped.stats()["requests"] + other.stats()["requests"] == 96
+
+
+def test_a_backup_serves_only_while_no_primary_can(origins, sluice):
+    primaries = origins(2)
+    backup, = origins(1, prefix="backup")
+    s = sluice(sluice_config([*primaries, backup], workers=2, top=ADMIN,
+                             server_keys={"backup-1": {"backup": True}},
+                             upstream_extra=toml_table("upstreams.app.health", interval="100ms",
+                                                       timeout="80ms", fall=1, rise=1)))
+    code, summary = run_client("--url", s.url("/"), "--requests", 30, "--keepalive", timeout=20)
+    assert summary["origins"] == {"app-1": 15, "app-2": 15}, summary
+
+    primaries[0].set_health(503)
+    s.log.wait_for(r"server app-1: up -> down", timeout=2)
+    code, summary = run_client("--url", s.url("/"), "--requests", 30, "--keepalive", timeout=20)
+    assert summary["origins"] == {"app-2": 30}, summary  # one primary left is enough
+
+    primaries[1].set_health(503)
+    s.log.wait_for(r"server app-2: up -> down", timeout=2)
+    code, summary = run_client("--url", s.url("/"), "--requests", 30, "--keepalive", timeout=20)
+    assert summary["origins"] == {"backup-1": 30}, summary
+
+    for o in primaries:
+        o.set_health(200)
+    for o in primaries:
+        s.log.wait_for(rf"server {o.name}: down -> up", timeout=2)
+    backup.reset_stats()
+    code, summary = run_client("--url", s.url("/"), "--requests", 30, "--keepalive", timeout=20)
+    assert summary["origins"] == {"app-1": 15, "app-2": 15}, summary
+    assert backup.stats()["requests"] == 0
+
+    # Draining every primary (healthy as they are) hands the traffic to the backup too.
+    for o in primaries:
+        assert s.admin("POST", f"/api/upstreams/app/servers/{o.name}/drain").status == 200
+    code, summary = run_client("--url", s.url("/"), "--requests", 30, "--keepalive", timeout=20)
+    assert summary["origins"] == {"backup-1": 30}, summary
