@@ -5,7 +5,7 @@ origins' own /stats."""
 import threading
 import time
 
-from conftest import Conn, run_client, sluice_config, timed_request, toml_table
+from conftest import Conn, run_client, sluice_config, timed_request, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
@@ -156,3 +156,53 @@ def test_a_backup_serves_only_while_no_primary_can(origins, sluice):
         assert s.admin("POST", f"/api/upstreams/app/servers/{o.name}/drain").status == 200
     code, summary = run_client("--url", s.url("/"), "--requests", 30, "--keepalive", timeout=20)
     assert summary["origins"] == {"backup-1": 30}, summary
+
+
+def test_the_queue_holds_what_max_conns_turns_away_and_serves_it_in_order(origins, sluice):
+    """max_conns = 1, queue_size = 5, an origin that takes 300 ms: of seven requests sent one
+    after another (each once the earlier ones are in flight or queued), one is served, five wait in
+    the queue and are served in the order they came, and the seventh gets 503 `queue full` at
+    once."""
+    o, = origins(1)
+    s = sluice(sluice_config([o], server_keys={"app-1": {"max_conns": 1}},
+                             top='[admin]\nlisten = "127.0.0.1:0"\n',
+                             upstream_extra='queue_size = 5\nqueue_timeout = "10s"\n'))
+    finished, lock = [], threading.Lock()
+
+    def send(i):
+        r, _ = timed_request(s.port, target=f"/?delay=300&n={i}", timeout=15)
+        with lock:
+            finished.append((i, r.status, r.header("Sluice-Error")))
+
+    def queued():
+        return s.status()["upstreams"][0]["queued"]
+
+    threads = []
+    for i in range(6):
+        t = threading.Thread(target=send, args=(i,))
+        t.start()
+        threads.append(t)
+        # Request i is in flight (i = 0) or the i-th in the queue before i + 1 leaves.
+        wait_until(lambda: o.stats()["in_flight"] == 1 and queued() == i, timeout=5,
+                   interval=0.002, what=f"request {i} admitted")
+    r, took = timed_request(s.port, target="/?n=6", timeout=5)
+    assert (r.status, r.header("Sluice-Error")) == (503, "queue full"), r
+    assert took < 0.3, took
+    for t in threads:
+        t.join(timeout=20)
+    assert [f[1] for f in finished] == [200] * 6, finished
+    assert [f[0] for f in finished] == list(range(6)), finished  # first come, first served
+    assert o.stats()["max_in_flight"] == 1
+
+
+def test_a_request_that_waits_too_long_in_the_queue_gets_503_queue_timeout(origins, sluice):
+    o, = origins(1)
+    s = sluice(sluice_config([o], server_keys={"app-1": {"max_conns": 1}},
+                             upstream_extra='queue_size = 5\nqueue_timeout = "200ms"\n'))
+    holder = threading.Thread(target=lambda: timed_request(s.port, target="/?delay=1500", timeout=10))
+    holder.start()
+    wait_until(lambda: o.stats()["in_flight"] == 1, timeout=5, interval=0.002, what="slot taken")
+    r, took = timed_request(s.port, target="/", timeout=5)
+    assert (r.status, r.header("Sluice-Error")) == (503, "queue timeout"), r
+    assert 0.15 < took < 0.8, took
+    holder.join(timeout=10)

@@ -379,6 +379,16 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   for (unsigned attempt = 1;;) {
     PickContext ctx = base;
     auto pick = x.upstream->pick(ctx);
+    bool reserved = false;  // the slot on the picked server is already taken (queue)
+    if (!pick && tried.empty() && saturated(*x.upstream)) {
+      // Every candidate is at max_conns: wait in the upstream's bounded queue, if it has one.
+      const auto outcome = co_await wait_in_queue(x, base, pick);
+      if (outcome != nullptr) {
+        co_await send_error(&x, {503, outcome});
+        co_return false;
+      }
+      reserved = true;
+    }
     if (!pick && tried.empty()) {
       if (x.upstream->endpoints().empty()) {
         co_await send_error(&x, {503, "no server available"});
@@ -408,7 +418,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     tried.add(pick.index);
     // max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
     // atomically here; another worker may have taken the last one.
-    if (!ep.try_begin_request()) continue;
+    if (!reserved && !ep.try_begin_request()) continue;
     x.server = &ep;
     note_server(x, ep);
     ++x.attempts;
@@ -481,6 +491,43 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       co_return false;
     }
     ++attempt;
+  }
+}
+
+// True when some server could take the request but for max_conns (so waiting can help).
+bool Session::saturated(const Upstream& upstream) {
+  for (Endpoint* ep : upstream.endpoints())
+    if (ep->available() && ep->at_limit()) return true;
+  return false;
+}
+
+// Waits in the upstream's queue until this request is first and a server slot is free (taken
+// here, on `pick`). Returns nullptr when served, else the Sluice-Error of the 503.
+net::awaitable<const char*> Session::wait_in_queue(Exchange& x, const PickContext& base, Pick& pick) {
+  const auto& ucfg = x.upstream->config();
+  if (ucfg.queue_size == 0) co_return "no server available";
+  auto& queue = x.upstream->queue();
+  const auto ticket = queue.enter(ucfg.queue_size);
+  if (ticket == 0) co_return "queue full";
+  const auto until = worker_.clock.now() + Clock::duration(ucfg.queue_timeout);
+  if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
+  for (;;) {
+    if (queue.is_head(ticket)) {
+      PickContext ctx = base;
+      pick = x.upstream->pick(ctx);
+      if (pick && x.upstream->endpoint(pick.index)->try_begin_request()) {
+        queue.leave(ticket);
+        co_return nullptr;
+      }
+      pick = {};
+    }
+    if (worker_.clock.now() >= until || closed_) {
+      queue.leave(ticket);
+      co_return "queue timeout";
+    }
+    // Slots free on any worker: look again shortly (only while saturated, so the cost is bounded).
+    backoff_timer_->expires_after(std::chrono::milliseconds(1));
+    co_await backoff_timer_->async_wait(nothrow);
   }
 }
 

@@ -44,6 +44,7 @@ std::string RuntimeControl::status_json() {
     json::object uo;
     uo["name"] = u->name();
     uo["balance"] = u->config().balance;
+    uo["queued"] = u->queue().size();
     json::array servers;
     for (Endpoint* ep : u->endpoints()) {
       json::object so;

@@ -36,6 +36,28 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
 }
 
+std::uint64_t WaitQueue::enter(std::uint32_t capacity) {
+  std::lock_guard lock(mutex_);
+  if (tickets_.size() >= capacity) return 0;
+  tickets_.push_back(next_);
+  return next_++;
+}
+
+bool WaitQueue::is_head(std::uint64_t ticket) {
+  std::lock_guard lock(mutex_);
+  return !tickets_.empty() && tickets_.front() == ticket;
+}
+
+std::size_t WaitQueue::size() {
+  std::lock_guard lock(mutex_);
+  return tickets_.size();
+}
+
+void WaitQueue::leave(std::uint64_t ticket) {
+  std::lock_guard lock(mutex_);
+  std::erase(tickets_, ticket);
+}
+
 health::HealthPolicy health_policy(const config::UpstreamConfig& c) {
   health::HealthPolicy p;
   if (c.health) p.active = health::ActivePolicy{c.health->rise, c.health->fall, c.health->initially_up};

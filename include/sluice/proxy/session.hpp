@@ -57,6 +57,8 @@ private:
   bool may_retry(Exchange& x, const proxy::AttemptFacts& attempt, const proxy::RequestFacts& request,
                  Clock::time_point deadline, const TriedSet& tried);
   void report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result);
+  static bool saturated(const Upstream& upstream);
+  boost::asio::awaitable<const char*> wait_in_queue(Exchange& x, const PickContext& base, Pick& pick);
   static health::LiveResult live_result_of(UpstreamFailure f);
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);

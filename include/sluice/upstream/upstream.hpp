@@ -2,7 +2,9 @@
 // An upstream group as one config snapshot sees it: its settings, its endpoints, its balancer,
 // and the per-upstream shared state of the data path (retry budget, passive failure
 // classification). Built on the control thread, then only read by workers (atomics aside).
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,23 @@
 #include "sluice/upstream/endpoint.hpp"
 
 namespace sluice {
+
+// Requests waiting for a server slot when every candidate is at max_conns (HAProxy's maxconn +
+// queue): bounded, first come first served. Touched only when an upstream is saturated, so a
+// mutex is fine here; waiters poll for the head position (see Session::forward).
+class WaitQueue {
+public:
+  // A ticket, or 0 when `capacity` requests are already waiting.
+  std::uint64_t enter(std::uint32_t capacity);
+  bool is_head(std::uint64_t ticket);
+  void leave(std::uint64_t ticket);
+  std::size_t size();
+
+private:
+  std::mutex mutex_;
+  std::deque<std::uint64_t> tickets_;
+  std::uint64_t next_ = 1;
+};
 
 class Upstream {
 public:
@@ -42,6 +61,7 @@ public:
   EndpointCounters& unserved(unsigned worker) const noexcept {
     return unserved_[worker % Endpoint::max_worker_slots];
   }
+  WaitQueue& queue() const noexcept { return queue_; }
   // Set for `balance = "hash"`: the request key to hash.
   const std::optional<proxy::HashKey>& hash_key() const noexcept { return hash_key_; }
 
@@ -53,6 +73,7 @@ private:
   health::FailOn fail_on_;
   std::optional<proxy::HashKey> hash_key_;
   std::shared_ptr<EndpointCounters[]> unserved_;
+  mutable WaitQueue queue_;
   mutable proxy::RetryBudget budget_;  // retries of this snapshot's upstream
 };
 
