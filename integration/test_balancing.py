@@ -206,3 +206,19 @@ def test_a_request_that_waits_too_long_in_the_queue_gets_503_queue_timeout(origi
     assert (r.status, r.header("Sluice-Error")) == (503, "queue timeout"), r
     assert 0.15 < took < 0.8, took
     holder.join(timeout=10)
+
+
+def test_two_independent_sluice_processes_map_every_key_alike_whatever_the_server_order(
+        origins, sluice):
+    """Consistent hashing is keyed on server identity, not list position: two processes started
+    separately, one with the server list reversed, send each of 200 keys to the same origin."""
+    fleet = origins(3)
+    extra = 'hash_key = "header:X-User"'
+    a = sluice(sluice_config(fleet, balance="hash", upstream_extra=extra), name="a.toml")
+    b = sluice(sluice_config(list(reversed(fleet)), balance="hash", upstream_extra=extra),
+               name="b.toml")
+    for i in range(200):
+        user = [("X-User", f"user-{i}")]
+        home_a = timed_request(a.port, headers=user)[0].header("X-Origin")
+        home_b = timed_request(b.port, headers=user)[0].header("X-Origin")
+        assert home_a == home_b, (i, home_a, home_b)

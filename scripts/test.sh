@@ -9,6 +9,14 @@ scripts/build.sh
 echo "== unit tests"
 ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 120
 
+echo "== ThreadSanitizer: the tests where threads share balancers, health state and budgets"
+# A separate build with -fsanitize=thread (ccache keeps it quick after the first run). Any report
+# fails the run: TSan exits non-zero when it found a race.
+BUILD_DIR=build/tsan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=thread \
+  -DSLUICE_BUILD_BENCH=OFF >/dev/null
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/sluice_tests --gtest_brief=1 \
+  --gtest_filter='*Concurrency*:*Concurrent*:*Threads*:RetryBudget*:HealthServer*:HealthEjectionGuard*'
+
 echo "== test origin smoke test"
 /usr/bin/python3 tools/origin/smoke_test.py build/release/sluice-origin
 
