@@ -13,7 +13,7 @@ echo "== ThreadSanitizer: the tests where threads share balancers, health state 
 # A separate build with -fsanitize=thread (ccache keeps it quick after the first run). Any report
 # fails the run: TSan exits non-zero when it found a race.
 BUILD_DIR=build/tsan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=thread \
-  -DSLUICE_BUILD_BENCH=OFF >/dev/null
+  -DSLUICE_BUILD_BENCH=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/sluice_tests --gtest_brief=1 \
   --gtest_filter='*Concurrency*:*Concurrent*:*Threads*:RetryBudget*:HealthServer*:HealthEjectionGuard*'
 
