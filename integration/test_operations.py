@@ -50,9 +50,9 @@ def reload_via(s, how, version):
         assert (r.status, r.json()) == (200, {"ok": True, "version": version}), r
 
 
-def test_twenty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weight_change(
+def test_fifty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weight_change(
         origins, sluice):
-    """20 reloads, SIGHUP and API in turn, while a client sends ~150 req/s: no request fails,
+    """50 reloads, SIGHUP and API in turn, while a client sends ~150 req/s: no request fails,
     a server that active checks took out stays out (its verdict survives every reload, no probe
     needed), and a weight change from 1:1 to 3:1 shows in the traffic."""
     a, b, sick = origins(3)
@@ -68,7 +68,7 @@ def test_twenty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weigh
                    r"failures: status 503", timeout=3)
     with Load(s.port, rate=150, max_seconds=20) as load:
         wait_until(lambda: len(load.records) >= 20, timeout=3, what="load running")
-        for i in range(20):
+        for i in range(50):
             weight_a = 1 if i < 10 else 3
             s.config_path.write_text(config(weight_a))
             reload_via(s, "sighup" if i % 2 == 0 else "api", version=2 + i)
@@ -94,8 +94,8 @@ def test_twenty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weigh
     # Once the storm is over, the smooth weighted schedule is exact: 3:1.
     code, summary = run_client("--url", s.url("/"), "--requests", 400, "--keepalive", timeout=30)
     assert code == 0 and summary["origins"] == {"app-1": 300, "app-2": 100}, summary
-    assert s.status()["config_version"] == 21
-    assert metric(s, "sluice_config_reloads_total", result="success") == 20
+    assert s.status()["config_version"] == 51
+    assert metric(s, "sluice_config_reloads_total", result="success") == 50
     assert metric(s, "sluice_config_reloads_total", result="failure") == 0
 
 
@@ -382,3 +382,25 @@ def test_with_a_token_file_a_drain_without_the_token_is_401_and_changes_nothing(
                      "--admin", s.admin_address, "--token-file", token_file)
     assert cli.returncode == 0, cli
     assert s.server_status("app-1")["draining"] is False
+
+
+def test_watch_config_applies_an_edit_and_rejects_a_bad_one(origins, sluice):
+    """[server] watch_config = true: saving the file reloads it (no signal, no API call); a
+    broken save is rejected and the running config keeps serving."""
+    a, b = origins(2)
+    watch = "watch_config = true"
+    s = sluice(sluice_config([a], server_extra=watch, top=ADMIN))
+    assert {timed_request(s.port)[0].header("X-Origin") for _ in range(4)} == {"app-1"}
+
+    # An editor-style save: write a temporary file, rename it over the config.
+    tmp = s.config_path.with_suffix(".tmp")
+    tmp.write_text(sluice_config([a, b], server_extra=watch, top=ADMIN))
+    tmp.replace(s.config_path)
+    wait_until(lambda: s.status()["config_version"] == 2, timeout=5, what="reload by file watch")
+    assert {timed_request(s.port)[0].header("X-Origin") for _ in range(4)} == {"app-1", "app-2"}
+
+    s.config_path.write_text(sluice_config([a, b], server_extra=watch, top=ADMIN) + "\nbroken = [\n")
+    wait_until(lambda: metric(s, "sluice_config_reloads_total", result="failure") == 1, timeout=5,
+               what="rejected reload")
+    assert s.status()["config_version"] == 2
+    assert {timed_request(s.port)[0].header("X-Origin") for _ in range(4)} == {"app-1", "app-2"}

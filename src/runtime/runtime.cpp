@@ -17,6 +17,7 @@
 #include "sluice/health/log.hpp"
 #include "sluice/admin/server.hpp"
 #include "sluice/health/prober.hpp"
+#include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
@@ -228,6 +229,16 @@ int Runtime::run() {
     });
   };
   health_tick();
+
+  std::unique_ptr<ConfigWatch> watch;
+  if (cfg.server.watch_config) {
+    try {
+      watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&] { reload(s); });
+    } catch (const std::exception& e) {
+      spdlog::error("watch_config: {}", e.what());
+      return 1;
+    }
+  }
   Clock::time_point deadline{};
 
   std::function<void()> poll_drained = [&] {
@@ -240,6 +251,7 @@ int Runtime::run() {
       health_timer.cancel();
       s.prober->stop();
       if (admin_server) admin_server->stop();
+      if (watch) watch->stop();
       return;
     }
     drain_timer.expires_after(std::chrono::milliseconds(20));
