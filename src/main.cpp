@@ -16,6 +16,7 @@
 #include "sluice/admin/server.hpp"
 #include "sluice/config/loader.hpp"
 #include "sluice/config/units.hpp"
+#include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/runtime.hpp"
 #include "sluice/telemetry/access_log.hpp"
 
@@ -33,6 +34,8 @@ Usage:
   sluice run [--config FILE]      run the proxy (default config: conf/sluice.toml)
   sluice [--config FILE]          same as run
   sluice check [--config] FILE    validate FILE; print every error as FILE:LINE:COL: key: message
+  sluice check [--config] FILE --diff OLD
+                                  ...and list what a reload from OLD to FILE would change
   sluice reload [--config FILE] [--admin HOST:PORT] [--token-file F]
                                   validate FILE, then ask the running sluice to reload its config
                                   (exit 0 reloaded, 1 invalid or rejected, 2 admin API unreachable)
@@ -68,6 +71,7 @@ struct Options {
   std::string server;      // --server S
   bool wait = false;       // --wait
   std::string timeout;     // --timeout D
+  std::string diff;        // check --diff OLD
   std::string error;
 };
 
@@ -97,6 +101,7 @@ Options parse_args(int argc, char** argv) {
   };
   for (; i < args.size() && o.error.empty(); ++i) {
     const auto a = args[i];
+    if (value_flag("--diff", o.diff)) continue;
     if (value_flag("--config", o.config) || value_flag("-c", o.config)) {
       o.config_given = true;
     } else if (value_flag("--admin", o.admin) || value_flag("--token-file", o.token_file) ||
@@ -131,7 +136,7 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-int check(const std::string& path) {
+int check(const std::string& path, const std::string& diff_against) {
   const auto result = config::load_file(path);
   if (!result.ok()) {
     for (const auto& e : result.errors) std::printf("%s\n", e.to_string().c_str());
@@ -139,6 +144,17 @@ int check(const std::string& path) {
     return 1;
   }
   std::printf("%s\n", config::summary(*result.config).c_str());
+  if (diff_against.empty()) return 0;
+  // --diff OLD: what a reload from OLD to this file would change.
+  const auto old = config::load_file(diff_against);
+  if (!old.ok()) {
+    for (const auto& e : old.errors) std::printf("%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "%s: %zu error(s); cannot diff against it\n", diff_against.c_str(), old.errors.size());
+    return 1;
+  }
+  const auto changes = sluice::config_diff(*old.config, *result.config);
+  if (changes.empty()) std::printf("no changes from %s\n", diff_against.c_str());
+  for (const auto& line : changes) std::printf("%s\n", line.c_str());
   return 0;
 }
 
@@ -370,7 +386,7 @@ int main(int argc, char** argv) {
     std::printf("sluice %s\n", SLUICE_VERSION);
     return 0;
   }
-  if (o.command == "check") return check(o.config);
+  if (o.command == "check") return check(o.config, o.diff);
   if (o.command == "run") return run(o.config);
   if (o.command == "reload") return reload(o);
   if (o.command == "drain") return set_drain(o, true);

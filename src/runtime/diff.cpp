@@ -1,0 +1,119 @@
+#include "sluice/runtime/diff.hpp"
+
+#include <cstdio>
+#include <memory>
+
+#include "sluice/balancer/hash.hpp"
+#include "sluice/balancer/registry.hpp"
+#include "sluice/upstream/endpoint.hpp"
+
+namespace sluice {
+
+namespace {
+
+const config::ServerConfig* find_server(const config::UpstreamConfig& u, const std::string& identity) {
+  for (const auto& s : u.servers)
+    if (s.identity() == identity) return &s;
+  return nullptr;
+}
+
+// A balancer over endpoints that stand for the upstream's servers (identity and weight are all
+// that hashing looks at), for answering "where would this key go".
+struct Model {
+  std::vector<std::unique_ptr<Endpoint>> owned;
+  std::vector<Endpoint*> raw;
+  std::unique_ptr<Balancer> balancer;
+
+  explicit Model(const config::UpstreamConfig& u) {
+    for (const auto& s : u.servers) {
+      owned.push_back(std::make_unique<Endpoint>(s.identity(), s.address, boost::asio::ip::tcp::endpoint{}, s.weight));
+      owned.back()->set_draining(s.drain);
+      owned.back()->set_backup(s.backup);
+      raw.push_back(owned.back().get());
+    }
+    config::UpstreamConfig plain = u;
+    plain.hash_balance_factor = 0;  // load-free model: where keys live, not where they spill
+    balancer = make_balancer("hash", raw, plain);
+  }
+  std::string owner(std::uint64_t hash) const {
+    PickContext ctx;
+    ctx.hash = hash;
+    ctx.has_hash = true;
+    const auto p = balancer->pick(ctx);
+    return p ? raw[p.index]->identity() : std::string();
+  }
+};
+
+std::string percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", share * 100.0);
+  return buf;
+}
+
+}  // namespace
+
+double hash_moved_share(const config::UpstreamConfig& old_upstream,
+                        const config::UpstreamConfig& new_upstream, unsigned samples) {
+  const Model before(old_upstream), after(new_upstream);
+  unsigned moved = 0;
+  for (unsigned i = 0; i < samples; ++i) {
+    const auto h = hash_mix64(i);
+    if (before.owner(h) != after.owner(h)) ++moved;
+  }
+  return samples == 0 ? 0.0 : static_cast<double>(moved) / samples;
+}
+
+std::vector<std::string> config_diff(const config::Config& a, const config::Config& b) {
+  std::vector<std::string> out;
+  for (const auto& u : a.upstreams)
+    if (b.find_upstream(u.name) == nullptr) out.push_back("- upstream " + u.name);
+  for (const auto& nu : b.upstreams) {
+    const auto* ou = a.find_upstream(nu.name);
+    if (ou == nullptr) {
+      out.push_back("+ upstream " + nu.name + " (" + std::to_string(nu.servers.size()) + " servers)");
+      continue;
+    }
+    const std::string prefix = "upstream " + nu.name + ": ";
+    if (ou->balance != nu.balance) out.push_back(prefix + "balance " + ou->balance + " -> " + nu.balance);
+    for (const auto& os : ou->servers)
+      if (find_server(nu, os.identity()) == nullptr) out.push_back(prefix + "- server " + os.identity());
+    for (const auto& ns : nu.servers) {
+      const auto* os = find_server(*ou, ns.identity());
+      if (os == nullptr) {
+        out.push_back(prefix + "+ server " + ns.identity() + " (" + ns.address.to_string() + ", weight " +
+                      std::to_string(ns.weight) + ")");
+        continue;
+      }
+      if (os->address.to_string() != ns.address.to_string())
+        out.push_back(prefix + "~ server " + ns.identity() + " address " + os->address.to_string() +
+                      " -> " + ns.address.to_string());
+      if (os->weight != ns.weight)
+        out.push_back(prefix + "~ server " + ns.identity() + " weight " + std::to_string(os->weight) +
+                      " -> " + std::to_string(ns.weight));
+      if (os->drain != ns.drain)
+        out.push_back(prefix + "~ server " + ns.identity() + (ns.drain ? " drained" : " undrained"));
+      if (os->backup != ns.backup)
+        out.push_back(prefix + "~ server " + ns.identity() + (ns.backup ? " becomes a backup" : " becomes a primary"));
+    }
+    if (nu.balance == "hash" && ou->balance == "hash") {
+      const auto share = hash_moved_share(*ou, nu);
+      if (share > 0) out.push_back(prefix + "hash: " + percent(share) + " of keys move to another server");
+    }
+  }
+  const auto route_text = [](const config::RouteConfig& r) {
+    return (r.host.empty() ? std::string("*") : r.host) + r.path_prefix + " -> " + r.upstream;
+  };
+  for (const auto& r : a.routes) {
+    bool kept = false;
+    for (const auto& n : b.routes) kept |= route_text(r) == route_text(n);
+    if (!kept) out.push_back("- route " + route_text(r));
+  }
+  for (const auto& n : b.routes) {
+    bool old = false;
+    for (const auto& r : a.routes) old |= route_text(r) == route_text(n);
+    if (!old) out.push_back("+ route " + route_text(n));
+  }
+  return out;
+}
+
+}  // namespace sluice
