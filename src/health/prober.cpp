@@ -134,6 +134,9 @@ std::size_t Prober::server_count() const noexcept {
 
 void Prober::set_upstream(const std::string& name, const config::HealthCheckConfig& config,
                           std::vector<ProbeTarget> targets) {
+  rates_[name] = static_cast<double>(targets.size()) /
+                 std::max(0.001, std::chrono::duration<double>(config.interval).count());
+  update_pacer();
   auto settings = std::make_shared<Settings>();
   settings->config = config;
   std::string error;
@@ -194,6 +197,14 @@ void Prober::remove_upstream(const std::string& name) {
   if (it == upstreams_.end()) return;
   for (auto& server : it->second) halt(*server);
   upstreams_.erase(it);
+  rates_.erase(name);
+  update_pacer();
+}
+
+void Prober::update_pacer() {
+  double rate = 0;
+  for (const auto& [name, r] : rates_) rate += r;
+  pacer_.set_cap(ProbePacer::cap_for(rate, pacer_.window()));
 }
 
 void Prober::stop() {
@@ -240,10 +251,17 @@ net::awaitable<void> Prober::run(std::shared_ptr<Server> server) {
       }
       // The next slot counts from this one's scheduled time, not from when the probe ends.
       s.due = s.schedule.next(s.due);
+      // Across servers, the pacer flattens bursts: this probe may have to wait a little.
+      if (const auto start = pacer_.admit(now); start > now) {
+        s.wait_timer.expires_after(start - now);
+        co_await s.wait_timer.async_wait(nothrow);
+        if (s.stopped) break;
+      }
+      const auto started = clock_.now();
       auto result = co_await probe_once(server);
       if (s.stopped) break;
       const auto end = clock_.now();
-      result.latency = end - now;
+      result.latency = end - started;
       // A probe that overran its next slot: skip the slot rather than probe back to back.
       while (s.due <= end) s.due = s.schedule.next(s.due);
       report(s, std::move(result));

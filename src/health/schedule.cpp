@@ -46,4 +46,20 @@ std::uint64_t ProbeSchedule::seed_for(std::string_view identity, std::uint64_t b
   return splitmix64(state);
 }
 
+Clock::time_point ProbePacer::admit(Clock::time_point wanted) {
+  auto t = wanted;
+  if (!starts_.empty()) t = std::max(t, starts_.back());
+  // With t at or after every recorded start, the window (t - window, t] holds too many exactly
+  // when the cap-th latest start is inside it.
+  if (starts_.size() >= cap_) t = std::max(t, starts_[starts_.size() - cap_] + window_);
+  starts_.push_back(t);
+  while (starts_.size() > cap_) starts_.pop_front();
+  return t;
+}
+
+std::size_t ProbePacer::cap_for(double probes_per_second, Clock::duration window) noexcept {
+  const double per_window = probes_per_second * std::chrono::duration<double>(window).count();
+  return std::max<std::size_t>(5, static_cast<std::size_t>(std::ceil(2.0 * per_window)));
+}
+
 }  // namespace sluice::health

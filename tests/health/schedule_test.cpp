@@ -130,5 +130,36 @@ TEST_F(HealthScheduleFleet, NoBurstsOverAnHour) {
   EXPECT_LE(per_second, 30u);  // 10 expected
 }
 
+TEST_F(HealthScheduleFleet, PacedStartsNeverExceedFivePer100msAndStayClose) {
+  // The prober admits each due probe through one pacer: the bound, exactly.
+  const auto cap = ProbePacer::cap_for(servers / 5.0, 100ms);
+  EXPECT_EQ(cap, 5u);
+  ProbePacer pacer(100ms, cap);
+  std::vector<Clock::time_point> started;
+  Clock::duration worst_delay{};
+  for (const auto due : all) {  // in time order, as the probe loops reach their due times
+    const auto start = pacer.admit(due);
+    ASSERT_GE(start, due);
+    worst_delay = std::max(worst_delay, start - due);
+    started.push_back(start);
+  }
+  std::size_t most = 0;
+  for (auto b = started.begin(); b != started.end(); ++b)
+    most = std::max(most, static_cast<std::size_t>(std::lower_bound(b, started.end(), *b + 100ms) - b));
+  EXPECT_LE(most, 5u);
+  // Deferral flattens bursts without starving anyone: well under one interval.
+  EXPECT_LT(worst_delay, 500ms);
+  RecordProperty("worst_delay_us",
+                 static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(worst_delay).count()));
+}
+
+TEST(HealthProbePacer, DefersTheOneTooManyUntilTheOldestLeavesTheWindow) {
+  ProbePacer p(100ms, 2);
+  EXPECT_EQ(p.admit(t0), t0);
+  EXPECT_EQ(p.admit(t0 + 10ms), t0 + 10ms);
+  EXPECT_EQ(p.admit(t0 + 20ms), t0 + 100ms);  // third in (t0 - 100ms, t0 + 20ms]: wait for t0 to leave
+  EXPECT_EQ(p.admit(t0 + 300ms), t0 + 300ms);
+}
+
 }  // namespace
 }  // namespace sluice::health

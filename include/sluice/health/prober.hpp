@@ -41,6 +41,7 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/health/schedule.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
@@ -102,6 +103,10 @@ private:
   const Clock& clock_;
   std::uint64_t seed_;
   std::map<std::string, std::vector<std::shared_ptr<Server>>, std::less<>> upstreams_;
+  // Probe starts across every upstream, at most a few times the mean per 100 ms (no bursts).
+  ProbePacer pacer_{std::chrono::milliseconds(100), 5};
+  std::map<std::string, double, std::less<>> rates_;  // probes per second, by upstream
+  void update_pacer();
 };
 
 }  // namespace sluice::health

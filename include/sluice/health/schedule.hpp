@@ -15,7 +15,9 @@
 // window would need coordination between servers, which this class deliberately does not do.
 //
 // Not thread-safe: one per server, driven by the prober on the control thread.
+#include <cmath>
 #include <cstdint>
+#include <deque>
 #include <string_view>
 
 #include "sluice/core/clock.hpp"
@@ -45,6 +47,29 @@ private:
   Clock::duration interval_;
   double jitter_;
   std::uint64_t state_;
+};
+
+// Paces the probe starts of a whole prober: at most `cap` in any sliding `window`. A probe that
+// would be one too many is deferred until the oldest start of the window has left it, so bursts
+// are flattened (jitter alone leaves the busiest 100 ms window of 50 servers at 5 s with ~8 probes;
+// paced, it holds at most the cap). Starts are admitted in arrival order and never earlier than
+// the previous one, which keeps the check O(1). Control thread only.
+class ProbePacer {
+public:
+  ProbePacer(Clock::duration window, std::size_t cap) : window_(window), cap_(cap == 0 ? 1 : cap) {}
+  // When a probe due at `wanted` may start (>= wanted); the start is recorded.
+  Clock::time_point admit(Clock::time_point wanted);
+  void set_cap(std::size_t cap) noexcept { cap_ = cap == 0 ? 1 : cap; }
+  std::size_t cap() const noexcept { return cap_; }
+  Clock::duration window() const noexcept { return window_; }
+
+  // The cap a fleet needs: twice the mean number of starts per window, and at least 5.
+  static std::size_t cap_for(double probes_per_second, Clock::duration window) noexcept;
+
+private:
+  Clock::duration window_;
+  std::size_t cap_;
+  std::deque<Clock::time_point> starts_;  // ascending; only the last `cap_` matter
 };
 
 }  // namespace sluice::health
