@@ -2,16 +2,10 @@
 
 #include <algorithm>
 
+#include "sluice/core/random.hpp"
+
 namespace sluice::health {
 namespace {
-
-// SplitMix64 (Steele, Lea, Flood 2014): one 64-bit state, full period, good enough for jitter.
-std::uint64_t splitmix64(std::uint64_t& state) noexcept {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 Clock::duration scale(Clock::duration d, double factor) noexcept {
   return Clock::duration{static_cast<Clock::duration::rep>(static_cast<double>(d.count()) * factor)};
@@ -23,8 +17,7 @@ ProbeSchedule::ProbeSchedule(Clock::duration interval, double jitter, std::uint6
     : interval_(interval), jitter_(std::clamp(jitter, 0.0, 0.5)), state_(seed) {}
 
 double ProbeSchedule::uniform() noexcept {
-  // The top 53 bits as a double in [0, 1).
-  return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+  return unit_interval(splitmix64(state_));
 }
 
 Clock::time_point ProbeSchedule::first(Clock::time_point start) noexcept {

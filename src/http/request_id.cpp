@@ -2,18 +2,14 @@
 
 #include <random>
 
+#include "sluice/core/random.hpp"
+
 namespace sluice::http {
 
 namespace {
 
-// splitmix64 (Vigna): spreads one 64-bit seed over xoshiro's 256-bit state, as its authors
+// splitmix64 spreads one 64-bit seed over xoshiro's 256-bit state, as xoshiro's authors
 // recommend; a state of all zeros, xoshiro's only bad state, cannot come out of it.
-std::uint64_t splitmix64(std::uint64_t& state) noexcept {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept { return (x << k) | (x >> (64 - k)); }
 

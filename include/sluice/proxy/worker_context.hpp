@@ -12,6 +12,7 @@
 
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/core/random.hpp"
 #include "sluice/http/request_id.hpp"
 #include "sluice/runtime/snapshot.hpp"
 #include "sluice/telemetry/access_log.hpp"
@@ -66,14 +67,7 @@ struct WorkerContext {
   }
   SessionList sessions;
   // Uniform in [0, 1) for backoff jitter: per worker, no locks.
-  double uniform() noexcept {
-    rng_state += 0x9E3779B97F4A7C15ull;  // splitmix64
-    std::uint64_t z = rng_state;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<double>(z >> 11) * 0x1.0p-53;
-  }
+  double uniform() noexcept { return unit_interval(splitmix64(rng_state)); }
   std::uint64_t rng_state = 0x853c49e6748fea9bull;
   // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers.
   BlockPool arena_blocks{arena_block_size, 128};
