@@ -404,3 +404,21 @@ def test_watch_config_applies_an_edit_and_rejects_a_bad_one(origins, sluice):
                what="rejected reload")
     assert s.status()["config_version"] == 2
     assert {timed_request(s.port)[0].header("X-Origin") for _ in range(4)} == {"app-1", "app-2"}
+
+
+def test_retries_are_counted_by_the_failure_retried(origins, scripted, sluice):
+    """A 503 answered by one server and retried on the other shows up as
+    sluice_retries_total{reason="status"}; a refused connection as reason="connect refused"."""
+    bad = scripted("bad", status=503)
+    good, = origins(1, prefix="good")
+    s = sluice(sluice_config([bad, good], top=ADMIN,
+                             upstream_extra=toml_table("upstreams.app.retry", budget=1.0)))
+    for _ in range(4):
+        assert timed_request(s.port)[0].status == 200
+    assert metric(s, "sluice_retries_total", upstream="app", reason="status") == 2
+    assert metric(s, "sluice_retries_total", upstream="app", reason="connect refused") == 0
+
+    t = sluice(sluice_config([f"127.0.0.1:{closed_port()}", good], top=ADMIN), name="t.toml")
+    for _ in range(4):
+        assert timed_request(t.port)[0].status == 200
+    assert metric(t, "sluice_retries_total", upstream="app", reason="connect refused") == 2

@@ -140,7 +140,9 @@ void WeightedRoundRobin::rebuild(std::uint64_t base) noexcept {
 Pick WeightedRoundRobin::pick(const PickContext& ctx) {
   const auto n = endpoints_.size();
   if (n == 0) return {};
-  const auto position = cursor_.fetch_add(1, std::memory_order_relaxed);
+  const bool retry = is_retry(ctx);
+  const auto position = retry ? cursor_.load(std::memory_order_relaxed)
+                              : cursor_.fetch_add(1, std::memory_order_relaxed);
 
   if (weights_changed(position) && !rebuilding_.load(std::memory_order_relaxed) &&
       !rebuilding_.exchange(true, std::memory_order_acquire)) {
@@ -156,7 +158,7 @@ Pick WeightedRoundRobin::pick(const PickContext& ctx) {
   for (std::uint64_t step = 0; step < walk; ++step) {
     index = schedule.slots[slot].load(std::memory_order_relaxed);
     if (!skip(*endpoints_[index], index, ctx)) {
-      if (step != 0) cursor_.fetch_add(step, std::memory_order_relaxed);
+      if (step != 0 && !retry) cursor_.fetch_add(step, std::memory_order_relaxed);
       return Pick{index};
     }
     if (++slot == length) slot = 0;

@@ -560,7 +560,8 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
   if (skip == proxy::RetrySkip::none && !x.upstream->retry_budget().try_retry())
     skip = proxy::RetrySkip::budget_exhausted;
   if (skip == proxy::RetrySkip::none && x.server != nullptr)
-    EndpointCounters::bump(const_cast<Endpoint*>(x.server)->counters(worker_.index).retries);
+    EndpointCounters::bump(
+        const_cast<Endpoint*>(x.server)->counters(worker_.index).retries[static_cast<std::size_t>(attempt.failure)]);
   if (skip != proxy::RetrySkip::none) {
     note_skip(x, skip);
     return false;

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "sluice/health/server_health.hpp"
+#include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/telemetry/metrics.hpp"
 
@@ -146,13 +147,15 @@ std::string RuntimeControl::metrics_text() {
       m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", "draining"}},
                ep->draining() ? 1 : 0);
     }
-  m.counter("sluice_retries_total", "Retries made, by upstream.");
-  for (const auto& u : snapshot->upstreams) {
-    std::uint64_t v = 0;
-    for (Endpoint* ep : u->endpoints())
-      v += sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.retries; });
-    m.sample({{"upstream", u->name()}, {"reason", "failure"}}, static_cast<double>(v));
-  }
+  m.counter("sluice_retries_total", "Retries made, by upstream and the failure retried.");
+  for (const auto& u : snapshot->upstreams)
+    for (std::size_t f = 0; f < 8; ++f) {  // every failure class but client_failed
+      std::uint64_t v = 0;
+      for (Endpoint* ep : u->endpoints())
+        v += sum(*ep, workers, [f](const EndpointCounters& k) -> const auto& { return k.retries[f]; });
+      const auto reason = f == 0 ? std::string_view("status") : proxy::describe(static_cast<proxy::UpstreamFailure>(f));
+      m.sample({{"upstream", u->name()}, {"reason", reason}}, static_cast<double>(v));
+    }
   m.counter("sluice_retries_skipped_total", "Retries not made, by upstream and reason.");
   for (const auto& u : snapshot->upstreams)
     for (std::size_t r = 1; r < 9; ++r) {

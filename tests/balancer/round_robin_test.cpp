@@ -20,6 +20,18 @@ TEST(RoundRobin, CyclesInListOrder) {
   EXPECT_EQ(picks(rr, 7), (std::vector<std::uint32_t>{0, 1, 2, 0, 1, 2, 0}));
 }
 
+TEST(RoundRobin, ARetryDoesNotTakeTheNextRequestsTurn) {
+  Pool p(2);
+  RoundRobin rr(p.raw);
+  TriedSet tried;
+  EXPECT_EQ(rr.pick({&tried}).index, 0u);  // request 1
+  tried.add(0);
+  EXPECT_EQ(rr.pick({&tried}).index, 1u);  // its retry
+  TriedSet fresh;
+  EXPECT_EQ(rr.pick({&fresh}).index, 1u);  // request 2: its own turn, not server 0 again
+  EXPECT_EQ(rr.pick({&fresh}).index, 0u);
+}
+
 TEST(RoundRobin, EmptyUpstreamPicksNothing) {
   RoundRobin rr(std::span<Endpoint* const>{});
   EXPECT_FALSE(rr.pick({}));

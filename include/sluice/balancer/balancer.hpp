@@ -61,6 +61,11 @@ public:
   virtual Pick pick(const PickContext& ctx) = 0;
 };
 
+// A retry (something already tried) picks from the current position without taking a turn:
+// otherwise every retry would also skip the next request's first choice, and with one bad server
+// of two, every first try would land on the bad one.
+inline bool is_retry(const PickContext& ctx) noexcept { return ctx.tried != nullptr && !ctx.tried->empty(); }
+
 // True when `tried` excludes the endpoint at `index`, the endpoint is not available (down,
 // ejected, draining) or it is at its max_conns cap. Every policy filters its choice with this.
 bool skip(const Endpoint& endpoint, std::uint32_t index, const PickContext& ctx) noexcept;

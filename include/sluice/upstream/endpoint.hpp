@@ -32,7 +32,8 @@ struct alignas(64) EndpointCounters {
   static constexpr std::size_t buckets = 11;  // request duration histogram, see duration_bounds
   std::atomic<std::uint64_t> responses[6]{};  // by status class: [0] none (proxy error), [1]..[5] 1xx..5xx
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
-  std::atomic<std::uint64_t> retries{};       // retries made after an attempt here failed
+  // Retries made after an attempt here failed, by proxy::UpstreamFailure ([0]: a status in `on`).
+  std::atomic<std::uint64_t> retries[9]{};
   std::atomic<std::uint64_t> retry_skips[9]{};  // retries not made, by proxy::RetrySkip
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};
