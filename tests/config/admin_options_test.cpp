@@ -4,29 +4,19 @@
 
 #include "sluice/config/loader.hpp"
 
+#include "load_helpers.hpp"
+
 namespace sluice::config {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Errors = std::vector<std::string>;
+using testing::Errors;
 
-// Goes last, so that line numbers asserted below do not move.
-constexpr std::string_view one_upstream = R"(
-[upstreams.app]
-[[upstreams.app.servers]]
-address = "127.0.0.1:9001"
-)";
+using testing::errors_of;
 
-LoadResult load(std::string_view text) {
-  return load_string(std::string(text) + std::string(one_upstream), "test.toml");
-}
-
-Errors errors_of(const LoadResult& result) {
-  Errors out;
-  for (const auto& error : result.errors) out.push_back(error.to_string());
-  return out;
-}
+// Every snippet here gets the one upstream a config needs, last so that line numbers hold.
+LoadResult load(std::string_view text) { return testing::load_with_upstream(text); }
 
 TEST(ConfigAdminOptions, Defaults) {
   const auto result = load("");

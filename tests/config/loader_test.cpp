@@ -1,5 +1,7 @@
 #include "sluice/config/loader.hpp"
 
+#include "load_helpers.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -13,28 +15,8 @@ namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Errors = std::vector<std::string>;
 
-// Appended to snippets that test something else, so that they have the one upstream a config
-// needs. It goes last so that it does not move the line numbers asserted above it.
-constexpr std::string_view one_upstream = R"(
-[upstreams.app]
-[[upstreams.app.servers]]
-address = "127.0.0.1:9001"
-)";
-
-LoadResult load(std::string_view text) { return load_string(text, "test.toml"); }
-
-LoadResult load_with_upstream(std::string_view text) {
-  return load(std::string(text) + std::string(one_upstream));
-}
-
-// Every error as "FILE:LINE:COL: key.path: message": one string asserts all five fields.
-std::vector<std::string> errors_of(const LoadResult& result) {
-  std::vector<std::string> out;
-  for (const auto& error : result.errors) out.push_back(error.to_string());
-  return out;
-}
+using namespace testing;  // load, load_with_upstream, errors_of
 
 TEST(ConfigLoader, FullFileFillsEveryField) {
   const auto result = load(R"(

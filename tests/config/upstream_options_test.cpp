@@ -3,19 +3,15 @@
 
 #include "sluice/config/loader.hpp"
 
+#include "load_helpers.hpp"
+
 namespace sluice::config {
 namespace {
 
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-LoadResult load(std::string_view text) { return load_string(text, "test.toml"); }
-
-std::vector<std::string> errors_of(const LoadResult& result) {
-  std::vector<std::string> out;
-  for (const auto& error : result.errors) out.push_back(error.to_string());
-  return out;
-}
+using namespace testing;  // load, errors_of
 
 TEST(ConfigUpstreamOptions, EveryKeyIsRead) {
   const auto r = load(R"([upstreams.app]
