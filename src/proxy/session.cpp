@@ -128,7 +128,7 @@ struct Session::Exchange {
   char id_storage[129];
   std::string_view request_id;
   const Upstream* upstream = nullptr;
-  const Endpoint* server = nullptr;
+  Endpoint* server = nullptr;  // the last server tried
   unsigned status = 0;
   unsigned attempts = 0;
   unsigned client_version = 11;
@@ -143,7 +143,6 @@ struct Session::Exchange {
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   std::size_t kept_body = 0;
-  proxy::RetrySkip retry_skip = proxy::RetrySkip::none;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
   bool has_hash = false;
@@ -561,7 +560,7 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
     skip = proxy::RetrySkip::budget_exhausted;
   if (skip == proxy::RetrySkip::none && x.server != nullptr)
     EndpointCounters::bump(
-        const_cast<Endpoint*>(x.server)->counters(worker_.index).retries[static_cast<std::size_t>(attempt.failure)]);
+        x.server->counters(worker_.index).retries[static_cast<std::size_t>(attempt.failure)]);
   if (skip != proxy::RetrySkip::none) {
     note_skip(x, skip);
     return false;
@@ -694,10 +693,9 @@ void Session::note_server(Exchange& x, const Endpoint& ep) {
 }
 
 void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
-  x.retry_skip = skip;
   if (x.server != nullptr)
     EndpointCounters::bump(
-        const_cast<Endpoint*>(x.server)->counters(worker_.index).retry_skips[static_cast<std::size_t>(skip)]);
+        x.server->counters(worker_.index).retry_skips[static_cast<std::size_t>(skip)]);
 }
 
 // Head and body towards the origin. The body streams through relay_: Content-Length bodies as
@@ -1025,7 +1023,7 @@ void Session::log_exchange(const Exchange& x) {
   if (x.server != nullptr || x.upstream != nullptr) {
     // Per-worker counters of the last server tried (or of the upstream, when no server was):
     // status class, duration histogram.
-    auto& c = x.server != nullptr ? const_cast<Endpoint*>(x.server)->counters(worker_.index)
+    auto& c = x.server != nullptr ? x.server->counters(worker_.index)
                                   : x.upstream->unserved(worker_.index);
     const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
     EndpointCounters::bump(c.responses[from_origin ? x.status / 100 : 0]);
