@@ -775,6 +775,13 @@ class Load:
         """Seconds since the load started, on the records' clock."""
         return time.monotonic() - self.t0
 
+    def wait_for_more(self, n, timeout=10.0):
+        """Waits until the client has completed `n` more requests: an observation window measured
+        in traffic, not in wall-clock time."""
+        target = len(self.records) + n
+        wait_until(lambda: len(self.records) >= target, timeout=timeout, interval=0.005,
+                   what=f"{n} more requests")
+
     def failures(self):
         """Records of exchanges that did not end in a 200."""
         return [r for r in self.records if r.status != 200]

@@ -49,7 +49,7 @@ def test_a_killed_origin_is_out_within_fall_probes_and_back_after_rise(origins, 
         out_on_load_clock = load.now()
         tried = s.server_status("app-2")
         assert (tried["state"], tried["last_probe"]["detail"]) == ("down", "connect refused"), tried
-        time.sleep(0.6)  # ~90 requests: none of them may go to app-2 any more
+        load.wait_for_more(90)  # none of these may go to app-2 any more
         assert s.server_status("app-2")["failures"] == tried["failures"]
         sent_while_down = load.now()
 
@@ -176,8 +176,9 @@ def test_the_end_of_slow_start_is_logged_for_every_server(origins, sluice):
         o.set_health(200)
     wait_until(lambda: all(s.server_status(o.name)["state"] == "up" for o in fleet), timeout=3,
                what="every ramp over")
-    time.sleep(0.3)  # several health ticks later
-    logged = {o.name for o in fleet
-              if any(f"server {o.name}: slow_start -> up (slow_start_done)" in line
-                     for line in s.log.poll())}
-    assert logged == {o.name for o in fleet}, s.log.lines[-12:]
+    def logged():
+        return {o.name for o in fleet
+                if any(f"server {o.name}: slow_start -> up (slow_start_done)" in line
+                       for line in s.log.poll())}
+    wait_until(lambda: logged() == {o.name for o in fleet}, timeout=3, what="every end logged")
+    assert logged() == {o.name for o in fleet}, s.log.lines[-12:]

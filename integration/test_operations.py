@@ -80,7 +80,7 @@ def test_fifty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weight
                 one_to_one_until = load.now()
             if i == 10:
                 three_to_one_from = load.now()
-            time.sleep(0.1)
+            load.wait_for_more(15)  # every config version serves some traffic
         end = load.now()
     assert load.failures() == [], load.failures()[:10]
     assert len(load.records) >= 300, len(load.records)
@@ -203,11 +203,11 @@ def test_drain_under_load_lets_ten_slow_requests_finish_and_sends_nothing_new(ho
         status = wait_until(lambda: (st := s.server_status("app-1"))["in_flight"] == 10 and st,
                             timeout=1, what="only the ten in flight")
         assert (status["draining"], status["drain_source"], status["drained"]) == (True, how, False)
-        time.sleep(0.1)  # slack for a request picked just before the drain
+        load.wait_for_more(15)  # slack for a request picked just before the drain
         requests_after_drain = a.stats()["requests"]
 
         if how == "api":
-            time.sleep(0.5)
+            load.wait_for_more(75)  # several of the CLI's 100 ms polls, by the load's clock
             assert waiter.poll() is None, "drain --wait returned while requests were in flight"
         else:
             wait_until(lambda: s.server_status("app-1")["drained"], timeout=10, interval=0.02,
