@@ -422,3 +422,36 @@ def test_retries_are_counted_by_the_failure_retried(origins, scripted, sluice):
     for _ in range(4):
         assert timed_request(t.port)[0].status == 200
     assert metric(t, "sluice_retries_total", upstream="app", reason="connect refused") == 2
+
+
+def test_check_diff_running_compares_a_new_file_with_what_the_process_serves(tmp_path, sluice):
+    fleet = ["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9103"]
+    s = sluice(sluice_config(fleet, top=ADMIN))
+    # The file on disk changes without a reload: the diff must still be against what runs.
+    s.config_path.write_text(sluice_config(fleet, top=ADMIN,
+                                           server_keys={"127.0.0.1:9102": {"weight": 5}}))
+    new = tmp_path / "new.toml"
+    new.write_text(sluice_config(["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9104"], top=ADMIN,
+                                 server_keys={"127.0.0.1:9102": {"weight": 3}}))
+    r = sluice_cli("check", new, "--diff-running", "--admin", s.admin_address)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert f"no changes from" not in r.stdout
+    assert "upstream app: - server 127.0.0.1:9103" in lines, r.stdout
+    assert "upstream app: ~ server 127.0.0.1:9102 weight 1 -> 3" in lines, r.stdout
+    assert any(l.startswith("upstream app: + server 127.0.0.1:9104") for l in lines), r.stdout
+
+    # Against itself after a reload of that file: nothing to change.
+    s.config_path.write_text(new.read_text())
+    assert s.admin("POST", "/api/reload").status == 200
+    same = sluice_cli("check", new, "--diff-running", "--admin", s.admin_address)
+    assert same.returncode == 0 and "no changes from the running config" in same.stdout, same
+    assert str(s.config_path) in same.stdout, same
+
+
+def test_check_diff_running_without_a_reachable_admin_api_exits_2(tmp_path):
+    new = tmp_path / "new.toml"
+    new.write_text(sluice_config(["127.0.0.1:9101"]))
+    r = sluice_cli("check", new, "--diff-running", "--admin", f"127.0.0.1:{closed_port()}")
+    assert r.returncode == 2, r
+    assert "cannot reach the admin API" in r.stderr, r

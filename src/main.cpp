@@ -36,6 +36,8 @@ Usage:
   sluice check [--config] FILE    validate FILE; print every error as FILE:LINE:COL: key: message
   sluice check [--config] FILE --diff OLD
                                   ...and list what a reload from OLD to FILE would change
+  sluice check [--config] FILE --diff-running [--admin HOST:PORT] [--token-file F]
+                                  ...the same against the config the running sluice serves
   sluice reload [--config FILE] [--admin HOST:PORT] [--token-file F]
                                   validate FILE, then ask the running sluice to reload its config
                                   (exit 0 reloaded, 1 invalid or rejected, 2 admin API unreachable)
@@ -49,7 +51,7 @@ Usage:
   sluice --version                print the version
   sluice --help                   this text
 
-reload, drain and undrain talk to the admin API: at --admin, else at FILE's [admin] listen; with
+reload, drain, undrain and check --diff-running talk to the admin API: at --admin, else at FILE's [admin] listen; with
 the token in --token-file, else in FILE's [admin] token_file.
 
 Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully.
@@ -72,6 +74,7 @@ struct Options {
   bool wait = false;       // --wait
   std::string timeout;     // --timeout D
   std::string diff;        // check --diff OLD
+  bool diff_running = false;  // check --diff-running
   std::string error;
 };
 
@@ -110,6 +113,8 @@ Options parse_args(int argc, char** argv) {
       // Which command a flag belongs to is checked below.
     } else if (a == "--wait") {
       o.wait = true;
+    } else if (a == "--diff-running") {
+      o.diff_running = true;
     } else if (a == "--help" || a == "-h") {
       o.command = "help";
     } else if (a == "--version" || a == "-V") {
@@ -124,8 +129,13 @@ Options parse_args(int argc, char** argv) {
   if (!o.error.empty() || o.command == "help" || o.command == "version") return o;
   const bool drain = o.command == "drain";
   const bool drain_like = drain || o.command == "undrain";
-  if (!is_admin_command(o.command) && (!o.admin.empty() || !o.token_file.empty())) {
-    o.error = "--admin and --token-file apply to reload, drain and undrain";
+  const bool talks_to_admin = is_admin_command(o.command) || o.diff_running;
+  if ((!o.diff.empty() || o.diff_running) && o.command != "check") {
+    o.error = "--diff and --diff-running apply to check";
+  } else if (!o.diff.empty() && o.diff_running) {
+    o.error = "--diff and --diff-running exclude each other";
+  } else if (!talks_to_admin && (!o.admin.empty() || !o.token_file.empty())) {
+    o.error = "--admin and --token-file apply to reload, drain, undrain and check --diff-running";
   } else if (!drain_like && (!o.upstream.empty() || !o.server.empty())) {
     o.error = "--upstream and --server apply to drain and undrain";
   } else if (!drain && (o.wait || !o.timeout.empty())) {
@@ -134,28 +144,6 @@ Options parse_args(int argc, char** argv) {
     o.error = o.command + " needs --upstream U and --server S";
   }
   return o;
-}
-
-int check(const std::string& path, const std::string& diff_against) {
-  const auto result = config::load_file(path);
-  if (!result.ok()) {
-    for (const auto& e : result.errors) std::printf("%s\n", e.to_string().c_str());
-    std::fprintf(stderr, "%s: %zu error(s)\n", path.c_str(), result.errors.size());
-    return 1;
-  }
-  std::printf("%s\n", config::summary(*result.config).c_str());
-  if (diff_against.empty()) return 0;
-  // --diff OLD: what a reload from OLD to this file would change.
-  const auto old = config::load_file(diff_against);
-  if (!old.ok()) {
-    for (const auto& e : old.errors) std::printf("%s\n", e.to_string().c_str());
-    std::fprintf(stderr, "%s: %zu error(s); cannot diff against it\n", diff_against.c_str(), old.errors.size());
-    return 1;
-  }
-  const auto changes = sluice::config_diff(*old.config, *result.config);
-  if (changes.empty()) std::printf("no changes from %s\n", diff_against.c_str());
-  for (const auto& line : changes) std::printf("%s\n", line.c_str());
-  return 0;
 }
 
 int run(const std::string& path) {
@@ -371,6 +359,45 @@ int set_drain(const Options& o, bool drain) {
 
 }  // namespace
 
+// `check`: validate FILE; with --diff OLD or --diff-running, list what a reload from that config
+// to FILE would change. The config a process runs can differ from every file on disk (edited
+// since its last reload), so --diff-running asks the process for the text it parsed.
+int check(const Options& o) {
+  const auto result = config::load_file(o.config);
+  if (!result.ok()) {
+    for (const auto& e : result.errors) std::printf("%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "%s: %zu error(s)\n", o.config.c_str(), result.errors.size());
+    return exit_failed;
+  }
+  std::printf("%s\n", config::summary(*result.config).c_str());
+  if (o.diff.empty() && !o.diff_running) return exit_ok;
+
+  std::string against = o.diff;
+  config::LoadResult old;
+  if (o.diff_running) {
+    const auto target = admin_target(o, result.config);
+    if (!target) return exit_unreachable;
+    admin::Client client(target->address, target->token, 30s);
+    const auto res = client.get("/api/config");
+    if (!res) return unreachable(client, res.error());
+    if (res->status != 200) return refused(*res, "GET /api/config");
+    against = res->config_source.empty() ? "the running config"
+                                         : "the running config (" + res->config_source + ")";
+    old = config::load_string(res->body, res->config_source.empty() ? "<running>" : res->config_source);
+  } else {
+    old = config::load_file(o.diff);
+  }
+  if (!old.ok()) {
+    for (const auto& e : old.errors) std::printf("%s\n", e.to_string().c_str());
+    std::fprintf(stderr, "%s: %zu error(s); cannot diff against it\n", against.c_str(), old.errors.size());
+    return exit_failed;
+  }
+  const auto changes = sluice::config_diff(*old.config, *result.config);
+  if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
+  for (const auto& line : changes) std::printf("%s\n", line.c_str());
+  return exit_ok;
+}
+
 int main(int argc, char** argv) {
   const auto o = parse_args(argc, argv);
   if (!o.error.empty()) {
@@ -386,7 +413,7 @@ int main(int argc, char** argv) {
     std::printf("sluice %s\n", SLUICE_VERSION);
     return 0;
   }
-  if (o.command == "check") return check(o.config, o.diff);
+  if (o.command == "check") return check(o);
   if (o.command == "run") return run(o.config);
   if (o.command == "reload") return reload(o);
   if (o.command == "drain") return set_drain(o, true);

@@ -100,6 +100,7 @@ net::awaitable<Outcome> Client::Connection::exchange(const config::HostPort& add
   auto response = parser.release();
   out.response.status = response.result_int();
   out.response.content_type = std::string(response[http::field::content_type]);
+  out.response.config_source = std::string(response["Sluice-Config-Source"]);
   out.response.body = std::move(response.body());
   if (!response.keep_alive()) close();
   co_return out;

@@ -57,6 +57,7 @@ constexpr auto accept_backoff = std::chrono::milliseconds(100);
 constexpr std::string_view json_type = "application/json";
 constexpr std::string_view text_type = "text/plain; charset=utf-8";
 constexpr std::string_view metrics_type = "text/plain; version=0.0.4";
+constexpr std::string_view toml_type = "application/toml";
 
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
@@ -68,6 +69,7 @@ struct Reply {
   std::string body;
   std::string_view allow;  // set on 405
   bool challenge = false;  // 401: add WWW-Authenticate
+  std::string config_source;  // GET /api/config: Sluice-Config-Source
 };
 
 Reply reply(http::status status, std::string_view content_type, std::string body) {
@@ -86,7 +88,7 @@ Reply error_reply(http::status status, std::string message) {
   return json_reply(status, {{"error", std::move(message)}});
 }
 
-enum class Route { none, status, drain, undrain, reload, metrics, healthz, readyz };
+enum class Route { none, status, config, drain, undrain, reload, metrics, healthz, readyz };
 
 struct Match {
   Route route = Route::none;
@@ -107,6 +109,8 @@ std::optional<Match> match_route(std::string_view target) {
   Match m;
   if (is({"api", "status"}))
     m.route = Route::status;
+  else if (is({"api", "config"}))
+    m.route = Route::config;
   else if (is({"api", "reload"}))
     m.route = Route::reload;
   else if (is({"metrics"}))
@@ -301,6 +305,13 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
       return reply(http::status::ok, json_type, control.status_json());
     case Route::metrics:
       return reply(http::status::ok, metrics_type, control.metrics_text());
+    case Route::config: {
+      // The TOML as the process parsed it; the file it came from in a header, since the file on
+      // disk may have changed since (that difference is what `check --diff-running` shows).
+      Reply r = reply(http::status::ok, toml_type, control.config_text());
+      r.config_source = control.config_source();
+      return r;
+    }
     case Route::healthz:
       return reply(http::status::ok, text_type, "ok");
     case Route::readyz:
@@ -348,6 +359,10 @@ Response Server::State::respond(const Request& req, Reply r) const {
   res.set(http::field::cache_control, "no-store");
   if (!r.allow.empty()) res.set(http::field::allow, r.allow);
   if (r.challenge) res.set(http::field::www_authenticate, "Bearer realm=\"sluice-admin\"");
+  // A file name with control characters (possible, if perverse) is left out of the header.
+  if (!r.config_source.empty() &&
+      std::ranges::none_of(r.config_source, [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+    res.set("Sluice-Config-Source", r.config_source);
   res.keep_alive(req.keep_alive());
   res.body() = std::move(r.body);
   res.prepare_payload();

@@ -922,7 +922,10 @@ LoadResult load_string(std::string_view toml_text, std::string_view source) {
   Builder builder(source);
   Config config = builder.build(root);
   result.errors = builder.take_errors();
-  if (result.errors.empty()) result.config = std::move(config);
+  if (result.errors.empty()) {
+    config.text = std::string(toml_text);
+    result.config = std::move(config);
+  }
   return result;
 }
 

@@ -190,6 +190,10 @@ std::string RuntimeControl::metrics_text() {
 
 admin::ReloadOutcome RuntimeControl::reload() { return hooks_.reload(); }
 
+std::string RuntimeControl::config_text() { return hooks_.snapshot()->config->text; }
+
+std::string RuntimeControl::config_source() { return hooks_.snapshot()->config->source; }
+
 admin::DrainOutcome RuntimeControl::set_drain(const std::string& upstream, const std::string& server,
                                               bool drain) {
   const auto snapshot = hooks_.snapshot();

@@ -34,6 +34,9 @@ public:
     return DrainOutcome::done;
   }
   bool ready() override { return true; }
+  std::string config_text() override { return "[server]\n"; }
+  std::string config_source() override { return "running.toml"; }
+
 
   std::vector<std::string> drains;
 };

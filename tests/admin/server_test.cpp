@@ -69,6 +69,11 @@ public:
     calls.push_back("ready");
     return is_ready;
   }
+  std::string config_text() override {
+    calls.push_back("config");
+    return "[server]\nlisten = [\"127.0.0.1:8080\"]\n";
+  }
+  std::string config_source() override { return "conf/running.toml"; }
 
   Calls calls;
   std::string status = R"({"upstreams":[]})";
@@ -167,6 +172,16 @@ TEST_F(AdminServer, MetricsIsPrometheusText) {
   EXPECT_EQ(res[bhttp::field::content_type], "text/plain; version=0.0.4");
   EXPECT_EQ(res.body(), fake_.metrics);
   EXPECT_EQ(fake_.calls, Calls{"metrics"});
+}
+
+TEST_F(AdminServer, ConfigIsTheRunningTomlAndItsSource) {
+  start();
+  const auto res = one(get("/api/config"));
+  EXPECT_EQ(res.result(), bhttp::status::ok);
+  EXPECT_EQ(res[bhttp::field::content_type], "application/toml");
+  EXPECT_EQ(res["Sluice-Config-Source"], "conf/running.toml");
+  EXPECT_EQ(res.body(), "[server]\nlisten = [\"127.0.0.1:8080\"]\n");
+  EXPECT_EQ(fake_.calls, Calls{"config"});
 }
 
 TEST_F(AdminServer, HealthzAnswersWithoutAskingTheRuntime) {

@@ -22,6 +22,7 @@ namespace sluice::admin {
 struct ClientResponse {
   unsigned status = 0;
   std::string content_type;
+  std::string config_source;  // GET /api/config: the running config's file name
   std::string body;
 };
 

@@ -23,6 +23,9 @@ public:
   // Prometheus text exposition 0.0.4 of GET /metrics.
   virtual std::string metrics_text() = 0;
   virtual ReloadOutcome reload() = 0;
+  // GET /api/config: the TOML text of the configuration now serving, and the file it came from.
+  virtual std::string config_text() = 0;
+  virtual std::string config_source() = 0;
   // drain = false: undrain. `server` is the server's identity (name, else address).
   virtual DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) = 0;
   // GET /readyz: config loaded, listeners open, no SIGTERM yet.

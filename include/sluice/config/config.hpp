@@ -151,6 +151,9 @@ struct UpstreamConfig {
 
 struct Config {
   std::string source;  // file name the config was read from
+  // The TOML text it was parsed from: GET /api/config serves it, so that `sluice check
+  // --diff-running` compares a new file with what the process actually runs.
+  std::string text;
   ServerSection server;
   LogSection log;
   AdminSection admin;

@@ -27,6 +27,8 @@ public:
   std::string status_json() override;
   std::string metrics_text() override;
   admin::ReloadOutcome reload() override;
+  std::string config_text() override;
+  std::string config_source() override;
   admin::DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) override;
   bool ready() override;
 
