@@ -245,7 +245,9 @@ net::awaitable<void> Prober::run(std::shared_ptr<Server> server) {
     try {
       const auto now = clock_.now();
       if (now < s.due) {
-        s.wait_timer.expires_after(s.due - now);
+        // On the grid: probes due close together share one timer expiry (one wake-up).
+        // (Relative to `now`: the clock may be a test's manual clock, the timer's is steady.)
+        s.wait_timer.expires_after(align_up(s.due, probe_grid) - now);
         co_await s.wait_timer.async_wait(nothrow);
         continue;  // woken by time, a reload that moved `due`, or halt(): look again
       }

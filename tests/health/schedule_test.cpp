@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,37 @@ TEST(HealthProbePacer, DefersTheOneTooManyUntilTheOldestLeavesTheWindow) {
   EXPECT_EQ(p.admit(t0 + 10ms), t0 + 10ms);
   EXPECT_EQ(p.admit(t0 + 20ms), t0 + 100ms);  // third in (t0 - 100ms, t0 + 20ms]: wait for t0 to leave
   EXPECT_EQ(p.admit(t0 + 300ms), t0 + 300ms);
+}
+
+}  // namespace
+}  // namespace sluice::health
+
+namespace sluice::health {
+namespace {
+
+TEST(HealthProbeGrid, AlignUpRoundsToTheNextGridStepAndKeepsExactSteps) {
+  using std::chrono::milliseconds;
+  const auto at = [](auto d) { return Clock::time_point(std::chrono::duration_cast<Clock::duration>(d)); };
+  EXPECT_EQ(align_up(at(milliseconds(20)), probe_grid), at(milliseconds(20)));
+  EXPECT_EQ(align_up(at(milliseconds(20) + std::chrono::nanoseconds(1)), probe_grid), at(milliseconds(30)));
+  EXPECT_EQ(align_up(at(milliseconds(29)), probe_grid), at(milliseconds(30)));
+  EXPECT_EQ(align_up(at(milliseconds(0)), probe_grid), at(milliseconds(0)));
+  EXPECT_EQ(align_up(at(milliseconds(7)), Clock::duration::zero()), at(milliseconds(7)));
+}
+
+TEST(HealthProbeGrid, AThousandServersAtOneSecondWakeAtMostOnceAGridStep) {
+  // The point of the grid: however many servers, the prober's distinct wake-up times per second
+  // are bounded by 1 s / grid (100), not by the number of servers (1,000).
+  std::set<Clock::time_point> wakes;
+  for (std::uint64_t i = 0; i < 1000; ++i) {
+    ProbeSchedule schedule(std::chrono::seconds(1), 0.1, ProbeSchedule::seed_for("s" + std::to_string(i), 7));
+    auto due = schedule.first(Clock::time_point{});
+    for (int k = 0; k < 3; ++k, due = schedule.next(due))
+      if (due >= Clock::time_point(std::chrono::seconds(1)) && due < Clock::time_point(std::chrono::seconds(2)))
+        wakes.insert(align_up(due, probe_grid));
+  }
+  EXPECT_LE(wakes.size(), 101u);
+  EXPECT_GE(wakes.size(), 90u);  // ...and they still spread over the whole second
 }
 
 }  // namespace

@@ -49,6 +49,20 @@ private:
   std::uint64_t state_;
 };
 
+// Where a probe due at `due` actually wakes up: the next multiple of `grid` (of the clock's epoch),
+// so that probes due within one grid step start on one timer expiry, in one wake-up of the control
+// thread. Without it 1,000 servers at 1 s mean ~1,000 separate wake-ups a second, and the
+// wake-ups (epoll_wait returns, context switches) were half the probing cost; with a 10 ms grid
+// there are at most 100, and probes start at most one grid step late (well inside any jitter).
+inline constexpr Clock::duration probe_grid = std::chrono::milliseconds(10);
+constexpr Clock::time_point align_up(Clock::time_point due, Clock::duration grid) noexcept {
+  if (grid <= Clock::duration::zero()) return due;
+  const auto since = due.time_since_epoch();
+  auto steps = since / grid;
+  if (since % grid != Clock::duration::zero() && since > Clock::duration::zero()) ++steps;
+  return Clock::time_point(steps * grid);
+}
+
 // Paces the probe starts of a whole prober: at most `cap` in any sliding `window`. A probe that
 // would be one too many is deferred until the oldest start of the window has left it, so bursts
 // are flattened (jitter alone leaves the busiest 100 ms window of 50 servers at 5 s with ~8 probes;
