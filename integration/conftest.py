@@ -6,6 +6,7 @@ conditions with deadlines (a line on a pipe, a port that accepts), never fixed s
 import json
 import os
 import re
+import resource
 import select
 import signal
 import socket
@@ -130,12 +131,17 @@ ADMIN_LISTENING = re.compile(r"admin listening on 127\.0\.0\.1:(\d+)")
 class Sluice:
     """A running sluice with a config written from `upstreams` and `extra` TOML text."""
 
-    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True):
+    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True, nofile=None):
+        """`nofile`: the RLIMIT_NOFILE (soft and hard) sluice runs with; None inherits ours."""
         self.config_path = tmp_path / name
         self.config_path.write_text(toml_text)
+
+        def limit_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen(
             [str(SLUICE), "run", "--config", str(self.config_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=limit_fds if nofile is not None else None)
         self.log = LogReader(self.proc, self.proc.stderr)
         line = self.log.wait_for(r"listening on 127\.0\.0\.1:(\d+)")
         self.port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
@@ -516,8 +522,8 @@ def origins():
 def sluice(tmp_path):
     started = []
 
-    def start(toml_text, name="sluice.toml"):
-        s = Sluice(tmp_path, toml_text, name)
+    def start(toml_text, name="sluice.toml", nofile=None):
+        s = Sluice(tmp_path, toml_text, name, nofile=nofile)
         started.append(s)
         return s
 

@@ -235,6 +235,35 @@ def test_connection_over_the_limit_waits_then_is_served(origin, sluice):
             c.close()
 
 
+def test_fd_limit_below_max_connections_clamps_the_accept_limit(origin, sluice):
+    """sluice runs with 128 file descriptors and the default max_connections (10,000). It says
+    so at start-up and accepts only what the descriptors can hold ((128 - 64 reserved - 32 idle
+    pool) / 2 = 16), so a flood of 300 connections waits in the backlog instead of taking the
+    descriptors a served client needs for its upstream connections: that client (whose every
+    answer closes the upstream connection, so each request needs a new one) keeps getting 200s.
+    Before the clamp it got 502 `connect failed` (EMFILE)."""
+    s = sluice(sluice_config([origin]), nofile=128)
+    warning = next(l for l in s.log.poll() if "max_connections" in l)
+    assert "accepting at most 16 connections" in warning, warning
+    with Conn(s.port, timeout=10) as served:
+        assert served.request(b"GET /?close=after HTTP/1.1\r\nHost: a\r\n\r\n").status == 200
+        fds_before = open_fds(s.proc.pid)
+        flood = adversary("flood", s.port, 300, 30)
+        try:
+            assert json.loads(flood.stdout.readline())["connected"] == 300
+            # The other 15 slots fill up; no more.
+            wait_until(lambda: open_fds(s.proc.pid) >= fds_before + 15, timeout=5,
+                       what="sluice at its clamped limit")
+            for _ in range(20):
+                r = served.request(b"GET /?close=after HTTP/1.1\r\nHost: a\r\n\r\n")
+                assert r.status == 200, r
+            assert open_fds(s.proc.pid) <= fds_before + 16
+        finally:
+            flood.stdin.close()
+            flood.wait(timeout=10)
+    assert not any("Too many open files" in l for l in s.log.poll())
+
+
 HEADER_BOMBS = {
     # 10,000 tiny header lines (60 KB): 431 as soon as max_header_bytes (16 KiB) is passed.
     "10k_tiny_headers": (b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X: y\r\n" * 10_000 + b"\r\n", 431,
