@@ -10,6 +10,7 @@ that they do not compete with the measuring client for Python's GIL.
 import json
 import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Conn, Origin, sluice_config, wait_until
+from conftest import Conn, Origin, sluice_config, toml_table, wait_until
 
 ADVERSARY = Path(__file__).resolve().parent / "adversary.py"
 
@@ -242,7 +243,12 @@ def test_fd_limit_below_max_connections_clamps_the_accept_limit(origin, sluice):
     descriptors a served client needs for its upstream connections: that client (whose every
     answer closes the upstream connection, so each request needs a new one) keeps getting 200s.
     Before the clamp it got 502 `connect failed` (EMFILE)."""
-    s = sluice(sluice_config([origin]), nofile=128)
+    s = sluice(sluice_config([origin], top=toml_table("admin", listen="127.0.0.1:0")), nofile=128)
+
+    def client_connections():
+        m = re.search(r'^sluice_connections\{side="client"\} (\S+)$', s.metrics_text(), re.M)
+        return int(float(m.group(1)))
+
     warning = next(l for l in s.log.poll() if "max_connections" in l)
     assert "accepting at most 16 connections" in warning, warning
     with Conn(s.port, timeout=10) as served:
@@ -252,11 +258,12 @@ def test_fd_limit_below_max_connections_clamps_the_accept_limit(origin, sluice):
         try:
             assert json.loads(flood.stdout.readline())["connected"] == 300
             # The other 15 slots fill up; no more.
-            wait_until(lambda: open_fds(s.proc.pid) >= fds_before + 15, timeout=5,
+            wait_until(lambda: client_connections() == 16, timeout=5,
                        what="sluice at its clamped limit")
             for _ in range(20):
                 r = served.request(b"GET /?close=after HTTP/1.1\r\nHost: a\r\n\r\n")
                 assert r.status == 200, r
+            assert client_connections() == 16
             assert open_fds(s.proc.pid) <= fds_before + 16
         finally:
             flood.stdin.close()
