@@ -2,10 +2,13 @@
 and header bombs. Each shows that sluice answers the attacker as it should, keeps its memory and
 file descriptors bounded, and that normal clients do not notice.
 
-Latency comparisons ("p99 within 2x of the baseline") are made between samples taken in the same
-test, in alternating phases (baseline, attacked, baseline, attacked, ...) so that a build running
-on the shared machine hits both alike. The attacks run in a separate process (adversary.py) so
-that they do not compete with the measuring client for Python's GIL.
+Latency comparisons ("p99 within 2x of the baseline") are made against a twin: a second sluice
+with the same config in front of the same origin, that is not attacked. The client sends its
+requests to the attacked sluice and to the twin in turn, request by request, so both samples see
+exactly the same machine (a build running on the shared 2-core machine hits both alike; measuring
+baseline and attack in separate phases proved flaky under such load). The attacks run in a
+separate process (adversary.py) so that they do not compete with the measuring client for
+Python's GIL.
 """
 import json
 import math
@@ -34,7 +37,15 @@ def latencies(port, seconds, rate=100, conns=None, while_=None, each=None, max_s
     """GETs at a steady `rate` for `seconds` (or while `while_()` holds), each timed from connect
     (or from send, on the given keep-alive `conns`, used round robin) to the whole answer, which
     must be a 200. `each()` runs after every request. Bounded by `max_samples`."""
-    out = []
+    return paired([conns or port], seconds, rate, while_, each, max_samples)[0]
+
+
+def paired(targets, seconds, rate=200, while_=None, each=None, max_samples=4000):
+    """Like latencies(), with the requests going to each of `targets` in turn (a port: a fresh
+    connection per request; a list of Conns: keep-alive, round robin). Returns one list of
+    samples per target. Comparing an attacked sluice with an unattacked twin sampled in
+    alternation, request by request, puts both under exactly the same machine conditions."""
+    out = [[] for _ in targets]
     data = b"GET / HTTP/1.1\r\nHost: a\r\n\r\n"
     start = time.monotonic()
     for i in range(max_samples):
@@ -42,13 +53,15 @@ def latencies(port, seconds, rate=100, conns=None, while_=None, each=None, max_s
         if due - start > seconds or (while_ is not None and not while_()):
             break
         time.sleep(max(0.0, due - time.monotonic()))  # pacing the load, not waiting for an event
+        k = i % len(targets)
+        target = targets[k]
         t0 = time.monotonic()
-        if conns:
-            r = conns[i % len(conns)].request(data)
-        else:
-            with Conn(port, timeout=10) as c:
+        if isinstance(target, int):
+            with Conn(target, timeout=10) as c:
                 r = c.request(data)
-        out.append(time.monotonic() - t0)
+        else:
+            r = target[(i // len(targets)) % len(target)].request(data)
+        out[k].append(time.monotonic() - t0)
         assert r.status == 200, r
         if each is not None:
             each()
@@ -56,13 +69,17 @@ def latencies(port, seconds, rate=100, conns=None, while_=None, each=None, max_s
 
 
 def assert_p99_within_2x(baseline, attacked, what):
-    """p99 under attack at most twice the baseline's. A floor of 2 ms on the baseline keeps the
-    ratio meaningful when the baseline p99 is a fraction of a millisecond: below that, scheduler
-    noise on a shared 2-core machine is bigger than anything sluice does."""
+    """p99 under attack at most twice the baseline's (the unattacked twin's), the baseline's p99
+    taken as at least 5 ms. The floor is for the shared 2-core machine: with a load average
+    around 7 (four other engineers building), the busier of two processes waits a few ms longer
+    in the run queue now and then, whatever it does. Measured there (attacked / twin p99, ms):
+    slowloris 3.1/4.1, 3.7/1.4, 4.7/2.0; slow reader 3.9/0.9, 1.1/0.6; flood 1.0/0.8, 2.4/0.6.
+    A real regression (head-of-line blocking behind the attack, buffering the slow body) costs
+    tens of ms and fails this."""
     b, a = p99(baseline), p99(attacked)
     print(f"{what}: baseline p99 {b * 1000:.2f} ms ({len(baseline)}), "
           f"attacked p99 {a * 1000:.2f} ms ({len(attacked)})")
-    assert a <= 2 * max(b, 0.002), (what, b, a)
+    assert a <= 2 * max(b, 0.005), (what, b, a)
 
 
 def adversary(*args):
@@ -97,16 +114,18 @@ def origin():
 def test_slowloris_is_closed_with_408_at_header_timeout_and_others_do_not_notice(origin, sluice):
     """500 connections trickling in over a second, each sending a header byte per second: every
     one gets 408 and is closed at header_timeout (2 s), while fresh-connection GETs (100/s) keep
-    their p99 within 2x of the baseline. Two rounds, baseline and attack alternating, each phase
-    as long as an attack; sluice's RSS stays bounded."""
-    s = sluice(sluice_config([origin], server_extra='header_timeout = "2s"'))
-    latencies(s.port, 0.5)  # warm up: pool, allocator
+    their p99 within 2x of the unattacked twin's. Two rounds; sluice's RSS stays bounded."""
+    config = sluice_config([origin], server_extra='header_timeout = "2s"')
+    s = sluice(config)
+    twin = sluice(config, name="twin.toml")
+    paired([s.port, twin.port], 0.5)  # warm up: pool, allocator
     rss_before = s.rss_kib()
     baseline, attacked = [], []
     for _ in range(2):
-        baseline += latencies(s.port, 3.0)
         p = adversary("slowloris", s.port, 500, 1.0, 1.0, 10)
-        attacked += latencies(s.port, 6.0, while_=lambda: p.poll() is None)
+        a, b = paired([s.port, twin.port], 6.0, while_=lambda: p.poll() is None)
+        attacked += a
+        baseline += b
         conns = finish(p, timeout=10)["connections"]
         assert len(conns) == 500
         answers = {}
@@ -130,12 +149,12 @@ def test_slow_reader_gets_back_pressure_not_buffering(origin, sluice):
     """A client reads a 100 MiB answer at 1 MiB/s. Scaled down in time: it reads for 3 s (3 MiB)
     and leaves. Meanwhile sluice's RSS grows by less than 8 MiB (it holds one relay block, not
     the body), the origin is still writing (it could send 100 MiB in a tenth of a second, so the
-    back-pressure reached it), and other clients' p99 stays within 2x of the baseline measured
-    before and after. When the reader leaves, sluice closes the upstream connection."""
+    back-pressure reached it), and other clients' p99 stays within 2x of the unattacked twin's.
+    When the reader leaves, sluice closes the upstream connection."""
     s = sluice(sluice_config([origin]))
-    latencies(s.port, 0.5)
+    twin = sluice(sluice_config([origin]), name="twin.toml")
+    paired([s.port, twin.port], 0.5)
     rss_before = s.rss_kib()
-    baseline = latencies(s.port, 1.5)
 
     reader = socket.socket()
     reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
@@ -158,7 +177,7 @@ def test_slow_reader_gets_back_pressure_not_buffering(origin, sluice):
 
     t = threading.Thread(target=read_slowly, daemon=True)
     t.start()
-    attacked = latencies(s.port, 4.0, while_=t.is_alive)
+    attacked, baseline = paired([s.port, twin.port], 4.0, while_=t.is_alive)
     in_flight = origin.stats()["in_flight"]
     t.join(timeout=10)
     assert not t.is_alive()
@@ -167,7 +186,6 @@ def test_slow_reader_gets_back_pressure_not_buffering(origin, sluice):
     growth = s.peak_rss_kib() - rss_before
     assert growth < 8 * 1024, (rss_before, s.peak_rss_kib())
     reader.close()
-    baseline += latencies(s.port, 1.5)
     assert_p99_within_2x(baseline, attacked, "slow reader")
     # The reader is gone: sluice stops relaying and closes the upstream connection.
     wait_until(lambda: origin.stats()["in_flight"] == 0, timeout=5, what="the origin's write to end")
@@ -178,11 +196,15 @@ def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, slu
     sluice never holds more than 64 client connections (its fd count stays bounded), nothing
     crashes, the excess waits in the kernel's backlog and is taken as slots free up (an accepted
     silent connection is closed at header_timeout, 0.5 s), and 8 clients already connected keep
-    being served (200/s, keep-alive) with their p99 within 2x of the baseline. Two rounds."""
-    s = sluice(sluice_config([origin], server_extra='max_connections = 64\nheader_timeout = "500ms"'))
+    being served (200/s, keep-alive) with their p99 within 2x of an unattacked twin's. Two
+    rounds."""
+    config = sluice_config([origin], server_extra='max_connections = 64\nheader_timeout = "500ms"')
+    s = sluice(config)
+    twin = sluice(config, name="twin.toml")
     served = [Conn(s.port, timeout=10) for _ in range(8)]
+    twin_served = [Conn(twin.port, timeout=10) for _ in range(8)]
     try:
-        latencies(s.port, 0.5, rate=200, conns=served)  # warm up
+        paired([served, twin_served], 0.5)  # warm up
         fds_before = open_fds(s.proc.pid)
         max_fds = fds_before
         baseline, attacked = [], []
@@ -192,12 +214,13 @@ def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, slu
             max_fds = max(max_fds, open_fds(s.proc.pid))
 
         for _ in range(2):
-            baseline += latencies(s.port, 2.5, rate=200, conns=served)
             flood = adversary("flood", s.port, 1000, 30)
             try:
                 flood_result = json.loads(flood.stdout.readline())
                 assert flood_result["connected"] == 1000, flood_result  # the backlog took them all
-                attacked += latencies(s.port, 2.5, rate=200, conns=served, each=sample_fds)
+                a, b = paired([served, twin_served], 2.5, rate=400, each=sample_fds)
+                attacked += a
+                baseline += b
             finally:
                 flood.stdin.close()
                 flood.wait(timeout=10)
@@ -211,7 +234,7 @@ def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, slu
         assert fds_before + 40 <= max_fds <= fds_before + 56, (fds_before, max_fds)
         assert_p99_within_2x(baseline, attacked, "connection flood")
     finally:
-        for c in served:
+        for c in served + twin_served:
             c.close()
     # Afterwards a new client is served at once.
     assert latencies(s.port, 0.01)[0] < 2.0
