@@ -6,6 +6,7 @@ conditions with deadlines (a line on a pipe, a port that accepts), never fixed s
 import json
 import os
 import re
+import resource
 import select
 import signal
 import socket
@@ -130,12 +131,17 @@ ADMIN_LISTENING = re.compile(r"admin listening on 127\.0\.0\.1:(\d+)")
 class Sluice:
     """A running sluice with a config written from `upstreams` and `extra` TOML text."""
 
-    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True):
+    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True, nofile=None):
+        """`nofile`: the RLIMIT_NOFILE (soft and hard) sluice runs with; None inherits ours."""
         self.config_path = tmp_path / name
         self.config_path.write_text(toml_text)
+
+        def limit_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen(
             [str(SLUICE), "run", "--config", str(self.config_path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=limit_fds if nofile is not None else None)
         self.log = LogReader(self.proc, self.proc.stderr)
         line = self.log.wait_for(r"listening on 127\.0\.0\.1:(\d+)")
         self.port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
@@ -516,8 +522,8 @@ def origins():
 def sluice(tmp_path):
     started = []
 
-    def start(toml_text, name="sluice.toml"):
-        s = Sluice(tmp_path, toml_text, name)
+    def start(toml_text, name="sluice.toml", nofile=None):
+        s = Sluice(tmp_path, toml_text, name, nofile=nofile)
         started.append(s)
         return s
 
@@ -820,3 +826,192 @@ class Background:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
         assert not any(t.is_alive() for t in self.threads), "background requests still running"
         return self.results
+
+
+class RawOrigin:
+    """An origin that keeps exactly the bytes it received on each connection, for the smuggling
+    tests: what sluice forwarded, byte for byte, with nothing in between to normalise it.
+
+    It parses what arrives with a deliberately strict HTTP/1.1 reader (CRLF only, exactly one of
+    Content-Length (digits) or Transfer-Encoding: chunked, no obs-fold) and records each request
+    as a dict (`conn`: connection index, `method`, `target`, `headers` (lower-cased name, value)
+    pairs, `body`). Bytes it cannot parse are recorded in `errors` and end the connection, so a
+    test can assert that sluice only ever sent well-formed, unambiguous requests.
+
+    `respond(request) -> bytes | None` builds each answer (None: close without answering); the
+    default is a 200 saying which request it answers (`X-Seen: TARGET`, `X-Conn: N`), so that a
+    test can match every answer the client got to the request the origin saw. `connections`,
+    `received[i]` (bytes of connection i) and `eof[i]` (sluice closed connection i) describe the
+    upstream connections."""
+
+    def __init__(self, respond=None):
+        self.respond = respond or RawOrigin.answer
+        self.requests, self.errors, self.received, self.eof = [], [], [], []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._socks, self._threads = [], []
+        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self._listener.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self._spawn(self._accept_loop)
+
+    @staticmethod
+    def answer(req, status=200, extra=b"", headers=""):
+        body = f"seen {req['target']}\n".encode()
+        return (f"HTTP/1.1 {status} OK\r\nX-Seen: {req['target']}\r\nX-Conn: {req['conn']}\r\n"
+                f"{headers}Content-Length: {len(body)}\r\n\r\n").encode() + body + extra
+
+    @property
+    def connections(self):
+        with self._lock:
+            return len(self.received)
+
+    def targets(self):
+        with self._lock:
+            return [r["target"] for r in self.requests]
+
+    def _spawn(self, fn, *args):
+        t = threading.Thread(target=fn, args=args, daemon=True)
+        with self._lock:
+            self._threads.append(t)
+        t.start()
+
+    def _accept_loop(self):
+        while not self._stopping.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                index = len(self.received)
+                self.received.append(bytearray())
+                self.eof.append(False)
+                self._socks.append(conn)
+            self._spawn(self._serve, conn, index)
+
+    def _recv(self, conn, index, buf):
+        chunk = conn.recv(1 << 16)
+        if not chunk:
+            raise EOFError
+        with self._lock:
+            self.received[index] += chunk
+        return buf + chunk
+
+    def _line(self, conn, index, buf):
+        while b"\r\n" not in buf:
+            buf = self._recv(conn, index, buf)
+        line, buf = buf.split(b"\r\n", 1)
+        if b"\r" in line or b"\n" in line:
+            raise ValueError(f"bare CR/LF in {line!r}")
+        return line, buf
+
+    def _read_request(self, conn, index, buf):
+        line, buf = self._line(conn, index, buf)
+        parts = line.split(b" ")
+        if len(parts) != 3 or parts[2] != b"HTTP/1.1":
+            raise ValueError(f"bad request line {line!r}")
+        headers = []
+        while True:
+            line, buf = self._line(conn, index, buf)
+            if not line:
+                break
+            if line[:1] in (b" ", b"\t") or b":" not in line:
+                raise ValueError(f"bad field line {line!r}")
+            name, value = line.split(b":", 1)
+            if name != name.strip() or any(c < 0x21 or c > 0x7e for c in name):
+                raise ValueError(f"bad field name {name!r}")
+            if any(c < 0x20 and c != 9 or c == 0x7f for c in value):
+                raise ValueError(f"control byte in {line!r}")
+            headers.append((name.decode().lower(), value.decode("latin-1").strip(" \t")))
+        cls = [v for k, v in headers if k == "content-length"]
+        tes = [v for k, v in headers if k == "transfer-encoding"]
+        if cls and tes or len(cls) > 1 or len(tes) > 1:
+            raise ValueError(f"ambiguous framing {headers!r}")
+        body = b""
+        if tes:
+            if tes[0].lower() != "chunked":
+                raise ValueError(f"transfer-encoding {tes[0]!r}")
+            while True:
+                size_line, buf = self._line(conn, index, buf)
+                size_text = size_line.split(b";")[0]
+                if not size_text or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
+                    raise ValueError(f"bad chunk size {size_line!r}")
+                size = int(size_text, 16)
+                if size == 0:
+                    while True:  # trailers up to the empty line
+                        line, buf = self._line(conn, index, buf)
+                        if not line:
+                            break
+                    break
+                while len(buf) < size + 2:
+                    buf = self._recv(conn, index, buf)
+                if buf[size:size + 2] != b"\r\n":
+                    raise ValueError("chunk data not followed by CRLF")
+                body, buf = body + buf[:size], buf[size + 2:]
+        elif cls:
+            if not cls[0].isdigit():
+                raise ValueError(f"content-length {cls[0]!r}")
+            n = int(cls[0])
+            while len(buf) < n:
+                buf = self._recv(conn, index, buf)
+            body, buf = buf[:n], buf[n:]
+        method, target = parts[0].decode("latin-1"), parts[1].decode("latin-1")
+        return {"conn": index, "method": method, "target": target, "headers": headers,
+                "body": body}, buf
+
+    def _serve(self, conn, index):
+        buf = b""
+        try:
+            while not self._stopping.is_set():
+                req, buf = self._read_request(conn, index, buf)
+                with self._lock:
+                    self.requests.append(req)
+                out = self.respond(req)
+                if out is None:
+                    return
+                if callable(out):  # a script: send in steps
+                    out(conn)
+                else:
+                    conn.sendall(out)
+        except (EOFError, ConnectionResetError):  # a reset: sluice closed with our bytes unread
+            with self._lock:
+                self.eof[index] = True
+        except ValueError as e:
+            with self._lock:
+                self.errors.append((index, str(e)))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def stop(self):
+        self._stopping.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            socks, threads = list(self._socks), list(self._threads)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in threads:
+            t.join(timeout=5)
+
+
+@pytest.fixture
+def raw_origin():
+    """Starts RawOrigins: `raw_origin(respond=None)`; stops them all at the end."""
+    started = []
+
+    def start(respond=None):
+        o = RawOrigin(respond)
+        started.append(o)
+        return o
+
+    yield start
+    for o in started:
+        o.stop()

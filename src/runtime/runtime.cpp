@@ -19,6 +19,7 @@
 #include "sluice/health/prober.hpp"
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/control.hpp"
+#include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -138,7 +139,18 @@ int Runtime::run() {
 
   const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
                                              : std::max(1u, std::thread::hardware_concurrency());
-  const std::uint32_t per_worker = (cfg.server.max_connections + n - 1) / n;
+  // max_connections is clamped to what the descriptors can hold, so that the limit is met at
+  // accept time (the excess waits in the backlog) and never mid-request (EMFILE on an upstream
+  // connect would turn into a 502 for a client already accepted).
+  const auto fd_limit = raise_fd_limit();
+  const auto reserved = fd_reserve + max_idle_pooled(cfg, n);
+  const auto max_connections = connections_within(fd_limit, reserved, cfg.server.max_connections);
+  if (max_connections < cfg.server.max_connections)
+    spdlog::warn("max_connections {} needs about {} file descriptors, the limit is {}: accepting at "
+                 "most {} connections (raise `ulimit -n` to allow more)",
+                 cfg.server.max_connections, 2ULL * cfg.server.max_connections + reserved, fd_limit,
+                 max_connections);
+  const std::uint32_t per_worker = (max_connections + n - 1) / n;
   for (unsigned i = 0; i < n; ++i)
     s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
                                                  s.shutdown_flag));

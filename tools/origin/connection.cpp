@@ -115,6 +115,11 @@ asio::awaitable<void> connection::run() {
       co_return;
     }
 
+    // The request is taken: from here on it counts as executed, answered or not (a test that
+    // SIGKILLs the origin must count a request that was read but never answered).
+    if (r == route::normal && state_.exec_log_enabled()) log_execution();
+    if (r == route::normal && !bad_knob && state_.take_failure()) k.close = close_mode::mid;
+
     if (!co_await respond(r, k, bad_knob, parser_->keep_alive())) co_return;
     // A long pipelined burst would otherwise pile all of its responses up in memory.
     if (out_.size() >= flush_threshold && !co_await flush()) co_return;
@@ -222,6 +227,22 @@ bool connection::resolve_knobs(knobs& k) {
       .append(bad_value)
       .append("'\n");
   return false;
+}
+
+void connection::log_execution() {
+  // "METHOD TARGET X-Request-Id Idempotency-Key\n" ("-" for a missing field). Only with
+  // --exec-log, so the plain path still allocates nothing.
+  std::string_view id = "-";
+  std::string_view key = "-";
+  for (std::size_t i = 0; i < req_.header_count; ++i) {
+    const auto& f = req_.fields[i];
+    if (boost::beast::iequals(req_.name(f), "x-request-id")) id = req_.value(f);
+    if (boost::beast::iequals(req_.name(f), "idempotency-key")) key = req_.value(f);
+  }
+  std::string line;
+  line.append(req_.method()).append(" ").append(req_.target()).append(" ");
+  line.append(id).append(" ").append(key).append("\n");
+  state_.log_execution(line);
 }
 
 void connection::control_reply(route r, reply& rep) {

@@ -69,6 +69,7 @@ class connection : public boost::intrusive::list_base_hook<
   asio::awaitable<bool> flush();
   // Answers a request routed to `r`; false when the connection is finished.
   asio::awaitable<bool> respond(route r, knobs k, bool bad_knob, bool keep_alive);
+  void log_execution();
   asio::awaitable<bool> send(const reply& rep, const knobs& k, bool keep_alive);
   asio::awaitable<bool> write_body(const reply& rep, std::uint64_t count, bool chunked);
   // Answers a request that cannot be parsed (400, or 431 for an oversized header) with

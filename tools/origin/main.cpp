@@ -4,7 +4,10 @@
 
 #include <boost/asio/signal_set.hpp>
 #include <boost/system/system_error.hpp>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <fcntl.h>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -36,6 +39,16 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
 
   origin_state state(opts.name);
+  if (!opts.exec_log.empty()) {
+    const int fd = ::open(opts.exec_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      std::cerr << "sluice-origin: cannot open " << opts.exec_log << ": " << std::strerror(errno)
+                << "\n";
+      return 1;
+    }
+    state.set_exec_log(fd);  // open for the life of the process
+  }
+  state.set_fail_every(opts.fail_every);
   std::vector<std::unique_ptr<worker>> workers;
   for (unsigned i = 0; i < opts.threads; ++i)
     workers.push_back(std::make_unique<worker>(state, opts.idle_timeout));

@@ -10,6 +10,7 @@ namespace sluice::origin {
 
 const char* const usage =
     "usage: sluice-origin --listen ADDR:PORT --name NAME [--threads N] [--idle-timeout SECONDS]\n"
+    "                     [--exec-log PATH] [--fail-every N]\n"
     "  ADDR is an IP address (127.0.0.1, ::1 or [::1]); PORT 0 picks a free port.\n"
     "  Prints 'listening ADDR:PORT' once bound. See docs/origin.md for the request knobs.\n";
 
@@ -86,6 +87,13 @@ options parse_options(int argc, char** argv) {
         throw std::invalid_argument("--idle-timeout: expected seconds > 0, got '" + value + "'");
       o.idle_timeout =
           std::chrono::milliseconds(std::max<long long>(1, std::llround(seconds * 1000)));
+    } else if (arg == "--exec-log") {
+      if (value.empty()) throw std::invalid_argument("--exec-log: expected a file name");
+      o.exec_log = value;
+    } else if (arg == "--fail-every") {
+      const auto n = parse_decimal(value);
+      if (!n || *n < 1) throw std::invalid_argument("--fail-every: expected N >= 1, got '" + value + "'");
+      o.fail_every = *n;
     } else {
       throw std::invalid_argument("unknown argument '" + std::string(arg) + "'");
     }

@@ -3,6 +3,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,8 @@ struct options {
   std::string name;
   unsigned threads = 1;
   std::optional<std::chrono::milliseconds> idle_timeout;
+  std::string exec_log;         // "" = no execution log
+  std::uint64_t fail_every = 0;  // 0 = never cut a response
   bool help = false;
 };
 

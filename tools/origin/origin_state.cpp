@@ -2,6 +2,7 @@
 
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
+#include <unistd.h>
 
 namespace sluice::origin {
 
@@ -26,6 +27,12 @@ void origin_state::request_started(bool is_post) {
   auto mark = max_in_flight_.load(relaxed);
   while (mark < now && !max_in_flight_.compare_exchange_weak(mark, now, relaxed)) {
   }
+}
+
+void origin_state::log_execution(std::string_view line) const {
+  // Best effort: a full disk must not stop the origin. One write, no retry on a short write
+  // (lines are far below PIPE_BUF, so the kernel writes them whole).
+  [[maybe_unused]] const auto n = ::write(exec_log_fd_, line.data(), line.size());
 }
 
 void origin_state::request_finished() { in_flight_.fetch_sub(1, relaxed); }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace sluice::origin {
 
@@ -27,6 +28,21 @@ class origin_state {
   void request_finished();
   void health_request() { health_requests_.fetch_add(1, std::memory_order_relaxed); }
 
+  // Execution log (--exec-log): one line per request taken, appended with a single write(2) on an
+  // O_APPEND descriptor, so that lines from several threads never interleave and a line written
+  // is in the file even if the process is SIGKILLed right after. -1 = off.
+  void set_exec_log(int fd) { exec_log_fd_ = fd; }
+  bool exec_log_enabled() const { return exec_log_fd_ >= 0; }
+  void log_execution(std::string_view line) const;
+
+  // --fail-every N: true for every Nth request on the normal route (that response is cut mid-body
+  // and its connection closed). Always false when N is 0.
+  void set_fail_every(std::uint64_t n) { fail_every_ = n; }
+  bool take_failure() {
+    return fail_every_ != 0 &&
+           (answers_.fetch_add(1, std::memory_order_relaxed) + 1) % fail_every_ == 0;
+  }
+
   // The /stats document, serialized.
   std::string stats_json() const;
   // Zeroes the cumulative counters; the gauges (open connections, in flight) stay true, and the
@@ -44,6 +60,9 @@ class origin_state {
   std::atomic<std::uint64_t> max_in_flight_{0};
   std::atomic<std::uint64_t> health_requests_{0};
   std::atomic<std::uint64_t> post_requests_{0};
+  int exec_log_fd_ = -1;
+  std::uint64_t fail_every_ = 0;
+  std::atomic<std::uint64_t> answers_{0};
 };
 
 // Counts one request as in flight for as long as it lives, so every exit path (client gone,

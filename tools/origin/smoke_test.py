@@ -399,6 +399,40 @@ finally:
     p.send_signal(signal.SIGINT)
     check("SIGINT exit 0", p.wait(timeout=5) == 0)
 
+# execution log and --fail-every
+import tempfile
+log_path = os.path.join(tempfile.mkdtemp(prefix="origin-smoke-"), "exec.log")
+p, port = start("--exec-log", log_path, "--fail-every", "3")
+try:
+    c, h, b = req(port, "/a", headers=[("X-Request-Id", "r1")])
+    check("exec log: answered", c == 200)
+    req(port, "/b", method="POST", headers=[("X-Request-Id", "r2"), ("Idempotency-Key", "k2")],
+        body=b"hi")
+    req(port, "/stats")  # control paths are not executions
+    s = connect(port)
+    s.sendall(b"GET /c HTTP/1.1\r\nHost: t\r\n\r\n")  # the 3rd: cut mid-body
+    r = Reader(s)
+    status = r.line()
+    hdrs = {}
+    while True:
+        l = r.line()
+        if not l:
+            break
+        k, v = l.decode().split(":", 1)
+        hdrs[k.strip().lower()] = v.strip()
+    r.eof()
+    check("fail-every: 3rd cut mid-body", b" 200 " in status + b" " and
+          len(r.buf) == int(hdrs["content-length"]) // 2, (status, hdrs, len(r.buf)))
+    c, h, b = req(port, "/d")
+    check("fail-every: 4th whole", c == 200 and b == b"app-1\n", (c, b))
+    with open(log_path) as f:
+        lines = f.read().splitlines()
+    check("exec log lines", lines == ["GET /a r1 -", "POST /b r2 k2", "GET /c - -", "GET /d - -"],
+          lines)
+finally:
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=5)
+
 # threads and IPv6
 p = subprocess.Popen([BIN, "--listen", "[::1]:0", "--name", "v6", "--threads", "2"],
                      stdout=subprocess.PIPE, text=True)
