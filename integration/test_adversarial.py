@@ -201,8 +201,14 @@ def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, slu
     config = sluice_config([origin], server_extra='max_connections = 64\nheader_timeout = "500ms"')
     s = sluice(config)
     twin = sluice(config, name="twin.toml")
-    served = [Conn(s.port, timeout=10) for _ in range(8)]
-    twin_served = [Conn(twin.port, timeout=10) for _ in range(8)]
+    # Each served connection sends its first request right after connecting: a new connection
+    # has header_timeout (0.5 s) from accept, which a stalled test process could otherwise miss.
+    def connected(port):
+        c = Conn(port, timeout=10)
+        assert c.request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").status == 200
+        return c
+    served = [connected(s.port) for _ in range(8)]
+    twin_served = [connected(twin.port) for _ in range(8)]
     try:
         paired([served, twin_served], 0.5)  # warm up
         fds_before = open_fds(s.proc.pid)
