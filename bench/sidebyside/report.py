@@ -7,6 +7,8 @@ is usually steadier than the ratio of the medians on a shared machine.
 import statistics
 from dataclasses import dataclass
 
+from . import profile
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -194,6 +196,26 @@ def scenario_markdown(name, sc, names):
             other = "best other" if len(names) > 2 else names[1]
             out += ["", f"Per round, {names[0]} ÷ {other} in {label}: "
                     + ", ".join(_fmt_ratio(x) for x in series) + "."]
+    if sc["kind"] == "instr":
+        out += profile_markdown(sc, names)
+    return out
+
+
+def profile_markdown(sc, names):
+    """For `instr`: where each contender's instructions per request go (profile.py)."""
+    row = sc["rounds"][0]
+    out = []
+    for n in names:
+        prof = row.get(n, {}).get("profile")
+        if not prof:
+            continue
+        out += ["", f"### Where {n}'s instructions per request go", ""]
+        lines = profile.markdown(prof, n)
+        if not n.startswith("sluice"):
+            # Grouping is by sluice's function names: for the others, objects and functions only.
+            first_blank = lines.index("", 2)
+            lines = lines[:2] + lines[first_blank + 1:]
+        out += lines
     return out
 
 
