@@ -211,7 +211,7 @@ struct Worker {
 enum class Stage { scan, parse, full };
 
 // read_request_head() + handle_request() + forward() + send_request(), without the I/O.
-bool run_request(Worker& w, std::string_view bytes, Stage stage) {
+[[gnu::noinline]] bool run_request(Worker& w, std::string_view bytes, Stage stage) {
   const auto scan = http::scan_request_head(bytes, w.max_header_bytes, w.max_uri_bytes);
   if (scan.result != http::HeadScan::Result::complete) return false;
   if (stage == Stage::scan) return true;
@@ -266,7 +266,7 @@ bool run_request(Worker& w, std::string_view bytes, Stage stage) {
 
 // read_response_head() + send_response()'s head, without the I/O. The request's arena is
 // attached (the response is parsed into the same one).
-bool run_response(Worker& w, std::string_view bytes, Stage stage) {
+[[gnu::noinline]] bool run_response(Worker& w, std::string_view bytes, Stage stage) {
   const auto scan = http::scan_response_head(bytes, w.max_header_bytes);
   if (scan.result != http::HeadScan::Result::complete) return false;
   if (stage == Stage::scan) return true;
@@ -370,22 +370,23 @@ BENCHMARK(BM_ResponseApp);
 // Per-request accounting: Session::log_exchange() with access logs off (the benchmark's
 // config): the status-class counter, the duration histogram bucket and sum, with the clock read
 // the session makes.
+[[gnu::noinline]] void account(EndpointCounters& c, const Clock& clock, Clock::time_point start,
+                               unsigned status) {
+  EndpointCounters::bump(c.responses[status / 100]);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock.now() - start);
+  const double seconds = static_cast<double>(us.count()) / 1e6;
+  std::size_t b = 0;
+  while (b < EndpointCounters::buckets && seconds > duration_bounds[b]) ++b;
+  EndpointCounters::bump(c.duration_counts[b]);
+  EndpointCounters::bump(c.duration_sum_us, static_cast<std::uint64_t>(us.count()));
+}
+
 void BM_MetricsIncrement(benchmark::State& state) {
   EndpointCounters counters;
   const Clock& clock = steady_clock();
   const auto start = clock.now();
   AllocScope allocs(state);
-  for (auto _ : state) {
-    auto& c = counters;
-    const unsigned status = 200;
-    EndpointCounters::bump(c.responses[status / 100]);
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock.now() - start);
-    const double seconds = static_cast<double>(us.count()) / 1e6;
-    std::size_t b = 0;
-    while (b < EndpointCounters::buckets && seconds > duration_bounds[b]) ++b;
-    EndpointCounters::bump(c.duration_counts[b]);
-    EndpointCounters::bump(c.duration_sum_us, static_cast<std::uint64_t>(us.count()));
-  }
+  for (auto _ : state) account(counters, clock, start, 200);
   allocs.done();
   benchmark::DoNotOptimize(counters.duration_sum_us.load());
 }
