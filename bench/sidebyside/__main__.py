@@ -46,6 +46,9 @@ def parse_args(argv):
                         f"{','.join(LOADS)})")
     p.add_argument("--workers", type=int, choices=(1, 2), default=1,
                    help="1: sluice vs nginx vs HAProxy; 2: sluice workers=2 (CPUs 0-1) vs workers=1 (CPU 1)")
+    p.add_argument("--with-others", action="store_true",
+                   help="with --workers 2: also nginx worker_processes 2 vs 1 and HAProxy nbthread 2 "
+                        "vs 1, for reference")
     p.add_argument("--origin", choices=("auto", "sluice-origin", "nginx"), default="auto",
                    help="origin kind (default auto: the one with less CPU per request)")
     p.add_argument("--connections", type=int, default=64, help="wrk connections (default 64)")
@@ -154,8 +157,14 @@ def main(argv):
         contenders = [Sluice(bin_dir, PROXY_CPUS), Nginx(PROXY_CPUS, a.nginx_keepalive), Haproxy(PROXY_CPUS)]
     else:
         # First is the one compared: sluice-w2 ÷ sluice-w1.
-        contenders = [Sluice(bin_dir, f"{CLIENT_CPUS},{PROXY_CPUS}", workers=2, name="sluice-w2"),
+        both = f"{CLIENT_CPUS},{PROXY_CPUS}"
+        contenders = [Sluice(bin_dir, both, workers=2, name="sluice-w2"),
                       Sluice(bin_dir, PROXY_CPUS, workers=1, name="sluice-w1")]
+        if a.with_others:
+            contenders += [Nginx(both, a.nginx_keepalive, workers=2, name="nginx-w2"),
+                           Nginx(PROXY_CPUS, a.nginx_keepalive, workers=1, name="nginx-w1"),
+                           Haproxy(both, threads=2, name="haproxy-w2"),
+                           Haproxy(PROXY_CPUS, threads=1, name="haproxy-w1")]
     names = [c.name for c in contenders]
     doc["contenders"] = names
     doc["versions"] = {c.product: c.version() for c in contenders}
@@ -168,6 +177,7 @@ def main(argv):
                        "instr_requests": a.instr_requests, "instr_warm": a.instr_warm,
                        "instr_connections": a.instr_connections,
                        "nginx_keepalive": a.nginx_keepalive, "workers_mode": a.workers,
+                       "with_others": a.with_others,
                        "cpus": {c.name: c.cpus for c in contenders}, "client_cpus": CLIENT_CPUS,
                        "build_dir": str(bin_dir), "scenarios": a.scenarios}
     log(f"sluice bench: {', '.join(names)}; scenarios {','.join(a.scenarios)}; "

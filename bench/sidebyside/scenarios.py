@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import client, profile, wrk
-from .processes import cpu_seconds, rss_kib, settled_rss_kib
+from .processes import rss_kib, settled_rss_kib
 
 
 @dataclass
@@ -128,8 +128,7 @@ class Bench:
         origins served in that window: at the edges of a run wrk opens its connections and cuts
         the requests in flight, which makes every proxy drop and reopen upstream connections,
         and that is not the steady state the figure is about."""
-        pid = running.pid
-        cpu0, ocpu0 = cpu_seconds(pid), self.origins.cpu_seconds()
+        cpu0, ocpu0 = running.cpu_seconds(), self.origins.cpu_seconds()
         t0 = time.monotonic()
         child = wrk.start(running.port, path=load.path, connections=self.s.connections,
                           duration=duration, headers=load.headers)
@@ -141,7 +140,7 @@ class Bench:
         finally:
             w = wrk.finish(child)
         wall = time.monotonic() - t0
-        cpu, ocpu = cpu_seconds(pid) - cpu0, self.origins.cpu_seconds() - ocpu0
+        cpu, ocpu = running.cpu_seconds() - cpu0, self.origins.cpu_seconds() - ocpu0
         if not running.child.alive():
             raise RuntimeError(f"{running.name} exited during the run")
         n, window_reqs = w["requests"], reqs1 - reqs0
