@@ -46,6 +46,9 @@ def parse_args(argv):
                         f"{','.join(LOADS)})")
     p.add_argument("--workers", type=int, choices=(1, 2), default=1,
                    help="1: sluice vs nginx vs HAProxy; 2: sluice workers=2 (CPUs 0-1) vs workers=1 (CPU 1)")
+    p.add_argument("--with-others", action="store_true",
+                   help="with --workers 2: also nginx worker_processes 2 vs 1 and HAProxy nbthread 2 "
+                        "vs 1, for reference")
     p.add_argument("--origin", choices=("auto", "sluice-origin", "nginx"), default="auto",
                    help="origin kind (default auto: the one with less CPU per request)")
     p.add_argument("--connections", type=int, default=64, help="wrk connections (default 64)")
@@ -55,12 +58,17 @@ def parse_args(argv):
                    help="requests counted under callgrind (default 20000)")
     p.add_argument("--instr-warm", type=int, default=1000,
                    help="requests of the baseline callgrind run (default 1000)")
+    p.add_argument("--instr-connections", type=int, default=1,
+                   help="instr load: 1 (default) = --instr-requests sequential requests on one "
+                        "connection; N > 1 = wrk with N connections for --duration seconds")
     p.add_argument("--nginx-keepalive", type=int, default=96,
                    help="nginx upstream `keepalive`, idle connections per worker for the whole upstream "
                         "(default 96: sluice keeps 32 per server, three servers)")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR", "build/release"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"),
                    help="directory for <date>-<commit>.md/.json (default bench/results)")
+    p.add_argument("--tag", default="",
+                   help="added to the result files' name: <date>-<commit>-<tag>.md (letters, digits, -)")
     p.add_argument("--keep-workdir", action="store_true", help="keep configs, logs, callgrind files")
     a = p.parse_args(argv)
     if not 1 <= a.rounds <= 50 or not 1 <= a.duration <= 120 or not 0 <= a.warmup <= 60:
@@ -69,6 +77,10 @@ def parse_args(argv):
         p.error("--connections 1-1000, --idle-connections 1-5000")
     if not 1 <= a.instr_requests <= 1_000_000 or not 1 <= a.instr_warm <= 100_000:
         p.error("--instr-requests 1-1000000, --instr-warm 1-100000")
+    if not 1 <= a.instr_connections <= 1000:
+        p.error("--instr-connections 1-1000")
+    if a.tag and not all(ch.isalnum() or ch == "-" for ch in a.tag):
+        p.error("--tag: letters, digits and - only")
     default = ALL if a.workers == 1 else list(LOADS)
     a.scenarios = [s.strip() for s in a.scenarios.split(",") if s.strip()] if a.scenarios else default
     unknown = [s for s in a.scenarios if s not in ALL]
@@ -145,8 +157,14 @@ def main(argv):
         contenders = [Sluice(bin_dir, PROXY_CPUS), Nginx(PROXY_CPUS, a.nginx_keepalive), Haproxy(PROXY_CPUS)]
     else:
         # First is the one compared: sluice-w2 ÷ sluice-w1.
-        contenders = [Sluice(bin_dir, f"{CLIENT_CPUS},{PROXY_CPUS}", workers=2, name="sluice-w2"),
+        both = f"{CLIENT_CPUS},{PROXY_CPUS}"
+        contenders = [Sluice(bin_dir, both, workers=2, name="sluice-w2"),
                       Sluice(bin_dir, PROXY_CPUS, workers=1, name="sluice-w1")]
+        if a.with_others:
+            contenders += [Nginx(both, a.nginx_keepalive, workers=2, name="nginx-w2"),
+                           Nginx(PROXY_CPUS, a.nginx_keepalive, workers=1, name="nginx-w1"),
+                           Haproxy(both, threads=2, name="haproxy-w2"),
+                           Haproxy(PROXY_CPUS, threads=1, name="haproxy-w1")]
     names = [c.name for c in contenders]
     doc["contenders"] = names
     doc["versions"] = {c.product: c.version() for c in contenders}
@@ -157,7 +175,9 @@ def main(argv):
     doc["settings"] = {"rounds": a.rounds, "duration": a.duration, "warmup": warmup,
                        "connections": a.connections, "idle_connections_per_step": a.idle_connections,
                        "instr_requests": a.instr_requests, "instr_warm": a.instr_warm,
+                       "instr_connections": a.instr_connections,
                        "nginx_keepalive": a.nginx_keepalive, "workers_mode": a.workers,
+                       "with_others": a.with_others,
                        "cpus": {c.name: c.cpus for c in contenders}, "client_cpus": CLIENT_CPUS,
                        "build_dir": str(bin_dir), "scenarios": a.scenarios}
     log(f"sluice bench: {', '.join(names)}; scenarios {','.join(a.scenarios)}; "
@@ -176,7 +196,8 @@ def main(argv):
         settings = Settings(rounds=a.rounds, duration=a.duration, warmup=warmup,
                             connections=a.connections,
                             idle_steps=(a.idle_connections, a.idle_connections),
-                            instr_requests=a.instr_requests, instr_warm=a.instr_warm, workdir=workdir)
+                            instr_requests=a.instr_requests, instr_warm=a.instr_warm,
+                            instr_connections=a.instr_connections, workdir=workdir)
         bench = Bench(settings, contenders, origins, log)
         doc["scenarios"] = {}
         for name in a.scenarios:
@@ -196,7 +217,8 @@ def main(argv):
     doc["targets"] = report.evaluate_targets(doc["scenarios"], names)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{doc['date']}-{short}" + ("" if a.workers == 1 else "-workers2")
+    stem = (f"{doc['date']}-{short}" + ("" if a.workers == 1 else "-workers2")
+            + (f"-{a.tag}" if a.tag else ""))
     md = report.markdown(doc)
     (out / f"{stem}.md").write_text(md)
     (out / f"{stem}.json").write_text(json.dumps(doc, indent=1) + "\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import client
 from .conf import render
-from .processes import Child, descendant_pids, free_port
+from .processes import Child, cpu_seconds, descendant_pids, free_port
 
 _start_ids = itertools.count(1)
 
@@ -24,6 +24,10 @@ class Running:
     port: int
     pid: int
     startup_s: float
+    cpu_pids: tuple = ()  # whose CPU time counts (nginx with two workers: both); default (pid,)
+
+    def cpu_seconds(self):
+        return sum(cpu_seconds(p) for p in (self.cpu_pids or (self.pid,)))
 
     def stop(self, timeout=30.0):
         return self.child.stop(timeout=timeout)
@@ -43,6 +47,10 @@ class Contender:
     def measured_pid(self, child, under_valgrind):
         return child.pid
 
+    def cpu_pids(self, child, under_valgrind):
+        """The processes whose CPU time is the contender's (default: the measured one)."""
+        return (self.measured_pid(child, under_valgrind),)
+
     def version(self):
         raise NotImplementedError
 
@@ -59,10 +67,11 @@ class Contender:
         try:
             startup = client.wait_first_ok(port, started, timeout, alive=child.alive)
             pid = self.measured_pid(child, under_valgrind=bool(wrap))
+            cpu_pids = tuple(self.cpu_pids(child, under_valgrind=bool(wrap)))
         except BaseException:
             child.stop()
             raise
-        return Running(self.name, child, port, pid, startup)
+        return Running(self.name, child, port, pid, startup, cpu_pids)
 
 
 class Sluice(Contender):
@@ -87,11 +96,13 @@ class Sluice(Contender):
 
 
 class Nginx(Contender):
-    name = product = "nginx"
+    product = "nginx"
 
-    def __init__(self, cpus, keepalive=96):
+    def __init__(self, cpus, keepalive=96, workers=1, name="nginx"):
         super().__init__(cpus)
         self.keepalive = keepalive
+        self.workers = workers
+        self.name = name
 
     def prepare(self, directory, port, origins, under_valgrind):
         o1, o2, o3 = origins.addresses
@@ -99,28 +110,44 @@ class Nginx(Contender):
         # with no fork for valgrind to follow.
         conf = render("nginx.conf.in", directory / "nginx.conf", dir=directory, port=port,
                       origin1=o1, origin2=o2, origin3=o3, keepalive=self.keepalive,
+                      workers=1 if under_valgrind else self.workers,
                       master_process="off" if under_valgrind else "on")
         return ["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
 
     def measured_pid(self, child, under_valgrind):
+        return self.cpu_pids(child, under_valgrind)[0]
+
+    def cpu_pids(self, child, under_valgrind):
         if under_valgrind:
-            return child.pid
-        workers = descendant_pids(child.pid)
-        if len(workers) != 1:
-            raise RuntimeError(f"nginx: expected one worker process, found {workers}")
-        return workers[0]
+            return [child.pid]
+        # The workers are forked right after the master starts; a first 200 means at least one
+        # is serving, so wait briefly for all of them.
+        deadline = time.monotonic() + 5.0
+        while True:
+            workers = descendant_pids(child.pid)
+            if len(workers) == self.workers or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if len(workers) != self.workers:
+            raise RuntimeError(f"nginx: expected {self.workers} worker process(es), found {workers}")
+        return workers
 
     def version(self):
         return _first_line(["nginx", "-v"]).replace("nginx version: nginx/", "")
 
 
 class Haproxy(Contender):
-    name = product = "haproxy"
+    product = "haproxy"
+
+    def __init__(self, cpus, threads=1, name="haproxy"):
+        super().__init__(cpus)
+        self.threads = threads
+        self.name = name
 
     def prepare(self, directory, port, origins, under_valgrind):
         o1, o2, o3 = origins.addresses
         conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
-                      origin1=o1, origin2=o2, origin3=o3)
+                      origin1=o1, origin2=o2, origin3=o3, threads=self.threads)
         return ["haproxy", "-db", "-f", str(conf)]
 
     def version(self):

@@ -7,6 +7,8 @@ is usually steadier than the ratio of the medians on a shared machine.
 import statistics
 from dataclasses import dataclass
 
+from . import profile
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -87,7 +89,29 @@ def summarize(result, names):
             series = [_ratio(r[primary][m.key], pick(r[o][m.key] for o in others)) for r in rounds]
             vs_best[m.key] = _median(series)
             per_round[m.key] = series
-    return {"medians": medians, "ratios": pairs, "vs_best": vs_best, "vs_best_per_round": per_round}
+    return {"medians": medians, "ratios": pairs, "vs_best": vs_best, "vs_best_per_round": per_round,
+            "scaling": scaling(result, names)}
+
+
+def scaling(result, names):
+    """--workers 2: for each product run both ways (X-w2 and X-w1), the per-round ratios
+    w2 ÷ w1 of throughput and of requests per CPU-second, and their medians."""
+    if result["kind"] != "load":
+        return {}
+    out = {}
+    for n in names:
+        if not n.endswith("-w2") or n[:-3] + "-w1" not in names:
+            continue
+        one = n[:-3] + "-w1"
+        entry = {}
+        for key in ("rps", "req_per_cpu_s"):
+            series = [_ratio(r[n][key], r[one][key]) for r in result["rounds"]]
+            entry[key] = _median(series)
+            entry[key + "_per_round"] = series
+        entry["w2_cpu_busy"] = _median([r[n]["proxy_cpu_busy"] for r in result["rounds"]])
+        entry["w1_cpu_busy"] = _median([r[one]["proxy_cpu_busy"] for r in result["rounds"]])
+        out[n[:-3]] = entry
+    return out
 
 
 def evaluate_targets(scenarios, names):
@@ -194,6 +218,34 @@ def scenario_markdown(name, sc, names):
             other = "best other" if len(names) > 2 else names[1]
             out += ["", f"Per round, {names[0]} ÷ {other} in {label}: "
                     + ", ".join(_fmt_ratio(x) for x in series) + "."]
+    if sc["kind"] == "instr":
+        out += profile_markdown(sc, names)
+    if summ.get("scaling"):
+        out += ["", "Scaling, two workers ÷ one (median of per-round ratios; per round in brackets):", "",
+                "| | req/s w2 ÷ w1 | req per CPU-s w2 ÷ w1 | CPU busy w2 (of 2 cores) | CPU busy w1 |",
+                "|---|---|---|---|---|"]
+        for product, e in summ["scaling"].items():
+            per = ", ".join(_fmt_ratio(x) for x in e["rps_per_round"])
+            out.append(f"| {product} | **{_fmt_ratio(e['rps'])}** ({per}) | {_fmt_ratio(e['req_per_cpu_s'])} | "
+                       f"{e['w2_cpu_busy']:.2f} | {e['w1_cpu_busy']:.2f} |")
+    return out
+
+
+def profile_markdown(sc, names):
+    """For `instr`: where each contender's instructions per request go (profile.py)."""
+    row = sc["rounds"][0]
+    out = []
+    for n in names:
+        prof = row.get(n, {}).get("profile")
+        if not prof:
+            continue
+        out += ["", f"### Where {n}'s instructions per request go", ""]
+        lines = profile.markdown(prof, n)
+        if not n.startswith("sluice"):
+            # Grouping is by sluice's function names: for the others, objects and functions only.
+            first_blank = lines.index("", 2)
+            lines = lines[:2] + lines[first_blank + 1:]
+        out += lines
     return out
 
 

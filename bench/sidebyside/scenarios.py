@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import client, wrk
-from .processes import cpu_seconds, rss_kib, settled_rss_kib
+from . import client, profile, wrk
+from .processes import rss_kib, settled_rss_kib
 
 
 @dataclass
@@ -26,6 +26,7 @@ class Settings:
     instr_requests: int     # measured requests under callgrind (beyond instr_warm)
     instr_warm: int
     workdir: Path
+    instr_connections: int = 1  # 1: sequential requests on one connection; more: wrk
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,24 @@ SPECIAL = {
              "(Ir after {total:,} requests − Ir after {warm:,}) / {count:,}, sequential "
              "keep-alive requests on one client connection",
 }
+# `instr` with --instr-connections N > 1.
+INSTR_WRK = ("user-space instructions per proxied request under `valgrind --tool=callgrind`: "
+             "(Ir after {warm:,} sequential requests then wrk with {conns} keep-alive "
+             "connections for {duration} s − Ir after the {warm:,} alone) / the requests wrk "
+             "made")
 
 
 def describe(name, settings):
     """The description of scenario `name` for a run with `settings` (the JSON's settings dict)."""
-    text = LOADS[name].description if name in LOADS else SPECIAL[name]
+    conns = settings.get("instr_connections", 1)
+    if name == "instr" and conns > 1:
+        text = INSTR_WRK
+    else:
+        text = LOADS[name].description if name in LOADS else SPECIAL[name]
     warm, count = settings["instr_warm"], settings["instr_requests"]
     step = settings["idle_connections_per_step"]
     return text.format(n=settings["connections"], first=step, second=step, warm=warm,
-                       count=count, total=warm + count)
+                       count=count, total=warm + count, conns=conns, duration=settings.get("duration", 5))
 
 
 ALL = list(LOADS) + list(SPECIAL)
@@ -118,8 +128,7 @@ class Bench:
         origins served in that window: at the edges of a run wrk opens its connections and cuts
         the requests in flight, which makes every proxy drop and reopen upstream connections,
         and that is not the steady state the figure is about."""
-        pid = running.pid
-        cpu0, ocpu0 = cpu_seconds(pid), self.origins.cpu_seconds()
+        cpu0, ocpu0 = running.cpu_seconds(), self.origins.cpu_seconds()
         t0 = time.monotonic()
         child = wrk.start(running.port, path=load.path, connections=self.s.connections,
                           duration=duration, headers=load.headers)
@@ -131,7 +140,7 @@ class Bench:
         finally:
             w = wrk.finish(child)
         wall = time.monotonic() - t0
-        cpu, ocpu = cpu_seconds(pid) - cpu0, self.origins.cpu_seconds() - ocpu0
+        cpu, ocpu = running.cpu_seconds() - cpu0, self.origins.cpu_seconds() - ocpu0
         if not running.child.alive():
             raise RuntimeError(f"{running.name} exited during the run")
         n, window_reqs = w["requests"], reqs1 - reqs0
@@ -207,25 +216,41 @@ class Bench:
     # Instructions per request ---------------------------------------------------------------
 
     def _instr(self):
-        warm, n = self.s.instr_warm, self.s.instr_requests
+        """Two callgrind runs per contender: `instr_warm` sequential requests, then the same plus
+        the measured load (`instr_requests` more sequential requests on one connection, or with
+        instr_connections > 1, wrk with that many connections for `duration` seconds). The
+        difference, divided by the measured requests, is the steady-state cost of a request; the
+        per-function difference of the two profiles says where it goes (profile.py)."""
+        warm, n, conns = self.s.instr_warm, self.s.instr_requests, self.s.instr_connections
         row = {}
         for c in self.contenders:
-            totals = {}
-            for count in (warm, warm + n):
-                out = Path(self.s.workdir) / f"callgrind-{c.name}-{count}.out"
+            files, totals, measured = {}, {}, None
+            for step in ("base", "more"):
+                out = Path(self.s.workdir) / f"callgrind-{c.name}-{step}.out"
                 wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                         "--dump-instr=no", "--dump-line=no"]
                 t0 = time.monotonic()
                 r = c.start(self.s.workdir, self.origins, wrap=wrap, timeout=120.0)
                 try:
-                    client.request_loop(r.port, count)
+                    client.request_loop(r.port, warm)
+                    if step == "more" and conns <= 1:
+                        client.request_loop(r.port, n)
+                        measured = n
+                    elif step == "more":
+                        w = wrk.run(r.port, path="/", connections=conns, duration=self.s.duration)
+                        if w["errors"]:
+                            raise RuntimeError(f"{c.name} under callgrind: wrk errors {w['error_kinds']}")
+                        measured = w["requests"]
                 finally:
                     status = r.stop(timeout=120.0)
-                totals[count] = callgrind_total(out)
-                self.log(f"  instr {c.name:10s} {count} requests: {totals[count]:,} Ir "
+                files[step], totals[step] = out, callgrind_total(out)
+                self.log(f"  instr {c.name:10s} {step}: {totals[step]:,} Ir "
                          f"({time.monotonic() - t0:.1f} s, exit {status})")
-            row[c.name] = {"ir_total_warm": totals[warm], "ir_total": totals[warm + n],
-                           "requests": n, "ir_per_request": (totals[warm + n] - totals[warm]) / n}
+            row[c.name] = {"ir_total_warm": totals["base"], "ir_total": totals["more"],
+                           "requests": measured, "connections": max(1, conns),
+                           "ir_per_request": (totals["more"] - totals["base"]) / measured,
+                           "profile": profile.difference(files["base"], files["more"], measured,
+                                                         top=25 if c.product == "sluice" else 12)}
         return {"kind": "instr", "rounds": [row]}
 
 

@@ -1,0 +1,410 @@
+// The per-request CPU work of the data path outside the sockets, step by step as
+// src/proxy/session.cpp does it: request head (strict scan, Beast parse into the arena-allocated
+// message types, framing checks, routing, X-Request-Id, rewrite, serialisation towards the
+// origin), response head (scan, parse, checks, rewrite, serialisation towards the client) and the
+// per-request accounting (EndpointCounters). Every benchmark reports allocs/op: calls of the
+// global operator new made inside the timed loop, divided by iterations (the replacement below
+// counts them for the whole binary). Results: bench/results/micro-<date>.md.
+//
+// The few session.cpp helpers used here (path_of, append_fields, keep_alive_timeout,
+// is_idempotent) live in its anonymous namespace; they are restated below, kept identical. If
+// session.cpp's sequence changes, change run_request()/run_response() to match.
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdlib>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/field.hpp>
+
+#include "sluice/core/arena.hpp"
+#include "sluice/core/clock.hpp"
+#include "sluice/http/message.hpp"
+#include "sluice/http/request_id.hpp"
+#include "sluice/http/rewrite.hpp"
+#include "sluice/http/strict.hpp"
+#include "sluice/proxy/router.hpp"
+#include "sluice/proxy/worker_context.hpp"
+#include "sluice/upstream/endpoint.hpp"
+
+// ---- allocation counting -------------------------------------------------------------------
+// Replaces the global allocation functions of this program: every operator new (plain, array,
+// aligned, nothrow) bumps one counter. Relaxed atomic: the balancer benchmarks run two threads.
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+
+void* counted_alloc(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* counted_alloc(std::size_t n, std::align_val_t a) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  const auto align = static_cast<std::size_t>(a);
+  void* p = std::aligned_alloc(align, (n + align - 1) / align * align);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted_alloc(n); }
+void* operator new[](std::size_t n) { return counted_alloc(n); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_alloc(n, a); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(n); } catch (...) { return nullptr; }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try { return counted_alloc(n); } catch (...) { return nullptr; }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace sluice;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+
+// Counts the allocations of the timed loop: construct before it, call done() after it.
+class AllocScope {
+public:
+  explicit AllocScope(benchmark::State& state)
+      : state_(state), start_(g_allocations.load(std::memory_order_relaxed)) {}
+  void done() {
+    const auto n = g_allocations.load(std::memory_order_relaxed) - start_;
+    state_.counters["allocs/op"] =
+        benchmark::Counter(static_cast<double>(n), benchmark::Counter::kAvgIterations);
+  }
+
+private:
+  benchmark::State& state_;
+  std::uint64_t start_;
+};
+
+// A typical browser navigation (Firefox 120 shape, with a session cookie): 600 bytes.
+constexpr std::string_view browser_request =
+    "GET /products/shoes/running?color=blue&size=42&sort=price HTTP/1.1\r\n"
+    "Host: shop.example.com\r\n"
+    "User-Agent: Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0\r\n"
+    "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8\r\n"
+    "Accept-Language: en-US,en;q=0.5\r\n"
+    "Accept-Encoding: gzip, deflate, br\r\n"
+    "Referer: https://shop.example.com/products/shoes\r\n"
+    "Connection: keep-alive\r\n"
+    "Cookie: session=3f2a9c1e7b5d4a6f8e0c2b1a9d7f5e3c; theme=dark; consent=1\r\n"
+    "Upgrade-Insecure-Requests: 1\r\n"
+    "Sec-Fetch-Dest: document\r\n"
+    "Sec-Fetch-Mode: navigate\r\n"
+    "Sec-Fetch-Site: same-origin\r\n"
+    "Sec-Fetch-User: ?1\r\n"
+    "\r\n";
+static_assert(browser_request.size() >= 580 && browser_request.size() <= 620);
+
+// What wrk sends in the side-by-side benchmark.
+constexpr std::string_view wrk_request = "GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n";
+
+// The origin's answer in the side-by-side `small` scenario (nginx `return 200`), and a typical
+// application response head.
+constexpr std::string_view small_response =
+    "HTTP/1.1 200 OK\r\n"
+    "Server: nginx/1.22.1\r\n"
+    "Date: Sun, 30 Nov 2026 09:00:00 GMT\r\n"
+    "Content-Type: text/plain\r\n"
+    "Content-Length: 6\r\n"
+    "Connection: keep-alive\r\n"
+    "\r\n";
+constexpr std::string_view app_response =
+    "HTTP/1.1 200 OK\r\n"
+    "Date: Sun, 30 Nov 2026 09:00:00 GMT\r\n"
+    "Content-Type: text/html; charset=utf-8\r\n"
+    "Content-Length: 18234\r\n"
+    "Connection: keep-alive\r\n"
+    "Keep-Alive: timeout=5\r\n"
+    "Cache-Control: private, max-age=0, must-revalidate\r\n"
+    "ETag: \"5f3a-1b2c3d4e\"\r\n"
+    "Vary: Accept-Encoding, Cookie\r\n"
+    "Set-Cookie: session=3f2a9c1e7b5d4a6f8e0c2b1a9d7f5e3c; Path=/; HttpOnly; SameSite=Lax\r\n"
+    "X-Content-Type-Options: nosniff\r\n"
+    "\r\n";
+
+// ---- session.cpp helpers, restated (anonymous namespace there) -----------------------------
+constexpr std::string_view crlf = "\r\n";
+
+bool is_idempotent(bhttp::verb m) {
+  return m == bhttp::verb::get || m == bhttp::verb::head || m == bhttp::verb::options ||
+         m == bhttp::verb::trace || m == bhttp::verb::put || m == bhttp::verb::delete_;
+}
+
+std::string_view path_of(std::string_view target) {
+  if (!target.empty() && target.front() == '/') return target;
+  const auto scheme = target.find("://");
+  if (scheme == std::string_view::npos) return target;
+  const auto slash = target.find('/', scheme + 3);
+  return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+}
+
+std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) {
+  const auto at = value.find("timeout=");
+  if (at == std::string_view::npos) return std::nullopt;
+  unsigned long seconds = 0;
+  const auto begin = value.data() + at + 8;
+  const auto r = std::from_chars(begin, value.data() + value.size(), seconds);
+  if (r.ec != std::errc() || r.ptr == begin) return std::nullopt;
+  return std::chrono::seconds(std::min<unsigned long>(seconds, 86400));
+}
+
+template <class Fields>
+void append_fields(std::string& out, const Fields& fields) {
+  for (const auto& f : fields) {
+    out.append(f.name_string());
+    out.append(": ");
+    out.append(f.value());
+    out.append(crlf);
+  }
+}
+
+// ---- the per-worker / per-session state the sequence uses ----------------------------------
+struct Worker {
+  BlockPool arena_blocks{proxy::arena_block_size, 128};
+  http::RequestIdGenerator ids{42};
+  // The benchmark's config: no routes, one upstream takes everything. The pointer is only
+  // compared, never followed.
+  Router router{{}, reinterpret_cast<const Upstream*>(&arena_blocks)};
+  std::string client_ip = "127.0.0.1";
+  std::size_t max_header_bytes = 16 * 1024;  // config defaults (docs/configuration.md)
+  std::size_t max_uri_bytes = 8 * 1024;
+  std::string head_out;  // per session in session.cpp, reused across its requests
+  Arena arena;           // per session, attached to a pooled block per exchange
+  std::optional<http::RequestParser> request;
+  std::optional<http::ResponseParser> response;
+  char id_storage[129];
+  std::string_view request_id;
+  bool use_arena = true;  // false: Beast's fields on the heap (what the arena saves)
+
+  Worker() {
+    arena_blocks.reserve();
+    head_out.reserve(1024);
+  }
+  void begin_exchange() {
+    if (use_arena) arena.attach(arena_blocks.acquire(), proxy::arena_block_size);
+  }
+  void end_exchange() {
+    request.reset();
+    response.reset();
+    if (use_arena) arena_blocks.release(arena.detach());
+  }
+};
+
+enum class Stage { scan, parse, full };
+
+// read_request_head() + handle_request() + forward() + send_request(), without the I/O.
+[[gnu::noinline]] bool run_request(Worker& w, std::string_view bytes, Stage stage) {
+  const auto scan = http::scan_request_head(bytes, w.max_header_bytes, w.max_uri_bytes);
+  if (scan.result != http::HeadScan::Result::complete) return false;
+  if (stage == Stage::scan) return true;
+  w.begin_exchange();
+  w.request.emplace(std::piecewise_construct, std::make_tuple(),
+                    std::make_tuple(http::Allocator(&w.arena)));
+  w.request->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
+  w.request->body_limit(boost::none);
+  boost::system::error_code ec;
+  const auto used = w.request->put(net::buffer(bytes.data(), scan.head_size), ec);
+  if (ec || !w.request->is_header_done() || used != scan.head_size) return false;
+  auto& req = w.request->get();
+  if (http::check_request_fields(req, req.version()) != http::Violation::none) return false;
+  if (stage == Stage::parse) {
+    w.end_exchange();
+    return true;
+  }
+  // handle_request()
+  {
+    char generated[37];
+    const auto id = http::choose_request_id(req, w.ids, generated);
+    const auto n = std::min(id.size(), sizeof w.id_storage);
+    std::memcpy(w.id_storage, id.data(), n);
+    w.request_id = std::string_view(w.id_storage, n);
+  }
+  bool keep = w.request->keep_alive();
+  benchmark::DoNotOptimize(keep);
+  benchmark::DoNotOptimize(w.request->is_done());
+  benchmark::DoNotOptimize(w.request->content_length());
+  if (req.method() == bhttp::verb::connect) return false;
+  const auto* upstream = w.router.route(req[bhttp::field::host], path_of(req.target()));
+  benchmark::DoNotOptimize(upstream);
+  // forward()
+  if (const auto e = req[bhttp::field::expect]; !e.empty()) req.erase(bhttp::field::expect);
+  bool chunked = w.request->chunked();
+  bool idempotent = is_idempotent(req.method());
+  benchmark::DoNotOptimize(chunked);
+  benchmark::DoNotOptimize(idempotent);
+  http::rewrite_request(req, {w.client_ip, "http", w.request_id});
+  // send_request()
+  w.head_out.clear();
+  w.head_out.append(req.method_string());
+  w.head_out.push_back(' ');
+  w.head_out.append(req.target());
+  w.head_out.append(" HTTP/1.1\r\n");
+  append_fields(w.head_out, req);
+  w.head_out.append(crlf);
+  benchmark::DoNotOptimize(w.head_out.data());
+  w.end_exchange();
+  return true;
+}
+
+// read_response_head() + send_response()'s head, without the I/O. The request's arena is
+// attached (the response is parsed into the same one).
+[[gnu::noinline]] bool run_response(Worker& w, std::string_view bytes, Stage stage) {
+  const auto scan = http::scan_response_head(bytes, w.max_header_bytes);
+  if (scan.result != http::HeadScan::Result::complete) return false;
+  if (stage == Stage::scan) return true;
+  w.begin_exchange();
+  w.response.emplace(std::piecewise_construct, std::make_tuple(),
+                     std::make_tuple(http::Allocator(&w.arena)));
+  w.response->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
+  w.response->body_limit(boost::none);
+  boost::system::error_code ec;
+  const auto used = w.response->put(net::buffer(bytes.data(), scan.head_size), ec);
+  if (ec || !w.response->is_header_done() || used != scan.head_size ||
+      http::check_response_fields(w.response->get(), w.response->get().version()) !=
+          http::Violation::none)
+    return false;
+  if (stage == Stage::parse) {
+    w.end_exchange();
+    return true;
+  }
+  auto& res = w.response->get();
+  const unsigned status = res.result_int();
+  bool upstream_keep_alive = w.response->keep_alive();
+  auto idle = keep_alive_timeout(res[bhttp::field::keep_alive]);
+  bool chunked = w.response->chunked();
+  auto length = w.response->content_length();
+  benchmark::DoNotOptimize(upstream_keep_alive);
+  benchmark::DoNotOptimize(idle);
+  benchmark::DoNotOptimize(chunked);
+  benchmark::DoNotOptimize(length);
+  http::rewrite_response(res, w.request_id);
+  w.head_out.clear();
+  w.head_out.append("HTTP/1.1 ");
+  char code[4];
+  std::to_chars(code, code + 3, status);
+  w.head_out.append(code, 3);
+  w.head_out.push_back(' ');
+  const auto reason = res.reason();
+  w.head_out.append(reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
+  w.head_out.append(crlf);
+  append_fields(w.head_out, res);
+  w.head_out.append(crlf);
+  benchmark::DoNotOptimize(w.head_out.data());
+  w.end_exchange();
+  return true;
+}
+
+void request_bench(benchmark::State& state, std::string_view bytes, Stage stage,
+                   bool use_arena = true) {
+  Worker w;
+  w.use_arena = use_arena;
+  if (!run_request(w, bytes, stage)) {  // also warms the pool and head_out
+    state.SkipWithError("request rejected");
+    return;
+  }
+  AllocScope allocs(state);
+  for (auto _ : state) benchmark::DoNotOptimize(run_request(w, bytes, stage));
+  allocs.done();
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
+}
+
+void response_bench(benchmark::State& state, std::string_view bytes, Stage stage) {
+  Worker w;
+  w.request_id = "0b5c6a1e-7d3f-4e2a-9c8b-1a2b3c4d5e6f";
+  if (!run_response(w, bytes, stage)) {
+    state.SkipWithError("response rejected");
+    return;
+  }
+  AllocScope allocs(state);
+  for (auto _ : state) benchmark::DoNotOptimize(run_response(w, bytes, stage));
+  allocs.done();
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
+}
+
+// Browser request: the whole sequence, then its prefixes (scan only; scan + parse + checks).
+void BM_RequestBrowser(benchmark::State& s) { request_bench(s, browser_request, Stage::full); }
+void BM_RequestBrowserScan(benchmark::State& s) { request_bench(s, browser_request, Stage::scan); }
+void BM_RequestBrowserParse(benchmark::State& s) { request_bench(s, browser_request, Stage::parse); }
+void BM_RequestWrk(benchmark::State& s) { request_bench(s, wrk_request, Stage::full); }
+// The same as BM_RequestBrowser with the fields on the heap: what the arena saves, and a check
+// that the allocation counter counts.
+void BM_RequestBrowserNoArena(benchmark::State& s) {
+  request_bench(s, browser_request, Stage::full, false);
+}
+BENCHMARK(BM_RequestBrowser);
+BENCHMARK(BM_RequestBrowserScan);
+BENCHMARK(BM_RequestBrowserParse);
+BENCHMARK(BM_RequestWrk);
+BENCHMARK(BM_RequestBrowserNoArena);
+
+void BM_ResponseSmall(benchmark::State& s) { response_bench(s, small_response, Stage::full); }
+void BM_ResponseSmallScan(benchmark::State& s) { response_bench(s, small_response, Stage::scan); }
+void BM_ResponseSmallParse(benchmark::State& s) { response_bench(s, small_response, Stage::parse); }
+void BM_ResponseApp(benchmark::State& s) { response_bench(s, app_response, Stage::full); }
+BENCHMARK(BM_ResponseSmall);
+BENCHMARK(BM_ResponseSmallScan);
+BENCHMARK(BM_ResponseSmallParse);
+BENCHMARK(BM_ResponseApp);
+
+// Rewriting + serialising alone is BM_RequestBrowser − BM_RequestBrowserParse: isolating it
+// would need PauseTiming around a fresh parse, which costs more than what it would measure.
+
+// Per-request accounting: Session::log_exchange() with access logs off (the benchmark's
+// config): the status-class counter, the duration histogram bucket and sum, with the clock read
+// the session makes.
+[[gnu::noinline]] void account(EndpointCounters& c, const Clock& clock, Clock::time_point start,
+                               unsigned status) {
+  EndpointCounters::bump(c.responses[status / 100]);
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(clock.now() - start);
+  const double seconds = static_cast<double>(us.count()) / 1e6;
+  std::size_t b = 0;
+  while (b < EndpointCounters::buckets && seconds > duration_bounds[b]) ++b;
+  EndpointCounters::bump(c.duration_counts[b]);
+  EndpointCounters::bump(c.duration_sum_us, static_cast<std::uint64_t>(us.count()));
+}
+
+void BM_MetricsIncrement(benchmark::State& state) {
+  EndpointCounters counters;
+  const Clock& clock = steady_clock();
+  const auto start = clock.now();
+  AllocScope allocs(state);
+  for (auto _ : state) account(counters, clock, start, 200);
+  allocs.done();
+  benchmark::DoNotOptimize(counters.duration_sum_us.load());
+}
+BENCHMARK(BM_MetricsIncrement);
+
+// The counter updates alone (no clock read): what the per-worker cache-line layout costs.
+void BM_MetricsBumpOnly(benchmark::State& state) {
+  EndpointCounters counters;
+  AllocScope allocs(state);
+  std::uint64_t us = 0;
+  for (auto _ : state) {
+    EndpointCounters::bump(counters.responses[2]);
+    EndpointCounters::bump(counters.duration_counts[us & 7]);
+    EndpointCounters::bump(counters.duration_sum_us, ++us);
+  }
+  allocs.done();
+  benchmark::DoNotOptimize(counters.duration_sum_us.load());
+}
+BENCHMARK(BM_MetricsBumpOnly);
+
+}  // namespace
