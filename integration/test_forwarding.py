@@ -126,7 +126,8 @@ def test_forwarded_headers_and_hop_by_hop_stripping(origins, sluice):
         "X-Private: secret\r\n"
         "Keep-Alive: timeout=5\r\n"
         "TE: trailers\r\n"
-        "Upgrade: websocket\r\n"
+        # h2c is never forwarded (a websocket upgrade would be: test_websocket.py).
+        "Upgrade: h2c\r\n"
         "Proxy-Connection: keep-alive\r\n"
         "X-Custom: kept\r\n"
         "\r\n").encode()

@@ -40,17 +40,18 @@ constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must 
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
 constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
-constexpr std::array<std::string_view, 11> server_keys{
+constexpr std::array<std::string_view, 12> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
-    "watch_config"};
+    "watch_config",     "tunnel_drain_timeout"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
 constexpr std::array<std::string_view, 2> admin_keys{"listen", "token_file"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
-constexpr std::array<std::string_view, 15> upstream_keys{
+constexpr std::array<std::string_view, 16> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
-    "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry"};
+    "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
+    "tunnel_idle_timeout"};
 constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
                                                             "backup",  "max_conns", "drain"};
 constexpr std::array<std::string_view, 12> health_keys{
@@ -590,6 +591,8 @@ private:
                    max_connections_limit);
       read_duration(*table, "shutdown_delay", "server.shutdown_delay", out.shutdown_delay, true);
       read_bool(*table, "watch_config", "server.watch_config", out.watch_config);
+      read_duration(*table, "tunnel_drain_timeout", "server.tunnel_drain_timeout",
+                    out.tunnel_drain_timeout, false);
       // The request line is part of the head, so a longer URI limit could never be reached.
       if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
         error(*uri, "server.max_uri_bytes",
@@ -778,6 +781,8 @@ private:
     read_integer(table, "keepalive", path + ".keepalive", upstream.keepalive, 0, max_keepalive);
     read_duration(table, "keepalive_timeout", path + ".keepalive_timeout",
                   upstream.keepalive_timeout, false);
+    read_duration(table, "tunnel_idle_timeout", path + ".tunnel_idle_timeout",
+                  upstream.tunnel_idle_timeout, false);
     read_health(table, path, upstream.health);
     read_passive(table, path, upstream.passive);
     read_duration(table, "slow_start", path + ".slow_start", upstream.slow_start, true);

@@ -50,7 +50,60 @@ void set_request_id(Fields& fields, std::string_view request_id) {
   }
 }
 
+// Calls f(protocol) for each element of the Upgrade lines (RFC 9110 §7.8: a comma-separated list
+// of "name[/version]"; empty elements and surrounding whitespace ignored). f returns false to stop.
+template <class F>
+bool for_each_protocol(const Fields& fields, F&& f) {
+  const auto [first, last] = fields.equal_range(bhttp::field::upgrade);
+  for (auto line = first; line != last; ++line) {
+    std::string_view rest = line->value();
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      auto item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+      if (!item.empty() && !f(item)) return false;
+    }
+  }
+  return true;
+}
+
+bool has_upgrade_option(const Fields& fields) {
+  for (auto line = fields.equal_range(bhttp::field::connection).first;
+       line != fields.end() && line->name() == bhttp::field::connection; ++line) {
+    for (const auto option : bhttp::opt_token_list{line->value()})
+      if (iequals(option, "upgrade")) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+bool is_h2c(std::string_view protocol) noexcept {
+  return iequals(protocol.substr(0, protocol.find('/')), "h2c");
+}
+
+bool wants_upgrade(const Fields& fields, unsigned version, bool is_get, bool has_body) noexcept {
+  // RFC 9110 §7.8: Upgrade in an HTTP/1.0 request is ignored. A body would have to be read in the
+  // old protocol before the switch; WebSocket (RFC 6455 §4.1) is a GET without one.
+  if (version != 11 || !is_get || has_body || !has_upgrade_option(fields)) return false;
+  bool any = false;
+  for_each_protocol(fields, [&](std::string_view p) {
+    any = !is_h2c(p);
+    return !any;
+  });
+  return any;
+}
+
+bool valid_switch(const Fields& response, const Fields& request) noexcept {
+  bool any = false;
+  const bool all_offered = for_each_protocol(response, [&](std::string_view chosen) {
+    any = true;
+    return !for_each_protocol(request, [&](std::string_view offered) { return !iequals(chosen, offered); });
+  });
+  return any && all_offered;
+}
 
 void strip_hop_by_hop(Fields& fields) {
   // RFC 9110 §7.6.1: a proxy MUST remove the fields named by the Connection options of every
@@ -67,13 +120,28 @@ void strip_hop_by_hop(Fields& fields) {
   // Keep-Alive are the pre-standard ones. Framing (TE) is redone by whoever forwards the body.
   for (const auto name : {bhttp::field::connection, bhttp::field::keep_alive,
                           bhttp::field::proxy_connection, bhttp::field::te, bhttp::field::trailer,
-                          bhttp::field::transfer_encoding, bhttp::field::upgrade}) {
+                          bhttp::field::transfer_encoding, bhttp::field::upgrade,
+                          bhttp::field::http2_settings}) {
     fields.erase(name);
   }
 }
 
 void rewrite_request(Fields& fields, const ForwardedFor& info) {
+  // The protocols offered, less h2c, as one line (in the fields' allocator: the arena).
+  std::basic_string<char, std::char_traits<char>, Allocator> protocols(fields.get_allocator());
+  if (info.upgrade) {
+    for_each_protocol(fields, [&](std::string_view p) {
+      if (is_h2c(p)) return true;
+      if (!protocols.empty()) protocols += ", ";
+      protocols += p;
+      return true;
+    });
+  }
   strip_hop_by_hop(fields);
+  if (!protocols.empty()) {
+    fields.set(bhttp::field::upgrade, std::string_view(protocols));
+    fields.set(bhttp::field::connection, "upgrade");
+  }
 
   // X-Forwarded-For: the hops already listed, in order and joined into one line, then the peer.
   // The chain is built in the fields' own allocator (the request's arena on the data path).
@@ -105,8 +173,20 @@ void rewrite_request(Fields& fields, const ForwardedFor& info) {
   set_request_id(fields, info.request_id);
 }
 
-void rewrite_response(Fields& fields, std::string_view request_id) {
+void rewrite_response(Fields& fields, std::string_view request_id, bool switching) {
+  std::basic_string<char, std::char_traits<char>, Allocator> protocols(fields.get_allocator());
+  if (switching) {
+    for_each_protocol(fields, [&](std::string_view p) {
+      if (!protocols.empty()) protocols += ", ";
+      protocols += p;
+      return true;
+    });
+  }
   strip_hop_by_hop(fields);
+  if (!protocols.empty()) {
+    fields.set(bhttp::field::upgrade, std::string_view(protocols));
+    fields.set(bhttp::field::connection, "upgrade");
+  }
   set_request_id(fields, request_id);
 }
 

@@ -142,6 +142,7 @@ struct Session::Exchange {
   bool request_done = false;     // the whole request (head and body) was read from the client
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
+  bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
   std::size_t kept_body = 0;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
@@ -176,6 +177,10 @@ void Session::close() {
 }
 
 void Session::expire() {
+  if (tunnel_ != nullptr) {
+    watch_tunnel();
+    return;
+  }
   deadline = Clock::time_point::max();
   timed_out_ = true;
   error_code ignored;
@@ -345,11 +350,14 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   }
   const bool is_head = req.method() == bhttp::verb::head;
   x.chunked_in = request_->chunked();
+  x.upgrade = http::wants_upgrade(req, req.version(), req.method() == bhttp::verb::get, !x.request_done);
   proxy::RequestFacts facts;
-  facts.idempotent_method = is_idempotent(req.method());
-  facts.has_idempotency_key =
-      !retry.idempotency_header.empty() && req.count(retry.idempotency_header) != 0;
-  http::rewrite_request(req, {client_ip_, "http", x.request_id});
+  // An Upgrade request is never resent once a byte of it was written: the origin may have
+  // switched already. (Connect failures are still retried.)
+  facts.idempotent_method = is_idempotent(req.method()) && !x.upgrade;
+  facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
+                              req.count(retry.idempotency_header) != 0;
+  http::rewrite_request(req, {client_ip_, "http", x.request_id, x.upgrade});
 
   // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
   // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
@@ -428,6 +436,12 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     {
       InFlight in_flight(ep);  // ends the request begun by try_begin_request()
       last_failure = co_await try_server(x, ep, upstream, is_head, try_until, facts_now);
+      // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
+      // tunnel, which stays in flight on this server until it ends.
+      if (last_failure == UpstreamFailure::none && response_->get().result_int() == 101) {
+        report_live(x, ep, health::LiveResult::response(101));
+        co_return co_await tunnel(x, ep, *upstream);
+      }
     }
     if (last_failure == UpstreamFailure::client_failed) co_return false;
     facts.body_kept = x.body_kept || !x.body_consumed;
@@ -576,7 +590,9 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
                                                     proxy::AttemptFacts& facts) {
   const auto& ucfg = x.upstream->config();
   const auto& req = request_->get();
-  upstream = worker_.pool.acquire(ep);
+  // An upgrade request takes a fresh connection: it is not resent after a pooled connection
+  // turns out to be closed, and the connection is consumed by a tunnel anyway.
+  if (!x.upgrade) upstream = worker_.pool.acquire(ep);
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {
@@ -838,8 +854,12 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
       up_in_.consume(used);
       const auto code = response_->get().result_int();
       if (code < 100 || code >= 200) co_return UpstreamFailure::none;
-      // We never forward Upgrade, so a switch is a protocol error.
-      if (code == 101) co_return UpstreamFailure::bad_response;
+      // A switch is only valid as the answer to an upgrade we forwarded, to a protocol it offered.
+      if (code == 101) {
+        co_return x.upgrade && http::valid_switch(response_->get(), request_->get())
+            ? UpstreamFailure::none
+            : UpstreamFailure::bad_response;
+      }
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
         head_out_.clear();
@@ -993,6 +1013,91 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   }
   if (!keep) x.client_keep_alive = false;
   co_return upstream_keep_alive && !until_close && up_in_.size() == 0;
+}
+
+net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
+  const auto& limits = snapshot_->config->server;
+  auto& res = response_->get();
+  x.status = 101;
+  http::rewrite_response(res, x.request_id, true);
+  head_out_.clear();
+  head_out_.append("HTTP/1.1 101 ");
+  const std::string_view reason = res.reason();
+  head_out_.append(reason.empty() ? std::string_view("Switching Protocols") : reason);
+  head_out_.append(crlf);
+  append_fields(head_out_, res);
+  head_out_.append(crlf);
+  expire_after(limits.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  if (timed(ec) || closed_) {
+    upstream_ = nullptr;
+    co_return false;
+  }
+
+  // Bytes that came with the heads (a client that did not wait for the 101, the origin's first
+  // frame) go first. They are moved into the relay block when they fit, so that the head buffers
+  // go back to the pool for the tunnel's lifetime.
+  const auto half = relay_size / 2;
+  std::span<char> up(relay_, half), down(relay_ + half, half);
+  std::string_view client_pending = view(in_), origin_pending = view(up_in_);
+  if (client_pending.size() <= half) {
+    std::memcpy(up.data(), client_pending.data(), client_pending.size());
+    client_pending = {up.data(), client_pending.size()};
+    in_.clear();
+    in_.shrink_to_fit();
+  }
+  if (origin_pending.size() <= half) {
+    std::memcpy(down.data(), origin_pending.data(), origin_pending.size());
+    origin_pending = {down.data(), origin_pending.size()};
+    up_in_.clear();
+    up_in_.shrink_to_fit();
+  }
+
+  TunnelWatch watch(worker_.clock.now(), x.upstream->config().tunnel_idle_timeout);
+  tunnel_ = &watch;
+  tunnel_server_ = &ep;
+  tunnel_verdict_ = TunnelWatch::Verdict::keep;
+  deadline = watch.next_check(worker_.clock.now());
+  ep.begin_tunnel();
+  spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
+                res[bhttp::field::upgrade]);
+  const auto stats = co_await relay(client_, upstream,
+                                    TunnelIo{up, down, client_pending, origin_pending,
+                                             &worker_.clock, &watch.last_activity});
+  ep.end_tunnel();
+  tunnel_ = nullptr;
+  tunnel_server_ = nullptr;
+  deadline = Clock::time_point::max();
+  upstream_ = nullptr;
+  in_.clear();
+  up_in_.clear();
+  x.bytes_in += stats.up;
+  x.bytes_out += stats.down;
+  EndpointCounters::bump(ep.counters(worker_.index).tunnels_closed[static_cast<std::size_t>(tunnel_verdict_)]);
+  spdlog::debug("upstream {} server {}: tunnel closed ({}): {} bytes up, {} bytes down",
+                x.upstream->name(), ep.identity(),
+                tunnel_verdict_ != TunnelWatch::Verdict::keep ? to_string(tunnel_verdict_)
+                : stats.failed                                 ? "reset"
+                                                               : "closed by both sides",
+                stats.up, stats.down);
+  co_return false;  // a tunnel is the connection's last use, on both sides
+}
+
+void Session::watch_tunnel() {
+  const auto now = worker_.clock.now();
+  // The newest config says how long a drain lasts; the tunnel's own config is replaced once the
+  // worker has a newer one.
+  const auto& newest = *worker_.snapshot;
+  const auto verdict = tunnel_->check(now, newest.config->server.tunnel_drain_timeout,
+                                      worker_.snapshot != snapshot_, tunnel_server_->draining());
+  if (verdict == TunnelWatch::Verdict::keep) {
+    deadline = tunnel_->next_check(now);
+    return;
+  }
+  tunnel_verdict_ = verdict;
+  deadline = Clock::time_point::max();
+  close();
 }
 
 net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {

@@ -56,7 +56,8 @@ std::string RuntimeControl::status_json() {
       so["backup"] = ep->backup();
       so["max_conns"] = ep->max_conns();
       const auto in_flight = ep->in_flight();
-      so["in_flight"] = in_flight;
+      so["in_flight"] = in_flight;  // tunnels included
+      so["tunnels"] = ep->tunnels();
       so["draining"] = ep->draining();
       so["drain_source"] = !ep->draining() ? "" : ep->drained_by_api() ? "api" : "config";
       so["drained"] = ep->draining() && in_flight == 0;
@@ -136,6 +137,21 @@ std::string RuntimeControl::metrics_text() {
   for (const auto& u : snapshot->upstreams)
     for (Endpoint* ep : u->endpoints())
       m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->in_flight()));
+  m.gauge("sluice_tunnels", "Upgrade tunnels (WebSocket) open to a server, across workers; also counted in sluice_upstream_in_flight.");
+  for (const auto& u : snapshot->upstreams)
+    for (Endpoint* ep : u->endpoints())
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->tunnels()));
+  m.counter("sluice_tunnels_closed_total",
+            "Upgrade tunnels ended, by upstream and reason (closed: by a peer; idle: tunnel_idle_timeout; drain: tunnel_drain_timeout).");
+  for (const auto& u : snapshot->upstreams) {
+    static constexpr const char* reasons[3] = {"closed", "idle", "drain"};
+    for (std::size_t r = 0; r < 3; ++r) {
+      std::uint64_t v = 0;
+      for (Endpoint* ep : u->endpoints())
+        v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.tunnels_closed[r]; });
+      m.sample({{"upstream", u->name()}, {"reason", reasons[r]}}, static_cast<double>(v));
+    }
+  }
   m.gauge("sluice_server_state", "1 for the server's current state.");
   static constexpr ServerState states[] = {ServerState::up, ServerState::down, ServerState::ejected,
                                            ServerState::slow_start};

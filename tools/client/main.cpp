@@ -9,6 +9,9 @@
 //   --upload BYTES [--chunked]   POST a generated body of BYTES, streamed from one 64 KiB slice
 //       (Content-Length, or chunked framing), then read the answer (e.g. a `?sink=1` URL's JSON).
 //   --download                   GET, read the body in 256 KiB steps and count it.
+//   --websocket N                WebSocket handshake on the URL, then N messages written while
+//       their echoes are read; every echo is checked (see websocket.hpp).
+//   --websocket-script           WebSocket handshake, then commands from stdin (websocket.hpp).
 // Memory stays flat in every mode: bodies pass through one fixed slice, and only the first
 // `body_keep` bytes of a response body are kept (for the summary and the X-Seq check).
 //
@@ -44,6 +47,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/json.hpp>
 
+#include "websocket.hpp"
+
 namespace {
 
 namespace net = boost::asio;
@@ -63,6 +68,8 @@ const char* const usage =
     "  --requests N           N requests (GET unless --method)\n"
     "  --upload BYTES         POST a generated body of BYTES bytes\n"
     "  --download             GET and count the body bytes\n"
+    "  --websocket N          WebSocket: N messages echoed and checked\n"
+    "  --websocket-script     WebSocket: commands from stdin (echo N, wait-close, close)\n"
     "options:\n"
     "  --keepalive            reuse one connection (--requests)\n"
     "  --pipeline K           write K requests, then read K responses (--requests; implies\n"
@@ -80,7 +87,8 @@ struct Url {
 
 struct Options {
   Url url;
-  enum class Mode { requests, upload, download } mode = Mode::requests;
+  enum class Mode { requests, upload, download, websocket, websocket_script } mode = Mode::requests;
+  std::uint64_t ws_messages = 0;
   std::uint64_t requests = 1;
   std::uint64_t upload_bytes = 0;
   bool keepalive = false;
@@ -149,6 +157,11 @@ Options parse_options(int argc, char** argv) {
       o.upload_bytes = parse_count(arg, value());
     } else if (arg == "--download") {
       o.mode = Options::Mode::download;
+    } else if (arg == "--websocket") {
+      o.mode = Options::Mode::websocket;
+      o.ws_messages = parse_count(arg, value());
+    } else if (arg == "--websocket-script") {
+      o.mode = Options::Mode::websocket_script;
     } else if (arg == "--keepalive") {
       o.keepalive = true;
     } else if (arg == "--pipeline") {
@@ -544,6 +557,14 @@ int main(int argc, char** argv) {
         break;
       case Options::Mode::download:
         out = run_download(o, io, where, ok);
+        break;
+      case Options::Mode::websocket:
+        out = sluice::client::run_websocket({o.url.host, o.url.port, o.url.target, o.headers},
+                                            o.ws_messages, io, where, progress, ok);
+        break;
+      case Options::Mode::websocket_script:
+        out = sluice::client::run_websocket_script({o.url.host, o.url.port, o.url.target, o.headers},
+                                                   io, where, ok);
         break;
     }
     rc = ok ? 0 : 1;

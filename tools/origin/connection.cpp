@@ -7,7 +7,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/websocket/stream.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
@@ -313,6 +317,16 @@ asio::awaitable<bool> connection::respond(route r, knobs k, bool bad_knob, bool 
     co_return false;
   }
 
+  if (k.websocket && r == route::normal) {
+    if (!is_websocket_upgrade()) {
+      rep.status = 400;
+      rep.body = "websocket=1 needs a WebSocket upgrade request\n";
+      co_return co_await send(rep, knobs{}, keep_alive);
+    }
+    co_await websocket_echo();
+    co_return false;
+  }
+
   rep.status = k.status.value_or(r == route::health ? state_.health_status() : 200);
   if (k.echo || k.sink != sink_mode::off) {
     boost::json::object o;
@@ -438,6 +452,46 @@ asio::awaitable<void> connection::drain_input() {
     in_.clear();
     const auto [ec, n] = co_await socket_.async_read_some(in_.prepare(0), use_tuple);
     if (ec) co_return;
+  }
+}
+
+bool connection::is_websocket_upgrade() const {
+  if (req_.verb != http::verb::get || req_.version < 11) return false;
+  for (std::size_t i = 0; i < req_.header_count; ++i) {
+    const auto& f = req_.fields[i];
+    if (boost::beast::iequals(req_.name(f), "upgrade") &&
+        boost::beast::iequals(req_.value(f), "websocket"))
+      return true;
+  }
+  return false;
+}
+
+asio::awaitable<void> connection::websocket_echo() {
+  namespace websocket = boost::beast::websocket;
+  // Beast accepts a handshake from a request message: rebuild one from what was parsed.
+  http::request<http::empty_body> handshake;
+  handshake.method(req_.verb);
+  handshake.target(req_.target());
+  handshake.version(req_.version);
+  for (std::size_t i = 0; i < req_.header_count; ++i)
+    handshake.insert(req_.name(req_.fields[i]), req_.value(req_.fields[i]));
+  // Earlier pipelined answers first. Bytes the client sent after its handshake (it should wait
+  // for the 101) would be lost here; clients following RFC 6455 §4.1 send none.
+  if (!co_await flush()) co_return;
+  websocket::stream<tcp::socket> ws(std::move(socket_));
+  ws.set_option(websocket::stream_base::decorator(
+      [name = std::string(state_.name())](websocket::response_type& res) { res.set("X-Origin", name); }));
+  // Messages of any size the tests send; the default 16 MiB limit is plenty for them.
+  const auto [accept_ec] = co_await ws.async_accept(handshake, use_tuple);
+  if (accept_ec) co_return;
+  boost::beast::flat_buffer buffer;
+  for (;;) {
+    const auto [read_ec, n] = co_await ws.async_read(buffer, use_tuple);
+    if (read_ec) co_return;  // closed by the client (a close frame), or the connection failed
+    ws.text(ws.got_text());
+    const auto [write_ec, written] = co_await ws.async_write(buffer.data(), use_tuple);
+    if (write_ec) co_return;
+    buffer.consume(buffer.size());
   }
 }
 

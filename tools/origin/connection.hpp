@@ -77,6 +77,10 @@ class connection : public boost::intrusive::list_base_hook<
   asio::awaitable<void> reject(unsigned status);
   asio::awaitable<void> linger_close();
   asio::awaitable<void> drain_input();
+  // The `websocket` knob: true when the request was a WebSocket handshake, which then takes the
+  // connection over (accepted, every message echoed until the client closes).
+  bool is_websocket_upgrade() const;
+  asio::awaitable<void> websocket_echo();
   void abort();
 
   // Applies X-Origin-<Knob> headers, then query parameters so that the query wins.

@@ -58,6 +58,12 @@ bool knobs::set(std::string_view name, std::string_view value) {
     echo = *v;
     return true;
   }
+  if (iequals(name, "websocket")) {
+    const auto v = parse_flag(value);
+    if (!v) return false;
+    websocket = *v;
+    return true;
+  }
   if (iequals(name, "sink")) {
     if (iequals(value, "sha256")) {
       sink = sink_mode::sha256;

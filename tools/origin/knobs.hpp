@@ -29,6 +29,9 @@ struct knobs {
   close_mode close = close_mode::none;
   bool echo = false;
   sink_mode sink = sink_mode::off;
+  // A WebSocket upgrade request is accepted (101) and every message echoed back; without
+  // `Upgrade: websocket` the answer is 400.
+  bool websocket = false;
 
   // Sets the knob called `name` (case-insensitive) from `value`. Unknown names are ignored, so a
   // query string may carry unrelated parameters (cache busters, the /health/status code).

@@ -45,6 +45,9 @@ struct ServerSection {
   // balancers in front see the failing probe first), then shutdown_timeout begins.
   Duration shutdown_delay{0};
   bool watch_config = false;  // reload when the config file changes, as on SIGHUP
+  // Upgrade tunnels (WebSocket) still open when their server is drained or the config reloaded
+  // are closed this long after (like HAProxy's hard-stop-after / nginx's worker_shutdown_timeout).
+  Duration tunnel_drain_timeout{std::chrono::minutes(10)};
 };
 
 enum class AccessLogFormat { text, json, off };
@@ -135,6 +138,8 @@ struct UpstreamConfig {
   Duration response_timeout{std::chrono::seconds(30)};  // time to the first response byte
   std::uint32_t keepalive = 32;                          // idle pooled connections per server, per worker
   Duration keepalive_timeout{std::chrono::seconds(30)};
+  // An Upgrade tunnel with no byte either way for this long is closed (HAProxy's `timeout tunnel`).
+  Duration tunnel_idle_timeout{std::chrono::hours(1)};
   std::vector<ServerConfig> servers;
   std::optional<HealthCheckConfig> health;
   std::optional<PassiveConfig> passive;

@@ -8,22 +8,42 @@
 namespace sluice::http {
 
 // Removes Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
-// Transfer-Encoding and Upgrade. (The caller re-adds its own framing: chunked or Content-Length.)
+// Transfer-Encoding, Upgrade and HTTP2-Settings. (The caller re-adds its own framing: chunked or
+// Content-Length.)
 void strip_hop_by_hop(Fields& fields);
+
+// ---- Upgrade (RFC 9110 §7.8) ------------------------------------------------------------------
+// sluice forwards a protocol switch only for an HTTP/1.1 GET without a body whose Connection
+// lists the "upgrade" option and whose Upgrade names a protocol other than h2c (HTTP/2 over
+// cleartext is never forwarded: the origin would speak HTTP/2 to a client that negotiated with
+// us, RFC 9113 §3.1 removed it anyway). Anything else loses its Upgrade like any hop-by-hop field.
+bool wants_upgrade(const Fields& fields, unsigned version, bool is_get, bool has_body) noexcept;
+
+// True when `protocol` (one Upgrade list element, "name[/version]") names h2c.
+bool is_h2c(std::string_view protocol) noexcept;
 
 struct ForwardedFor {
   std::string_view client_ip;  // peer address of the client connection, no port
   std::string_view proto;      // "http" or "https"
   std::string_view request_id; // value to put in X-Request-Id (already chosen by the caller)
+  // wants_upgrade() said yes: keep Upgrade (less h2c) and send "Connection: upgrade".
+  bool upgrade = false;
 };
 
 // Request towards the origin: strip hop-by-hop fields, append the client to X-Forwarded-For
 // (joining existing values with ", "), set X-Forwarded-Proto, set X-Forwarded-Host from Host
-// (when present), set X-Request-Id. Host itself is kept unchanged.
+// (when present), set X-Request-Id. Host itself is kept unchanged. With info.upgrade the
+// Upgrade field survives as one line without h2c, with "Connection: upgrade" as the only option.
 void rewrite_request(Fields& fields, const ForwardedFor& info);
 
-// Response towards the client: strip hop-by-hop fields, echo X-Request-Id.
-void rewrite_response(Fields& fields, std::string_view request_id);
+// Is a 101 answer acceptable for a request forwarded with upgrade? Its Upgrade must be present and
+// name only protocols the request offered (RFC 9110 §7.8: a server MUST NOT switch to a protocol
+// the client did not ask for); `request` is the forwarded request's fields.
+bool valid_switch(const Fields& response, const Fields& request) noexcept;
+
+// Response towards the client: strip hop-by-hop fields, echo X-Request-Id. For a 101
+// (`switching`) the origin's Upgrade is kept and "Connection: upgrade" sent, as the client needs.
+void rewrite_response(Fields& fields, std::string_view request_id, bool switching = false);
 
 // The X-Request-Id to use: the client's own when present and sane (1..128 visible ASCII chars),
 // else a fresh one written into `storage` from `gen`.

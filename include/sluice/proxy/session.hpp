@@ -18,6 +18,7 @@
 #include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/retry.hpp"
+#include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/worker_context.hpp"
 
 namespace sluice::proxy {
@@ -63,6 +64,10 @@ private:
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
+  // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
+  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
+  // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
+  void watch_tunnel();
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
   void log_exchange(const Exchange& x);
 
@@ -96,6 +101,10 @@ private:
   bool idle_ = false;       // waiting for the first byte of a next request
   bool closed_ = false;
   bool timed_out_ = false;  // expire() cancelled the operation under way
+  // While tunnelling: the tunnel's watch (on tunnel()'s frame), its server, and why it was closed.
+  TunnelWatch* tunnel_ = nullptr;
+  Endpoint* tunnel_server_ = nullptr;
+  TunnelWatch::Verdict tunnel_verdict_ = TunnelWatch::Verdict::keep;
 };
 
 }  // namespace sluice::proxy

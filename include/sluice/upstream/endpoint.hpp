@@ -37,6 +37,9 @@ struct alignas(64) EndpointCounters {
   std::atomic<std::uint64_t> retry_skips[9]{};  // retries not made, by proxy::RetrySkip
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};
+  // Upgrade tunnels ended, by proxy::TunnelWatch::Verdict: [0] by a peer (close or error),
+  // [1] tunnel_idle_timeout, [2] tunnel_drain_timeout.
+  std::atomic<std::uint64_t> tunnels_closed[3]{};
 
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
@@ -125,6 +128,12 @@ public:
   }
   void end_request() noexcept { in_flight_.fetch_sub(1, std::memory_order_relaxed); }
 
+  // Upgrade tunnels open to this server across workers (each also counts in in_flight() for its
+  // whole life, so that drains wait for it and max_conns caps it).
+  std::int64_t tunnels() const noexcept { return tunnels_.load(std::memory_order_relaxed); }
+  void begin_tunnel() noexcept { tunnels_.fetch_add(1, std::memory_order_relaxed); }
+  void end_tunnel() noexcept { tunnels_.fetch_sub(1, std::memory_order_relaxed); }
+
   // A backup server receives requests only while no primary can take them. Balancers read the
   // flag when they are built (control thread), so a change takes effect at the next snapshot.
   bool backup() const noexcept { return backup_.load(std::memory_order_relaxed); }
@@ -157,6 +166,7 @@ private:
   std::atomic<bool> backup_{false};
   std::atomic<std::uint32_t> max_conns_{0};
   alignas(64) std::atomic<std::int64_t> in_flight_{0};
+  std::atomic<std::int64_t> tunnels_{0};  // changes once per tunnel: shares in_flight_'s line
 };
 
 }  // namespace sluice
