@@ -105,25 +105,42 @@ bool valid_switch(const Fields& response, const Fields& request) noexcept {
   return any && all_offered;
 }
 
+// RFC 9110 §7.6.1: the hop-by-hop fields, named by a Connection option or not; Proxy-Connection
+// and Keep-Alive are the pre-standard ones. Framing (TE) is redone by whoever forwards the body.
+constexpr bool is_hop_by_hop(bhttp::field name) noexcept {
+  switch (name) {
+    case bhttp::field::connection:
+    case bhttp::field::keep_alive:
+    case bhttp::field::proxy_connection:
+    case bhttp::field::te:
+    case bhttp::field::trailer:
+    case bhttp::field::transfer_encoding:
+    case bhttp::field::upgrade:
+    case bhttp::field::http2_settings:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void strip_hop_by_hop(Fields& fields) {
   // RFC 9110 §7.6.1: a proxy MUST remove the fields named by the Connection options of every
   // Connection line. fields keeps the lines of one name together, starting at equal_range()'s
   // first. Its end is not used: it may be the very field an option erases. The Connection lines
-  // themselves stay (may_drop refuses "connection"), so `line` remains valid.
+  // themselves stay (may_drop refuses "connection"), so `line` remains valid. An option naming a
+  // hop-by-hop field ("keep-alive", the common case) needs no lookup: the pass below drops it.
   for (auto line = fields.equal_range(bhttp::field::connection).first;
        line != fields.end() && line->name() == bhttp::field::connection; ++line) {
     for (const auto option : bhttp::opt_token_list{line->value()}) {
+      if (iequals(option, "close") || iequals(option, "keep-alive")) continue;
+      if (is_hop_by_hop(bhttp::string_to_field(option))) continue;
       if (may_drop(option)) fields.erase(option);
     }
   }
-  // RFC 9110 §7.6.1: and the hop-by-hop fields themselves, named or not; Proxy-Connection and
-  // Keep-Alive are the pre-standard ones. Framing (TE) is redone by whoever forwards the body.
-  for (const auto name : {bhttp::field::connection, bhttp::field::keep_alive,
-                          bhttp::field::proxy_connection, bhttp::field::te, bhttp::field::trailer,
-                          bhttp::field::transfer_encoding, bhttp::field::upgrade,
-                          bhttp::field::http2_settings}) {
-    fields.erase(name);
-  }
+  // One pass in arrival order, comparing each line's field enum: cheaper than one name lookup
+  // (a case-insensitive tree search) per hop-by-hop name.
+  for (auto it = fields.begin(); it != fields.end();)
+    it = is_hop_by_hop(it->name()) ? fields.erase(it) : std::next(it);
 }
 
 void rewrite_request(Fields& fields, const ForwardedFor& info) {
