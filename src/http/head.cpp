@@ -66,6 +66,10 @@ void append_request_head(std::string& out, const RequestHeader& req, bool chunke
   out.push_back(' ');
   out.append(req.target());
   out.append(" HTTP/1.1\r\n");
+  // An HTTP/1.0 request may come without Host; forwarded as HTTP/1.1 it needs one, and with no
+  // authority to name it is empty (RFC 9110 §7.2), else the origin must answer 400 (RFC 9112
+  // §3.2). Found by fuzz_request.
+  if (req.count(bhttp::field::host) == 0) out.append("Host: \r\n");
   append_fields(out, req);
   if (chunked) out.append("Transfer-Encoding: chunked\r\n");
   out.append(crlf);

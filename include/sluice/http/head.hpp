@@ -36,7 +36,8 @@ bool parse_response_head(ResponseParser& parser, std::string_view head, bool is_
 void append_fields(std::string& out, const Fields& fields);
 
 // The request head towards the origin, after rewrite_request(): always HTTP/1.1, the framing
-// line (Transfer-Encoding: chunked) when the body is relayed chunked.
+// line (Transfer-Encoding: chunked) when the body is relayed chunked, and a Host (empty when the
+// client sent none, as HTTP/1.0 may: HTTP/1.1 requires one).
 void append_request_head(std::string& out, const RequestHeader& req, bool chunked);
 
 // The interim (1xx) response head passed on to an HTTP/1.1 client.
