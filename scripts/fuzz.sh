@@ -4,7 +4,7 @@
 # Any crash, sanitizer report, timeout or broken invariant fails the script and leaves the input in
 # build/fuzz/artifacts/<t>/. See docs/fuzzing.md.
 #
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default: 30 s, every target)
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: 30 s, every target; 0: replay)
 # Env:   SLUICE_FUZZ_SEED (default 1), BUILD_DIR (default build/fuzz), FUZZ_JOBS (default 1:
 #        parallel fuzzing processes per target, each with its own seed; for long runs).
 set -euo pipefail
@@ -49,6 +49,7 @@ for t in "${targets[@]}"; do
     continue
   fi
 
+  ((seconds > 0)) || continue  # 0: replay only (libFuzzer would take 0 as "no limit")
   echo "== fuzz_$t: fuzzing for ${seconds}s (seed $seed, $jobs job(s))"
   fuzz_args=(-max_total_time="$seconds" -seed="$seed" -dict="$dict" -max_len="$max_len" -timeout=10
              -rss_limit_mb=2048 -artifact_prefix="$artifacts" -print_final_stats=1 -print_pcs=0)

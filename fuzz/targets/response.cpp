@@ -110,6 +110,7 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
     if (code == 101) return;  // we never forward Upgrade: 502
     if (code != 100 && ctx.client_version == 11) {
       std::string wire;
+      http::strip_hop_by_hop(parser->get());
       http::append_interim_head(wire, parser->get());
       reparse(wire, {code, lines_of(parser->get()), {}, true}, ctx, true);
     }

@@ -803,6 +803,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
         head_out_.clear();
+        http::strip_hop_by_hop(response_->get());  // an interim head is forwarded too
         http::append_interim_head(head_out_, response_->get());
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);

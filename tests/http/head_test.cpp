@@ -1,4 +1,5 @@
 #include "sluice/http/head.hpp"
+#include "sluice/http/rewrite.hpp"
 
 #include <string>
 
@@ -80,6 +81,18 @@ TEST(HttpHead, ResponseHeadSaysCloseOrKeepAliveAsTheClientNeeds) {
   out.clear();
   http::append_response_head(out, a.get(), http::plan_response(a, false, 11, false), 11, 1);
   EXPECT_EQ(out, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n");
+}
+
+// Regression (fuzz_response, regressions/response/interim-hop-by-hop-fields): a 1xx head was
+// passed to the client with its hop-by-hop fields (Keep-Alive, Connection and what it names).
+TEST(HttpHead, InterimHeadIsForwardedWithoutHopByHopFields) {
+  http::ResponseParser a;
+  parse(a, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\nKeep-Alive: timeout=5\r\n"
+           "Connection: X-A\r\nX-A: 1\r\n\r\n");
+  http::strip_hop_by_hop(a.get());
+  std::string out;
+  http::append_interim_head(out, a.get());
+  EXPECT_EQ(out, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n");
 }
 
 TEST(HttpHead, ChunkHeaderIsHexSizeAndCrlf) {

@@ -40,7 +40,7 @@ void append_fields(std::string& out, const Fields& fields);
 // client sent none, as HTTP/1.0 may: HTTP/1.1 requires one).
 void append_request_head(std::string& out, const RequestHeader& req, bool chunked);
 
-// The interim (1xx) response head passed on to an HTTP/1.1 client.
+// The interim (1xx) response head passed on to an HTTP/1.1 client, after strip_hop_by_hop().
 void append_interim_head(std::string& out, const ResponseHeader& res);
 
 // How a final response is relayed to the client (RFC 9112 §6.3).
