@@ -2,6 +2,8 @@
 // through its target, so a crash the fuzzer once found, or a seed that stops passing, fails the
 // unit tests in every build (and under ASan+UBSan in the sanitizer build), not only when fuzzing.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -37,6 +39,9 @@ void replay(const std::string& target, Target run, std::size_t at_least) {
   for (const auto& file : files) {
     std::ifstream in(file, std::ios::binary);
     const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // An abort (a sanitizer, a failed assertion in Beast) ends the process without a test
+    // failure message: SLUICE_FUZZ_REPLAY_VERBOSE=1 names each input first.
+    if (std::getenv("SLUICE_FUZZ_REPLAY_VERBOSE") != nullptr) std::fprintf(stderr, "replay %s\n", file.c_str());
     try {
       run(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size());
     } catch (const sluice::fuzz::InvariantBroken& e) {
