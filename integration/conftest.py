@@ -26,6 +26,24 @@ ORIGIN = BUILD / "sluice-origin"
 CLIENT = BUILD / "sluice-test-client"
 
 
+def _sanitizers():
+    """SLUICE_SANITIZE of the build under test ("" for none), from its CMake cache."""
+    try:
+        for line in (BUILD / "CMakeCache.txt").read_text().splitlines():
+            if line.startswith("SLUICE_SANITIZE:"):
+                return line.split("=", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+# Under ASan/UBSan/TSan every sluice a test started must end with no report on its stderr (the
+# sanitizers print there; UBSan and ASan abort on the first one, see scripts/test.sh).
+SANITIZED = _sanitizers() != ""
+SANITIZER_REPORT = re.compile(
+    r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|WARNING: ThreadSanitizer")
+
+
 def wait_for_line(proc, stream, pattern, timeout=10.0, sink=None):
     """Reads `stream` line by line until `pattern` matches; returns the match. Lines read are
     appended to `sink` (a list) so that later assertions can look at them."""
@@ -208,6 +226,15 @@ class Sluice:
                 self.proc.wait()
                 raise
         return self.proc.returncode
+
+    def sanitizer_reports(self):
+        """Sanitizer reports on stderr (each with the 40 lines after it), once it has exited."""
+        lines = self.log.poll()
+        found = []
+        for i, line in enumerate(lines):
+            if SANITIZER_REPORT.search(line):
+                found.append("\n".join(lines[i:i + 40]))
+        return found
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -528,10 +555,21 @@ def sluice(tmp_path):
         return s
 
     yield start
+    reports = []
     for s in started:
         if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+            if SANITIZED:
+                # A graceful stop, so that LeakSanitizer's check at exit runs too.
+                try:
+                    s.stop(timeout=30)
+                except subprocess.TimeoutExpired:
+                    reports.append(f"sluice {s.proc.pid} did not stop within 30 s of SIGTERM")
+            else:
+                s.proc.kill()
+                s.proc.wait()
+        if SANITIZED:
+            reports += s.sanitizer_reports()
+    assert not reports, "sanitizer reports:\n" + "\n\n".join(reports)
 
 
 class ScriptedOrigin:

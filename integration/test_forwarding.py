@@ -294,6 +294,8 @@ def test_http10_without_host_gets_no_client_supplied_forwarded_host(origins, slu
     assert r.json()["version"] == "HTTP/1.1"
     assert header_values(seen, "x-forwarded-host") == []
     assert header_values(seen, "x-forwarded-for") == ["127.0.0.1"]
+    # Forwarded as HTTP/1.1, it needs a Host (RFC 9112 §3.2): empty, there is no authority.
+    assert header_values(seen, "host") == [""]
 
 
 def test_origin_closing_before_answering_gives_502_and_retries_only_idempotent(origins, sluice):

@@ -1,25 +1,87 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install what is missing, build, and run every unit
-# test (GoogleTest via ctest) and every integration test (pytest driving the real binaries).
+# test (GoogleTest via ctest) and every integration test (pytest driving the real binaries), the
+# same again under AddressSanitizer + UBSan, the multi-threaded parts under ThreadSanitizer, and
+# each fuzz target for a bounded time (docs/fuzzing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Phase timings, printed at the end (and on failure) so that CI time stays visible.
+timings=()
+phase_start=$SECONDS
+phase_name=""
+phase() {
+  if [[ -n $phase_name ]]; then timings+=("$(printf '%5ds  %s' $((SECONDS - phase_start)) "$phase_name")"); fi
+  phase_name=$1
+  phase_start=$SECONDS
+  [[ -n $phase_name ]] && echo "== $phase_name"
+  return 0
+}
+report_timings() {
+  phase ""
+  echo "== phase timings"
+  printf '%s\n' "${timings[@]}"
+  echo "total ${SECONDS}s"
+}
+trap report_timings EXIT
+
+# Debian's interpreter, where python3-pytest lives (a pyenv or venv python3 may shadow it).
+pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
+
+phase "install dependencies"
 scripts/install-deps.sh
+
+phase "release build"
 scripts/build.sh
 
-echo "== unit tests"
+phase "unit tests"
 ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 120
 
-echo "== ThreadSanitizer: the tests where threads share balancers, health state and budgets"
-# A separate build with -fsanitize=thread (ccache keeps it quick after the first run). Any report
-# fails the run: TSan exits non-zero when it found a race.
-BUILD_DIR=build/tsan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=thread \
-  -DSLUICE_BUILD_BENCH=OFF
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/sluice_tests --gtest_brief=1 \
-  --gtest_filter='*Concurrency*:*Concurrent*:*Threads*:RetryBudget*:HealthServer*:HealthEjectionGuard*'
-
-echo "== test origin smoke test"
+phase "test origin smoke test"
 /usr/bin/python3 tools/origin/smoke_test.py build/release/sluice-origin
 
-echo "== integration tests"
-# Debian's interpreter, where python3-pytest lives (a pyenv or venv python3 may shadow it).
-SLUICE_BUILD_DIR="$PWD/build/release" /usr/bin/python3 -m pytest -q -p no:cacheprovider integration
+phase "integration tests"
+SLUICE_BUILD_DIR="$PWD/build/release" "${pytest[@]}" integration
+
+# Sanitizer runs: any report fails. UBSan is built not to recover (CMakeLists.txt) and ASan aborts
+# on its first report; the integration fixture fails a test whose sluice printed a report, and
+# stops sluice with SIGTERM so that LeakSanitizer checks it at exit. No suppressions.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_init_order=1:check_initialization_order=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+
+phase "ASan+UBSan build"
+# -O1: several times faster than -O0 under ASan and still exact stacks.
+BUILD_DIR=build/asan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 \
+  -DSLUICE_SANITIZE=address,undefined -DSLUICE_BUILD_BENCH=OFF
+
+phase "ASan+UBSan: unit tests"
+ctest --test-dir build/asan --output-on-failure -j "$(nproc)" --timeout 300
+
+phase "ASan+UBSan: integration tests"
+SLUICE_BUILD_DIR="$PWD/build/asan" "${pytest[@]}" integration
+
+phase "ThreadSanitizer build"
+# The tests where threads share balancers, health state, budgets and config snapshots.
+BUILD_DIR=build/tsan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=thread \
+  -DSLUICE_BUILD_BENCH=OFF
+
+phase "ThreadSanitizer: unit tests"
+build/tsan/sluice_tests --gtest_brief=1 \
+  --gtest_filter='*Concurrency*:*Concurrent*:*Threads*:RetryBudget*:HealthServer*:HealthEjectionGuard*'
+
+phase "ThreadSanitizer: multi-worker integration tests"
+# sluice with 2 workers + the control thread: reloads under load (weighted balancer, health
+# verdicts kept across snapshots), balancers shared by workers, probes and ejection feeding
+# health state that workers read, drain under load, SIGTERM with requests in flight.
+SLUICE_BUILD_DIR="$PWD/build/tsan" "${pytest[@]}" \
+  "integration/test_operations.py::test_fifty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weight_change" \
+  integration/test_operations.py::test_drain_under_load_lets_ten_slow_requests_finish_and_sends_nothing_new \
+  integration/test_operations.py::test_metrics_and_status_count_what_the_test_sent \
+  integration/test_balancing.py \
+  integration/test_active_health.py::test_a_killed_origin_is_out_within_fall_probes_and_back_after_rise \
+  integration/test_lifecycle.py::test_sigterm_lets_in_flight_requests_finish_then_exits_0
+
+phase "fuzzing: each target 30 s"
+scripts/fuzz.sh 30
+phase ""

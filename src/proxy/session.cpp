@@ -11,6 +11,7 @@
 #include <boost/static_string/static_string.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sluice/http/head.hpp"
 #include "sluice/http/rewrite.hpp"
 #include "sluice/balancer/hash.hpp"
 #include "sluice/health/log.hpp"
@@ -30,7 +31,7 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
-constexpr std::string_view last_chunk = "0\r\n\r\n";
+using http::last_chunk;
 
 // Room to read into `buffer` without exceeding its max_size.
 template <class Buffer>
@@ -81,28 +82,9 @@ std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) {
   return std::chrono::seconds(std::min<unsigned long>(seconds, 86400));
 }
 
-// Field lines of a parsed head, as they will be forwarded (after rewrite_*), then the blank line
-// is left to the caller so that it can add its own framing lines first.
-template <class Fields>
-void append_fields(std::string& out, const Fields& fields) {
-  for (const auto& f : fields) {
-    out.append(f.name_string());
-    out.append(": ");
-    out.append(f.value());
-    out.append(crlf);
-  }
-}
-
-// "1a2b\r\n": the chunk-size line for n bytes (RFC 9112 §7.1).
-struct ChunkHeader {
-  char data[24];
-  std::size_t size;
-  explicit ChunkHeader(std::size_t n) {
-    auto r = std::to_chars(data, data + 16, n, 16);
-    r.ptr[0] = '\r';
-    r.ptr[1] = '\n';
-    size = static_cast<std::size_t>(r.ptr + 2 - data);
-  }
+// The chunk-size line for n bytes, as a buffer.
+struct ChunkHeader : http::ChunkHeader {
+  using http::ChunkHeader::ChunkHeader;
   net::const_buffer buffer() const { return {data, size}; }
 };
 
@@ -263,21 +245,12 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       begin_exchange_memory();
       request_.emplace(std::piecewise_construct, std::make_tuple(),
                        std::make_tuple(http::Allocator(&arena_)));
-      request_->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
-      request_->body_limit(boost::none);  // enforced here, against max_body_bytes
-      error_code ec;
-      const auto used = request_->put(net::buffer(bytes.data(), scan.head_size), ec);
-      if (ec || !request_->is_header_done() || used != scan.head_size) {
-        const auto v = http::violation_from_parser_error(ec, bytes.substr(0, scan.head_size));
-        error = {400, v == http::Violation::none ? "bad request" : http::describe(v)};
+      // max_body_bytes is enforced here, not by the parser.
+      if (const auto r = http::parse_request_head(*request_, bytes.substr(0, scan.head_size))) {
+        error = {r.status, r.reason};
         co_return HeadResult::error;
       }
-      in_.consume(used);
-      const auto v = http::check_request_fields(request_->get(), request_->get().version());
-      if (v != http::Violation::none) {
-        error = {http::status_for(v), http::describe(v)};
-        co_return HeadResult::error;
-      }
+      in_.consume(scan.head_size);
       co_return HeadResult::ok;
     }
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
@@ -724,13 +697,7 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
   const auto& limits = snapshot_->config->server;
 
   head_out_.clear();
-  head_out_.append(req.method_string());
-  head_out_.push_back(' ');
-  head_out_.append(req.target());
-  head_out_.append(" HTTP/1.1\r\n");
-  append_fields(head_out_, req);
-  if (x.chunked_in) head_out_.append("Transfer-Encoding: chunked\r\n");
-  head_out_.append(crlf);
+  http::append_request_head(head_out_, req, x.chunked_in);
 
   const auto fail = [&] {
     return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
@@ -842,16 +809,9 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     if (scan.result == http::HeadScan::Result::complete) {
       response_.emplace(std::piecewise_construct, std::make_tuple(),
                         std::make_tuple(http::Allocator(&arena_)));
-      response_->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
-      response_->body_limit(boost::none);
-      if (is_head) response_->skip(true);
-      error_code ec;
-      const auto used = response_->put(net::buffer(bytes.data(), scan.head_size), ec);
-      if (ec || !response_->is_header_done() || used != scan.head_size ||
-          http::check_response_fields(response_->get(), response_->get().version()) !=
-              http::Violation::none)
+      if (!http::parse_response_head(*response_, bytes.substr(0, scan.head_size), is_head))
         co_return UpstreamFailure::bad_response;
-      up_in_.consume(used);
+      up_in_.consume(scan.head_size);
       const auto code = response_->get().result_int();
       if (code < 100 || code >= 200) co_return UpstreamFailure::none;
       // A switch is only valid as the answer to an upgrade we forwarded, to a protocol it offered.
@@ -863,13 +823,8 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
         head_out_.clear();
-        head_out_.append("HTTP/1.1 ");
-        head_out_.append(std::to_string(code));
-        head_out_.push_back(' ');
-        head_out_.append(response_->get().reason());
-        head_out_.append(crlf);
-        append_fields(head_out_, response_->get());
-        head_out_.append(crlf);
+        http::strip_hop_by_hop(response_->get());  // an interim head is forwarded too
+        http::append_interim_head(head_out_, response_->get());
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
@@ -907,37 +862,21 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   const auto& ucfg = x.upstream->config();
   auto& res = response_->get();
   x.status = res.result_int();
-  const bool body_expected = !is_head && x.status != 204 && x.status != 304;
   const bool upstream_keep_alive = response_->keep_alive();
   x.origin_idle_timeout = keep_alive_timeout(res[bhttp::field::keep_alive]);
-  const bool chunked_from_origin = response_->chunked();
   const auto length = response_->content_length();
+  const auto plan = http::plan_response(*response_, is_head, x.client_version,
+                                        x.client_keep_alive && !worker_.is_stopping());
+  const bool body_expected = plan.body_expected;
+  const bool chunked_from_origin = plan.chunked_in;
   // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
-  const bool until_close = body_expected && !chunked_from_origin && !length;
-  bool keep = x.client_keep_alive && !worker_.is_stopping();
-  const bool chunked_out = body_expected && (chunked_from_origin || until_close) && x.client_version == 11;
-  if (body_expected && (chunked_from_origin || until_close) && x.client_version != 11) keep = false;
+  const bool until_close = plan.until_close;
+  const bool keep = plan.keep_alive;
+  const bool chunked_out = plan.chunked_out;
 
   http::rewrite_response(res, x.request_id);
   head_out_.clear();
-  head_out_.append("HTTP/1.1 ");
-  char code[4];
-  std::to_chars(code, code + 3, x.status);
-  head_out_.append(code, 3);
-  head_out_.push_back(' ');
-  const auto reason = res.reason();
-  head_out_.append(reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
-  head_out_.append(crlf);
-  append_fields(head_out_, res);
-  if (chunked_out) head_out_.append("Transfer-Encoding: chunked\r\n");
-  if (x.attempts > 1) {
-    head_out_.append("Sluice-Attempts: ");
-    head_out_.push_back(static_cast<char>('0' + std::min(x.attempts, 9u)));
-    head_out_.append(crlf);
-  }
-  if (!keep) head_out_.append("Connection: close\r\n");
-  else if (x.client_version == 10) head_out_.append("Connection: keep-alive\r\n");
-  head_out_.append(crlf);
+  http::append_response_head(head_out_, res, plan, x.client_version, x.attempts);
 
   bool done = !body_expected;
   bool head_written = false;

@@ -1,0 +1,74 @@
+#pragma once
+// The session's head handling as pure functions: parsing a head that scan_*_head() found complete
+// (Beast + framing checks), and writing the head we forward. The session and the fuzz targets
+// (fuzz/targets/) call the same code, so what is fuzzed is what runs.
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/message.hpp>
+
+#include "sluice/http/message.hpp"
+#include "sluice/http/strict.hpp"
+
+namespace sluice::http {
+
+using RequestHeader = boost::beast::http::header<true, Fields>;
+using ResponseHeader = boost::beast::http::header<false, Fields>;
+
+// Why a request head was refused: the status to answer with and the Sluice-Error reason.
+struct Rejection {
+  unsigned status = 0;  // 0: accepted
+  std::string_view reason;
+  explicit operator bool() const noexcept { return status != 0; }
+};
+
+// `head` is exactly the bytes scan_request_head() reported complete (no leading empty lines, up
+// to and including the final CRLFCRLF); `parser` is fresh. Beast parses them, then
+// check_request_fields() applies the framing rules. The body is left to the caller.
+Rejection parse_request_head(RequestParser& parser, std::string_view head);
+
+// Likewise for a response head (any violation is a bad response: false). For a response to HEAD
+// the parser is told there is no body.
+bool parse_response_head(ResponseParser& parser, std::string_view head, bool is_head);
+
+// "name: value\r\n" for every field, in order.
+void append_fields(std::string& out, const Fields& fields);
+
+// The request head towards the origin, after rewrite_request(): always HTTP/1.1, the framing
+// line (Transfer-Encoding: chunked) when the body is relayed chunked, and a Host (empty when the
+// client sent none, as HTTP/1.0 may: HTTP/1.1 requires one).
+void append_request_head(std::string& out, const RequestHeader& req, bool chunked);
+
+// The interim (1xx) response head passed on to an HTTP/1.1 client, after strip_hop_by_hop().
+void append_interim_head(std::string& out, const ResponseHeader& res);
+
+// How a final response is relayed to the client (RFC 9112 §6.3).
+struct ResponsePlan {
+  bool body_expected = false;  // not HEAD, 204 or 304
+  bool chunked_in = false;     // the origin's body is chunked
+  bool until_close = false;    // no length: the body ends when the origin closes
+  bool chunked_out = false;    // re-chunked towards an HTTP/1.1 client
+  bool keep_alive = false;     // the client connection may stay open
+};
+
+// `client_keep_alive`: the request allowed it and the worker is not stopping.
+ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned client_version,
+                           bool client_keep_alive);
+
+// The final response head towards the client, after rewrite_response(). `attempts` > 1 adds
+// Sluice-Attempts.
+void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,
+                          unsigned client_version, unsigned attempts);
+
+// "1a2b\r\n": the chunk-size line for n bytes (RFC 9112 §7.1).
+struct ChunkHeader {
+  char data[24];
+  std::size_t size;
+  explicit ChunkHeader(std::size_t n) noexcept;
+  std::string_view view() const noexcept { return {data, size}; }
+};
+
+inline constexpr std::string_view last_chunk = "0\r\n\r\n";
+
+}  // namespace sluice::http

@@ -1,0 +1,121 @@
+#include "sluice/http/head.hpp"
+
+#include <charconv>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/status.hpp>
+
+namespace sluice::http {
+
+namespace bhttp = boost::beast::http;
+using boost::system::error_code;
+
+namespace {
+
+constexpr std::string_view crlf = "\r\n";
+
+void append_status_line(std::string& out, unsigned status, std::string_view reason) {
+  out.append("HTTP/1.1 ");
+  char code[4];
+  std::to_chars(code, code + 3, status);  // 100..599: the scan refused anything else
+  out.append(code, 3);
+  out.push_back(' ');
+  out.append(reason);
+  out.append(crlf);
+}
+
+}  // namespace
+
+Rejection parse_request_head(RequestParser& parser, std::string_view head) {
+  // One byte of slack: Beast counts the limit against everything it buffered.
+  parser.header_limit(static_cast<std::uint32_t>(head.size() + 1));
+  parser.body_limit(boost::none);  // the session enforces max_body_bytes itself
+  error_code ec;
+  const auto used = parser.put(boost::asio::buffer(head.data(), head.size()), ec);
+  if (ec || !parser.is_header_done() || used != head.size()) {
+    const auto v = violation_from_parser_error(ec, head);
+    return {400, v == Violation::none ? std::string_view("bad request") : describe(v)};
+  }
+  if (const auto v = check_request_fields(parser.get(), parser.get().version()); v != Violation::none)
+    return {status_for(v), describe(v)};
+  return {};
+}
+
+bool parse_response_head(ResponseParser& parser, std::string_view head, bool is_head) {
+  parser.header_limit(static_cast<std::uint32_t>(head.size() + 1));
+  parser.body_limit(boost::none);
+  if (is_head) parser.skip(true);
+  error_code ec;
+  const auto used = parser.put(boost::asio::buffer(head.data(), head.size()), ec);
+  return !ec && parser.is_header_done() && used == head.size() &&
+         check_response_fields(parser.get(), parser.get().version()) == Violation::none;
+}
+
+void append_fields(std::string& out, const Fields& fields) {
+  for (const auto& f : fields) {
+    out.append(f.name_string());
+    out.append(": ");
+    out.append(f.value());
+    out.append(crlf);
+  }
+}
+
+void append_request_head(std::string& out, const RequestHeader& req, bool chunked) {
+  out.append(req.method_string());
+  out.push_back(' ');
+  out.append(req.target());
+  out.append(" HTTP/1.1\r\n");
+  // An HTTP/1.0 request may come without Host; forwarded as HTTP/1.1 it needs one, and with no
+  // authority to name it is empty (RFC 9110 §7.2), else the origin must answer 400 (RFC 9112
+  // §3.2). Found by fuzz_request.
+  if (req.count(bhttp::field::host) == 0) out.append("Host: \r\n");
+  append_fields(out, req);
+  if (chunked) out.append("Transfer-Encoding: chunked\r\n");
+  out.append(crlf);
+}
+
+void append_interim_head(std::string& out, const ResponseHeader& res) {
+  append_status_line(out, res.result_int(), res.reason());
+  append_fields(out, res);
+  out.append(crlf);
+}
+
+ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned client_version,
+                           bool client_keep_alive) {
+  ResponsePlan p;
+  const auto status = parser.get().result_int();
+  p.body_expected = !is_head && status != 204 && status != 304;
+  p.chunked_in = parser.chunked();
+  p.until_close = p.body_expected && !p.chunked_in && !parser.content_length();
+  const bool unknown_length = p.body_expected && (p.chunked_in || p.until_close);
+  p.chunked_out = unknown_length && client_version == 11;
+  // An HTTP/1.0 client learns where such a body ends only from the close.
+  p.keep_alive = client_keep_alive && !(unknown_length && client_version != 11);
+  return p;
+}
+
+void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,
+                          unsigned client_version, unsigned attempts) {
+  const auto reason = res.reason();
+  append_status_line(out, res.result_int(), reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
+  append_fields(out, res);
+  if (plan.chunked_out) out.append("Transfer-Encoding: chunked\r\n");
+  if (attempts > 1) {
+    out.append("Sluice-Attempts: ");
+    out.push_back(static_cast<char>('0' + std::min(attempts, 9u)));
+    out.append(crlf);
+  }
+  if (!plan.keep_alive) out.append("Connection: close\r\n");
+  else if (client_version == 10) out.append("Connection: keep-alive\r\n");
+  out.append(crlf);
+}
+
+ChunkHeader::ChunkHeader(std::size_t n) noexcept {
+  auto r = std::to_chars(data, data + 16, n, 16);
+  r.ptr[0] = '\r';
+  r.ptr[1] = '\n';
+  size = static_cast<std::size_t>(r.ptr + 2 - data);
+}
+
+}  // namespace sluice::http
