@@ -964,7 +964,7 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
   const std::string_view reason = res.reason();
   head_out_.append(reason.empty() ? std::string_view("Switching Protocols") : reason);
   head_out_.append(crlf);
-  append_fields(head_out_, res);
+  http::append_fields(head_out_, res);
   head_out_.append(crlf);
   expire_after(limits.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
