@@ -356,6 +356,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
   }
   UpstreamFailure last_failure = UpstreamFailure::none;
+  ProxyError error;  // set before a `break`: the answer when no server's will do
   for (unsigned attempt = 1;;) {
     PickContext ctx = base;
     auto pick = x.upstream->pick(ctx);
@@ -364,15 +365,15 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       // Every candidate is at max_conns: wait in the upstream's bounded queue, if it has one.
       const auto outcome = co_await wait_in_queue(x, base, pick);
       if (outcome != nullptr) {
-        co_await send_error(&x, {503, outcome});
-        co_return false;
+        error = {503, outcome};
+        break;
       }
       reserved = true;
     }
     if (!pick && tried.empty()) {
       if (x.upstream->endpoints().empty()) {
-        co_await send_error(&x, {503, "no server available"});
-        co_return false;
+        error = {503, "no server available"};
+        break;
       }
       if (ucfg.panic_when_all_down) {
         ctx.panic = true;
@@ -381,18 +382,18 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                                x.upstream->name());
       }
       if (!pick) {
-        co_await send_error(&x, {503, "no healthy server", x.upstream->name()});
-        co_return false;
+        error = {503, "no healthy server", x.upstream->name()};
+        break;
       }
     }
     if (!pick && last_failure == UpstreamFailure::none) {  // all candidates were at max_conns
-      co_await send_error(&x, {503, "no server available"});
-      co_return false;
+      error = {503, "no server available"};
+      break;
     }
     if (!pick) {  // every server was tried: the last failure stands
       note_skip(x, proxy::RetrySkip::no_other_server);
-      co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
-      co_return false;
+      error = {status_for(last_failure), describe(last_failure)};
+      break;
     }
     Endpoint& ep = *x.upstream->endpoint(pick.index);
     tried.add(pick.index);
@@ -454,12 +455,12 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                     describe(last_failure));
       if (attempt >= retry.attempts) {
         if (retry.attempts > 1) note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
-        co_return false;
+        error = {status_for(last_failure), describe(last_failure)};
+        break;
       }
       if (!may_retry(x, facts_now, facts, deadline, tried)) {
-        co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
-        co_return false;
+        error = {status_for(last_failure), describe(last_failure)};
+        break;
       }
     }
 
@@ -473,11 +474,16 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     if (worker_.clock.now() >= deadline) {
       note_skip(x, proxy::RetrySkip::deadline);
-      co_await send_error(&x, {504, "deadline"});
-      co_return false;
+      error = {504, "deadline"};
+      break;
     }
     ++attempt;
   }
+  // Every answer of sluice's own leaves through this one suspension point: each co_await in a
+  // coroutine takes its own slots in the frame, and with one per error the frame outgrew what
+  // Asio recycles (1,020 bytes), costing a malloc per request.
+  co_await send_error(&x, error);
+  co_return false;
 }
 
 // True when some server could take the request but for max_conns (so waiting can help).
@@ -694,22 +700,33 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
                                                       Clock::time_point try_until,
                                                       std::uint64_t& sent) {
   const auto& req = request_->get();
-  const auto& limits = snapshot_->config->server;
-
   head_out_.clear();
   http::append_request_head(head_out_, req, x.chunked_in);
 
-  const auto fail = [&] {
-    return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
-  };
-  if (x.body_kept) {  // the whole body is in relay_: one write, repeatable on a retry
-    const std::array<net::const_buffer, 2> out{net::buffer(head_out_), net::buffer(relay_, x.kept_body)};
+  // No body, or the whole body kept in relay_: one write, repeatable on a retry. Streaming a body
+  // is another coroutine, so that this common path's frame stays small enough for Asio to
+  // recycle (a frame over 1,020 bytes is a malloc per request).
+  if (x.body_kept || (x.request_done && !x.chunked_in)) {
+    const std::array<net::const_buffer, 2> out{net::buffer(head_out_),
+                                               net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
     deadline = try_until;
     timed_out_ = false;
     auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
     sent = n;
-    co_return timed(ec) ? fail() : UpstreamFailure::none;
+    if (!timed(ec)) co_return UpstreamFailure::none;
+    co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
   }
+  co_return co_await stream_request(x, upstream, try_until, sent);
+}
+
+// The head and a body read from the client as it comes, piece by piece (re-chunked when chunked).
+net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type& upstream,
+                                                        Clock::time_point try_until,
+                                                        std::uint64_t& sent) {
+  const auto& limits = snapshot_->config->server;
+  const auto fail = [&] {
+    return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+  };
   bool head_written = false;
   auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
 

@@ -52,6 +52,9 @@ private:
   boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream,
                                                        Clock::time_point try_until,
                                                        std::uint64_t& sent);
+  boost::asio::awaitable<UpstreamFailure> stream_request(Exchange& x, socket_type& upstream,
+                                                         Clock::time_point try_until,
+                                                         std::uint64_t& sent);
   boost::asio::awaitable<UpstreamFailure> read_response_head(Exchange& x, socket_type& upstream,
                                                              bool is_head, Clock::time_point try_until,
                                                              std::size_t& received);
