@@ -149,12 +149,12 @@ struct Session::Exchange {
   boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
 };
 
-Session::Session(WorkerContext& worker, tcp::socket socket)
-    : worker_(worker), client_(std::move(socket)) {
+Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls)
+    : worker_(worker), client_(std::move(client)), tls_(std::move(tls)) {
   error_code ec;
-  const auto remote = client_.remote_endpoint(ec);
+  const auto remote = client_.socket().remote_endpoint(ec);
   if (!ec) client_ip_ = remote.address().to_string();
-  client_.set_option(tcp::no_delay(true), ec);
+  client_.socket().set_option(tcp::no_delay(true), ec);
   worker_.sessions.push_back(*this);
 }
 
@@ -211,6 +211,11 @@ net::awaitable<void> Session::run() {
   const PoolAllocator<char> blocks(&worker_.arena_blocks);
   in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
   up_in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
+  if (client_.is_tls() && !co_await tls_handshake()) {
+    deadline = Clock::time_point::max();
+    close();
+    co_return;
+  }
   while (!closed_) {
     ProxyError error;
     const auto head = co_await read_request_head(error);
@@ -226,14 +231,72 @@ net::awaitable<void> Session::run() {
     end_exchange_memory();
     if (!keep || worker_.is_stopping()) break;
   }
-  deadline = Clock::time_point::max();
   end_exchange_memory();
+  if (client_.is_tls() && !closed_) {
+    // close_notify before the FIN (RFC 8446 §6.1): a close-delimited body must not look
+    // truncated. Bounded: a peer that never answers with its own costs at most a second.
+    expire_after(std::chrono::seconds(1));
+    co_await client_.async_tls_shutdown(nothrow);
+  }
+  deadline = Clock::time_point::max();
   if (!closed_) {
     // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
     error_code ignored;
     client_.shutdown(tcp::socket::shutdown_send, ignored);
     close();
   }
+}
+
+// TLS listener: the handshake, within header_timeout (a client that never completes it holds the
+// connection no longer than a slow request head would). Failures are the client's business
+// (scanners, wrong versions, untrusted certificates): logged at debug and counted, not errors.
+net::awaitable<bool> Session::tls_handshake() {
+  idle_ = true;  // graceful shutdown closes a connection still shaking hands
+  expire_after(worker_.snapshot->config->server.header_timeout);
+  auto [ec] = co_await client_.async_handshake(net::ssl::stream_base::server, nothrow);
+  ec = timed(ec);
+  idle_ = false;
+  if (ec) {
+    EndpointCounters::bump(worker_.tls_handshake_failures);
+    spdlog::debug("client {}: TLS handshake failed: {}", client_ip_, ec.message());
+    co_return false;
+  }
+  EndpointCounters::bump(worker_.tls_handshakes);
+  co_return true;
+}
+
+// Upstream TLS on the connected `upstream`, within the connect deadline already set: SNI and the
+// name to verify (tls_server_name, else the server's host), then the handshake. A certificate the
+// CA does not vouch for fails the attempt; there is no fallback to an unverified connection.
+net::awaitable<UpstreamFailure> Session::connect_tls(Exchange& x, Endpoint& ep, socket_type& upstream) {
+  auto* context = x.upstream->tls_context();
+  if (context == nullptr) {  // the endpoint turned TLS in a newer snapshot than this request's
+    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: not configured");
+    co_return UpstreamFailure::tls_failed;
+  }
+  upstream.start_tls(context->context());
+  SSL* ssl = upstream.tls()->native_handle();
+  if (!context->prepare(ssl, x.upstream->tls_server_name(ep))) {
+    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: bad server name");
+    co_return UpstreamFailure::tls_failed;
+  }
+  auto [ec] = co_await upstream.async_handshake(net::ssl::stream_base::client, nothrow);
+  if (!ec) co_return UpstreamFailure::none;
+  if (ec == net::error::operation_aborted && timed_out_) co_return UpstreamFailure::connect_timeout;
+  if (const char* why = tls::verify_error(ssl)) {
+    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream certificate verify failed: %s", why);
+  } else {
+    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: %s",
+                  ec.message().c_str());
+  }
+  spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(), tls_failure_);
+  co_return UpstreamFailure::tls_failed;
+}
+
+ProxyError Session::failure_error(UpstreamFailure f) const {
+  if (f == UpstreamFailure::tls_failed && tls_failure_[0] != '\0')
+    return {status_for(f), std::string_view(tls_failure_)};
+  return {status_for(f), describe(f)};
 }
 
 net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error) {
@@ -280,7 +343,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       // Nothing buffered: give the buffer back while waiting, and wait for readability rather
       // than try a read that would only say "again" (one system call saved per request).
       in_.shrink_to_fit();
-      auto [wec] = co_await client_.async_wait(socket_type::wait_read, nothrow);
+      auto [wec] = co_await client_.async_wait_readable(nothrow);
       if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
     }
     auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
@@ -349,7 +412,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   facts.idempotent_method = is_idempotent(req.method());
   facts.has_idempotency_key =
       !retry.idempotency_header.empty() && req.count(retry.idempotency_header) != 0;
-  http::rewrite_request(req, {client_ip_, "http", x.request_id});
+  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id});
 
   // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
   // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
@@ -410,7 +473,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     if (!pick) {  // every server was tried: the last failure stands
       note_skip(x, proxy::RetrySkip::no_other_server);
-      co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
+      co_await send_error(&x, failure_error(last_failure));
       co_return false;
     }
     Endpoint& ep = *x.upstream->endpoint(pick.index);
@@ -467,11 +530,11 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                     describe(last_failure));
       if (attempt >= retry.attempts) {
         if (retry.attempts > 1) note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
+        co_await send_error(&x, failure_error(last_failure));
         co_return false;
       }
       if (!may_retry(x, facts_now, facts, deadline, tried)) {
-        co_await send_error(&x, {status_for(last_failure), describe(last_failure)});
+        co_await send_error(&x, failure_error(last_failure));
         co_return false;
       }
     }
@@ -577,6 +640,13 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
   const auto& ucfg = x.upstream->config();
   const auto& req = request_->get();
   upstream = worker_.pool.acquire(ep);
+  // A pooled connection is reused only with the TLS settings of this request's snapshot: a reload
+  // that turned TLS on or off, or changed the CA or client certificate, retires it.
+  if (upstream && (upstream->is_tls() != ep.tls() ||
+                   (upstream->is_tls() && (x.upstream->tls_context() == nullptr ||
+                                           SSL_get_SSL_CTX(upstream->tls()->native_handle()) !=
+                                               x.upstream->tls_context()->context().native_handle()))))
+    upstream.reset();
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {
@@ -584,7 +654,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
       upstream_ = &*upstream;
       deadline = std::min(try_until, worker_.clock.now() + Clock::duration(ucfg.connect_timeout));
       timed_out_ = false;
-      const auto [ec] = co_await upstream->async_connect(ep.socket_address(), nothrow);
+      const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
       if (ec) {
         const bool timeout = ec == net::error::operation_aborted && timed_out_;
         upstream_ = nullptr;
@@ -595,7 +665,17 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
         co_return facts.failure;
       }
       error_code ignored;
-      upstream->set_option(tcp::no_delay(true), ignored);
+      upstream->socket().set_option(tcp::no_delay(true), ignored);
+      if (ep.tls()) {
+        // The handshake shares the connect deadline: connect_timeout covers setting up the
+        // connection, TLS included.
+        if (const auto failure = co_await connect_tls(x, ep, *upstream); failure != UpstreamFailure::none) {
+          upstream_ = nullptr;
+          upstream.reset();
+          facts.failure = failure;
+          co_return failure;
+        }
+      }
     }
     upstream_ = &*upstream;
 
@@ -862,7 +942,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     }
     if (up_in_.size() == 0) {
       // The answer takes a round trip: wait for it instead of a read that would find nothing.
-      auto [wec] = co_await upstream.async_wait(socket_type::wait_read, nothrow);
+      auto [wec] = co_await upstream.async_wait_readable(nothrow);
       if (wec) {
         co_return timed(wec) == beast::error::timeout ? UpstreamFailure::response_timeout
                                                       : UpstreamFailure::reset_after_send;
