@@ -752,7 +752,9 @@ private:
         addresses.push_back(std::move(*address));
       }
     }
-    if (addresses.size() == items.size() && !items.empty()) out = std::move(addresses);
+    // Empty only when TLS listeners take the traffic (reported above otherwise).
+    if (addresses.size() == items.size() && (!items.empty() || server.contains("tls")))
+      out = std::move(addresses);
   }
 
   void read_log(const toml::table& root, LogSection& out) {
@@ -1093,7 +1095,10 @@ std::string summary(const Config& config) {
   std::size_t servers = 0;
   for (const auto& upstream : config.upstreams) servers += upstream.servers.size();
   const std::string source = config.source.empty() ? "<config>" : config.source;
-  return source + ": ok: " + plural(config.server.listen.size(), "listener") + ", " +
+  std::size_t tls = 0;
+  for (const auto& t : config.server.tls) tls += t.listen.size();
+  return source + ": ok: " + plural(config.server.listen.size() + tls, "listener") +
+         (tls != 0 ? " (" + std::to_string(tls) + " TLS)" : "") + ", " +
          plural(config.upstreams.size(), "upstream") + " (" + plural(servers, "server") + "), " +
          plural(config.routes.size(), "route") + ", " +
          (config.admin.enabled ? "admin " + config.admin.listen.to_string() : "no admin");

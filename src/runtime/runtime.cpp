@@ -73,7 +73,9 @@ void update_probes(Runtime::State& s) {
   for (const auto& u : s.snapshot->upstreams) {
     if (!u->config().health) continue;
     std::vector<health::ProbeTarget> targets;
-    for (const auto& ep : u->shared_endpoints()) targets.push_back({ep, &ep->health(), u->name()});
+    for (const auto& ep : u->shared_endpoints())
+      targets.push_back({ep, &ep->health(), u->name(), ep->tls() ? u->shared_tls_context() : nullptr,
+                         u->tls_server_name(*ep)});
     s.prober->set_upstream(u->name(), *u->config().health, std::move(targets));
     probed.push_back(u->name());
   }
