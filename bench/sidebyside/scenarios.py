@@ -33,6 +33,7 @@ class Load:
     description: str
     path: str
     headers: tuple = ()
+    tls: bool = False  # through each contender's TLS listener (same certificate for all)
 
 
 # Descriptions are formatted with the run's settings: {n} wrk connections, {first} and {second}
@@ -46,6 +47,11 @@ LOADS = {
     "reuse": Load("the `small` load ({n} keep-alive connections) again; what counts is "
                   "origin-side connections accepted per 1,000 requests in steady state (0 "
                   "expected)", "/"),
+    "tls": Load("{n} keep-alive TLS connections (TLS 1.3, ECDSA P-256, the same certificate for "
+                "every contender), `GET /`, tiny body", "/", tls=True),
+    "tls-handshake": Load("{n} connections sending `Connection: close` over TLS: a full TLS "
+                          "handshake (TLS 1.3, ECDSA P-256, no resumption: wrk does not resume) "
+                          "per request, tiny body", "/", ("Connection: close",), tls=True),
 }
 SPECIAL = {
     "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
@@ -121,8 +127,9 @@ class Bench:
         pid = running.pid
         cpu0, ocpu0 = cpu_seconds(pid), self.origins.cpu_seconds()
         t0 = time.monotonic()
-        child = wrk.start(running.port, path=load.path, connections=self.s.connections,
-                          duration=duration, headers=load.headers)
+        child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
+                          connections=self.s.connections, duration=duration,
+                          headers=load.headers, scheme="https" if load.tls else "http")
         try:
             time.sleep(min(1.0, duration / 4))
             conns0, reqs0 = self.origins.counters()

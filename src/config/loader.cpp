@@ -713,7 +713,7 @@ private:
       if (auto bad = tls::check_ca_file(u.tls_ca_file)) error(*ca, path + ".tls_ca_file", *bad);
     }
     if (const auto* name = read_string(table, "tls_server_name", path + ".tls_server_name", u.tls_server_name);
-        name != nullptr && !normalize_host_pattern(u.tls_server_name) &&
+        name != nullptr && !u.tls_server_name.empty() && !normalize_host_pattern(u.tls_server_name) &&
         !boost::urls::parse_ipv4_address(u.tls_server_name) && !boost::urls::parse_ipv6_address(u.tls_server_name)) {
       error(*name, path + ".tls_server_name", "invalid server name '" + u.tls_server_name + "'");
     }
