@@ -100,7 +100,8 @@ class Bench:
         running = {r.name: r for r in started}
         try:
             for r in started:
-                self._measure(r, load, self.s.warmup)
+                if self.s.warmup > 0:  # wrk refuses -d0s
+                    self._measure(r, load, self.s.warmup)
             rounds = []
             for i in range(self.s.rounds):
                 row = {}
