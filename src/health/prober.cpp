@@ -346,7 +346,10 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
       if (s.target.tls) {
         s.socket.start_tls(s.target.tls->context());
         SSL* ssl = s.socket.tls()->native_handle();
-        s.target.tls->prepare(ssl, s.target.tls_server_name);
+        if (!s.target.tls->prepare(ssl, s.target.tls_server_name)) {  // never probe unverified
+          close();
+          co_return failed("tls handshake failed: bad server name '" + s.target.tls_server_name + "'");
+        }
         const auto [hec] = co_await s.socket.async_handshake(net::ssl::stream_base::client, nothrow);
         if (s.stopped) co_return ProbeResult{};
         if (hec) {

@@ -51,6 +51,7 @@ std::string RuntimeControl::status_json() {
       json::object so;
       so["identity"] = ep->identity();
       so["address"] = ep->address_text();
+      so["tls"] = ep->tls();
       so["weight"] = ep->weight();
       so["effective_weight"] = static_cast<double>(ep->effective_weight_milli()) / 1000.0;
       so["backup"] = ep->backup();
