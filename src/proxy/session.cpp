@@ -247,58 +247,6 @@ net::awaitable<void> Session::run() {
   }
 }
 
-// TLS listener: the handshake, within header_timeout (a client that never completes it holds the
-// connection no longer than a slow request head would). Failures are the client's business
-// (scanners, wrong versions, untrusted certificates): logged at debug and counted, not errors.
-net::awaitable<bool> Session::tls_handshake() {
-  idle_ = true;  // graceful shutdown closes a connection still shaking hands
-  expire_after(worker_.snapshot->config->server.header_timeout);
-  auto [ec] = co_await client_.async_handshake(net::ssl::stream_base::server, nothrow);
-  ec = timed(ec);
-  idle_ = false;
-  if (ec) {
-    EndpointCounters::bump(worker_.tls_handshake_failures);
-    spdlog::debug("client {}: TLS handshake failed: {}", client_ip_, ec.message());
-    co_return false;
-  }
-  EndpointCounters::bump(worker_.tls_handshakes);
-  co_return true;
-}
-
-// Upstream TLS on the connected `upstream`, within the connect deadline already set: SNI and the
-// name to verify (tls_server_name, else the server's host), then the handshake. A certificate the
-// CA does not vouch for fails the attempt; there is no fallback to an unverified connection.
-net::awaitable<UpstreamFailure> Session::connect_tls(Exchange& x, Endpoint& ep, socket_type& upstream) {
-  auto* context = x.upstream->tls_context();
-  if (context == nullptr) {  // the endpoint turned TLS in a newer snapshot than this request's
-    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: not configured");
-    co_return UpstreamFailure::tls_failed;
-  }
-  upstream.start_tls(context->context());
-  SSL* ssl = upstream.tls()->native_handle();
-  if (!context->prepare(ssl, x.upstream->tls_server_name(ep))) {
-    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: bad server name");
-    co_return UpstreamFailure::tls_failed;
-  }
-  auto [ec] = co_await upstream.async_handshake(net::ssl::stream_base::client, nothrow);
-  if (!ec) co_return UpstreamFailure::none;
-  if (ec == net::error::operation_aborted && timed_out_) co_return UpstreamFailure::connect_timeout;
-  if (const char* why = tls::verify_error(ssl)) {
-    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream certificate verify failed: %s", why);
-  } else {
-    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: %s",
-                  ec.message().c_str());
-  }
-  spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(), tls_failure_);
-  co_return UpstreamFailure::tls_failed;
-}
-
-ProxyError Session::failure_error(UpstreamFailure f) const {
-  if (f == UpstreamFailure::tls_failed && tls_failure_[0] != '\0')
-    return {status_for(f), std::string_view(tls_failure_)};
-  return {status_for(f), describe(f)};
-}
-
 net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error) {
   const auto& limits = snapshot_ ? snapshot_->config->server : worker_.snapshot->config->server;
   // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
@@ -669,7 +617,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
       if (ep.tls()) {
         // The handshake shares the connect deadline: connect_timeout covers setting up the
         // connection, TLS included.
-        if (const auto failure = co_await connect_tls(x, ep, *upstream); failure != UpstreamFailure::none) {
+        if (const auto failure = co_await connect_tls(*x.upstream, ep, *upstream); failure != UpstreamFailure::none) {
           upstream_ = nullptr;
           upstream.reset();
           facts.failure = failure;
