@@ -2,7 +2,7 @@
 heap usage" at exit): sluice serves N and then 2N sequential requests on one client connection;
 (allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only]
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -49,7 +49,7 @@ def requests(sock, n):
             buf += chunk
 
 
-def allocs(build, work, n, use_tls):
+def allocs(build, work, n, use_tls, plain_only=False):
     origin = subprocess.Popen([str(build / "sluice-origin"), "--listen", "127.0.0.1:0", "--name", "o"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -58,9 +58,7 @@ def allocs(build, work, n, use_tls):
         conf.write_text(f"""[server]
 listen = ["127.0.0.1:0"]
 workers = 1
-[[server.tls]]
-listen = ["127.0.0.1:0"]
-certificates = [ {{ cert = "{work}/cert.pem", key = "{work}/key.pem" }} ]
+{"" if plain_only else f'[[server.tls]]{chr(10)}listen = ["127.0.0.1:0"]{chr(10)}certificates = [ {{ cert = "{work}/cert.pem", key = "{work}/key.pem" }} ]'}
 [log]
 level = "info"
 access = "off"
@@ -93,12 +91,13 @@ address = "127.0.0.1:{port}"
 
 def main():
     build = Path(sys.argv[1]).resolve()
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+    n = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 1000
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         subprocess.run([str(ROOT / "scripts" / "make-test-certs.sh"), str(work)], check=True, capture_output=True)
-        for use_tls in (False, True):
-            a, b = allocs(build, work, n, use_tls), allocs(build, work, 2 * n, use_tls)
+        plain_only = "--plain-only" in sys.argv
+        for use_tls in (False,) if plain_only else (False, True):
+            a, b = allocs(build, work, n, use_tls, plain_only), allocs(build, work, 2 * n, use_tls, plain_only)
             print(f"{'TLS  ' if use_tls else 'plain'}: {n} requests {a} allocs, {2 * n} requests {b} allocs "
                   f"-> {(b - a) / n:.3f} allocs per request")
 
