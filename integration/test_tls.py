@@ -270,3 +270,23 @@ def test_health_probes_to_a_tls_server_use_tls(sluice, pki, tmp_path, tls_origin
                what="the server down after a failed TLS probe")
     assert bad.server_status(f"127.0.0.1:{port}")["last_probe"]["detail"] == (
         "certificate verify failed: unable to get local issuer certificate")
+
+
+def test_a_reload_that_changes_the_ca_retires_pooled_tls_connections(sluice, pki, tmp_path, tls_origin):
+    """A connection verified under the old CA is not reused after a reload to another CA: the
+    next request makes a new connection, which fails verification (502), instead of riding on the
+    pooled one."""
+    back, port = tls_origin
+    front = sluice(front_config(port, f'tls_ca_file = "{pki.ca}"', top=ADMIN), name="front.toml")
+    with Conn(front.port) as c:
+        for i in range(5):
+            c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert c.read_response().status == 200
+    assert metric(back, "sluice_tls_handshakes_total") == 1  # one pooled connection
+    other = Pki(tmp_path / "other", name="another CA")
+    front.config_path.write_text(front_config(port, f'tls_ca_file = "{other.ca}"', top=ADMIN))
+    front.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: metric(front, "sluice_config_reloads_total", result="success") == 1, timeout=3)
+    r = timed_request(front.port)[0]
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "upstream certificate verify failed: unable to get local issuer certificate"), r
