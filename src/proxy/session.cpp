@@ -588,13 +588,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
   const auto& ucfg = x.upstream->config();
   const auto& req = request_->get();
   upstream = worker_.pool.acquire(ep);
-  // A pooled connection is reused only with the TLS settings of this request's snapshot: a reload
-  // that turned TLS on or off, or changed the CA or client certificate, retires it.
-  if (upstream && (upstream->is_tls() != ep.tls() ||
-                   (upstream->is_tls() && (x.upstream->tls_context() == nullptr ||
-                                           SSL_get_SSL_CTX(upstream->tls()->native_handle()) !=
-                                               x.upstream->tls_context()->context().native_handle()))))
-    upstream.reset();
+  if (upstream && !tls_fits(*x.upstream, ep, *upstream)) upstream.reset();
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {

@@ -63,6 +63,16 @@ net::awaitable<UpstreamFailure> Session::connect_tls(const Upstream& u, Endpoint
   co_return UpstreamFailure::tls_failed;
 }
 
+// A pooled connection is reused only with the TLS settings of this request's snapshot: a reload
+// that turned TLS on or off, or changed the CA or the client certificate, retires it (its
+// SSL_CTX is the snapshot's ClientContext it was made with).
+bool Session::tls_fits(const Upstream& u, const Endpoint& ep, socket_type& pooled) {
+  if (pooled.is_tls() != ep.tls()) return false;
+  if (!pooled.is_tls()) return true;
+  return u.tls_context() != nullptr &&
+         SSL_get_SSL_CTX(pooled.tls()->native_handle()) == u.tls_context()->context().native_handle();
+}
+
 ProxyError Session::failure_error(UpstreamFailure f) const {
   if (f == UpstreamFailure::tls_failed && tls_failure_[0] != '\0')
     return {status_for(f), std::string_view(tls_failure_)};

@@ -44,10 +44,11 @@ private:
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
 
-  boost::asio::awaitable<bool> tls_handshake();  // session_tls.cpp
-  // session_tls.cpp
+  // TLS steps, in session_tls.cpp.
+  boost::asio::awaitable<bool> tls_handshake();
   boost::asio::awaitable<UpstreamFailure> connect_tls(const Upstream& upstream, Endpoint& ep,
                                                       socket_type& stream);
+  static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
   // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
   ProxyError failure_error(UpstreamFailure f) const;
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
