@@ -6,6 +6,8 @@ Certificates are made per test with the openssl CLI in the test's temporary dire
 checked in. The TLS origin is a second sluice terminating TLS in front of a plain sluice-origin."""
 import re
 import signal
+import ssl
+import threading
 import socket
 import subprocess
 import time
@@ -290,3 +292,67 @@ def test_a_reload_that_changes_the_ca_retires_pooled_tls_connections(sluice, pki
     r = timed_request(front.port)[0]
     assert (r.status, r.header("Sluice-Error")) == (
         502, "upstream certificate verify failed: unable to get local issuer certificate"), r
+
+
+def tls_get(port, ca, path="/", name="a.test", sock_timeout=10):
+    """One request on a new TLS connection (Python's ssl); returns (status line, body)."""
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=sock_timeout) as raw:
+        with ctx.wrap_socket(raw, server_hostname=name) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0], body
+
+
+def test_two_workers_share_the_certificates_under_parallel_handshakes(origins, sluice, pki):
+    """Both workers serve TLS with the snapshot's contexts: 4 clients x 50 new TLS connections
+    at once, every one answered."""
+    [o] = origins(1)
+    cert = pki.leaf("a.test", "DNS:a.test")
+    s = sluice(sluice_config([o], workers=2, server_extra=tls_block([cert]), top=ADMIN))
+    port = tls_port(s)
+    results, errors = [], []
+
+    def client():
+        try:
+            for _ in range(50):
+                results.append(tls_get(port, pki.ca))
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors
+    assert results == [(b"HTTP/1.1 200 OK", b"app-1\n")] * 200
+    assert metric(s, "sluice_tls_handshakes_total") == 200
+    assert metric(s, "sluice_tls_handshake_failures_total") == 0
+
+
+def test_sigterm_closes_idle_tls_connections_at_once(origins, sluice, pki):
+    """An idle keep-alive TLS connection (waiting in a TLS read, not a readiness wait) is closed by
+    graceful shutdown at once, and sluice exits 0 well before shutdown_timeout."""
+    [o] = origins(1)
+    cert = pki.leaf("a.test", "DNS:a.test")
+    s = sluice(sluice_config([o], server_extra='shutdown_timeout = "20s"\n' + tls_block([cert])))
+    port = tls_port(s)
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="a.test") as c:
+            c.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            data = b""
+            while not data.endswith(b"app-1\n"):
+                data += c.recv(65536)
+            assert data.startswith(b"HTTP/1.1 200 OK")
+            start = time.monotonic()
+            assert s.stop(timeout=10) == 0
+            assert time.monotonic() - start < 5
+            try:
+                assert c.recv(1) == b""  # closed (close_notify or EOF), nothing else
+            except (ssl.SSLError, ConnectionResetError):
+                pass
