@@ -1,8 +1,9 @@
 """Heap allocations per keep-alive request, plain and TLS, under valgrind (memcheck's "total
 heap usage" at exit): sluice serves N and then 2N sequential requests on one client connection;
 (allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
+With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr]
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -66,7 +67,9 @@ access = "off"
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"
 """)
-        proxy = subprocess.Popen(["valgrind", "--tool=memcheck", str(build / "sluice"), "run", "--config", str(conf)],
+        tool = (["--tool=callgrind", f"--callgrind-out-file={work}/cg.out", "--dump-instr=no", "--dump-line=no"]
+                if "--instr" in sys.argv else ["--tool=memcheck"])
+        proxy = subprocess.Popen(["valgrind", *tool, str(build / "sluice"), "run", "--config", str(conf)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             m, _ = wait_line(proxy, r"listening on 127\.0\.0\.1:(\d+) \(TLS" if use_tls else r"listening on 127\.0\.0\.1:(\d+)$")
@@ -82,6 +85,9 @@ address = "127.0.0.1:{port}"
         finally:
             proxy.terminate()
             _, err = proxy.communicate(timeout=120)
+        if "--instr" in sys.argv:
+            text = (work / "cg.out").read_text()
+            return int(re.search(r"^(?:totals|summary): (\d+)", text, re.M).group(1))
         total = re.search(rb"total heap usage: ([\d,]+) allocs", err)
         return int(total.group(1).replace(b",", b""))
     finally:
@@ -98,8 +104,9 @@ def main():
         plain_only = "--plain-only" in sys.argv
         for use_tls in (False,) if plain_only else (False, True):
             a, b = allocs(build, work, n, use_tls, plain_only), allocs(build, work, 2 * n, use_tls, plain_only)
-            print(f"{'TLS  ' if use_tls else 'plain'}: {n} requests {a} allocs, {2 * n} requests {b} allocs "
-                  f"-> {(b - a) / n:.3f} allocs per request")
+            unit = "instructions" if "--instr" in sys.argv else "allocs"
+            print(f"{'TLS  ' if use_tls else 'plain'}: {n} requests {a} {unit}, {2 * n} requests {b} {unit} "
+                  f"-> {(b - a) / n:.3f} {unit} per request")
 
 
 if __name__ == "__main__":

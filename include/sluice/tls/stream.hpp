@@ -11,9 +11,12 @@
 // Owned by one session or the pool of one worker; like every Asio object, not thread-safe. Reads
 // and writes may overlap (one of each at a time) on the worker's thread.
 #include <memory>
+#include <type_traits>
 #include <utility>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
@@ -46,25 +49,38 @@ public:
   const socket_type& socket() const noexcept { return tls_ ? tls_->next_layer() : socket_; }
   executor_type get_executor() noexcept { return socket().get_executor(); }
 
-  // AsyncReadStream / AsyncWriteStream, so that Asio's and Beast's algorithms work on it.
+  // AsyncReadStream / AsyncWriteStream, so that Asio's and Beast's algorithms work on it. When
+  // both streams' initiating functions return the same type for `token` (a completion handler:
+  // void; as_tuple(use_awaitable): the same awaitable), the call goes straight to the one in use,
+  // so that a plain read costs what a socket read costs; other tokens go through async_initiate.
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [this](auto handler, const MutableBuffers& b) {
-          if (tls_) tls_->async_read_some(b, std::move(handler));
-          else socket_.async_read_some(b, std::move(handler));
-        },
-        token, buffers);
+    if constexpr (same_result<Token, void(boost::system::error_code, std::size_t)>) {
+      if (tls_) return tls_->async_read_some(buffers, std::forward<Token>(token));
+      return socket_.async_read_some(buffers, std::forward<Token>(token));
+    } else {
+      return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+          [this](auto handler, const MutableBuffers& b) {
+            if (tls_) tls_->async_read_some(b, std::move(handler));
+            else socket_.async_read_some(b, std::move(handler));
+          },
+          token, buffers);
+    }
   }
 
   template <class ConstBuffers, class Token>
   auto async_write_some(const ConstBuffers& buffers, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [this](auto handler, const ConstBuffers& b) {
-          if (tls_) tls_->async_write_some(b, std::move(handler));
-          else socket_.async_write_some(b, std::move(handler));
-        },
-        token, buffers);
+    if constexpr (same_result<Token, void(boost::system::error_code, std::size_t)>) {
+      if (tls_) return tls_->async_write_some(buffers, std::forward<Token>(token));
+      return socket_.async_write_some(buffers, std::forward<Token>(token));
+    } else {
+      return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+          [this](auto handler, const ConstBuffers& b) {
+            if (tls_) tls_->async_write_some(b, std::move(handler));
+            else socket_.async_write_some(b, std::move(handler));
+          },
+          token, buffers);
+    }
   }
 
   // Waits until a read would not block. On a plain socket: for the kernel to have bytes (which
@@ -105,6 +121,14 @@ public:
   bool is_open() const noexcept { return socket().is_open(); }
 
 private:
+  // True when every initiating function with this signature returns one type for Token: then
+  // both branches of a dispatch can return it directly.
+  template <class Token, class Signature>
+  static constexpr bool same_result =
+      std::is_void_v<typename boost::asio::async_result<std::decay_t<Token>, Signature>::return_type> ||
+      std::is_same_v<std::decay_t<Token>,
+                     boost::asio::as_tuple_t<boost::asio::use_awaitable_t<>>>;
+
   socket_type socket_;              // the connection, while there is no TLS on it
   std::unique_ptr<tls_type> tls_;  // owns the connection once TLS is on
 };
