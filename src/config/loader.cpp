@@ -636,23 +636,8 @@ private:
       TlsListenerConfig tls;
       tls.where = location_of(*table);
       if (require(*table, "listen", path, "the addresses to accept TLS on")) {
-        const toml::node* listen = table->get("listen");
-        std::vector<std::pair<const toml::node*, std::string>> items;
-        if (listen->is_string()) {
-          items.emplace_back(listen, path + ".listen");
-        } else if (const auto* list = listen->as_array()) {
-          if (list->empty()) error(*listen, path + ".listen", "at least one listen address is required");
-          for (std::size_t j = 0; j < list->size(); ++j)
-            items.emplace_back(list->get(j), index_path(path + ".listen", j));
-        } else {
-          type_error(*listen, path + ".listen", "a \"host:port\" string or an array of them");
-        }
-        for (const auto& [item, item_path] : items) {
-          if (auto address = parse_address(*item, item_path, true)) {
-            if (address->port != 0) claim_listener(*address, item->source(), item_path);
-            tls.listen.push_back(std::move(*address));
-          }
-        }
+        if (auto addresses = read_listen_addresses(*table->get("listen"), path + ".listen", false))
+          tls.listen = std::move(*addresses);
       }
       std::string version = "1.2";
       read_choice(*table, "min_version", path + ".min_version", "TLS version", tls_versions, version);
@@ -730,31 +715,42 @@ private:
   void read_listen(const toml::table& server, std::vector<HostPort>& out) {
     const toml::node* node = server.get("listen");
     if (node == nullptr) return;
+    // Empty only when TLS listeners take the traffic.
+    if (auto addresses = read_listen_addresses(*node, "server.listen", server.contains("tls")))
+      out = std::move(*addresses);
+  }
+
+  // A listen address or an array of them, each claimed (no two listeners on one address). The
+  // addresses when every one is valid, else nullopt (reported).
+  std::optional<std::vector<HostPort>> read_listen_addresses(const toml::node& node,
+                                                             const std::string& path,
+                                                             bool empty_allowed) {
     std::vector<std::pair<const toml::node*, std::string>> items;
-    if (node->is_string()) {
-      items.emplace_back(node, "server.listen");
-    } else if (const auto* array = node->as_array()) {
-      if (array->empty() && !server.contains("tls"))
-        error(*node, "server.listen", "at least one listen address is required");
+    if (node.is_string()) {
+      items.emplace_back(&node, path);
+    } else if (const auto* array = node.as_array()) {
+      if (array->empty() && !empty_allowed) {
+        error(node, path, "at least one listen address is required");
+        return std::nullopt;
+      }
       for (std::size_t i = 0; i < array->size(); ++i) {
-        items.emplace_back(array->get(i), index_path("server.listen", i));
+        items.emplace_back(array->get(i), index_path(path, i));
       }
     } else {
-      type_error(*node, "server.listen", "a \"host:port\" string or an array of them");
-      return;
+      type_error(node, path, "a \"host:port\" string or an array of them");
+      return std::nullopt;
     }
     std::vector<HostPort> addresses;
-    for (const auto& [item, path] : items) {
+    for (const auto& [item, item_path] : items) {
       // Port 0: the OS picks a free port (the first worker's bind does, the others share it);
       // hermetic tests run that way.
-      if (auto address = parse_address(*item, path, true)) {
-        if (address->port != 0) claim_listener(*address, item->source(), path);
+      if (auto address = parse_address(*item, item_path, true)) {
+        if (address->port != 0) claim_listener(*address, item->source(), item_path);
         addresses.push_back(std::move(*address));
       }
     }
-    // Empty only when TLS listeners take the traffic (reported above otherwise).
-    if (addresses.size() == items.size() && (!items.empty() || server.contains("tls")))
-      out = std::move(addresses);
+    if (addresses.size() != items.size()) return std::nullopt;
+    return addresses;
   }
 
   void read_log(const toml::table& root, LogSection& out) {
