@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libssl-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libssl-dev openssl libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl python3 python3-pytest python3-prometheus-client
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)

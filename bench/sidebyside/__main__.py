@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import origins as origins_mod
 from . import report
-from .contenders import Haproxy, Nginx, Sluice
+from .contenders import Haproxy, Nginx, Sluice, make_certificates
 from .processes import stop_all
 from .scenarios import ALL, LOADS, Bench, Settings, describe
 
@@ -193,6 +193,7 @@ def main(argv):
             kind = a.origin
             doc["origin"] = {"kind": kind}
         origins = origins_mod.OriginSet(kind, bin_dir, workdir / "origins", cpus=CLIENT_CPUS)
+        make_certificates(ROOT, workdir / "tls")
         settings = Settings(rounds=a.rounds, duration=a.duration, warmup=warmup,
                             connections=a.connections,
                             idle_steps=(a.idle_connections, a.idle_connections),

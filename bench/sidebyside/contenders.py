@@ -1,6 +1,8 @@
 """The proxies under test, configured equivalently: one worker/thread, no access log, round robin
-over the same three origins, keep-alive upstream connections; each start gets a fresh directory,
-a fresh free port, and is pinned to its CPUs. Templates: bench/conf/.
+over the same three origins, keep-alive upstream connections, a plain and a TLS listener (the
+same throw-away ECDSA certificate for all, TLS 1.2-1.3, their default ciphers and session
+tickets); each start gets a fresh directory, fresh free ports, and is pinned to its CPUs.
+Templates: bench/conf/.
 """
 import itertools
 import subprocess
@@ -25,6 +27,7 @@ class Running:
     pid: int
     startup_s: float
     cpu_pids: tuple = ()  # whose CPU time counts (nginx with two workers: both); default (pid,)
+    tls_port: int = 0
 
     def cpu_seconds(self):
         return sum(cpu_seconds(p) for p in (self.cpu_pids or (self.pid,)))
@@ -40,8 +43,12 @@ class Contender:
     def __init__(self, cpus):
         self.cpus = cpus
 
-    def prepare(self, directory, port, origins, under_valgrind):
-        """Writes the config into `directory`; returns the argv that serves it on `port`."""
+    # Where the TLS certificate is (set once per run by the harness: make_certificates()).
+    certs = None
+
+    def prepare(self, directory, port, origins, under_valgrind, tls_port):
+        """Writes the config into `directory`; returns the argv that serves it on `port` (plain)
+        and `tls_port` (TLS)."""
         raise NotImplementedError
 
     def measured_pid(self, child, under_valgrind):
@@ -59,8 +66,10 @@ class Contender:
         its first 200; startup_s is the time from spawning to that answer."""
         directory = Path(workdir) / f"{self.name}-{next(_start_ids)}"
         directory.mkdir(parents=True)
-        port = free_port()
-        argv = self.prepare(directory, port, origins, under_valgrind=bool(wrap))
+        port, tls_port = free_port(), free_port()
+        while tls_port == port:
+            tls_port = free_port()
+        argv = self.prepare(directory, port, origins, under_valgrind=bool(wrap), tls_port=tls_port)
         started = time.monotonic()
         child = Child([*wrap, *argv], name=self.name, cpus=self.cpus,
                       log_path=directory / "output.log")
@@ -71,7 +80,7 @@ class Contender:
         except BaseException:
             child.stop()
             raise
-        return Running(self.name, child, port, pid, startup, cpu_pids)
+        return Running(self.name, child, port, pid, startup, cpu_pids, tls_port)
 
 
 class Sluice(Contender):
@@ -83,12 +92,13 @@ class Sluice(Contender):
         self.workers = workers
         self.name = name
 
-    def prepare(self, directory, port, origins, under_valgrind):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port):
         servers = "\n".join(
             f'[[upstreams.app.servers]]\naddress = "{a}"\nname = "app-{i}"\n'
             for i, a in enumerate(origins.addresses, 1))
         conf = render("sluice.toml.in", directory / "sluice.toml", port=port,
-                      workers=self.workers, servers=servers)
+                      workers=self.workers, servers=servers, tls_port=tls_port,
+                      cert=self.certs / "cert.pem", key=self.certs / "key.pem")
         return [str(self.binary), "run", "--config", str(conf)]
 
     def version(self):
@@ -104,14 +114,15 @@ class Nginx(Contender):
         self.workers = workers
         self.name = name
 
-    def prepare(self, directory, port, origins, under_valgrind):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port):
         o1, o2, o3 = origins.addresses
         # Under valgrind nginx runs as one process (master_process off): the same worker code,
         # with no fork for valgrind to follow.
         conf = render("nginx.conf.in", directory / "nginx.conf", dir=directory, port=port,
                       origin1=o1, origin2=o2, origin3=o3, keepalive=self.keepalive,
                       workers=1 if under_valgrind else self.workers,
-                      master_process="off" if under_valgrind else "on")
+                      master_process="off" if under_valgrind else "on", tls_port=tls_port,
+                      cert=self.certs / "cert.pem", key=self.certs / "key.pem")
         return ["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
 
     def measured_pid(self, child, under_valgrind):
@@ -144,10 +155,14 @@ class Haproxy(Contender):
         self.threads = threads
         self.name = name
 
-    def prepare(self, directory, port, origins, under_valgrind):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port):
         o1, o2, o3 = origins.addresses
+        # HAProxy reads the certificate and its key from one file.
+        pem = directory / "cert+key.pem"
+        pem.write_bytes((self.certs / "cert.pem").read_bytes() + (self.certs / "key.pem").read_bytes())
         conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
-                      origin1=o1, origin2=o2, origin3=o3, threads=self.threads)
+                      origin1=o1, origin2=o2, origin3=o3, threads=self.threads,
+                      tls_port=tls_port, pem=pem)
         return ["haproxy", "-db", "-f", str(conf)]
 
     def version(self):
@@ -157,3 +172,10 @@ class Haproxy(Contender):
 def _first_line(argv):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
     return ((done.stdout or "") + (done.stderr or "")).strip().splitlines()[0]
+
+
+def make_certificates(root, directory):
+    """A throw-away CA and certificate (scripts/make-test-certs.sh) that every contender serves."""
+    subprocess.run([str(root / "scripts" / "make-test-certs.sh"), str(directory)], check=True,
+                    capture_output=True, timeout=60)
+    Contender.certs = Path(directory)

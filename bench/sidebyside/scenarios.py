@@ -34,6 +34,7 @@ class Load:
     description: str
     path: str
     headers: tuple = ()
+    tls: bool = False  # through each contender's TLS listener (same certificate for all)
 
 
 # Descriptions are formatted with the run's settings: {n} wrk connections, {first} and {second}
@@ -47,6 +48,11 @@ LOADS = {
     "reuse": Load("the `small` load ({n} keep-alive connections) again; what counts is "
                   "origin-side connections accepted per 1,000 requests in steady state (0 "
                   "expected)", "/"),
+    "tls": Load("{n} keep-alive TLS connections (TLS 1.3, ECDSA P-256, the same certificate for "
+                "every contender), `GET /`, tiny body", "/", tls=True),
+    "tls-handshake": Load("{n} connections sending `Connection: close` over TLS: a full TLS "
+                          "handshake (TLS 1.3, ECDSA P-256, no resumption: wrk does not resume) "
+                          "per request, tiny body", "/", ("Connection: close",), tls=True),
 }
 SPECIAL = {
     "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
@@ -104,7 +110,8 @@ class Bench:
         running = {r.name: r for r in started}
         try:
             for r in started:
-                self._measure(r, load, self.s.warmup)
+                if self.s.warmup > 0:  # wrk refuses -d0s
+                    self._measure(r, load, self.s.warmup)
             rounds = []
             for i in range(self.s.rounds):
                 row = {}
@@ -130,8 +137,9 @@ class Bench:
         and that is not the steady state the figure is about."""
         cpu0, ocpu0 = running.cpu_seconds(), self.origins.cpu_seconds()
         t0 = time.monotonic()
-        child = wrk.start(running.port, path=load.path, connections=self.s.connections,
-                          duration=duration, headers=load.headers)
+        child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
+                          connections=self.s.connections, duration=duration,
+                          headers=load.headers, scheme="https" if load.tls else "http")
         try:
             time.sleep(min(1.0, duration / 4))
             conns0, reqs0 = self.origins.counters()

@@ -8,12 +8,12 @@ from .processes import Child
 REPORT_SCRIPT = Path(__file__).resolve().parent.parent / "wrk-report.lua"
 
 
-def start(port, *, path, connections, duration, headers=(), cpus="0"):
+def start(port, *, path, connections, duration, headers=(), cpus="0", scheme="http"):
     """Starts `wrk -t1 -cCONNECTIONS -dDURATION` against 127.0.0.1:port; `finish` collects it."""
     argv = ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--latency", "-s", str(REPORT_SCRIPT)]
     for h in headers:
         argv += ["-H", h]
-    argv.append(f"http://127.0.0.1:{port}{path}")
+    argv.append(f"{scheme}://127.0.0.1:{port}{path}")
     child = Child(argv, name="wrk", cpus=cpus, stdout=subprocess.PIPE)
     child.duration = duration
     return child

@@ -19,6 +19,7 @@
 #include "sluice/config/units.hpp"
 #include "sluice/health/expect_status.hpp"
 #include "sluice/health/fail_on.hpp"
+#include "sluice/tls/context.hpp"
 
 namespace sluice::config {
 
@@ -40,18 +41,23 @@ constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must 
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
 constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
-constexpr std::array<std::string_view, 12> server_keys{
+constexpr std::array<std::string_view, 13> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
-    "watch_config",     "tunnel_drain_timeout"};
+    "watch_config",     "tunnel_drain_timeout", "tls"};
+constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certificates", "min_version",
+                                                            "ciphers"};
+constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
+constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
 constexpr std::array<std::string_view, 2> admin_keys{"listen", "token_file"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
-constexpr std::array<std::string_view, 16> upstream_keys{
+constexpr std::array<std::string_view, 22> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
     "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
-    "tunnel_idle_timeout"};
+    "tls",      "tls_verify",          "tls_ca_file",      "tls_server_name", "tls_cert",
+    "tls_key",  "tunnel_idle_timeout"};
 constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
                                                             "backup",  "max_conns", "drain"};
 constexpr std::array<std::string_view, 12> health_keys{
@@ -593,6 +599,7 @@ private:
       read_bool(*table, "watch_config", "server.watch_config", out.watch_config);
       read_duration(*table, "tunnel_drain_timeout", "server.tunnel_drain_timeout",
                     out.tunnel_drain_timeout, false);
+      read_tls_listeners(*table, out.tls);
       // The request line is part of the head, so a longer URI limit could never be reached.
       if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
         error(*uri, "server.max_uri_bytes",
@@ -610,31 +617,142 @@ private:
     }
   }
 
+  // [[server.tls]]: listen addresses (claimed like plain ones), certificates loaded and checked
+  // here so that a bad file is an error at its line, at start-up and at every reload.
+  void read_tls_listeners(const toml::table& server, std::vector<TlsListenerConfig>& out) {
+    const toml::node* node = server.get("tls");
+    if (node == nullptr) return;
+    const toml::array* array = node->as_array();
+    if (array == nullptr) {
+      type_error(*node, "server.tls", "an array of tables ([[server.tls]])");
+      return;
+    }
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const std::string path = index_path("server.tls", i);
+      const toml::table* table = array->get(i)->as_table();
+      if (table == nullptr) {
+        type_error(*array->get(i), path, "a table");
+        continue;
+      }
+      check_keys(*table, path, tls_listener_keys);
+      TlsListenerConfig tls;
+      tls.where = location_of(*table);
+      if (require(*table, "listen", path, "the addresses to accept TLS on")) {
+        if (auto addresses = read_listen_addresses(*table->get("listen"), path + ".listen", false))
+          tls.listen = std::move(*addresses);
+      }
+      std::string version = "1.2";
+      read_choice(*table, "min_version", path + ".min_version", "TLS version", tls_versions, version);
+      tls.min_tls13 = version == "1.3";
+      if (const auto* ciphers = read_string(*table, "ciphers", path + ".ciphers", tls.ciphers)) {
+        if (auto bad = tls::check_cipher_list(tls.ciphers)) error(*ciphers, path + ".ciphers", *bad);
+      }
+      if (require(*table, "certificates", path, "at least one { cert, key } pair")) {
+        read_certificates(*table->get("certificates"), path + ".certificates", tls.certificates);
+      }
+      out.push_back(std::move(tls));
+    }
+  }
+
+  void read_certificates(const toml::node& node, const std::string& path,
+                         std::vector<CertificateConfig>& out) {
+    const toml::array* array = node.as_array();
+    if (array == nullptr) {
+      type_error(node, path, "an array of { cert = \"FILE\", key = \"FILE\" } tables");
+      return;
+    }
+    if (array->empty()) error(node, path, "at least one certificate is required");
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const std::string item_path = index_path(path, i);
+      const toml::table* table = array->get(i)->as_table();
+      if (table == nullptr) {
+        type_error(*array->get(i), item_path, "a table like { cert = \"FILE\", key = \"FILE\" }");
+        continue;
+      }
+      check_keys(*table, item_path, certificate_keys);
+      CertificateConfig c;
+      c.where = location_of(*table);
+      const bool has_cert = require(*table, "cert", item_path, "the PEM certificate chain file");
+      const bool has_key = require(*table, "key", item_path, "the PEM private key file");
+      const toml::node* cert = has_cert ? read_string(*table, "cert", item_path + ".cert", c.cert) : nullptr;
+      const toml::node* key = has_key ? read_string(*table, "key", item_path + ".key", c.key) : nullptr;
+      if (cert != nullptr && key != nullptr) check_key_pair(*cert, *key, item_path, "cert", "key", c.cert, c.key);
+      out.push_back(std::move(c));
+    }
+  }
+
+  // Loads a certificate and its key the way the runtime will, reporting at the file's key.
+  void check_key_pair(const toml::node& cert_node, const toml::node& key_node,
+                      const std::string& path, std::string_view cert_key, std::string_view key_key,
+                      const std::string& cert, const std::string& key) {
+    if (const auto problem = tls::check_certified_key(cert, key)) {
+      const bool about_cert = problem->file == tls::FileProblem::File::cert;
+      error(about_cert ? cert_node : key_node, child_path(path, about_cert ? cert_key : key_key),
+            problem->message);
+    }
+  }
+
+  // The upstream's TLS keys; the servers' own "https://" come with their addresses.
+  void read_upstream_tls(const toml::table& table, const std::string& path, UpstreamConfig& u) {
+    read_bool(table, "tls", path + ".tls", u.tls);
+    read_bool(table, "tls_verify", path + ".tls_verify", u.tls_verify);
+    if (const auto* ca = read_string(table, "tls_ca_file", path + ".tls_ca_file", u.tls_ca_file)) {
+      if (auto bad = tls::check_ca_file(u.tls_ca_file)) error(*ca, path + ".tls_ca_file", *bad);
+    }
+    if (const auto* name = read_string(table, "tls_server_name", path + ".tls_server_name", u.tls_server_name);
+        name != nullptr && !u.tls_server_name.empty() && !normalize_host_pattern(u.tls_server_name) &&
+        !boost::urls::parse_ipv4_address(u.tls_server_name) && !boost::urls::parse_ipv6_address(u.tls_server_name)) {
+      error(*name, path + ".tls_server_name", "invalid server name '" + u.tls_server_name + "'");
+    }
+    const toml::node* cert = read_string(table, "tls_cert", path + ".tls_cert", u.tls_cert);
+    const toml::node* key = read_string(table, "tls_key", path + ".tls_key", u.tls_key);
+    if ((cert != nullptr) != (key != nullptr)) {
+      error(cert != nullptr ? *cert : *key, path + (cert != nullptr ? ".tls_cert" : ".tls_key"),
+            "tls_cert and tls_key go together (a client certificate and its key)");
+    } else if (cert != nullptr) {
+      check_key_pair(*cert, *key, path, "tls_cert", "tls_key", u.tls_cert, u.tls_key);
+    }
+  }
+
   void read_listen(const toml::table& server, std::vector<HostPort>& out) {
     const toml::node* node = server.get("listen");
     if (node == nullptr) return;
+    // Empty only when TLS listeners take the traffic.
+    if (auto addresses = read_listen_addresses(*node, "server.listen", server.contains("tls")))
+      out = std::move(*addresses);
+  }
+
+  // A listen address or an array of them, each claimed (no two listeners on one address). The
+  // addresses when every one is valid, else nullopt (reported).
+  std::optional<std::vector<HostPort>> read_listen_addresses(const toml::node& node,
+                                                             const std::string& path,
+                                                             bool empty_allowed) {
     std::vector<std::pair<const toml::node*, std::string>> items;
-    if (node->is_string()) {
-      items.emplace_back(node, "server.listen");
-    } else if (const auto* array = node->as_array()) {
-      if (array->empty()) error(*node, "server.listen", "at least one listen address is required");
+    if (node.is_string()) {
+      items.emplace_back(&node, path);
+    } else if (const auto* array = node.as_array()) {
+      if (array->empty() && !empty_allowed) {
+        error(node, path, "at least one listen address is required");
+        return std::nullopt;
+      }
       for (std::size_t i = 0; i < array->size(); ++i) {
-        items.emplace_back(array->get(i), index_path("server.listen", i));
+        items.emplace_back(array->get(i), index_path(path, i));
       }
     } else {
-      type_error(*node, "server.listen", "a \"host:port\" string or an array of them");
-      return;
+      type_error(node, path, "a \"host:port\" string or an array of them");
+      return std::nullopt;
     }
     std::vector<HostPort> addresses;
-    for (const auto& [item, path] : items) {
+    for (const auto& [item, item_path] : items) {
       // Port 0: the OS picks a free port (the first worker's bind does, the others share it);
       // hermetic tests run that way.
-      if (auto address = parse_address(*item, path, true)) {
-        if (address->port != 0) claim_listener(*address, item->source(), path);
+      if (auto address = parse_address(*item, item_path, true)) {
+        if (address->port != 0) claim_listener(*address, item->source(), item_path);
         addresses.push_back(std::move(*address));
       }
     }
-    if (addresses.size() == items.size() && !items.empty()) out = std::move(addresses);
+    if (addresses.size() != items.size()) return std::nullopt;
+    return addresses;
   }
 
   void read_log(const toml::table& root, LogSection& out) {
@@ -811,6 +929,7 @@ private:
     read_integer(table, "queue_size", path + ".queue_size", upstream.queue_size, 0, 1'000'000);
     read_duration(table, "queue_timeout", path + ".queue_timeout", upstream.queue_timeout, false);
     read_retry(table, path, upstream.retry);
+    read_upstream_tls(table, path, upstream);
 
     // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
     const toml::node* node = table.get("servers");
@@ -832,6 +951,7 @@ private:
       }
       auto server = read_server_entry(*server_table, server_path);
       if (!server) continue;
+      server->tls = server->tls || upstream.tls;
       const bool named = !server->name.empty();
       const auto [it, inserted] =
           identities.try_emplace(server->identity(), "servers[" + std::to_string(i) + "]");
@@ -864,7 +984,27 @@ private:
     read_integer(table, "max_conns", path + ".max_conns", server.max_conns, 0, 1'000'000);
     read_bool(table, "drain", path + ".drain", server.drain);
     if (!require(table, "address", path, "the server's host:port")) return std::nullopt;
-    auto address = parse_address(*table.get("address"), path + ".address", false);
+    const toml::node& address_node = *table.get("address");
+    std::optional<HostPort> address;
+    // "https://host:port" puts TLS on this server; "http://" is said for symmetry.
+    if (const auto* text = address_node.as_string(); text != nullptr && text->get().find("://") != std::string::npos) {
+      std::string_view rest = text->get();
+      if (rest.starts_with("https://")) {
+        server.tls = true;
+        rest.remove_prefix(8);
+      } else if (rest.starts_with("http://")) {
+        rest.remove_prefix(7);
+      } else {
+        error(address_node, path + ".address",
+              "unknown scheme in '" + text->get() + "'; expected host:port, http://host:port or https://host:port");
+        return std::nullopt;
+      }
+      std::string why;
+      address = parse_host_port(rest, false, &why);
+      if (!address) error(address_node, path + ".address", why);
+    } else {
+      address = parse_address(address_node, path + ".address", false);
+    }
     if (!address) return std::nullopt;
     server.address = std::move(*address);
     return server;
@@ -958,7 +1098,10 @@ std::string summary(const Config& config) {
   std::size_t servers = 0;
   for (const auto& upstream : config.upstreams) servers += upstream.servers.size();
   const std::string source = config.source.empty() ? "<config>" : config.source;
-  return source + ": ok: " + plural(config.server.listen.size(), "listener") + ", " +
+  std::size_t tls = 0;
+  for (const auto& t : config.server.tls) tls += t.listen.size();
+  return source + ": ok: " + plural(config.server.listen.size() + tls, "listener") +
+         (tls != 0 ? " (" + std::to_string(tls) + " TLS)" : "") + ", " +
          plural(config.upstreams.size(), "upstream") + " (" + plural(servers, "server") + "), " +
          plural(config.routes.size(), "route") + ", " +
          (config.admin.enabled ? "admin " + config.admin.listen.to_string() : "no admin");

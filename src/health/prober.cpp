@@ -23,6 +23,7 @@
 
 #include "sluice/health/expect_status.hpp"
 #include "sluice/health/schedule.hpp"
+#include "sluice/tls/stream.hpp"
 
 namespace sluice::health {
 
@@ -82,7 +83,7 @@ struct Prober::Server {
         settings(std::move(s)),
         schedule(std::max<Clock::duration>(settings->config.interval, min_interval),
                  settings->config.jitter, seed),
-        socket(io),
+        socket(io.get_executor()),
         wait_timer(io),
         deadline_timer(io) {}
 
@@ -90,7 +91,7 @@ struct Prober::Server {
   std::shared_ptr<const Settings> settings;
   ProbeSchedule schedule;
   Clock::time_point due{};  // next scheduled probe
-  tcp::socket socket;       // the keep-alive connection, when open
+  tls::Stream socket;       // the keep-alive connection (plain or TLS), when open
   net::steady_timer wait_timer;
   net::steady_timer deadline_timer;  // the probe's timeout: closes the socket when it fires
   std::uint64_t probe_seq = 0;       // tells a stale deadline handler from the current one
@@ -183,6 +184,8 @@ void Prober::set_upstream(const std::string& name, const config::HealthCheckConf
       server->wait_timer.cancel();  // the loop re-reads `due`
     }
     if (old.port != config.port) server->drop_connection = true;
+    // New TLS settings (every reload builds a new context): reconnect with them.
+    if (server->target.tls != target.tls) server->drop_connection = true;
     server->target = std::move(target);
     server->settings = settings;
     next.push_back(std::move(server));
@@ -335,11 +338,29 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
   for (;;) {
     const bool reused = s.socket.is_open();
     if (!reused) {
-      const auto [ec] = co_await s.socket.async_connect(address, nothrow);
+      s.socket = tls::Stream(s.socket.get_executor());  // a fresh one: TLS state never carries over
+      const auto [ec] = co_await s.socket.socket().async_connect(address, nothrow);
       if (s.stopped) co_return ProbeResult{};
       if (ec) {
         close();
         co_return failed(connect_detail(ec, s.timed_out));
+      }
+      if (s.target.tls) {
+        s.socket.start_tls(s.target.tls->context());
+        SSL* ssl = s.socket.tls()->native_handle();
+        if (!s.target.tls->prepare(ssl, s.target.tls_server_name)) {  // never probe unverified
+          close();
+          co_return failed("tls handshake failed: bad server name '" + s.target.tls_server_name + "'");
+        }
+        const auto [hec] = co_await s.socket.async_handshake(net::ssl::stream_base::client, nothrow);
+        if (s.stopped) co_return ProbeResult{};
+        if (hec) {
+          const char* why = tls::verify_error(ssl);
+          close();
+          if (s.timed_out) co_return failed("timeout");
+          co_return failed(why != nullptr ? std::string("certificate verify failed: ") + why
+                                          : "tls handshake failed: " + hec.message());
+        }
       }
     }
     auto [ec, written] = co_await net::async_write(s.socket, net::buffer(request), nothrow);

@@ -18,6 +18,7 @@ std::string_view describe(UpstreamFailure f) {
     case UpstreamFailure::response_timeout: return "response timeout";
     case UpstreamFailure::bad_response: return "bad response";
     case UpstreamFailure::client_failed: return "client failed";
+    case UpstreamFailure::tls_failed: return "upstream tls handshake failed";
   }
   return "upstream error";
 }

@@ -25,6 +25,7 @@ bool never_reached_server(const AttemptFacts& a) {
     case UpstreamFailure::connect_refused:
     case UpstreamFailure::connect_timeout:
     case UpstreamFailure::connect_error:
+    case UpstreamFailure::tls_failed:  // no request byte is written before the handshake ends
     case UpstreamFailure::reset_before_send: return true;
     default: return false;
   }
@@ -35,7 +36,8 @@ bool is_listed(const config::RetryConfig& p, const AttemptFacts& a) {
   switch (a.failure) {
     case F::connect_refused: return p.on_connect || p.on_refused;
     case F::connect_timeout: return p.on_connect || p.on_timeout;
-    case F::connect_error: return p.on_connect;
+    case F::connect_error:
+    case F::tls_failed: return p.on_connect;  // part of setting the connection up
     case F::reset_before_send:
     case F::reset_after_send: return p.on_reset;
     case F::response_timeout: return p.on_timeout;

@@ -132,12 +132,12 @@ struct Session::Exchange {
   boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
 };
 
-Session::Session(WorkerContext& worker, tcp::socket socket)
-    : worker_(worker), client_(std::move(socket)) {
+Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls)
+    : worker_(worker), client_(std::move(client)), tls_(std::move(tls)) {
   error_code ec;
-  const auto remote = client_.remote_endpoint(ec);
+  const auto remote = client_.socket().remote_endpoint(ec);
   if (!ec) client_ip_ = remote.address().to_string();
-  client_.set_option(tcp::no_delay(true), ec);
+  client_.socket().set_option(tcp::no_delay(true), ec);
   worker_.sessions.push_back(*this);
 }
 
@@ -198,6 +198,11 @@ net::awaitable<void> Session::run() {
   const PoolAllocator<char> blocks(&worker_.arena_blocks);
   in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
   up_in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
+  if (client_.is_tls() && !co_await tls_handshake()) {
+    deadline = Clock::time_point::max();
+    close();
+    co_return;
+  }
   while (!closed_) {
     ProxyError error;
     const auto head = co_await read_request_head(error);
@@ -213,8 +218,14 @@ net::awaitable<void> Session::run() {
     end_exchange_memory();
     if (!keep || worker_.is_stopping()) break;
   }
-  deadline = Clock::time_point::max();
   end_exchange_memory();
+  if (client_.is_tls() && !closed_) {
+    // close_notify before the FIN (RFC 8446 §6.1): a close-delimited body must not look
+    // truncated. Bounded: a peer that never answers with its own costs at most a second.
+    expire_after(std::chrono::seconds(1));
+    co_await client_.async_tls_shutdown(nothrow);
+  }
+  deadline = Clock::time_point::max();
   if (!closed_) {
     // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
     error_code ignored;
@@ -258,7 +269,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       // Nothing buffered: give the buffer back while waiting, and wait for readability rather
       // than try a read that would only say "again" (one system call saved per request).
       in_.shrink_to_fit();
-      auto [wec] = co_await client_.async_wait(socket_type::wait_read, nothrow);
+      auto [wec] = co_await client_.async_wait_readable(nothrow);
       if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
     }
     auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
@@ -330,7 +341,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   facts.idempotent_method = is_idempotent(req.method()) && !x.upgrade;
   facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
                               req.count(retry.idempotency_header) != 0;
-  http::rewrite_request(req, {client_ip_, "http", x.request_id, x.upgrade});
+  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade});
 
   // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
   // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
@@ -392,7 +403,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     if (!pick) {  // every server was tried: the last failure stands
       note_skip(x, proxy::RetrySkip::no_other_server);
-      error = {status_for(last_failure), describe(last_failure)};
+      error = failure_error(last_failure);
       break;
     }
     Endpoint& ep = *x.upstream->endpoint(pick.index);
@@ -455,11 +466,11 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                     describe(last_failure));
       if (attempt >= retry.attempts) {
         if (retry.attempts > 1) note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        error = {status_for(last_failure), describe(last_failure)};
+        error = failure_error(last_failure);
         break;
       }
       if (!may_retry(x, facts_now, facts, deadline, tried)) {
-        error = {status_for(last_failure), describe(last_failure)};
+        error = failure_error(last_failure);
         break;
       }
     }
@@ -572,6 +583,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
   // An upgrade request takes a fresh connection: it is not resent after a pooled connection
   // turns out to be closed, and the connection is consumed by a tunnel anyway.
   if (!x.upgrade) upstream = worker_.pool.acquire(ep);
+  if (upstream && !tls_fits(*x.upstream, ep, *upstream)) upstream.reset();
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {
@@ -579,7 +591,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
       upstream_ = &*upstream;
       deadline = std::min(try_until, worker_.clock.now() + Clock::duration(ucfg.connect_timeout));
       timed_out_ = false;
-      const auto [ec] = co_await upstream->async_connect(ep.socket_address(), nothrow);
+      const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
       if (ec) {
         const bool timeout = ec == net::error::operation_aborted && timed_out_;
         upstream_ = nullptr;
@@ -590,7 +602,17 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
         co_return facts.failure;
       }
       error_code ignored;
-      upstream->set_option(tcp::no_delay(true), ignored);
+      upstream->socket().set_option(tcp::no_delay(true), ignored);
+      if (ep.tls()) {
+        // The handshake shares the connect deadline: connect_timeout covers setting up the
+        // connection, TLS included.
+        if (const auto failure = co_await connect_tls(*x.upstream, ep, *upstream); failure != UpstreamFailure::none) {
+          upstream_ = nullptr;
+          upstream.reset();
+          facts.failure = failure;
+          co_return failure;
+        }
+      }
     }
     upstream_ = &*upstream;
 
@@ -854,7 +876,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     }
     if (up_in_.size() == 0) {
       // The answer takes a round trip: wait for it instead of a read that would find nothing.
-      auto [wec] = co_await upstream.async_wait(socket_type::wait_read, nothrow);
+      auto [wec] = co_await upstream.async_wait_readable(nothrow);
       if (wec) {
         co_return timed(wec) == beast::error::timeout ? UpstreamFailure::response_timeout
                                                       : UpstreamFailure::reset_after_send;

@@ -1,5 +1,7 @@
 #include "sluice/proxy/tunnel.hpp"
 
+#include "sluice/tls/stream.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -80,9 +82,11 @@ net::awaitable<TunnelStats> relay(ClientStream& client, OriginStream& origin, Tu
   co_return stats;
 }
 
-// Plain TCP on both sides. (TLS adds its instantiations here.)
+// Plain TCP on both sides (tests), and the session's stream type, plain or TLS on either side.
 template net::awaitable<TunnelStats> relay<net::ip::tcp::socket, net::ip::tcp::socket>(
     net::ip::tcp::socket&, net::ip::tcp::socket&, TunnelIo);
+template net::awaitable<TunnelStats> relay<tls::Stream, tls::Stream>(tls::Stream&, tls::Stream&,
+                                                                     TunnelIo);
 
 TunnelWatch::Verdict TunnelWatch::check(Clock::time_point now, Clock::duration drain_timeout,
                                         bool config_replaced, bool server_draining) noexcept {

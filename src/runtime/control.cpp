@@ -51,6 +51,7 @@ std::string RuntimeControl::status_json() {
       json::object so;
       so["identity"] = ep->identity();
       so["address"] = ep->address_text();
+      so["tls"] = ep->tls();
       so["weight"] = ep->weight();
       so["effective_weight"] = static_cast<double>(ep->effective_weight_milli()) / 1000.0;
       so["backup"] = ep->backup();
@@ -165,7 +166,8 @@ std::string RuntimeControl::metrics_text() {
     }
   m.counter("sluice_retries_total", "Retries made, by upstream and the failure retried.");
   for (const auto& u : snapshot->upstreams)
-    for (std::size_t f = 0; f < 8; ++f) {  // every failure class but client_failed
+    for (std::size_t f = 0; f < proxy::upstream_failure_count; ++f) {
+      if (f == static_cast<std::size_t>(proxy::UpstreamFailure::client_failed)) continue;  // never retried
       std::uint64_t v = 0;
       for (Endpoint* ep : u->endpoints())
         v += sum(*ep, workers, [f](const EndpointCounters& k) -> const auto& { return k.retries[f]; });
@@ -199,6 +201,14 @@ std::string RuntimeControl::metrics_text() {
   m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
   m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
   m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));
+  if (!snapshot->config->server.tls.empty() && hooks_.tls_handshakes) {
+    const auto [ok, failed] = hooks_.tls_handshakes();
+    m.counter("sluice_tls_handshakes_total", "TLS handshakes on TLS listeners, completed.");
+    m.sample(static_cast<double>(ok));
+    m.counter("sluice_tls_handshake_failures_total",
+              "TLS handshakes on TLS listeners that failed or timed out (logged at debug).");
+    m.sample(static_cast<double>(failed));
+  }
   m.gauge("sluice_connections", "Open connections, by side.");
   m.sample({{"side", "client"}}, static_cast<double>(hooks_.client_connections()));
   return m.take();

@@ -74,7 +74,9 @@ void update_probes(Runtime::State& s) {
   for (const auto& u : s.snapshot->upstreams) {
     if (!u->config().health) continue;
     std::vector<health::ProbeTarget> targets;
-    for (const auto& ep : u->shared_endpoints()) targets.push_back({ep, &ep->health(), u->name()});
+    for (const auto& ep : u->shared_endpoints())
+      targets.push_back({ep, &ep->health(), u->name(), ep->tls() ? u->shared_tls_context() : nullptr,
+                         u->tls_server_name(*ep)});
     s.prober->set_upstream(u->name(), *u->config().health, std::move(targets));
     probed.push_back(u->name());
   }
@@ -101,6 +103,10 @@ admin::ReloadOutcome reload(Runtime::State& s) {
   try {
     auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
     auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
+    // Listeners are opened at start only; certificates, which the snapshot loaded just now, are
+    // what a reload changes for TLS listeners.
+    if (cfg->server.tls.size() != s.config->server.tls.size())
+      spdlog::warn("reload: the number of [[server.tls]] listeners changed; listeners change at restart");
     s.version += 1;
     s.config = cfg;
     s.snapshot = snapshot;
@@ -158,16 +164,20 @@ int Runtime::run() {
   // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
   // Port 0 is resolved by the first bind and reused for the others.
   try {
-    for (const auto& hp : cfg.server.listen) {
+    const auto listen = [&](const config::HostPort& hp, int tls_listener) {
       tcp::endpoint ep = resolve_host_port(hp);
       for (auto& w : s.workers) {
         auto acceptor = open_listener(w->io(), ep);
         ep = acceptor.local_endpoint();
-        w->add_listener(std::move(acceptor));
+        w->add_listener(std::move(acceptor), tls_listener);
       }
       const auto addr = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-      spdlog::info("listening on {}:{}", addr, ep.port());
-    }
+      if (tls_listener < 0) spdlog::info("listening on {}:{}", addr, ep.port());
+      else spdlog::info("listening on {}:{} (TLS, server.tls[{}])", addr, ep.port(), tls_listener);
+    };
+    for (const auto& hp : cfg.server.listen) listen(hp, -1);
+    for (std::size_t t = 0; t < cfg.server.tls.size(); ++t)
+      for (const auto& hp : cfg.server.tls[t].listen) listen(hp, static_cast<int>(t));
   } catch (const std::exception& e) {
     spdlog::error("cannot listen: {}", e.what());
     return 1;
@@ -182,6 +192,15 @@ int Runtime::run() {
       .ready = [&] { return s.ready; },
       .reloads_ok = [&] { return s.reloads_ok; },
       .reloads_failed = [&] { return s.reloads_failed; },
+      .tls_handshakes =
+          [&] {
+            std::pair<std::uint64_t, std::uint64_t> n{0, 0};
+            for (auto& w : s.workers) {
+              n.first += w->tls_handshakes();
+              n.second += w->tls_handshake_failures();
+            }
+            return n;
+          },
       .client_connections =
           [&] {
             std::size_t n = 0;

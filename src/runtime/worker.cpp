@@ -32,12 +32,14 @@ Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
 
 Worker::~Worker() { join(); }
 
-void Worker::add_listener(tcp::acceptor acceptor) {
+void Worker::add_listener(tcp::acceptor acceptor, int tls_listener) {
   acceptors_.push_back(std::make_unique<tcp::acceptor>(std::move(acceptor)));
+  acceptor_tls_.push_back(tls_listener);
 }
 
 void Worker::start() {
-  for (auto& a : acceptors_) net::co_spawn(io_, accept_loop(*a), net::detached);
+  for (std::size_t i = 0; i < acceptors_.size(); ++i)
+    net::co_spawn(io_, accept_loop(*acceptors_[i], acceptor_tls_[i]), net::detached);
   net::co_spawn(io_, tick_loop(), net::detached);
   thread_ = std::thread([this] {
     try {
@@ -95,7 +97,7 @@ void Worker::stop() {
   });
 }
 
-net::awaitable<void> Worker::accept_loop(tcp::acceptor& acceptor) {
+net::awaitable<void> Worker::accept_loop(tcp::acceptor& acceptor, int tls_listener) {
   for (;;) {
     // At the limit, stop accepting: new connections wait in the kernel's backlog instead of
     // being served half.
@@ -115,13 +117,22 @@ net::awaitable<void> Worker::accept_loop(tcp::acceptor& acceptor) {
     }
     if (ctx_.is_stopping()) co_return;  // accepted in the race with shutdown: closed, not served
     active_.fetch_add(1, std::memory_order_acq_rel);
-    net::co_spawn(io_, serve(std::move(socket)), net::detached);
+    net::co_spawn(io_, serve(std::move(socket), tls_listener), net::detached);
   }
 }
 
-net::awaitable<void> Worker::serve(tcp::socket socket) {
+net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
   try {
-    proxy::Session session(ctx_, std::move(socket));
+    tls::Stream client(std::move(socket));
+    std::shared_ptr<tls::ServerContext> tls;
+    if (tls_listener >= 0) {
+      // Listeners are opened once; the certificates come from the current snapshot.
+      const auto& contexts = ctx_.snapshot->tls;
+      if (static_cast<std::size_t>(tls_listener) < contexts.size()) tls = contexts[static_cast<std::size_t>(tls_listener)];
+      if (!tls) throw std::runtime_error("TLS listener without certificates in the current config");
+      client.start_tls(tls->context());
+    }
+    proxy::Session session(ctx_, std::move(client), std::move(tls));
     co_await session.run();
   } catch (const std::exception& e) {
     // Nothing on the data path should throw; if something does, lose the connection, not the process.

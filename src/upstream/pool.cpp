@@ -11,9 +11,10 @@ namespace sluice {
 bool ConnectionPool::is_alive(stream_type& stream) noexcept {
   // An idle HTTP/1.1 connection has nothing to say: a readable byte is either EOF (the origin
   // closed it) or unsolicited data that would desynchronise the next exchange. Either way it is
-  // not reusable.
+  // not reusable. With TLS the same holds for records: an idle peer that sends one is closing
+  // (close_notify) or out of step, so the raw socket is asked.
   char byte;
-  const auto fd = stream.native_handle();
+  const auto fd = stream.socket().native_handle();
   const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }

@@ -34,6 +34,7 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
   unserved_ = unserved ? std::move(unserved)
                        : std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]);
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
+  if (config_.any_tls()) tls_ = std::make_shared<tls::ClientContext>(config_);
 }
 
 std::uint64_t WaitQueue::enter(std::uint32_t capacity) {
@@ -119,6 +120,7 @@ std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::U
     endpoint->set_weight(server.weight);
     endpoint->set_backup(server.backup);
     endpoint->set_max_conns(server.max_conns);
+    endpoint->set_tls(server.tls);
     out.push_back(std::move(endpoint));
   }
   return out;

@@ -20,7 +20,8 @@ RetrySkip expected(F failure, unsigned status, bool idempotent, bool key, bool s
                                          : failure != F::client_failed;
   if (!listed) return RetrySkip::not_retryable;
   const bool unreached = failure == F::connect_refused || failure == F::connect_timeout ||
-                         failure == F::connect_error || failure == F::reset_before_send || !sent;
+                         failure == F::connect_error || failure == F::reset_before_send ||
+                         failure == F::tls_failed || !sent;
   if (unreached) return body_kept ? RetrySkip::none : RetrySkip::body_too_large;
   if (!idempotent && !key) return RetrySkip::not_idempotent;
   if (!body_kept) return RetrySkip::body_too_large;
@@ -30,7 +31,8 @@ RetrySkip expected(F failure, unsigned status, bool idempotent, bool key, bool s
 TEST(RetryEligibility, EveryCombinationFollowsTheRules) {
   const F failures[] = {F::none,          F::connect_refused,  F::connect_timeout,
                         F::connect_error, F::reset_before_send, F::reset_after_send,
-                        F::response_timeout, F::bad_response,  F::client_failed};
+                        F::response_timeout, F::bad_response,  F::client_failed,
+                        F::tls_failed};
   const unsigned statuses[] = {200, 404, 500, 502, 503, 504};
   int cases = 0;
   for (const auto failure : failures)
@@ -44,7 +46,8 @@ TEST(RetryEligibility, EveryCombinationFollowsTheRules) {
                 // Facts that cannot happen together: a connect failure sent nothing; an answer
                 // means the request was sent.
                 if ((failure == F::connect_refused || failure == F::connect_timeout ||
-                     failure == F::connect_error || failure == F::reset_before_send) && sent)
+                     failure == F::connect_error || failure == F::reset_before_send ||
+                     failure == F::tls_failed) && sent)
                   continue;
                 if (failure == F::none && !sent) continue;
                 AttemptFacts a{failure, failure == F::none ? status : 0, sent, started};

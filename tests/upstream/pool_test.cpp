@@ -28,7 +28,7 @@ struct Fixture : ::testing::Test {
   // Returns the client side; the server side goes to *server.
   ConnectionPool::stream_type connect(tcp::socket* server) {
     ConnectionPool::stream_type s(io);
-    s.connect(acceptor.local_endpoint());
+    s.socket().connect(acceptor.local_endpoint());
     *server = acceptor.accept();
     return s;
   }
@@ -38,13 +38,13 @@ TEST_F(Fixture, ReusesLiveConnectionMostRecentFirst) {
   tcp::socket s1(io), s2(io);
   auto c1 = connect(&s1);
   auto c2 = connect(&s2);
-  const auto port2 = c2.local_endpoint().port();
+  const auto port2 = c2.socket().local_endpoint().port();
   pool.release(endpoint, std::move(c1), 8, std::chrono::seconds(30));
   pool.release(endpoint, std::move(c2), 8, std::chrono::seconds(30));
   EXPECT_EQ(pool.idle_count(), 2u);
   auto got = pool.acquire(endpoint);
   ASSERT_TRUE(got);
-  EXPECT_EQ(got->local_endpoint().port(), port2);
+  EXPECT_EQ(got->socket().local_endpoint().port(), port2);
   EXPECT_EQ(pool.idle_count(), 1u);
 }
 

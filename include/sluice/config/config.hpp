@@ -31,8 +31,27 @@ struct HostPort {
   std::string to_string() const;  // back to "host:port" / "[v6]:port"
 };
 
+// One certificate of a TLS listener: a PEM file with the certificate and its chain, and its key.
+struct CertificateConfig {
+  std::string cert;
+  std::string key;
+  SourceLocation where;
+};
+
+// [[server.tls]]: listeners that terminate TLS (see docs/tls.md).
+struct TlsListenerConfig {
+  std::vector<HostPort> listen;
+  // Chosen by SNI (exact names, then wildcards); the first is the default.
+  std::vector<CertificateConfig> certificates;
+  bool min_tls13 = false;  // min_version = "1.2" (default) | "1.3"
+  std::string ciphers;     // TLS 1.2 cipher list; "" = tls::default_ciphers
+  SourceLocation where;
+};
+
 struct ServerSection {
+  // Plain HTTP listeners. May be empty when there are TLS listeners.
   std::vector<HostPort> listen{{"127.0.0.1", 8080}};
+  std::vector<TlsListenerConfig> tls;
   unsigned workers = 0;  // 0 = one per core
   Duration header_timeout{std::chrono::seconds(10)};
   Duration idle_timeout{std::chrono::seconds(60)};
@@ -79,6 +98,7 @@ struct ServerConfig {
   bool backup = false;         // used only while no primary server is available
   std::uint32_t max_conns = 0; // in-flight requests to this server across workers; 0 = unlimited
   bool drain = false;          // no new requests; in-flight ones finish
+  bool tls = false;            // the upstream's `tls`, or an "https://" address
   SourceLocation where;
 
   // Stable identity: survives reordering and reloads; keys health state and hashing.
@@ -151,6 +171,19 @@ struct UpstreamConfig {
   std::uint32_t queue_size = 0;
   Duration queue_timeout{std::chrono::seconds(5)};
   RetryConfig retry;
+  // TLS towards the servers (see docs/tls.md): `tls = true` for all of them, or "https://" on an
+  // address for one.
+  bool tls = false;
+  bool tls_verify = true;
+  std::string tls_ca_file;      // "" = the system's trusted CAs
+  std::string tls_server_name;  // SNI and the name verified; "" = each server's host
+  std::string tls_cert;         // client certificate (with tls_key), optional
+  std::string tls_key;
+  bool any_tls() const {
+    for (const auto& s : servers)
+      if (s.tls) return true;
+    return false;
+  }
   SourceLocation where;
 };
 

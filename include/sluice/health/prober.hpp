@@ -4,7 +4,8 @@
 //
 // One prober for the whole process, on the CONTROL thread (the io_context run by the runtime's
 // control loop, not a worker): one probe loop per server, whatever the number of workers. A probe:
-//   1. connect to the server's address (or [health].port) unless a keep-alive connection is open;
+//   1. connect to the server's address (or [health].port) unless a keep-alive connection is open,
+//      with TLS (verified like requests are) when the server is a TLS server;
 //   2. send `METHOD path HTTP/1.1`, `Host: [health].host or the server's address_text()`,
 //      `User-Agent: sluice-health` (keep-alive, RFC 9112 §9.3);
 //   3. read the response head and at most 64 KiB of body;
@@ -14,6 +15,7 @@
 //   "connect refused"  "connect timeout"  "connect error: <system message>"  "timeout"
 //   "status 503 not in 200-399"  "body does not contain 'ok'"  "connection reset"
 //   "connection closed" (EOF before the response was complete)  "bad response" (unparsable)
+//   "certificate verify failed: <OpenSSL's reason>"  "tls handshake failed: <reason>"
 // The connection is kept for the next probe when the response allows it (complete, keep-alive,
 // nothing left over). A kept connection the origin closed while idle fails before any response
 // byte; the probe then reconnects once, within the same timeout, and that is not a failure.
@@ -43,6 +45,7 @@
 #include "sluice/core/clock.hpp"
 #include "sluice/health/schedule.hpp"
 #include "sluice/health/server_health.hpp"
+#include "sluice/tls/context.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
 namespace sluice::health {
@@ -52,6 +55,10 @@ struct ProbeTarget {
   std::shared_ptr<Endpoint> endpoint;  // address, identity; the probe loop shares ownership
   ServerHealth* health = nullptr;      // owned elsewhere; must live until the target is removed
   std::string upstream;                // for logs
+  // TLS servers: the upstream's client context and the name to ask for and verify; nullptr for
+  // plain servers.
+  std::shared_ptr<tls::ClientContext> tls;
+  std::string tls_server_name;
 };
 
 class Prober {

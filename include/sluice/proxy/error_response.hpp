@@ -20,7 +20,9 @@ enum class UpstreamFailure : unsigned char {
   response_timeout,
   bad_response,
   client_failed,  // not the origin's fault: the client went away or broke framing mid-request
+  tls_failed,     // the TLS handshake with the origin failed (certificate rejected, protocol)
 };
+inline constexpr std::size_t upstream_failure_count = 10;
 
 std::string_view describe(UpstreamFailure f);
 unsigned status_for(UpstreamFailure f);  // 502, or 504 for response_timeout

@@ -20,12 +20,16 @@
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/worker_context.hpp"
+#include "sluice/tls/context.hpp"
+#include "sluice/tls/stream.hpp"
 
 namespace sluice::proxy {
 
 class Session final : public SessionLink {
 public:
-  Session(WorkerContext& worker, boost::asio::ip::tcp::socket socket);
+  // `tls`: the listener's TLS context when `client` carries TLS (the handshake is run()'s first
+  // step); kept for the connection's lifetime, whatever reloads happen meanwhile.
+  Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -39,8 +43,15 @@ public:
 private:
   enum class HeadResult { ok, closed, error };
   struct Exchange;  // per-request state, defined in session.cpp
-  using socket_type = boost::asio::ip::tcp::socket;
+  using socket_type = tls::Stream;  // plain TCP or TLS, both sides
 
+  // TLS steps, in session_tls.cpp.
+  boost::asio::awaitable<bool> tls_handshake();
+  boost::asio::awaitable<UpstreamFailure> connect_tls(const Upstream& upstream, Endpoint& ep,
+                                                      socket_type& stream);
+  static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
+  // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
+  ProxyError failure_error(UpstreamFailure f) const;
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
@@ -85,6 +96,8 @@ private:
 
   WorkerContext& worker_;
   socket_type client_;
+  std::shared_ptr<tls::ServerContext> tls_;
+  char tls_failure_[192] = {};  // Sluice-Error of the last upstream TLS failure
   socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
   std::string client_ip_;
   // Bytes not yet parsed, from the client and from the origin. Their memory comes from the

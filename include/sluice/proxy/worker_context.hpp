@@ -66,6 +66,10 @@ struct WorkerContext {
     return stopping || (shutdown != nullptr && shutdown->load(std::memory_order_relaxed));
   }
   SessionList sessions;
+  // TLS listeners' handshakes, completed and failed; written by this worker only (plain load and
+  // store), summed by the control thread for /metrics.
+  std::atomic<std::uint64_t> tls_handshakes{0};
+  std::atomic<std::uint64_t> tls_handshake_failures{0};
   // Uniform in [0, 1) for backoff jitter: per worker, no locks.
   double uniform() noexcept { return unit_interval(splitmix64(rng_state)); }
   std::uint64_t rng_state = 0x853c49e6748fea9bull;

@@ -19,6 +19,8 @@ public:
     std::function<bool()> ready;
     std::function<std::uint64_t()> reloads_ok;
     std::function<std::uint64_t()> reloads_failed;
+    // TLS listener handshakes across workers: completed, failed.
+    std::function<std::pair<std::uint64_t, std::uint64_t>()> tls_handshakes;
     std::function<std::size_t()> client_connections;
     std::function<void(Endpoint&, bool)> drained;  // after a drain change (closes idle pools)
   };

@@ -7,6 +7,7 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/proxy/router.hpp"
+#include "sluice/tls/context.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice {
@@ -15,11 +16,15 @@ struct Snapshot {
   std::shared_ptr<const config::Config> config;
   std::vector<std::unique_ptr<Upstream>> upstreams;
   Router router;
+  // One per [[server.tls]] listener, in config order (certificates loaded at this snapshot's
+  // build: a reload reloads them). A connection holds its own reference for its lifetime.
+  std::vector<std::shared_ptr<tls::ServerContext>> tls;
   std::uint64_t version = 0;
 };
 
 // Control thread only. `directory` carries endpoint state across reloads. Throws
-// std::runtime_error (e.g. a host name that does not resolve).
+// std::runtime_error (e.g. a host name that does not resolve, a certificate that cannot be
+// loaded any more).
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
                                                EndpointDirectory& directory, std::uint64_t version);
 

@@ -28,8 +28,10 @@ public:
   Worker& operator=(const Worker&) = delete;
 
   boost::asio::io_context& io() noexcept { return io_; }
-  // Before start(): an acceptor opened on io(), bound and listening.
-  void add_listener(boost::asio::ip::tcp::acceptor acceptor);
+  // Before start(): an acceptor opened on io(), bound and listening. `tls_listener`: index of its
+  // [[server.tls]] entry (connections get that listener's certificates from the snapshot current
+  // when they are accepted), or -1 for plain HTTP.
+  void add_listener(boost::asio::ip::tcp::acceptor acceptor, int tls_listener = -1);
   void start();
   void join();
 
@@ -43,10 +45,15 @@ public:
   void stop();
 
   std::size_t active_sessions() const noexcept { return active_.load(std::memory_order_acquire); }
+  // Any thread: TLS handshakes on this worker's listeners, completed and failed.
+  std::uint64_t tls_handshakes() const noexcept { return ctx_.tls_handshakes.load(std::memory_order_relaxed); }
+  std::uint64_t tls_handshake_failures() const noexcept {
+    return ctx_.tls_handshake_failures.load(std::memory_order_relaxed);
+  }
 
 private:
-  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor);
-  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket);
+  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor, int tls_listener);
+  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket, int tls_listener);
   boost::asio::awaitable<void> tick_loop();
 
   // One thread runs this context and no other thread does I/O on its objects (the control thread
@@ -55,6 +62,7 @@ private:
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   proxy::WorkerContext ctx_;
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
+  std::vector<int> acceptor_tls_;  // per acceptor: its TLS listener index, or -1
   boost::asio::steady_timer slot_free_;  // wakes the accept loops when below max_connections
   boost::asio::steady_timer tick_timer_;  // session deadlines and pool expiry
   std::uint32_t max_connections_;

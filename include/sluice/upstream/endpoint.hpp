@@ -33,7 +33,7 @@ struct alignas(64) EndpointCounters {
   std::atomic<std::uint64_t> responses[6]{};  // by status class: [0] none (proxy error), [1]..[5] 1xx..5xx
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
   // Retries made after an attempt here failed, by proxy::UpstreamFailure ([0]: a status in `on`).
-  std::atomic<std::uint64_t> retries[9]{};
+  std::atomic<std::uint64_t> retries[10]{};
   std::atomic<std::uint64_t> retry_skips[9]{};  // retries not made, by proxy::RetrySkip
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};
@@ -139,6 +139,12 @@ public:
   bool backup() const noexcept { return backup_.load(std::memory_order_relaxed); }
   void set_backup(bool b) noexcept { backup_.store(b, std::memory_order_relaxed); }
 
+  // Connections to this server use TLS (the upstream's `tls`, or an "https://" address). Set by
+  // the control thread when a snapshot is built; a pooled connection of the other kind is not
+  // reused.
+  bool tls() const noexcept { return tls_.load(std::memory_order_relaxed); }
+  void set_tls(bool t) noexcept { tls_.store(t, std::memory_order_relaxed); }
+
   // Concurrent request cap across all workers, 0 = unlimited. Balancers skip a server at its cap
   // (a hint); try_begin_request() enforces it.
   std::uint32_t max_conns() const noexcept { return max_conns_.load(std::memory_order_relaxed); }
@@ -164,6 +170,7 @@ private:
   std::atomic<ServerState> state_{ServerState::up};
   std::atomic<bool> draining_{false};
   std::atomic<bool> backup_{false};
+  std::atomic<bool> tls_{false};
   std::atomic<std::uint32_t> max_conns_{0};
   alignas(64) std::atomic<std::int64_t> in_flight_{0};
   std::atomic<std::int64_t> tunnels_{0};  // changes once per tunnel: shares in_flight_'s line

@@ -7,9 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include <boost/asio/ip/tcp.hpp>
-
 #include "sluice/core/clock.hpp"
+#include "sluice/tls/stream.hpp"
 
 namespace sluice {
 
@@ -17,7 +16,7 @@ class Endpoint;
 
 class ConnectionPool {
 public:
-  using stream_type = boost::asio::ip::tcp::socket;
+  using stream_type = tls::Stream;  // plain or TLS: TLS sessions are pooled as they are
 
   explicit ConnectionPool(const Clock& clock) : clock_(clock) {}
 

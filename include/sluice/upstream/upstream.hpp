@@ -16,6 +16,7 @@
 #include "sluice/health/server_health.hpp"
 #include "sluice/proxy/hash_key.hpp"
 #include "sluice/proxy/retry.hpp"
+#include "sluice/tls/context.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
 namespace sluice {
@@ -50,6 +51,15 @@ public:
   const std::vector<std::shared_ptr<Endpoint>>& shared_endpoints() const noexcept { return endpoints_; }
   Endpoint* endpoint(std::uint32_t index) const noexcept { return raw_[index]; }
 
+  // The TLS settings of connections to this upstream's TLS servers; nullptr when none uses TLS.
+  // Immutable, shared by every worker.
+  tls::ClientContext* tls_context() const noexcept { return tls_.get(); }
+  const std::shared_ptr<tls::ClientContext>& shared_tls_context() const noexcept { return tls_; }
+  // The name a TLS server of this upstream is asked for (SNI) and verified against.
+  const std::string& tls_server_name(const Endpoint& ep) const noexcept {
+    return config_.tls_server_name.empty() ? ep.address().host : config_.tls_server_name;
+  }
+
   // Thread-safe (called by every worker).
   Pick pick(const PickContext& ctx) const { return balancer_->pick(ctx); }
 
@@ -75,6 +85,7 @@ private:
   std::shared_ptr<EndpointCounters[]> unserved_;
   mutable WaitQueue queue_;
   mutable proxy::RetryBudget budget_;  // retries of this snapshot's upstream
+  std::shared_ptr<tls::ClientContext> tls_;
 };
 
 health::HealthPolicy health_policy(const config::UpstreamConfig& config);

@@ -1,0 +1,113 @@
+"""Heap allocations per keep-alive request, plain and TLS, under valgrind (memcheck's "total
+heap usage" at exit): sluice serves N and then 2N sequential requests on one client connection;
+(allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
+With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
+
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr]
+
+Loopback only; every process started is ended by PID."""
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_line(proc, pattern, timeout=60):
+    deadline = time.monotonic() + timeout
+    rx = re.compile(pattern)
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline().decode(errors="replace")
+        if not line:
+            break
+        lines.append(line)
+        m = rx.search(line)
+        if m:
+            return m, lines
+    raise RuntimeError(f"no {pattern!r}: {''.join(lines)[-2000:]}")
+
+
+def requests(sock, n):
+    buf = b""
+    for i in range(n):
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        while True:
+            head_end = buf.find(b"\r\n\r\n")
+            if head_end >= 0:
+                length = int(re.search(rb"Content-Length: (\d+)", buf[:head_end], re.I).group(1))
+                if len(buf) >= head_end + 4 + length:
+                    buf = buf[head_end + 4 + length:]
+                    break
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("closed")
+            buf += chunk
+
+
+def allocs(build, work, n, use_tls, plain_only=False):
+    origin = subprocess.Popen([str(build / "sluice-origin"), "--listen", "127.0.0.1:0", "--name", "o"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        port = int(re.search(rb"listening 127\.0\.0\.1:(\d+)", origin.stdout.readline()).group(1))
+        conf = work / "sluice.toml"
+        conf.write_text(f"""[server]
+listen = ["127.0.0.1:0"]
+workers = 1
+{"" if plain_only else f'[[server.tls]]{chr(10)}listen = ["127.0.0.1:0"]{chr(10)}certificates = [ {{ cert = "{work}/cert.pem", key = "{work}/key.pem" }} ]'}
+[log]
+level = "info"
+access = "off"
+[upstreams.app]
+[[upstreams.app.servers]]
+address = "127.0.0.1:{port}"
+""")
+        tool = (["--tool=callgrind", f"--callgrind-out-file={work}/cg.out", "--dump-instr=no", "--dump-line=no"]
+                if "--instr" in sys.argv else ["--tool=memcheck"])
+        proxy = subprocess.Popen(["valgrind", *tool, str(build / "sluice"), "run", "--config", str(conf)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            m, _ = wait_line(proxy, r"listening on 127\.0\.0\.1:(\d+) \(TLS" if use_tls else r"listening on 127\.0\.0\.1:(\d+)$")
+            p = int(m.group(1))
+            wait_line(proxy, r"started")
+            raw = socket.create_connection(("127.0.0.1", p), timeout=30)
+            sock = raw
+            if use_tls:
+                ctx = ssl.create_default_context(cafile=str(work / "ca.pem"))
+                sock = ctx.wrap_socket(raw, server_hostname="localhost")
+            requests(sock, n)
+            sock.close()
+        finally:
+            proxy.terminate()
+            _, err = proxy.communicate(timeout=120)
+        if "--instr" in sys.argv:
+            text = (work / "cg.out").read_text()
+            return int(re.search(r"^(?:totals|summary): (\d+)", text, re.M).group(1))
+        total = re.search(rb"total heap usage: ([\d,]+) allocs", err)
+        return int(total.group(1).replace(b",", b""))
+    finally:
+        origin.terminate()
+        origin.wait()
+
+
+def main():
+    build = Path(sys.argv[1]).resolve()
+    n = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 1000
+    with tempfile.TemporaryDirectory() as d:
+        work = Path(d)
+        subprocess.run([str(ROOT / "scripts" / "make-test-certs.sh"), str(work)], check=True, capture_output=True)
+        plain_only = "--plain-only" in sys.argv
+        for use_tls in (False,) if plain_only else (False, True):
+            a, b = allocs(build, work, n, use_tls, plain_only), allocs(build, work, 2 * n, use_tls, plain_only)
+            unit = "instructions" if "--instr" in sys.argv else "allocs"
+            print(f"{'TLS  ' if use_tls else 'plain'}: {n} requests {a} {unit}, {2 * n} requests {b} {unit} "
+                  f"-> {(b - a) / n:.3f} {unit} per request")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+#pragma once
+// TLS configuration turned into OpenSSL contexts (control plane: start-up and reload), and the
+// checks the config loader runs on certificate, key and CA files so that a bad file is a config
+// error naming it.
+//
+// A ServerContext (one per [[server.tls]] listener) and a ClientContext (one per upstream with
+// TLS servers) are immutable once built and shared by every worker through the config snapshot:
+// OpenSSL contexts are safe to use from several threads once set up. A reload builds new ones;
+// connections made before it keep the context they started with (they hold a reference).
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/ssl/context.hpp>
+
+#include "sluice/config/config.hpp"
+
+namespace sluice::tls {
+
+// The TLS 1.2 cipher list used unless `ciphers` says otherwise: forward-secret AEAD suites only
+// (Mozilla's "intermediate" list). TLS 1.3 suites are OpenSSL's defaults, all AEAD.
+inline constexpr std::string_view default_ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+
+// What is wrong with a certificate/key pair, and which of the two files it is about.
+struct FileProblem {
+  enum class File { cert, key } file;
+  std::string message;  // names the file: "cannot read 'x.pem': No such file or directory"
+};
+
+// Loads a PEM certificate chain and its private key as a server (or client) certificate would
+// be: unreadable, unparsable, expired or not yet valid certificates and keys that do not match
+// the certificate are reported. nullopt = fine.
+std::optional<FileProblem> check_certified_key(const std::string& cert, const std::string& key);
+// A PEM bundle of trusted CA certificates (at least one). nullopt = fine, else the message.
+std::optional<std::string> check_ca_file(const std::string& path);
+// A cipher list OpenSSL accepts (TLS 1.2 syntax). nullopt = fine, else the message.
+std::optional<std::string> check_cipher_list(const std::string& ciphers);
+
+// SNI: which certificate answers a server name. Exact names first, then a wildcard
+// "*.example.com" covering exactly one more label ("a.example.com", not "a.b.example.com" nor
+// "example.com"), as certificates themselves match (RFC 6125 §6.4.3); else the default, the first
+// certificate. Names are compared case-insensitively (DNS, RFC 4343).
+class CertificateSelector {
+public:
+  // `name` as found in a certificate (DNS subjectAltName, else its common name).
+  void add(std::string_view name, std::size_t index);
+  std::size_t pick(std::string_view server_name) const;
+
+private:
+  struct Entry {
+    std::string name;  // lower-case; wildcards stored without the "*."
+    std::size_t index;
+  };
+  std::vector<Entry> exact_;
+  std::vector<Entry> wildcard_;
+};
+
+// The DNS names a certificate serves: its DNS subjectAltNames, else its subject's common name.
+std::vector<std::string> certificate_names(const std::string& cert_file);
+
+class ServerContext {
+public:
+  // Throws std::runtime_error naming the file when a certificate or key cannot be loaded.
+  explicit ServerContext(const config::TlsListenerConfig& config);
+  ~ServerContext();
+  ServerContext(const ServerContext&) = delete;
+  ServerContext& operator=(const ServerContext&) = delete;
+
+  // The context new connections start with (the first certificate); the SNI callback switches a
+  // connection to another certificate's context during its handshake.
+  boost::asio::ssl::context& context() noexcept { return *contexts_.front(); }
+  const CertificateSelector& selector() const noexcept { return selector_; }
+
+private:
+  std::vector<std::unique_ptr<boost::asio::ssl::context>> contexts_;
+  CertificateSelector selector_;
+};
+
+class ClientContext {
+public:
+  // Throws std::runtime_error naming the file when the CA file or client certificate cannot be
+  // loaded.
+  explicit ClientContext(const config::UpstreamConfig& config);
+  boost::asio::ssl::context& context() noexcept { return context_; }
+  bool verify() const noexcept { return verify_; }
+
+  // Per connection, before the handshake: SNI (not for IP literals, RFC 6066 §3) and the name or
+  // address the certificate must carry when verifying. `server_name` is tls_server_name, else the
+  // server's host. Returns false when OpenSSL refuses the name.
+  bool prepare(SSL* ssl, const std::string& server_name) const;
+
+private:
+  boost::asio::ssl::context context_;
+  bool verify_;
+};
+
+// After a failed handshake: OpenSSL's reason ("self-signed certificate", "certificate has
+// expired", "hostname mismatch", ...) when the peer's certificate was rejected, else nullptr.
+// The text is static storage.
+const char* verify_error(SSL* ssl);
+
+}  // namespace sluice::tls

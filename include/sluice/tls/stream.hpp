@@ -1,0 +1,136 @@
+#pragma once
+// A TCP connection with or without TLS on it: the one stream type of the data path, for client
+// connections (plain or TLS listeners) and upstream connections (plain or `tls = true`) alike.
+//
+// Why one type with a run-time branch instead of a session templated on its stream: the branch is
+// one well-predicted test per I/O operation, next to a system call; the session, the connection
+// pool and the tunnel code stay one (non-template) implementation each, and a plain connection
+// pays nothing else (no allocation, the same socket calls). TLS state (OpenSSL's SSL object and
+// Asio's engine buffers) is allocated once per TLS connection, never per request.
+//
+// Owned by one session or the pool of one worker; like every Asio object, not thread-safe. Reads
+// and writes may overlap (one of each at a time) on the worker's thread.
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
+
+namespace sluice::tls {
+
+class Stream {
+public:
+  using socket_type = boost::asio::ip::tcp::socket;
+  using tls_type = boost::asio::ssl::stream<socket_type>;
+  using executor_type = socket_type::executor_type;
+
+  explicit Stream(socket_type socket) : socket_(std::move(socket)) {}
+  explicit Stream(const executor_type& executor) : socket_(executor) {}
+  template <class ExecutionContext>
+    requires std::is_convertible_v<ExecutionContext&, boost::asio::execution_context&>
+  explicit Stream(ExecutionContext& context) : socket_(context) {}
+
+  Stream(Stream&&) noexcept = default;
+  Stream& operator=(Stream&&) noexcept = default;
+
+  // Puts TLS on the (connected, not yet used) socket: the handshake comes next.
+  void start_tls(boost::asio::ssl::context& context) {
+    tls_ = std::make_unique<tls_type>(std::move(socket_), context);
+  }
+
+  bool is_tls() const noexcept { return tls_ != nullptr; }
+  tls_type* tls() noexcept { return tls_.get(); }
+  socket_type& socket() noexcept { return tls_ ? tls_->next_layer() : socket_; }
+  const socket_type& socket() const noexcept { return tls_ ? tls_->next_layer() : socket_; }
+  executor_type get_executor() noexcept { return socket().get_executor(); }
+
+  // AsyncReadStream / AsyncWriteStream, so that Asio's and Beast's algorithms work on it. When
+  // both streams' initiating functions return the same type for `token` (a completion handler:
+  // void; as_tuple(use_awaitable): the same awaitable), the call goes straight to the one in use,
+  // so that a plain read costs what a socket read costs; other tokens go through async_initiate.
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    if constexpr (same_result<Token, void(boost::system::error_code, std::size_t)>) {
+      if (tls_) return tls_->async_read_some(buffers, std::forward<Token>(token));
+      return socket_.async_read_some(buffers, std::forward<Token>(token));
+    } else {
+      return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+          [this](auto handler, const MutableBuffers& b) {
+            if (tls_) tls_->async_read_some(b, std::move(handler));
+            else socket_.async_read_some(b, std::move(handler));
+          },
+          token, buffers);
+    }
+  }
+
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    if constexpr (same_result<Token, void(boost::system::error_code, std::size_t)>) {
+      if (tls_) return tls_->async_write_some(buffers, std::forward<Token>(token));
+      return socket_.async_write_some(buffers, std::forward<Token>(token));
+    } else {
+      return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+          [this](auto handler, const ConstBuffers& b) {
+            if (tls_) tls_->async_write_some(b, std::move(handler));
+            else socket_.async_write_some(b, std::move(handler));
+          },
+          token, buffers);
+    }
+  }
+
+  // Waits until a read would not block. On a plain socket: for the kernel to have bytes (which
+  // lets an idle connection hold no read buffer). With TLS, decrypted bytes may already sit in the
+  // TLS engine where the kernel cannot see them, so this completes at once and the read that
+  // follows does the waiting.
+  template <class Token>
+  auto async_wait_readable(Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [this](auto handler) {
+          if (tls_) {
+            boost::asio::post(socket().get_executor(),
+                              [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}); });
+          } else {
+            socket_.async_wait(socket_type::wait_read, std::move(handler));
+          }
+        },
+        token);
+  }
+
+  template <class Token>
+  auto async_handshake(boost::asio::ssl::stream_base::handshake_type type, Token&& token) {
+    return tls_->async_handshake(type, std::forward<Token>(token));
+  }
+
+  // Sends close_notify and waits for the peer's (or for the connection to fail).
+  template <class Token>
+  auto async_tls_shutdown(Token&& token) {
+    return tls_->async_shutdown(std::forward<Token>(token));
+  }
+
+  // These act on the TCP socket underneath: cancelling or closing it ends any TLS operation too.
+  void cancel(boost::system::error_code& ec) { socket().cancel(ec); }
+  void close(boost::system::error_code& ec) { socket().close(ec); }
+  void shutdown(socket_type::shutdown_type what, boost::system::error_code& ec) {
+    socket().shutdown(what, ec);
+  }
+  bool is_open() const noexcept { return socket().is_open(); }
+
+private:
+  // True when every initiating function with this signature returns one type for Token: then
+  // both branches of a dispatch can return it directly.
+  template <class Token, class Signature>
+  static constexpr bool same_result =
+      std::is_void_v<typename boost::asio::async_result<std::decay_t<Token>, Signature>::return_type> ||
+      std::is_same_v<std::decay_t<Token>,
+                     boost::asio::as_tuple_t<boost::asio::use_awaitable_t<>>>;
+
+  socket_type socket_;              // the connection, while there is no TLS on it
+  std::unique_ptr<tls_type> tls_;  // owns the connection once TLS is on
+};
+
+}  // namespace sluice::tls

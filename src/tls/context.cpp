@@ -1,0 +1,317 @@
+#include "sluice/tls/context.hpp"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <system_error>
+
+#include <boost/asio/ip/address.hpp>
+
+namespace sluice::tls {
+
+namespace ssl = boost::asio::ssl;
+
+namespace {
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  return out;
+}
+
+std::string quoted(const std::string& path) { return "'" + path + "'"; }
+
+// OpenSSL's reason for the latest error, and the queue emptied (so that it does not leak into
+// the next message).
+std::string openssl_reason() {
+  const unsigned long e = ERR_peek_last_error();
+  ERR_clear_error();
+  if (e == 0) return "unknown error";
+  const char* reason = ERR_reason_error_string(e);
+  return reason != nullptr ? reason : "error " + std::to_string(e);
+}
+
+struct BioDeleter {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Deleter {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct KeyDeleter {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+using Bio = std::unique_ptr<BIO, BioDeleter>;
+using Cert = std::unique_ptr<X509, X509Deleter>;
+using Key = std::unique_ptr<EVP_PKEY, KeyDeleter>;
+
+// The file's contents, or the reason it cannot be read ("cannot read 'x': No such file...").
+std::optional<std::string> read_file(const std::string& path, std::string& why) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    why = "cannot read " + quoted(path) + ": " + std::system_category().message(errno);
+    return std::nullopt;
+  }
+  std::string text;
+  char buffer[16384];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
+  const int err = std::ferror(f) ? errno : 0;
+  std::fclose(f);
+  if (err != 0) {
+    why = "cannot read " + quoted(path) + ": " + std::system_category().message(err);
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::string asn1_time_text(const ASN1_TIME* t) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  ASN1_TIME_print(bio.get(), t);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);
+  return std::string(data, static_cast<std::size_t>(std::max(0L, n)));
+}
+
+// Every certificate in a PEM file, first (the leaf) first; empty with `why` set on failure.
+std::vector<Cert> read_certificates(const std::string& path, std::string& why) {
+  std::vector<Cert> out;
+  const auto text = read_file(path, why);
+  if (!text) return out;
+  Bio bio(BIO_new_mem_buf(text->data(), static_cast<int>(text->size())));
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) out.emplace_back(x);
+  ERR_clear_error();  // the loop ends on "no start line"
+  if (out.empty()) why = quoted(path) + ": no PEM certificate found";
+  return out;
+}
+
+// Validity window of the leaf certificate: an expired or not yet valid certificate is refused at
+// load time rather than discovered by every client.
+std::optional<std::string> check_validity(X509* leaf, const std::string& path) {
+  if (X509_cmp_current_time(X509_get0_notAfter(leaf)) < 0)
+    return quoted(path) + ": certificate expired on " + asn1_time_text(X509_get0_notAfter(leaf));
+  if (X509_cmp_current_time(X509_get0_notBefore(leaf)) > 0)
+    return quoted(path) + ": certificate not valid before " +
+           asn1_time_text(X509_get0_notBefore(leaf));
+  return std::nullopt;
+}
+
+// Loads a certificate chain and key into `ctx` after checking them; throws on any problem.
+std::optional<FileProblem> use_certified_key(SSL_CTX* ctx, const std::string& cert,
+                                             const std::string& key) {
+  using File = FileProblem::File;
+  std::string why;
+  auto chain = read_certificates(cert, why);
+  if (chain.empty()) return FileProblem{File::cert, why};
+  if (auto bad = check_validity(chain.front().get(), cert)) return FileProblem{File::cert, *bad};
+
+  const auto key_text = read_file(key, why);
+  if (!key_text) return FileProblem{File::key, why};
+  Bio bio(BIO_new_mem_buf(key_text->data(), static_cast<int>(key_text->size())));
+  Key pkey(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
+  if (!pkey) {
+    ERR_clear_error();
+    return FileProblem{File::key, quoted(key) + ": no PEM private key found (an encrypted key is "
+                                                "not supported)"};
+  }
+  if (X509_check_private_key(chain.front().get(), pkey.get()) != 1) {
+    ERR_clear_error();
+    return FileProblem{File::key, quoted(key) + ": key does not match the certificate in " + quoted(cert)};
+  }
+  if (SSL_CTX_use_certificate(ctx, chain.front().get()) != 1)
+    return FileProblem{File::cert, quoted(cert) + ": " + openssl_reason()};
+  for (std::size_t i = 1; i < chain.size(); ++i) {
+    // add1: the context takes its own reference.
+    if (SSL_CTX_add1_chain_cert(ctx, chain[i].get()) != 1)
+      return FileProblem{File::cert, quoted(cert) + ": chain certificate " + std::to_string(i) + ": " +
+                                         openssl_reason()};
+  }
+  if (SSL_CTX_use_PrivateKey(ctx, pkey.get()) != 1)
+    return FileProblem{File::key, quoted(key) + ": " + openssl_reason()};
+  return std::nullopt;
+}
+
+// Offered protocols in ALPN wire format (RFC 7301 §3.1): HTTP/1.1 only.
+constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// Server side of ALPN: http/1.1 when the client offers it. A client offering only other
+// protocols (h2 alone) gets no ALPN answer rather than an alert: it may still speak HTTP/1.1.
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void*) {
+  unsigned char* selected = nullptr;
+  if (SSL_select_next_proto(&selected, outlen, alpn_http11, sizeof alpn_http11, in, inlen) ==
+      OPENSSL_NPN_NEGOTIATED) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+void set_common_options(SSL_CTX* ctx, bool tls13_only) {
+  SSL_CTX_set_min_proto_version(ctx, tls13_only ? TLS1_3_VERSION : TLS1_2_VERSION);
+  // Renegotiation is a CPU-exhaustion vector and HTTP/1.1 never needs it; compression is CRIME.
+  SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  // Partial writes and moving buffers: Asio's engine relies on both.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                            SSL_MODE_RELEASE_BUFFERS);
+}
+
+}  // namespace
+
+std::optional<FileProblem> check_certified_key(const std::string& cert, const std::string& key) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
+  if (!ctx) return FileProblem{FileProblem::File::cert, "cannot create a TLS context: " + openssl_reason()};
+  return use_certified_key(ctx.get(), cert, key);
+}
+
+std::optional<std::string> check_ca_file(const std::string& path) {
+  std::string why;
+  const auto chain = read_certificates(path, why);
+  if (chain.empty()) return why;
+  return std::nullopt;
+}
+
+std::optional<std::string> check_cipher_list(const std::string& ciphers) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), SSL_CTX_free);
+  if (SSL_CTX_set_cipher_list(ctx.get(), ciphers.c_str()) != 1) {
+    ERR_clear_error();
+    return "no cipher in '" + ciphers + "' is known to OpenSSL";
+  }
+  return std::nullopt;
+}
+
+void CertificateSelector::add(std::string_view name, std::size_t index) {
+  auto n = lower(name);
+  if (n.starts_with("*.")) {
+    wildcard_.push_back({n.substr(2), index});
+  } else {
+    exact_.push_back({std::move(n), index});
+  }
+}
+
+std::size_t CertificateSelector::pick(std::string_view server_name) const {
+  if (server_name.empty()) return 0;
+  const auto name = lower(server_name);
+  // First match in certificate order, so that the earlier certificate wins a name listed twice.
+  for (const auto& e : exact_)
+    if (e.name == name) return e.index;
+  const auto dot = name.find('.');
+  if (dot != std::string::npos && dot > 0) {
+    const std::string_view parent = std::string_view(name).substr(dot + 1);
+    for (const auto& e : wildcard_)
+      if (e.name == parent) return e.index;
+  }
+  return 0;
+}
+
+std::vector<std::string> certificate_names(const std::string& cert_file) {
+  std::vector<std::string> names;
+  std::string why;
+  const auto chain = read_certificates(cert_file, why);
+  if (chain.empty()) return names;
+  X509* leaf = chain.front().get();
+  auto* sans = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(leaf, NID_subject_alt_name, nullptr, nullptr));
+  if (sans != nullptr) {
+    for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+      const GENERAL_NAME* gn = sk_GENERAL_NAME_value(sans, i);
+      if (gn->type != GEN_DNS) continue;
+      const auto* s = gn->d.dNSName;
+      names.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                         static_cast<std::size_t>(ASN1_STRING_length(s)));
+    }
+    GENERAL_NAMES_free(sans);
+  }
+  if (names.empty()) {
+    // RFC 6125 §6.4.4: the common name only when there is no DNS subjectAltName.
+    char cn[256];
+    const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(leaf), NID_commonName, cn, sizeof cn);
+    if (n > 0) names.emplace_back(cn, static_cast<std::size_t>(n));
+  }
+  return names;
+}
+
+ServerContext::ServerContext(const config::TlsListenerConfig& config) {
+  const std::string ciphers = config.ciphers.empty() ? std::string(default_ciphers) : config.ciphers;
+  for (std::size_t i = 0; i < config.certificates.size(); ++i) {
+    const auto& c = config.certificates[i];
+    auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+    SSL_CTX* native = ctx->native_handle();
+    set_common_options(native, config.min_tls13);
+    if (SSL_CTX_set_cipher_list(native, ciphers.c_str()) != 1)
+      throw std::runtime_error("ciphers: " + openssl_reason());
+    if (auto problem = use_certified_key(native, c.cert, c.key)) throw std::runtime_error(problem->message);
+    SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+    // Session resumption: stateless tickets (OpenSSL's default, keys per context, so a reload
+    // starts a new ticket key) and the server-side cache for TLS 1.2 session ids.
+    SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
+    static constexpr unsigned char session_id_context[] = "sluice";
+    SSL_CTX_set_session_id_context(native, session_id_context, sizeof session_id_context - 1);
+    for (const auto& name : certificate_names(c.cert)) selector_.add(name, i);
+    contexts_.push_back(std::move(ctx));
+  }
+  if (contexts_.empty()) throw std::runtime_error("a TLS listener needs at least one certificate");
+  // SNI: switches the connection to the context of the certificate that serves the name. Runs
+  // inside the handshake on a worker's thread and reads only this (immutable) object. The
+  // connection keeps its first context's session cache and ticket keys (OpenSSL's session_ctx).
+  SSL_CTX* first = contexts_.front()->native_handle();
+  SSL_CTX_set_tlsext_servername_arg(first, this);
+  SSL_CTX_set_tlsext_servername_callback(first, +[](SSL* ssl, int*, void* arg) -> int {
+    const auto* self = static_cast<const ServerContext*>(arg);
+    const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (name == nullptr) return SSL_TLSEXT_ERR_OK;  // no SNI: the default certificate
+    const auto index = self->selector_.pick(name);
+    if (index != 0) SSL_set_SSL_CTX(ssl, self->contexts_[index]->native_handle());
+    return SSL_TLSEXT_ERR_OK;
+  });
+}
+
+ServerContext::~ServerContext() = default;
+
+ClientContext::ClientContext(const config::UpstreamConfig& config)
+    : context_(ssl::context::tls_client), verify_(config.tls_verify) {
+  SSL_CTX* native = context_.native_handle();
+  set_common_options(native, false);
+  SSL_CTX_set_cipher_list(native, std::string(default_ciphers).c_str());
+  SSL_CTX_set_alpn_protos(native, alpn_http11, sizeof alpn_http11);
+  if (verify_) {
+    if (!config.tls_ca_file.empty()) {
+      if (auto bad = check_ca_file(config.tls_ca_file)) throw std::runtime_error(*bad);
+      if (SSL_CTX_load_verify_locations(native, config.tls_ca_file.c_str(), nullptr) != 1)
+        throw std::runtime_error(quoted(config.tls_ca_file) + ": " + openssl_reason());
+    } else if (SSL_CTX_set_default_verify_paths(native) != 1) {
+      throw std::runtime_error("cannot load the system's trusted CAs: " + openssl_reason());
+    }
+    SSL_CTX_set_verify(native, SSL_VERIFY_PEER, nullptr);
+  } else {
+    SSL_CTX_set_verify(native, SSL_VERIFY_NONE, nullptr);
+  }
+  if (!config.tls_cert.empty()) {
+    if (auto problem = use_certified_key(native, config.tls_cert, config.tls_key))
+      throw std::runtime_error(problem->message);
+  }
+}
+
+bool ClientContext::prepare(SSL* ssl, const std::string& server_name) const {
+  boost::system::error_code not_ip;
+  boost::asio::ip::make_address(server_name, not_ip);
+  if (not_ip && SSL_set_tlsext_host_name(ssl, server_name.c_str()) != 1) return false;
+  if (!verify_) return true;
+  if (!not_ip) return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name.c_str()) == 1;
+  // RFC 6125: the DNS name must be in the certificate; wildcards only for the leftmost label.
+  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  return SSL_set1_host(ssl, server_name.c_str()) == 1;
+}
+
+const char* verify_error(SSL* ssl) {
+  const long result = SSL_get_verify_result(ssl);
+  if (result == X509_V_OK) return nullptr;
+  return X509_verify_cert_error_string(result);
+}
+
+}  // namespace sluice::tls

@@ -1,0 +1,229 @@
+#include "sluice/tls/context.hpp"
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "sluice/tls/stream.hpp"
+#include "test_certs.hpp"
+
+namespace sluice::tls {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using testing::TestCerts;
+
+TEST(CertificateSelector, ExactNamesThenOneLabelWildcardsElseTheFirst) {
+  CertificateSelector s;
+  s.add("example.com", 0);
+  s.add("API.example.com", 1);
+  s.add("*.example.com", 2);
+  s.add("*.api.example.com", 3);
+  s.add("api.example.com", 4);  // listed again later: the earlier certificate keeps it
+  EXPECT_EQ(s.pick("api.example.com"), 1u);
+  EXPECT_EQ(s.pick("Api.Example.COM"), 1u);  // DNS names compare case-insensitively
+  EXPECT_EQ(s.pick("www.example.com"), 2u);
+  EXPECT_EQ(s.pick("v1.api.example.com"), 3u);
+  EXPECT_EQ(s.pick("a.b.c.example.com"), 0u);  // a wildcard covers one label only
+  EXPECT_EQ(s.pick("example.com"), 0u);
+  EXPECT_EQ(s.pick("other.test"), 0u);
+  EXPECT_EQ(s.pick(""), 0u);
+  EXPECT_EQ(s.pick(".example.com"), 0u);  // an empty label matches nothing
+}
+
+TEST(CertificateNames, DnsSubjectAltNamesElseTheCommonName) {
+  TestCerts certs;
+  const auto with_sans = certs.leaf("one", "DNS:a.test,DNS:*.b.test,IP:127.0.0.1");
+  EXPECT_EQ(certificate_names(with_sans.cert), (std::vector<std::string>{"a.test", "*.b.test"}));
+  const auto cn_only = certs.leaf("cn.test", "");
+  EXPECT_EQ(certificate_names(cn_only.cert), (std::vector<std::string>{"cn.test"}));
+}
+
+TEST(CheckCertifiedKey, AcceptsAMatchingValidPair) {
+  TestCerts certs;
+  const auto p = certs.leaf("ok", "DNS:ok.test");
+  EXPECT_FALSE(check_certified_key(p.cert, p.key));
+}
+
+TEST(CheckCertifiedKey, NamesTheFileAndWhatIsWrongWithIt) {
+  TestCerts certs;
+  const auto p = certs.leaf("ok", "DNS:ok.test");
+  const auto other = certs.leaf("other", "DNS:other.test");
+  const auto garbage = certs.file("garbage.pem", "not a certificate\n");
+  const auto missing = certs.dir() + "/missing.pem";
+  using File = FileProblem::File;
+  const auto expect = [](std::optional<FileProblem> got, File file, const std::string& text) {
+    ASSERT_TRUE(got) << text;
+    EXPECT_EQ(got->file, file) << got->message;
+    EXPECT_NE(got->message.find(text), std::string::npos) << got->message;
+  };
+  expect(check_certified_key(missing, p.key), File::cert,
+         "cannot read '" + missing + "': No such file or directory");
+  expect(check_certified_key(garbage, p.key), File::cert, "'" + garbage + "': no PEM certificate found");
+  expect(check_certified_key(p.cert, missing), File::key, "cannot read '" + missing + "'");
+  expect(check_certified_key(p.cert, garbage), File::key, "'" + garbage + "': no PEM private key found");
+  expect(check_certified_key(p.cert, other.key), File::key,
+         "'" + other.key + "': key does not match the certificate in '" + p.cert + "'");
+  // A key file given as the certificate: no certificate in it.
+  expect(check_certified_key(p.key, p.key), File::cert, "no PEM certificate found");
+}
+
+TEST(CheckCertifiedKey, RefusesExpiredAndNotYetValidCertificates) {
+  TestCerts certs;
+  const auto expired = certs.leaf("expired", "DNS:old.test", -7200, -3600);
+  const auto future = certs.leaf("future", "DNS:new.test", 3600, 7200);
+  const auto e = check_certified_key(expired.cert, expired.key);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->file, FileProblem::File::cert);
+  EXPECT_NE(e->message.find("certificate expired on"), std::string::npos) << e->message;
+  const auto f = check_certified_key(future.cert, future.key);
+  ASSERT_TRUE(f);
+  EXPECT_NE(f->message.find("not valid before"), std::string::npos) << f->message;
+}
+
+TEST(CheckCaFile, NeedsAtLeastOneCertificate) {
+  TestCerts certs;
+  EXPECT_FALSE(check_ca_file(certs.ca_file()));
+  const auto empty = certs.file("empty.pem", "");
+  ASSERT_TRUE(check_ca_file(empty));
+  EXPECT_NE(check_ca_file(empty)->find("no PEM certificate found"), std::string::npos);
+}
+
+TEST(CheckCipherList, RejectsUnknownCiphers) {
+  EXPECT_FALSE(check_cipher_list(std::string(default_ciphers)));
+  EXPECT_TRUE(check_cipher_list("NOT-A-CIPHER"));
+}
+
+// One handshake over loopback between a ServerContext and a ClientContext.
+struct Outcome {
+  boost::system::error_code client, server;
+  std::string served_cn;  // common name of the certificate the client got
+  std::string alpn;
+  const char* verify = nullptr;
+  int version = 0;
+};
+
+Outcome handshake(ServerContext& server, ClientContext& client, const std::string& name,
+                  int client_max_version = 0) {
+  net::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  Stream s(io), c(io);
+  Outcome out;
+  acceptor.async_accept(s.socket(), [&](boost::system::error_code ec) {
+    if (ec) return;
+    s.start_tls(server.context());
+    s.async_handshake(net::ssl::stream_base::server, [&](boost::system::error_code e) { out.server = e; });
+  });
+  c.socket().async_connect(acceptor.local_endpoint(), [&](boost::system::error_code ec) {
+    if (ec) return;
+    c.start_tls(client.context());
+    SSL* ssl = c.tls()->native_handle();
+    if (client_max_version != 0) SSL_set_max_proto_version(ssl, client_max_version);
+    client.prepare(ssl, name);
+    c.async_handshake(net::ssl::stream_base::client, [&, ssl](boost::system::error_code e) {
+      out.client = e;
+      out.verify = verify_error(ssl);
+      out.version = SSL_version(ssl);
+      if (X509* peer = SSL_get1_peer_certificate(ssl)) {
+        char cn[256] = {};
+        X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, cn, sizeof cn);
+        out.served_cn = cn;
+        X509_free(peer);
+      }
+      const unsigned char* alpn = nullptr;
+      unsigned int len = 0;
+      SSL_get0_alpn_selected(ssl, &alpn, &len);
+      out.alpn.assign(reinterpret_cast<const char*>(alpn), len);
+      boost::system::error_code ignored;
+      if (e) s.close(ignored);
+    });
+  });
+  io.run();
+  return out;
+}
+
+config::TlsListenerConfig listener(std::initializer_list<TestCerts::Pair> pairs) {
+  config::TlsListenerConfig c;
+  for (const auto& p : pairs) c.certificates.push_back({p.cert, p.key, {}});
+  return c;
+}
+
+config::UpstreamConfig upstream_with_ca(const std::string& ca) {
+  config::UpstreamConfig u;
+  u.tls_ca_file = ca;
+  return u;
+}
+
+TEST(Handshake, SniPicksTheCertificateAndAlpnIsHttp11) {
+  TestCerts certs;
+  const auto first = certs.leaf("first", "DNS:first.test");
+  const auto second = certs.leaf("second", "DNS:second.test,DNS:*.wild.test");
+  ServerContext server(listener({first, second}));
+  ClientContext client(upstream_with_ca(certs.ca_file()));
+  const auto a = handshake(server, client, "second.test");
+  EXPECT_FALSE(a.client) << a.client.message();
+  EXPECT_EQ(a.served_cn, "second");
+  EXPECT_EQ(a.alpn, "http/1.1");
+  EXPECT_EQ(handshake(server, client, "x.wild.test").served_cn, "second");
+  EXPECT_EQ(handshake(server, client, "first.test").served_cn, "first");
+  // An unknown name gets the default (first) certificate, which then fails verification.
+  const auto unknown = handshake(server, client, "unknown.test");
+  EXPECT_TRUE(unknown.client);
+  ASSERT_NE(unknown.verify, nullptr);
+  EXPECT_STREQ(unknown.verify, "hostname mismatch");
+}
+
+TEST(Handshake, VerificationFailsClosedWithTheReason) {
+  TestCerts certs;
+  TestCerts other("another CA");
+  const auto leaf = certs.leaf("srv", "DNS:srv.test,IP:127.0.0.1");
+  ServerContext server(listener({leaf}));
+  ClientContext wrong_ca(upstream_with_ca(other.ca_file()));
+  const auto bad = handshake(server, wrong_ca, "srv.test");
+  EXPECT_TRUE(bad.client);
+  ASSERT_NE(bad.verify, nullptr);
+  EXPECT_STREQ(bad.verify, "unable to get local issuer certificate");
+  ClientContext right_ca(upstream_with_ca(certs.ca_file()));
+  EXPECT_FALSE(handshake(server, right_ca, "127.0.0.1").client);  // IP SAN checked
+  auto no_verify_cfg = upstream_with_ca(other.ca_file());
+  no_verify_cfg.tls_verify = false;
+  ClientContext no_verify(no_verify_cfg);
+  EXPECT_FALSE(handshake(server, no_verify, "srv.test").client);
+}
+
+TEST(Handshake, MinVersion13RefusesTls12Clients) {
+  TestCerts certs;
+  const auto leaf = certs.leaf("srv", "DNS:srv.test");
+  auto cfg = listener({leaf});
+  ClientContext client(upstream_with_ca(certs.ca_file()));
+  {
+    ServerContext server(cfg);
+    const auto o = handshake(server, client, "srv.test", TLS1_2_VERSION);
+    EXPECT_FALSE(o.client) << o.client.message();
+    EXPECT_EQ(o.version, TLS1_2_VERSION);
+  }
+  cfg.min_tls13 = true;
+  ServerContext server(cfg);
+  EXPECT_TRUE(handshake(server, client, "srv.test", TLS1_2_VERSION).client);
+  EXPECT_EQ(handshake(server, client, "srv.test").version, TLS1_3_VERSION);
+}
+
+TEST(ServerContext, ThrowsNamingTheFile) {
+  TestCerts certs;
+  const auto p = certs.leaf("srv", "DNS:srv.test");
+  const auto other = certs.leaf("other", "DNS:other.test");
+  try {
+    ServerContext server(listener({{p.cert, other.key}}));
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(other.key), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice::tls
