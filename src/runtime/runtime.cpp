@@ -151,11 +151,16 @@ int Runtime::run() {
   const auto fd_limit = raise_fd_limit();
   const auto reserved = fd_reserve + max_idle_pooled(cfg, n);
   const auto max_connections = connections_within(fd_limit, reserved, cfg.server.max_connections);
-  if (max_connections < cfg.server.max_connections)
-    spdlog::warn("max_connections {} needs about {} file descriptors, the limit is {}: accepting at "
-                 "most {} connections (raise `ulimit -n` to allow more)",
-                 cfg.server.max_connections, 2ULL * cfg.server.max_connections + reserved, fd_limit,
-                 max_connections);
+  if (max_connections < cfg.server.max_connections) {
+    // The default is a ceiling that the fd limit may lower without anyone having asked for more:
+    // that is said at info. A value the operator wrote that cannot be honoured is a warning.
+    const bool is_default = cfg.server.max_connections == config::ServerSection{}.max_connections;
+    spdlog::log(is_default ? spdlog::level::info : spdlog::level::warn,
+                "max_connections {} needs about {} file descriptors, the limit is {}: accepting at "
+                "most {} connections (raise `ulimit -n` to allow more)",
+                cfg.server.max_connections, 2ULL * cfg.server.max_connections + reserved, fd_limit,
+                max_connections);
+  }
   const std::uint32_t per_worker = (max_connections + n - 1) / n;
   for (unsigned i = 0; i < n; ++i)
     s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
