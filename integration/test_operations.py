@@ -455,3 +455,24 @@ def test_check_diff_running_without_a_reachable_admin_api_exits_2(tmp_path):
     r = sluice_cli("check", new, "--diff-running", "--admin", f"127.0.0.1:{closed_port()}")
     assert r.returncode == 2, r
     assert "cannot reach the admin API" in r.stderr, r
+
+
+def test_connections_gauge_counts_client_and_upstream_sides(origins, sluice):
+    """sluice_connections{side="upstream"}: connections in use by a request plus idle in the
+    pools. Two slow requests in flight hold two (on two servers); afterwards both connections
+    wait in the pool, and a drain of their server closes its idle one."""
+    fleet = origins(2)
+    s = sluice(sluice_config(fleet, top=ADMIN, workers=2))
+    assert metric(s, "sluice_connections", side="upstream") == 0
+    slow = Background(s.port, 2, target="/?delay=1500")
+    wait_until(lambda: metric(s, "sluice_connections", side="upstream") == 2, timeout=5,
+               interval=0.02, what="two upstream connections in use")
+    assert metric(s, "sluice_connections", side="client") >= 2
+    assert [r.status for r, _ in slow.join()] == [200, 200]
+    # Both answers were complete and kept-alive: the connections are now idle in the pools.
+    wait_until(lambda: metric(s, "sluice_connections", side="client") == 0, timeout=5,
+               interval=0.02, what="client connections closed")
+    assert metric(s, "sluice_connections", side="upstream") == 2
+    assert s.admin("POST", f"/api/upstreams/app/servers/{fleet[0].name}/drain").status == 200
+    wait_until(lambda: metric(s, "sluice_connections", side="upstream") == 1, timeout=5,
+               interval=0.02, what="the drained server's idle connection closed")

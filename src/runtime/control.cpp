@@ -211,6 +211,9 @@ std::string RuntimeControl::metrics_text() {
   }
   m.gauge("sluice_connections", "Open connections, by side.");
   m.sample({{"side", "client"}}, static_cast<double>(hooks_.client_connections()));
+  if (hooks_.upstream_connections)
+    if (const auto n = hooks_.upstream_connections())
+      m.sample({{"side", "upstream"}}, static_cast<double>(*n));
   return m.take();
 }
 

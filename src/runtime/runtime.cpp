@@ -212,6 +212,20 @@ int Runtime::run() {
             for (auto& w : s.workers) n += w->active_sessions();
             return n;
           },
+      .upstream_connections =
+          [&]() -> std::optional<std::size_t> {
+            // Each worker counts on its own thread; a worker that does not answer within 200 ms
+            // (stopping, or stuck) makes the figure unknown rather than wrong.
+            std::vector<std::future<std::size_t>> counts;
+            for (auto& w : s.workers) counts.push_back(w->count_upstream_connections());
+            std::size_t n = 0;
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+            for (auto& c : counts) {
+              if (c.wait_until(until) != std::future_status::ready) return std::nullopt;
+              n += c.get();
+            }
+            return n;
+          },
       .drained =
           [&](Endpoint& ep, bool drain) {
             spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");

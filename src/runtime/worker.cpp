@@ -72,6 +72,17 @@ void Worker::close_idle(Endpoint& endpoint) {
   net::post(io_, [this, e = &endpoint] { ctx_.pool.close(*e); });
 }
 
+std::future<std::size_t> Worker::count_upstream_connections() {
+  auto promise = std::make_shared<std::promise<std::size_t>>();
+  auto counted = promise->get_future();
+  net::post(io_, [this, promise] {
+    std::size_t n = ctx_.pool.idle_count();
+    for (const auto& session : ctx_.sessions) n += session.holds_upstream() ? 1 : 0;
+    promise->set_value(n);
+  });
+  return counted;
+}
+
 void Worker::begin_shutdown() {
   net::post(io_, [this] {
     ctx_.stopping = true;

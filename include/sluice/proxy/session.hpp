@@ -39,6 +39,7 @@ public:
   void close_if_idle() override;
   void close() override;
   void expire() override;
+  bool holds_upstream() const noexcept override { return upstream_ != nullptr; }
 
 private:
   enum class HeadResult { ok, closed, error };

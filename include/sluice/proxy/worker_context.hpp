@@ -34,6 +34,8 @@ public:
   virtual void close_if_idle() = 0;
   // Shutdown timeout: close now whatever is happening.
   virtual void close() = 0;
+  // An upstream connection is in use (connecting, or carrying this request or tunnel).
+  virtual bool holds_upstream() const noexcept = 0;
 
 protected:
   ~SessionLink() = default;

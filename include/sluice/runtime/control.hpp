@@ -3,6 +3,7 @@
 // state; every call happens on the control thread.
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "sluice/admin/control.hpp"
 #include "sluice/runtime/snapshot.hpp"
@@ -22,6 +23,7 @@ public:
     // TLS listener handshakes across workers: completed, failed.
     std::function<std::pair<std::uint64_t, std::uint64_t>()> tls_handshakes;
     std::function<std::size_t()> client_connections;
+    std::function<std::optional<std::size_t>()> upstream_connections;  // nullopt: not counted
     std::function<void(Endpoint&, bool)> drained;  // after a drain change (closes idle pools)
   };
   explicit RuntimeControl(Hooks hooks);

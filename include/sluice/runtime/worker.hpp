@@ -4,6 +4,7 @@
 // path needs no locks. The control thread reaches a worker only through post() (the public
 // methods below do that themselves) and reads active_sessions(), an atomic.
 #include <atomic>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -45,6 +46,11 @@ public:
   void stop();
 
   std::size_t active_sessions() const noexcept { return active_.load(std::memory_order_acquire); }
+
+  // Open upstream connections: in use by a session (connecting included) plus idle in the pool.
+  // Counted on the worker's thread when asked (a metrics scrape), so the data path keeps no
+  // counter for it; the future is ready once the worker ran the count.
+  std::future<std::size_t> count_upstream_connections();
   // Any thread: TLS handshakes on this worker's listeners, completed and failed.
   std::uint64_t tls_handshakes() const noexcept { return ctx_.tls_handshakes.load(std::memory_order_relaxed); }
   std::uint64_t tls_handshake_failures() const noexcept {
