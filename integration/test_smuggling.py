@@ -370,3 +370,26 @@ def test_truncated_answer_closes_both_sides(raw_origin, sluice):
     with Conn(s.port) as c:
         r = c.request(b"GET /second HTTP/1.1\r\nHost: a\r\n\r\n")
     assert r.status == 200 and r.header("X-Conn") == "1", r
+
+
+def test_absolute_form_target_wins_over_host_for_routing_and_the_origin(raw_origin, sluice):
+    """RFC 9112 §3.2.2: with an absolute-form target the Host field is ignored. sluice routes by
+    the target's authority and forwards that authority as Host, so a route chosen by one host can
+    never reach an origin that serves another. Userinfo and non-HTTP schemes are 400."""
+    good, other = raw_origin(), raw_origin()
+    config = sluice_config([good.address]) + (
+        f'\n[upstreams.other]\n[[upstreams.other.servers]]\naddress = "{other.address}"\n'
+        '\n[[route]]\nhost = "b.example"\nupstream = "other"\n'
+        '\n[[route]]\npath_prefix = "/"\nupstream = "app"\n')
+    s = sluice(config)
+    with Conn(s.port) as c:
+        r = c.request(b"GET http://a.example/x HTTP/1.1\r\nHost: b.example\r\n\r\n")
+        assert r.status == 200, r
+    assert other.requests == [], other.requests
+    got = good.requests[-1]
+    assert [v for k, v in got["headers"] if k == "host"] == ["a.example"], got
+    for target in (b"http://user@a.example/", b"ftp://a.example/"):
+        with Conn(s.port) as c:
+            r = c.request(b"GET " + target + b" HTTP/1.1\r\nHost: a.example\r\n\r\n")
+            assert r.status == 400 and r.header("Sluice-Error") == "bad target", r
+    assert len(good.requests) == 1 and other.requests == []

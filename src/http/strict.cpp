@@ -482,6 +482,26 @@ Violation check_response_fields(const Fields& fields,
   return check_framing(fields, version, false);
 }
 
+TargetAuthority target_authority(std::string_view target) noexcept {
+  using Form = TargetAuthority::Form;
+  if (target.empty() || target.front() == '/' || target == "*") return {};
+  const auto sep = target.find("://");
+  if (sep == std::string_view::npos) return {};  // not absolute-form; the target checks judge it
+  const auto scheme = target.substr(0, sep);
+  const auto iequal = [](std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if ((a[i] | 0x20) != b[i]) return false;
+    return true;
+  };
+  if (!iequal(scheme, "http") && !iequal(scheme, "https")) return {Form::bad, {}};
+  auto authority = target.substr(sep + 3);
+  authority = authority.substr(0, authority.find_first_of("/?#"));
+  if (authority.empty() || authority.find('@') != std::string_view::npos || !valid_host(authority))
+    return {Form::bad, {}};
+  return {Form::ok, authority};
+}
+
 Violation violation_from_parser_error(const boost::system::error_code& ec,
                                       std::string_view head) noexcept {
   using bhttp::error;

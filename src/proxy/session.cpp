@@ -313,6 +313,15 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_await send_error(&x, {501, "method not supported"});
     co_return false;
   }
+  // An absolute-form target names the host itself (RFC 9112 §3.2.2): routing and the origin
+  // must agree on it, so its authority replaces Host before either looks.
+  if (const auto abs = http::target_authority(req.target());
+      abs.form == http::TargetAuthority::Form::bad) {
+    co_await send_error(&x, {400, "bad target"});
+    co_return false;
+  } else if (abs.form == http::TargetAuthority::Form::ok) {
+    req.set(bhttp::field::host, abs.authority);
+  }
   x.upstream = snapshot_->router.route(req[bhttp::field::host], path_of(req.target()));
   if (x.upstream == nullptr) {
     co_await send_error(&x, {404, "no route"});

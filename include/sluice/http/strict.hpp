@@ -77,6 +77,19 @@ Violation check_response_fields(const Fields& fields) noexcept;  // HTTP/1.1
 Violation check_response_fields(const Fields& fields,
                                 unsigned version) noexcept;
 
+// The authority of an absolute-form request-target ("http://a.example:8080/path"). RFC 9112
+// §3.2.2: a server receiving one MUST ignore Host and use the target's authority, so a proxy that
+// routed by Host while the origin follows the target could be steered to one route while the
+// origin serves another host. `no`: origin-form (or "*"): Host stands. `bad`: a scheme other than
+// http/https, userinfo ("user@host", deprecated and a classic spoofing device), an empty or
+// malformed authority: 400.
+struct TargetAuthority {
+  enum class Form : std::uint8_t { no, ok, bad };
+  Form form = Form::no;
+  std::string_view authority;
+};
+TargetAuthority target_authority(std::string_view target) noexcept;
+
 // Maps an error from Beast's parser to the violation it stands for (none when it is not a protocol
 // violation, e.g. end_of_stream or body_limit). Beast rejects some framing conflicts itself before
 // check_*_fields() can run, and names whichever field came second; pass the head bytes that were
