@@ -235,7 +235,18 @@ net::awaitable<void> Session::run() {
 }
 
 net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error) {
-  const auto& limits = snapshot_ ? snapshot_->config->server : worker_.snapshot->config->server;
+  // The limits are copied, not referenced: before its first request a connection holds no
+  // snapshot, and a reload while it waits for bytes frees the worker's old one (ThreadSanitizer
+  // caught a read through a reference into it during 50 reloads under load).
+  struct Limits {
+    Clock::duration header_timeout, idle_timeout;
+    std::size_t max_header_bytes, max_uri_bytes;
+  };
+  const Limits limits = [&] {
+    const auto& server = snapshot_ ? snapshot_->config->server : worker_.snapshot->config->server;
+    return Limits{server.header_timeout, server.idle_timeout, server.max_header_bytes,
+                  server.max_uri_bytes};
+  }();
   // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
   // head. A new connection gets header_timeout from the start (slowloris protection).
   idle_ = in_.size() == 0;
