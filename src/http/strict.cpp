@@ -488,13 +488,8 @@ TargetAuthority target_authority(std::string_view target) noexcept {
   const auto sep = target.find("://");
   if (sep == std::string_view::npos) return {};  // not absolute-form; the target checks judge it
   const auto scheme = target.substr(0, sep);
-  const auto iequal = [](std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if ((a[i] | 0x20) != b[i]) return false;
-    return true;
-  };
-  if (!iequal(scheme, "http") && !iequal(scheme, "https")) return {Form::bad, {}};
+  if (!boost::beast::iequals(scheme, "http") && !boost::beast::iequals(scheme, "https"))
+    return {Form::bad, {}};
   auto authority = target.substr(sep + 3);
   authority = authority.substr(0, authority.find_first_of("/?#"));
   if (authority.empty() || authority.find('@') != std::string_view::npos || !valid_host(authority))

@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/static_string/static_string.hpp>
 #include <spdlog/spdlog.h>
@@ -49,17 +50,6 @@ bool is_idempotent(bhttp::verb m) {
   // RFC 9110 §9.2.2
   return m == bhttp::verb::get || m == bhttp::verb::head || m == bhttp::verb::options ||
          m == bhttp::verb::trace || m == bhttp::verb::put || m == bhttp::verb::delete_;
-}
-
-bool iequals_ascii(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    auto x = static_cast<unsigned char>(a[i]), y = static_cast<unsigned char>(b[i]);
-    if (x >= 'A' && x <= 'Z') x += 32;
-    if (y >= 'A' && y <= 'Z') y += 32;
-    if (x != y) return false;
-  }
-  return true;
 }
 
 // For absolute-form targets ("http://host/path", RFC 9112 §3.2.2) the route uses the path.
@@ -349,7 +339,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
 
   // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
   if (const auto e = req[bhttp::field::expect]; !e.empty()) {
-    x.expect_continue = iequals_ascii(e, "100-continue") && req.version() == 11 && !x.request_done;
+    x.expect_continue = beast::iequals(e, "100-continue") && req.version() == 11 && !x.request_done;
     req.erase(bhttp::field::expect);
   }
   const bool is_head = req.method() == bhttp::verb::head;
