@@ -6,9 +6,9 @@
 // global operator new made inside the timed loop, divided by iterations (the replacement below
 // counts them for the whole binary). Results: bench/results/micro-<date>.md.
 //
-// The few session.cpp helpers used here (path_of, append_fields, keep_alive_timeout,
-// is_idempotent) live in its anonymous namespace; they are restated below, kept identical. If
-// session.cpp's sequence changes, change run_request()/run_response() to match.
+// Every step calls the function the session calls (http/head.hpp, http/strict.hpp,
+// http/rewrite.hpp); only the order of the calls is restated here. If session.cpp's sequence
+// changes, change run_request()/run_response() to match.
 #include <benchmark/benchmark.h>
 
 #include <atomic>
@@ -25,6 +25,7 @@
 
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/http/head.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/http/request_id.hpp"
 #include "sluice/http/rewrite.hpp"
@@ -140,42 +141,6 @@ constexpr std::string_view app_response =
     "X-Content-Type-Options: nosniff\r\n"
     "\r\n";
 
-// ---- session.cpp helpers, restated (anonymous namespace there) -----------------------------
-constexpr std::string_view crlf = "\r\n";
-
-bool is_idempotent(bhttp::verb m) {
-  return m == bhttp::verb::get || m == bhttp::verb::head || m == bhttp::verb::options ||
-         m == bhttp::verb::trace || m == bhttp::verb::put || m == bhttp::verb::delete_;
-}
-
-std::string_view path_of(std::string_view target) {
-  if (!target.empty() && target.front() == '/') return target;
-  const auto scheme = target.find("://");
-  if (scheme == std::string_view::npos) return target;
-  const auto slash = target.find('/', scheme + 3);
-  return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
-}
-
-std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) {
-  const auto at = value.find("timeout=");
-  if (at == std::string_view::npos) return std::nullopt;
-  unsigned long seconds = 0;
-  const auto begin = value.data() + at + 8;
-  const auto r = std::from_chars(begin, value.data() + value.size(), seconds);
-  if (r.ec != std::errc() || r.ptr == begin) return std::nullopt;
-  return std::chrono::seconds(std::min<unsigned long>(seconds, 86400));
-}
-
-template <class Fields>
-void append_fields(std::string& out, const Fields& fields) {
-  for (const auto& f : fields) {
-    out.append(f.name_string());
-    out.append(": ");
-    out.append(f.value());
-    out.append(crlf);
-  }
-}
-
 // ---- the per-worker / per-session state the sequence uses ----------------------------------
 struct Worker {
   BlockPool arena_blocks{proxy::arena_block_size, 128};
@@ -218,13 +183,8 @@ enum class Stage { scan, parse, full };
   w.begin_exchange();
   w.request.emplace(std::piecewise_construct, std::make_tuple(),
                     std::make_tuple(http::Allocator(&w.arena)));
-  w.request->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
-  w.request->body_limit(boost::none);
-  boost::system::error_code ec;
-  const auto used = w.request->put(net::buffer(bytes.data(), scan.head_size), ec);
-  if (ec || !w.request->is_header_done() || used != scan.head_size) return false;
+  if (http::parse_request_head(*w.request, bytes.substr(0, scan.head_size))) return false;
   auto& req = w.request->get();
-  if (http::check_request_fields(req, req.version()) != http::Violation::none) return false;
   if (stage == Stage::parse) {
     w.end_exchange();
     return true;
@@ -242,23 +202,18 @@ enum class Stage { scan, parse, full };
   benchmark::DoNotOptimize(w.request->is_done());
   benchmark::DoNotOptimize(w.request->content_length());
   if (req.method() == bhttp::verb::connect) return false;
-  const auto* upstream = w.router.route(req[bhttp::field::host], path_of(req.target()));
+  const auto* upstream = w.router.route(req[bhttp::field::host], http::path_of(req.target()));
   benchmark::DoNotOptimize(upstream);
   // forward()
   if (const auto e = req[bhttp::field::expect]; !e.empty()) req.erase(bhttp::field::expect);
   bool chunked = w.request->chunked();
-  bool idempotent = is_idempotent(req.method());
+  bool idempotent = http::is_idempotent(req.method());
   benchmark::DoNotOptimize(chunked);
   benchmark::DoNotOptimize(idempotent);
   http::rewrite_request(req, {w.client_ip, "http", w.request_id});
   // send_request()
   w.head_out.clear();
-  w.head_out.append(req.method_string());
-  w.head_out.push_back(' ');
-  w.head_out.append(req.target());
-  w.head_out.append(" HTTP/1.1\r\n");
-  append_fields(w.head_out, req);
-  w.head_out.append(crlf);
+  http::append_request_head(w.head_out, req, chunked);
   benchmark::DoNotOptimize(w.head_out.data());
   w.end_exchange();
   return true;
@@ -273,40 +228,20 @@ enum class Stage { scan, parse, full };
   w.begin_exchange();
   w.response.emplace(std::piecewise_construct, std::make_tuple(),
                      std::make_tuple(http::Allocator(&w.arena)));
-  w.response->header_limit(static_cast<std::uint32_t>(scan.head_size + 1));
-  w.response->body_limit(boost::none);
-  boost::system::error_code ec;
-  const auto used = w.response->put(net::buffer(bytes.data(), scan.head_size), ec);
-  if (ec || !w.response->is_header_done() || used != scan.head_size ||
-      http::check_response_fields(w.response->get(), w.response->get().version()) !=
-          http::Violation::none)
-    return false;
+  if (!http::parse_response_head(*w.response, bytes.substr(0, scan.head_size), false)) return false;
   if (stage == Stage::parse) {
     w.end_exchange();
     return true;
   }
   auto& res = w.response->get();
-  const unsigned status = res.result_int();
   bool upstream_keep_alive = w.response->keep_alive();
-  auto idle = keep_alive_timeout(res[bhttp::field::keep_alive]);
-  bool chunked = w.response->chunked();
-  auto length = w.response->content_length();
+  auto idle = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
   benchmark::DoNotOptimize(upstream_keep_alive);
   benchmark::DoNotOptimize(idle);
-  benchmark::DoNotOptimize(chunked);
-  benchmark::DoNotOptimize(length);
   http::rewrite_response(res, w.request_id);
+  const auto plan = http::plan_response(*w.response, false, 11, true);
   w.head_out.clear();
-  w.head_out.append("HTTP/1.1 ");
-  char code[4];
-  std::to_chars(code, code + 3, status);
-  w.head_out.append(code, 3);
-  w.head_out.push_back(' ');
-  const auto reason = res.reason();
-  w.head_out.append(reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
-  w.head_out.append(crlf);
-  append_fields(w.head_out, res);
-  w.head_out.append(crlf);
+  http::append_response_head(w.head_out, res, plan, 11, 1);
   benchmark::DoNotOptimize(w.head_out.data());
   w.end_exchange();
   return true;

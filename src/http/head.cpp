@@ -1,5 +1,6 @@
 #include "sluice/http/head.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <boost/asio/buffer.hpp>
@@ -116,6 +117,29 @@ ChunkHeader::ChunkHeader(std::size_t n) noexcept {
   r.ptr[0] = '\r';
   r.ptr[1] = '\n';
   size = static_cast<std::size_t>(r.ptr + 2 - data);
+}
+
+bool is_idempotent(bhttp::verb m) noexcept {
+  return m == bhttp::verb::get || m == bhttp::verb::head || m == bhttp::verb::options ||
+         m == bhttp::verb::trace || m == bhttp::verb::put || m == bhttp::verb::delete_;
+}
+
+std::string_view path_of(std::string_view target) noexcept {
+  if (!target.empty() && target.front() == '/') return target;
+  const auto scheme = target.find("://");
+  if (scheme == std::string_view::npos) return target;
+  const auto slash = target.find('/', scheme + 3);
+  return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
+}
+
+std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) noexcept {
+  const auto at = value.find("timeout=");
+  if (at == std::string_view::npos) return std::nullopt;
+  unsigned long seconds = 0;
+  const auto begin = value.data() + at + 8;
+  const auto r = std::from_chars(begin, value.data() + value.size(), seconds);
+  if (r.ec != std::errc() || r.ptr == begin) return std::nullopt;
+  return std::chrono::seconds(std::min<unsigned long>(seconds, 86400));
 }
 
 }  // namespace sluice::http

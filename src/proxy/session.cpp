@@ -46,32 +46,6 @@ std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
 
-bool is_idempotent(bhttp::verb m) {
-  // RFC 9110 §9.2.2
-  return m == bhttp::verb::get || m == bhttp::verb::head || m == bhttp::verb::options ||
-         m == bhttp::verb::trace || m == bhttp::verb::put || m == bhttp::verb::delete_;
-}
-
-// For absolute-form targets ("http://host/path", RFC 9112 §3.2.2) the route uses the path.
-std::string_view path_of(std::string_view target) {
-  if (!target.empty() && target.front() == '/') return target;
-  const auto scheme = target.find("://");
-  if (scheme == std::string_view::npos) return target;
-  const auto slash = target.find('/', scheme + 3);
-  return slash == std::string_view::npos ? std::string_view("/") : target.substr(slash);
-}
-
-// "timeout=5, max=100" (Keep-Alive, RFC 2068 §19.7.1): the origin's idle timeout, if given.
-std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) {
-  const auto at = value.find("timeout=");
-  if (at == std::string_view::npos) return std::nullopt;
-  unsigned long seconds = 0;
-  const auto begin = value.data() + at + 8;
-  const auto r = std::from_chars(begin, value.data() + value.size(), seconds);
-  if (r.ec != std::errc() || r.ptr == begin) return std::nullopt;
-  return std::chrono::seconds(std::min<unsigned long>(seconds, 86400));
-}
-
 // The chunk-size line for n bytes, as a buffer.
 struct ChunkHeader : http::ChunkHeader {
   using http::ChunkHeader::ChunkHeader;
@@ -323,7 +297,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   } else if (abs.form == http::TargetAuthority::Form::ok) {
     req.set(bhttp::field::host, abs.authority);
   }
-  x.upstream = snapshot_->router.route(req[bhttp::field::host], path_of(req.target()));
+  x.upstream = snapshot_->router.route(req[bhttp::field::host], http::path_of(req.target()));
   if (x.upstream == nullptr) {
     co_await send_error(&x, {404, "no route"});
     co_return false;  // error answers close the connection (they say Connection: close)
@@ -348,7 +322,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   proxy::RequestFacts facts;
   // An Upgrade request is never resent once a byte of it was written: the origin may have
   // switched already. (Connect failures are still retried.)
-  facts.idempotent_method = is_idempotent(req.method()) && !x.upgrade;
+  facts.idempotent_method = http::is_idempotent(req.method()) && !x.upgrade;
   facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
                               req.count(retry.idempotency_header) != 0;
   http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade});
@@ -644,7 +618,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
     const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
                        failure != UpstreamFailure::bad_response &&
                        failure != UpstreamFailure::client_failed;
-    if (stale && is_idempotent(req.method()) && (x.body_kept || !x.body_consumed)) {
+    if (stale && http::is_idempotent(req.method()) && (x.body_kept || !x.body_consumed)) {
       spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
                     x.upstream->name(), ep.identity());
       reused = false;
@@ -912,7 +886,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   auto& res = response_->get();
   x.status = res.result_int();
   const bool upstream_keep_alive = response_->keep_alive();
-  x.origin_idle_timeout = keep_alive_timeout(res[bhttp::field::keep_alive]);
+  x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
   const auto length = response_->content_length();
   const auto plan = http::plan_response(*response_, is_head, x.client_version,
                                         x.client_keep_alive && !worker_.is_stopping());

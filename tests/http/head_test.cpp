@@ -101,4 +101,27 @@ TEST(HttpHead, ChunkHeaderIsHexSizeAndCrlf) {
   EXPECT_EQ(http::ChunkHeader(~std::size_t{0}).view(), "ffffffffffffffff\r\n");
 }
 
+TEST(HttpHead, IdempotentMethodsAreRfc9110s) {
+  namespace bhttp = boost::beast::http;
+  for (const auto m : {bhttp::verb::get, bhttp::verb::head, bhttp::verb::options, bhttp::verb::trace,
+                       bhttp::verb::put, bhttp::verb::delete_})
+    EXPECT_TRUE(http::is_idempotent(m)) << bhttp::to_string(m);
+  for (const auto m : {bhttp::verb::post, bhttp::verb::patch, bhttp::verb::connect})
+    EXPECT_FALSE(http::is_idempotent(m)) << bhttp::to_string(m);
+}
+
+TEST(HttpHead, PathOfOriginAndAbsoluteForm) {
+  EXPECT_EQ(http::path_of("/a/b?c"), "/a/b?c");
+  EXPECT_EQ(http::path_of("http://a.example/x/y?z"), "/x/y?z");
+  EXPECT_EQ(http::path_of("http://a.example"), "/");
+  EXPECT_EQ(http::path_of("*"), "*");
+}
+
+TEST(HttpHead, KeepAliveTimeout) {
+  EXPECT_EQ(http::keep_alive_timeout("timeout=5, max=100"), std::chrono::seconds(5));
+  EXPECT_EQ(http::keep_alive_timeout("max=100"), std::nullopt);
+  EXPECT_EQ(http::keep_alive_timeout("timeout="), std::nullopt);
+  EXPECT_EQ(http::keep_alive_timeout("timeout=99999999"), std::chrono::seconds(86400));
+}
+
 }  // namespace

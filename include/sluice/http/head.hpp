@@ -2,7 +2,9 @@
 // The session's head handling as pure functions: parsing a head that scan_*_head() found complete
 // (Beast + framing checks), and writing the head we forward. The session and the fuzz targets
 // (fuzz/targets/) call the same code, so what is fuzzed is what runs.
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -70,5 +72,16 @@ struct ChunkHeader {
 };
 
 inline constexpr std::string_view last_chunk = "0\r\n\r\n";
+
+// RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+bool is_idempotent(boost::beast::http::verb method) noexcept;
+
+// The path of a request-target for routing: itself in origin-form, the part after the authority
+// in absolute-form ("http://host/path" -> "/path", "http://host" -> "/").
+std::string_view path_of(std::string_view target) noexcept;
+
+// "timeout=5, max=100" (Keep-Alive, RFC 2068 §19.7.1): the origin's idle timeout, if it gives one
+// (at most a day).
+std::optional<std::chrono::seconds> keep_alive_timeout(std::string_view value) noexcept;
 
 }  // namespace sluice::http
