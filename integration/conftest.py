@@ -572,21 +572,13 @@ def sluice(tmp_path):
     assert not reports, "sanitizer reports:\n" + "\n\n".join(reports)
 
 
-class ScriptedOrigin:
-    """An origin inside the test process that does what a test tells it, for the stories the real
-    origin cannot tell when its query knobs would reach every server: `behaviour` is "answer"
-    (`status`, keep-alive), "drop" (read the whole request, then close without answering),
-    "hang" (read the whole request, never answer) or "once" (answer the first request of each
-    connection, drop the second: a keep-alive connection closed just as a request arrived). It
-    records every request it read completely
-    (`executed`: method, target, lower-cased headers, body length), so a test can say "executed
-    exactly once". One thread per connection; `stop()` closes everything and joins them."""
+class ThreadedServer:
+    """A loopback TCP server inside the test process: one thread accepts, one thread per
+    connection runs `self._serve(conn, *self._accepted(conn))`. Subclasses set their own state
+    first, then call `super().__init__()` (which starts accepting); `stop()` closes the listener
+    and every connection and joins the threads."""
 
-    def __init__(self, name, behaviour="answer", status=200, delay=0.0):
-        self.name, self.behaviour, self.status = name, behaviour, status
-        self.delay = delay  # seconds to wait before each answer ("answer" and "once")
-        self.executed = []
-        self.connections = 0
+    def __init__(self):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._socks, self._threads = [], []
@@ -595,9 +587,12 @@ class ScriptedOrigin:
         self.address = f"127.0.0.1:{self.port}"
         self._spawn(self._accept_loop)
 
-    def count(self, method=None):
-        with self._lock:
-            return sum(1 for r in self.executed if method is None or r["method"] == method)
+    def _accepted(self, conn):
+        """Called under the lock for each new connection; returns extra arguments of _serve."""
+        return ()
+
+    def _serve(self, conn, *args):
+        raise NotImplementedError
 
     def _spawn(self, fn, *args):
         t = threading.Thread(target=fn, args=args, daemon=True)
@@ -612,9 +607,52 @@ class ScriptedOrigin:
             except OSError:
                 return
             with self._lock:
-                self.connections += 1
                 self._socks.append(conn)
-            self._spawn(self._serve, conn)
+                args = self._accepted(conn)
+            self._spawn(self._serve, conn, *args)
+
+    def stop(self):
+        self._stopping.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            socks, threads = list(self._socks), list(self._threads)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        for t in threads:
+            t.join(timeout=5)
+
+
+class ScriptedOrigin(ThreadedServer):
+    """An origin inside the test process that does what a test tells it, for the stories the real
+    origin cannot tell when its query knobs would reach every server: `behaviour` is "answer"
+    (`status`, keep-alive), "drop" (read the whole request, then close without answering),
+    "hang" (read the whole request, never answer) or "once" (answer the first request of each
+    connection, drop the second: a keep-alive connection closed just as a request arrived). It
+    records every request it read completely
+    (`executed`: method, target, lower-cased headers, body length), so a test can say "executed
+    exactly once". One thread per connection; `stop()` closes everything and joins them."""
+
+    def __init__(self, name, behaviour="answer", status=200, delay=0.0):
+        self.name, self.behaviour, self.status = name, behaviour, status
+        self.delay = delay  # seconds to wait before each answer ("answer" and "once")
+        self.executed = []
+        self.connections = 0
+        super().__init__()
+
+    def count(self, method=None):
+        with self._lock:
+            return sum(1 for r in self.executed if method is None or r["method"] == method)
+
+    def _accepted(self, conn):
+        self.connections += 1
+        return ()
 
     @staticmethod
     def _read_until(conn, buf, marker):
@@ -702,23 +740,6 @@ class ScriptedOrigin:
             pass
         finally:
             conn.close()
-
-    def stop(self):
-        self._stopping.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in accept()
-        except OSError:
-            pass
-        self._listener.close()
-        with self._lock:
-            socks, threads = list(self._socks), list(self._threads)
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for t in threads:
-            t.join(timeout=5)
 
 
 @pytest.fixture
@@ -866,7 +887,7 @@ class Background:
         return self.results
 
 
-class RawOrigin:
+class RawOrigin(ThreadedServer):
     """An origin that keeps exactly the bytes it received on each connection, for the smuggling
     tests: what sluice forwarded, byte for byte, with nothing in between to normalise it.
 
@@ -885,13 +906,7 @@ class RawOrigin:
     def __init__(self, respond=None):
         self.respond = respond or RawOrigin.answer
         self.requests, self.errors, self.received, self.eof = [], [], [], []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._socks, self._threads = [], []
-        self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
-        self.port = self._listener.getsockname()[1]
-        self.address = f"127.0.0.1:{self.port}"
-        self._spawn(self._accept_loop)
+        super().__init__()
 
     @staticmethod
     def answer(req, status=200, extra=b"", headers=""):
@@ -908,24 +923,10 @@ class RawOrigin:
         with self._lock:
             return [r["target"] for r in self.requests]
 
-    def _spawn(self, fn, *args):
-        t = threading.Thread(target=fn, args=args, daemon=True)
-        with self._lock:
-            self._threads.append(t)
-        t.start()
-
-    def _accept_loop(self):
-        while not self._stopping.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                index = len(self.received)
-                self.received.append(bytearray())
-                self.eof.append(False)
-                self._socks.append(conn)
-            self._spawn(self._serve, conn, index)
+    def _accepted(self, conn):
+        self.received.append(bytearray())
+        self.eof.append(False)
+        return (len(self.received) - 1,)
 
     def _recv(self, conn, index, buf):
         chunk = conn.recv(1 << 16)
@@ -1021,23 +1022,6 @@ class RawOrigin:
             pass
         finally:
             conn.close()
-
-    def stop(self):
-        self._stopping.set()
-        try:
-            self._listener.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self._listener.close()
-        with self._lock:
-            socks, threads = list(self._socks), list(self._threads)
-        for s in socks:
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        for t in threads:
-            t.join(timeout=5)
 
 
 @pytest.fixture
