@@ -31,6 +31,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "sluice/core/file.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice::admin {
@@ -415,20 +416,10 @@ void Server::set_token(std::string token) { state_->token = std::move(token); }
 std::uint16_t Server::local_port() const { return state_->port; }
 
 std::string read_token_file(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    throw std::runtime_error("cannot read admin token file '" + path +
-                             "': " + std::strerror(errno));
-  }
   std::string text;
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, n);
-  const int read_error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (read_error != 0) {
+  if (const int error = read_whole_file(path, text); error != 0) {
     throw std::runtime_error("cannot read admin token file '" + path +
-                             "': " + std::strerror(read_error));
+                             "': " + std::strerror(error));
   }
   const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
   const auto first = std::find_if_not(text.begin(), text.end(), space);

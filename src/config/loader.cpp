@@ -15,6 +15,7 @@
 #include <boost/url/ipv6_address.hpp>
 #include <toml++/toml.h>
 
+#include "sluice/core/file.hpp"
 #include "sluice/balancer/registry.hpp"
 #include "sluice/config/units.hpp"
 #include "sluice/health/expect_status.hpp"
@@ -1081,16 +1082,8 @@ LoadResult load_file(const std::string& path) {
         {path, 0, 0, "", "cannot read: " + std::system_category().message(error_number)});
     return result;
   };
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return unreadable(errno);
   std::string text;
-  std::array<char, 64 * 1024> buffer;
-  std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) text.append(buffer.data(), n);
-  // A directory opens fine and fails on the first read (EISDIR).
-  const int read_error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (read_error != 0) return unreadable(read_error);
+  if (const int error = read_whole_file(path, text); error != 0) return unreadable(error);
   return load_string(text, path);
 }
 

@@ -14,6 +14,8 @@
 
 #include <boost/asio/ip/address.hpp>
 
+#include "sluice/core/file.hpp"
+
 namespace sluice::tls {
 
 namespace ssl = boost::asio::ssl;
@@ -53,19 +55,9 @@ using Key = std::unique_ptr<EVP_PKEY, KeyDeleter>;
 
 // The file's contents, or the reason it cannot be read ("cannot read 'x': No such file...").
 std::optional<std::string> read_file(const std::string& path, std::string& why) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    why = "cannot read " + quoted(path) + ": " + std::system_category().message(errno);
-    return std::nullopt;
-  }
   std::string text;
-  char buffer[16384];
-  std::size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) text.append(buffer, n);
-  const int err = std::ferror(f) ? errno : 0;
-  std::fclose(f);
-  if (err != 0) {
-    why = "cannot read " + quoted(path) + ": " + std::system_category().message(err);
+  if (const int error = read_whole_file(path, text); error != 0) {
+    why = "cannot read " + quoted(path) + ": " + std::system_category().message(error);
     return std::nullopt;
   }
   return text;
