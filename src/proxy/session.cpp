@@ -157,11 +157,13 @@ void Session::end_exchange_memory() {
 }
 
 net::awaitable<void> Session::run() {
-  const auto& limits = worker_.snapshot->config->server;
   // The head buffers are bounded: a peer cannot make us hold more than a head plus one read.
+  // (A value, not a reference into the worker's snapshot: a reload may free that one while this
+  // coroutine is suspended.)
+  const std::size_t max_header = worker_.snapshot->config->server.max_header_bytes;
   const PoolAllocator<char> blocks(&worker_.arena_blocks);
-  in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
-  up_in_ = HeadBuffer(limits.max_header_bytes + read_chunk, blocks);
+  in_ = HeadBuffer(max_header + read_chunk, blocks);
+  up_in_ = HeadBuffer(max_header + read_chunk, blocks);
   if (client_.is_tls() && !co_await tls_handshake()) {
     deadline = Clock::time_point::max();
     close();
