@@ -3,6 +3,9 @@
 # Usage: scripts/build.sh [extra cmake args...]   (BUILD_DIR overrides the directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ccache keys on paths relative to the checkout, so a fresh clone (CI) or a worktree reuses what
+# another checkout on this machine compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 build_dir=${BUILD_DIR:-build/release}
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
