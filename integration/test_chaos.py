@@ -42,7 +42,7 @@ def pattern(n):
 
 def chaos_config(origins, workers=2, server_keys=None):
     upstream = (toml_table("upstreams.app.retry", attempts=3, per_try_timeout=f"{int(PER_TRY * 1000)}ms",
-                           backoff="10ms", backoff_max="50ms", budget=0.5, budget_min=10)
+                           backoff="10ms", backoff_max="50ms")
                 + toml_table("upstreams.app.passive", max_fails=2, fail_timeout="1s",
                              max_ejection_time="2s")
                 + toml_table("upstreams.app.health", interval="200ms", timeout="150ms", rise=2,

@@ -27,7 +27,7 @@ def get(address, target="/"):
 
 def test_502_when_the_server_refuses_connections(sluice):
     s = sluice(sluice_config([f"127.0.0.1:{closed_port()}"]))
-    expect_error(s.port, get(s.address), 502, "connect refused")
+    expect_error(s.port, get(s.address), 502, "connect refused; not retried: no other server to try")
 
 
 def test_503_when_the_upstream_has_no_servers(sluice):
@@ -39,7 +39,7 @@ def test_504_when_the_origin_is_slower_than_response_timeout(origins, sluice):
     os_ = origins(1)
     s = sluice(sluice_config(os_, upstream_extra='response_timeout = "200ms"'))
     start = time.monotonic()
-    expect_error(s.port, get(s.address, "/?delay=2000"), 504, "response timeout")
+    expect_error(s.port, get(s.address, "/?delay=2000"), 504, "response timeout; not retried: no other server to try")
     elapsed = time.monotonic() - start
     assert 0.15 <= elapsed < 1.5, elapsed
 

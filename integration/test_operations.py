@@ -321,9 +321,11 @@ def test_metrics_and_status_count_what_the_test_sent(origins, sluice):
     assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 30
     assert sum(samples(s, "sluice_requests_total")) == 30
 
+    # Passive checks off (they are on by default and would eject the dead server after 3).
     s.config_path.write_text(sluice_config([*fleet, dead], top=ADMIN, workers=2,
                                            upstream_extra=toml_table("upstreams.app.retry",
-                                                                     attempts=1)))
+                                                                     attempts=1)
+                                           + toml_table("upstreams.app.passive", max_fails=0)))
     assert s.admin("POST", "/api/reload").status == 200
     code, summary = run_client("--url", s.url("/"), "--requests", 40, "--keepalive", timeout=20)
     assert summary["statuses"] == {"200": 30, "502": 10}, summary
@@ -411,8 +413,7 @@ def test_retries_are_counted_by_the_failure_retried(origins, scripted, sluice):
     sluice_retries_total{reason="status"}; a refused connection as reason="connect refused"."""
     bad = scripted("bad", status=503)
     good, = origins(1, prefix="good")
-    s = sluice(sluice_config([bad, good], top=ADMIN,
-                             upstream_extra=toml_table("upstreams.app.retry", budget=1.0)))
+    s = sluice(sluice_config([bad, good], top=ADMIN))  # default retry settings
     for _ in range(4):
         assert timed_request(s.port)[0].status == 200
     assert metric(s, "sluice_retries_total", upstream="app", reason="status") == 2
