@@ -162,6 +162,7 @@ class Sluice:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             preexec_fn=limit_fds if nofile is not None else None)
         self.log = LogReader(self.proc, self.proc.stderr)
+        self._access = None  # stdout, read on demand by access_records()
         line = self.log.wait_for(r"listening on 127\.0\.0\.1:(\d+)")
         self.port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
         self.log.wait_for(r"sluice .* started")
@@ -196,6 +197,17 @@ class Sluice:
         assert self.admin_port is not None, "this sluice has no [admin] section"
         headers = [("Authorization", f"Bearer {token}")] if token is not None else []
         return timed_request(self.admin_port, method, path, headers=headers, timeout=timeout)[0]
+
+    def access_records(self, n=1, timeout=5.0):
+        """The JSON access log records written so far (config `access = "json"`), waiting until
+        there are at least `n`. Their `duration_ms` is sluice's own measure of an exchange, for
+        timing assertions that must not include the test's own polling."""
+        if self._access is None:
+            self._access = LogReader(self.proc, self.proc.stdout)
+        def enough():
+            return len([l for l in self._access.poll() if l.startswith("{")]) >= n
+        wait_until(enough, timeout=timeout, what=f"{n} access log records")
+        return [json.loads(l) for l in self._access.lines if l.startswith("{")]
 
     def status(self):
         """GET /api/status, parsed."""
@@ -309,6 +321,21 @@ def raw_request(port, data, timeout=5.0, read_until_close=True):
             if not read_until_close:
                 break
         return b"".join(chunks)
+
+
+# docs/architecture.md: timeouts are enforced by the worker's 25 ms tick, so one expires within
+# [configured, configured + 25 ms]. Timing assertions allow that tick plus SCHEDULING_SLACK for a
+# loaded CI machine on the upper side only: never below the configured value (that would accept
+# a premature expiry).
+TICK = 0.025
+SCHEDULING_SLACK = 0.1
+
+
+def assert_expired_on_time(seconds, configured, what="timeout"):
+    """`seconds` (sluice's own measure, e.g. an access log duration) is a timeout of
+    `configured` seconds that fired within its documented precision."""
+    assert configured <= seconds <= configured + TICK + SCHEDULING_SLACK, \
+        f"{what}: {seconds:.3f}s for a configured {configured:.3f}s"
 
 
 def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
