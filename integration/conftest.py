@@ -3,6 +3,7 @@
 Every process a test starts is ended by the fixture that started it, by PID. Waits are for
 conditions with deadlines (a line on a pipe, a port that accepts), never fixed sleeps.
 """
+import datetime
 import hashlib
 import json
 import os
@@ -198,6 +199,13 @@ class Sluice:
         headers = [("Authorization", f"Bearer {token}")] if token is not None else []
         return timed_request(self.admin_port, method, path, headers=headers, timeout=timeout)[0]
 
+    def log_time(self, pattern, timeout=10.0):
+        """The timestamp (seconds, millisecond resolution) of the first stderr line matching
+        `pattern`, waiting for it: sluice's own clock, for intervals between two of its events."""
+        line = self.log.wait_for(pattern, timeout=timeout)
+        stamp = datetime.datetime.strptime(line.split(" ", 1)[0], "%Y-%m-%dT%H:%M:%S.%f%z")
+        return stamp.timestamp()
+
     def access_records(self, n=1, timeout=5.0):
         """The JSON access log records written so far (config `access = "json"`), waiting until
         there are at least `n`. Their `duration_ms` is sluice's own measure of an exchange, for
@@ -329,6 +337,7 @@ def raw_request(port, data, timeout=5.0, read_until_close=True):
 # a premature expiry).
 TICK = 0.025
 SCHEDULING_SLACK = 0.1
+LOG_RESOLUTION = 0.001  # stderr timestamps are in milliseconds (truncated)
 
 
 def assert_expired_on_time(seconds, configured, what="timeout"):
