@@ -3,13 +3,14 @@ Default settings unless the test is about a knob; the origin's view wherever the
 about what reaches an origin."""
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
 
-from conftest import (Conn, RawOrigin, assert_expired_on_time, metric, metric_samples,
+from conftest import (SLUICE, Conn, RawOrigin, assert_expired_on_time, metric, metric_samples,
                       SCHEDULING_SLACK, TICK, sluice_config,
-                      toml_table, wait_until)
+                      sluice_cli, toml_table, wait_until)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
@@ -55,7 +56,7 @@ def test_default_deadline_is_attempts_times_the_per_try_timeout(scripted, sluice
                                                        per_try_timeout="200ms")))
     with Conn(s.port) as c:
         r = c.request(get())
-    assert (r.status, r.header("Sluice-Error")) == (504, "response timeout"), r
+    assert (r.status, r.header("Sluice-Error")) == (504, "response timeout; not retried: attempts exhausted"), r
     (rec,) = s.access_records(1)
     assert rec["attempts"] == 2, rec
     assert_expired_on_time(rec["duration_ms"] / 1000, 0.4, "default deadline")
@@ -92,7 +93,8 @@ def test_connect_timeout_is_a_502_retried_elsewhere_and_counted(scripted, sluice
                                  upstream_extra='connect_timeout = "200ms"'))
         with Conn(s.port) as c:
             r = c.request(get())
-        assert (r.status, r.header("Sluice-Error")) == (502, "connect timeout"), r
+        assert (r.status, r.header("Sluice-Error")) == (
+            502, "connect timeout; not retried: no other server to try"), r
         (rec,) = s.access_records(1)
         assert_expired_on_time(rec["duration_ms"] / 1000, 0.2, "connect_timeout")
         s.stop()
@@ -180,3 +182,57 @@ def test_shutdown_timeout_0s_closes_a_request_in_flight_at_once(scripted, sluice
             c.read_response()
     # At once: the drain poll (20 ms) and scheduling, no timeout to wait for.
     assert 0 <= cut <= 0.020 + TICK + SCHEDULING_SLACK, cut
+
+
+def drain_args(s, server):
+    return ["--upstream", "app", "--server", server, "--admin", s.admin_address]
+
+
+def start_waiting_drain(s, server, timeout="20s"):
+    return subprocess.Popen([str(SLUICE), "drain", *drain_args(s, server), "--wait",
+                             "--timeout", timeout],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def with_a_request_held(scripted, sluice):
+    """sluice in front of one origin that holds the one request sent to it."""
+    hang = scripted("hang", behaviour="hang")
+    s = sluice(sluice_config([hang.address], top=ADMIN))
+    held = Conn(s.port, timeout=10)
+    held.send(get())
+    wait_until(lambda: hang.count() == 1, what="the request at the origin")
+    return hang, s, held
+
+
+def test_drain_wait_timing_out_exits_1_naming_what_is_in_flight(scripted, sluice):
+    """docs/admin.md: on timeout, `sluice: timeout after T: U/S still has N request(s) in
+    flight`, exit 1."""
+    hang, s, held = with_a_request_held(scripted, sluice)
+    with held:
+        p = start_waiting_drain(s, hang.address, timeout="300ms")
+        out, err = p.communicate(timeout=10)
+    assert p.returncode == 1, (out, err)
+    assert f"timeout after 300ms: app/{hang.address} still has 1 request(s) in flight" in err, err
+
+
+def test_drain_wait_exits_1_when_the_server_is_undrained_meanwhile(scripted, sluice):
+    hang, s, held = with_a_request_held(scripted, sluice)
+    with held:
+        p = start_waiting_drain(s, hang.address)
+        wait_until(lambda: s.server_status(hang.address)["draining"], what="draining")
+        assert sluice_cli("undrain", *drain_args(s, hang.address)).returncode == 0
+        out, err = p.communicate(timeout=10)
+    assert p.returncode == 1, (out, err)
+
+
+def test_drain_wait_exits_0_when_a_reload_removed_the_server(scripted, sluice):
+    hang, s, held = with_a_request_held(scripted, sluice)
+    other = scripted("other")
+    with held:
+        p = start_waiting_drain(s, hang.address)
+        wait_until(lambda: s.server_status(hang.address)["draining"], what="draining")
+        s.config_path.write_text(sluice_config([other.address], top=ADMIN))
+        assert s.admin("POST", "/api/reload").json()["ok"] is True
+        out, err = p.communicate(timeout=10)
+    assert p.returncode == 0, (out, err)
+    assert "no longer configured" in out + err, (out, err)

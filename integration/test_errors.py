@@ -31,7 +31,7 @@ def get(address, target="/"):
 
 def test_502_when_the_server_refuses_connections(sluice):
     s = sluice(sluice_config([f"127.0.0.1:{closed_port()}"]))
-    expect_error(s.port, get(s.address), 502, "connect refused")
+    expect_error(s.port, get(s.address), 502, "connect refused; not retried: no other server to try")
 
 
 def test_503_when_the_upstream_has_no_servers(sluice):
@@ -42,7 +42,8 @@ def test_503_when_the_upstream_has_no_servers(sluice):
 def test_504_when_the_origin_is_slower_than_response_timeout(origins, sluice):
     os_ = origins(1)
     s = sluice(sluice_config(os_, upstream_extra='response_timeout = "200ms"', access="json"))
-    expect_error(s.port, get(s.address, "/?delay=2000"), 504, "response timeout")
+    expect_error(s.port, get(s.address, "/?delay=2000"), 504,
+                 "response timeout; not retried: no other server to try")
     (rec,) = s.access_records(1)
     assert (rec["status"], rec["attempts"]) == (504, 1), rec
     assert_expired_on_time(rec["duration_ms"] / 1000, 0.2, "response_timeout")
