@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import (SLUICE, Conn, RawOrigin, assert_expired_on_time, metric, metric_samples,
+from conftest import (SLUICE, Conn, RawOrigin, closed_port, assert_expired_on_time, metric, metric_samples,
                       SCHEDULING_SLACK, TICK, sluice_config,
                       sluice_cli, toml_table, wait_until)
 
@@ -236,3 +236,42 @@ def test_drain_wait_exits_0_when_a_reload_removed_the_server(scripted, sluice):
         out, err = p.communicate(timeout=10)
     assert p.returncode == 0, (out, err)
     assert "no longer configured" in out + err, (out, err)
+
+
+def test_skipped_retries_are_counted_by_reason(scripted, sluice):
+    """docs/admin.md: sluice_retries_skipped_total{reason} counts each failure not retried,
+    by why: an unkeyed POST that reached a dropping server is `not idempotent`; with
+    attempts = 1 a refused connect is `attempts exhausted`."""
+    dropper, good = scripted("dropper", behaviour="drop"), scripted("good")
+    s = sluice(sluice_config([dropper.address, good.address], top=ADMIN))
+    with Conn(s.port) as c:
+        r = c.request(b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nhi")
+    assert (r.status, dropper.count("POST"), good.count()) == (502, 1, 0), r
+    assert metric(s, "sluice_retries_skipped_total", upstream="app", reason="not idempotent") == 1
+    assert sum(metric_samples(s, "sluice_retries_skipped_total", upstream="app")) == 1
+    s.stop()
+
+    s = sluice(sluice_config([f"127.0.0.1:{closed_port()}"], top=ADMIN,
+                             upstream_extra=toml_table("upstreams.app.retry", attempts=1)))
+    with Conn(s.port) as c:
+        assert c.request(get()).status == 502
+    assert metric(s, "sluice_retries_skipped_total", upstream="app",
+                  reason="attempts exhausted") == 1
+    assert sum(metric_samples(s, "sluice_retries_skipped_total", upstream="app")) == 1
+
+
+def test_a_refusing_server_is_ejected_once_and_counted(scripted, sluice):
+    """Default passive checks (docs/health.md): a server refusing connections is ejected after
+    its failures; every request is still answered by the other one (each failure retried), and
+    sluice_ejections_total says 1."""
+    good = scripted("good")
+    refusing = f"127.0.0.1:{closed_port()}"
+    s = sluice(sluice_config([refusing, good.address], top=ADMIN))
+    for _ in range(12):
+        with Conn(s.port) as c:
+            r = c.request(get())
+        assert (r.status, r.header("X-Origin")) == (200, "good"), r
+    assert metric(s, "sluice_ejections_total", upstream="app") == 1
+    assert s.server_status(refusing)["state"] == "ejected"
+    retried = metric(s, "sluice_retries_total", upstream="app", reason="connect refused")
+    assert good.count() == 12 and retried == 3, retried
