@@ -194,10 +194,12 @@ def test_a_101_that_was_not_asked_for_is_a_bad_response(scripted, sluice):
                              upstream_extra='[upstreams.app.retry]\nattempts = 1\n'))
     with Conn(s.port) as c:
         r = c.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-    assert (r.status, r.header("Sluice-Error")) == (502, "bad response"), r
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "bad response; not retried: attempts exhausted"), r
     with Conn(s.port) as c:
         r = c.request(HANDSHAKE.format(target="/").encode())
-    assert (r.status, r.header("Sluice-Error")) == (502, "bad response"), r
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "bad response; not retried: attempts exhausted"), r
     assert s.server_status(rogue.address)["tunnels"] == 0
 
 
@@ -208,7 +210,8 @@ def test_an_upgrade_is_not_resent_once_the_request_was_sent(scripted, sluice):
     s = sluice(sluice_config([d.address for d in droppers]))
     with Conn(s.port) as c:
         r = c.request(HANDSHAKE.format(target=WS).encode())
-    assert (r.status, r.header("Sluice-Error")) == (502, "upstream reset"), r
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "upstream reset; not retried: not idempotent"), r
     assert sum(d.count() for d in droppers) == 1
     with Conn(s.port) as c:
         r = c.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
