@@ -50,8 +50,17 @@ CASES = {
                             ("reject", 400, "content-length with transfer-encoding")),
     "te_chunked_identity": (post(b"Transfer-Encoding: chunked, identity", body=b"0\r\n\r\n" + HIDDEN),
                             ("reject", 400, "bad transfer-encoding")),
+    # A coding before chunked is well-formed but not one we handle (RFC 9112 §6.1): 501.
     "te_identity_chunked": (post(b"Transfer-Encoding: identity, chunked", body=b"0\r\n\r\n" + HIDDEN),
-                            ("reject", 400, "bad transfer-encoding")),
+                            ("reject", 501, "unsupported transfer-coding")),
+    "te_deflate_chunked": (post(b"Transfer-Encoding: deflate, chunked", body=b"0\r\n\r\n" + HIDDEN),
+                           ("reject", 501, "unsupported transfer-coding")),
+    # Underscore spellings of framing fields: a backend folding "_" into "-" reads them as framing.
+    "te_underscore": (post(b"Content-Length: 0", b"Transfer_Encoding: chunked",
+                           body=b"%x\r\n" % len(HIDDEN) + HIDDEN + b"\r\n0\r\n\r\n"),
+                      ("reject", 400, "framing field variant")),
+    "cl_underscore": (post(b"Content_Length: %d" % len(HIDDEN), body=HIDDEN),
+                      ("reject", 400, "framing field variant")),
     "te_gzip": (post(b"Transfer-Encoding: gzip", body=HIDDEN), ("reject", 400, "bad transfer-encoding")),
     "te_quoted": (post(b'Transfer-Encoding: "chunked"', body=b"0\r\n\r\n" + HIDDEN),
                   ("reject", 400, "bad transfer-encoding")),
@@ -145,6 +154,9 @@ CASES = {
                             b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
                             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
                             b"GET /second HTTP/1.1\r\nHost: a\r\n\r\n", ("forward", ["/", "/second"])),
+    # Request-target forms: asterisk-form only for OPTIONS (RFC 9112 §3.2.4), no fragment.
+    "asterisk_get": (b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", ("reject", 400, "asterisk-form not allowed")),
+    "fragment": (b"GET /a#" + HIDDEN, ("reject", 400, "fragment in target")),
     # The HTTP/2 connection preface is not an HTTP/1 request.
     "http2_preface": (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ("reject", 400, "bad version")),
 }
