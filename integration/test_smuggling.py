@@ -115,16 +115,36 @@ CASES = {
     "chunk_size_0x": (chunked(body=b"0x5\r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
     "chunk_size_negative": (chunked(body=b"-5\r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
     "chunk_size_space": (chunked(body=b"5 \r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
-    "chunk_size_bare_lf": (chunked(body=b"5\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
+    "chunk_size_bare_lf": (chunked(body=b"5\nhello\r\n0\r\n\r\n"), ("reject", 400, "bare LF")),
+    "chunk_all_bare_lf": (chunked(body=b"5\nhello\n0\n\n"), ("reject", 400, "bare LF")),
+    "chunk_data_bare_lf": (chunked(body=b"5\r\nhello\n0\r\n\r\n"), ("reject", 400, "bare LF")),
+    "chunk_trailer_bare_lf": (chunked(body=b"5\r\nhello\r\n0\r\nX-A: b\n\r\n"),
+                              ("reject", 400, "bare LF")),
+    "chunk_final_bare_lf": (chunked(body=b"5\r\nhello\r\n0\r\n\n"), ("reject", 400, "bare LF")),
+    # Chunk data not followed by CRLF: refused at that byte, not left waiting.
+    "chunk_data_no_crlf": (chunked(body=b"5\r\nABCDE0\r\n\r\n"), ("reject", 400, "bad chunk")),
+    "chunk_data_too_short": (chunked(body=b"5\r\nhel\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
+    # The last chunk missing: the next request's bytes are not a chunk size.
+    "chunk_last_missing": (chunked(body=b"5\r\nhello\r\n"), ("reject", 400, "bad chunk")),
+    "chunk_ext_unbalanced_quote": (chunked(body=b'5;a="b\r\nhello\r\n0\r\n\r\n'),
+                                   ("reject", 400, "bad chunk")),
+    "chunk_ext_huge": (chunked(body=b"5;a=" + b"b" * 100_000 + b"\r\nhello\r\n0\r\n\r\n"),
+                       ("reject", 400, "chunk line too long")),
+    "chunk_trailer_huge": (chunked(body=b"5\r\nhello\r\n0\r\nX-A: " + b"b" * 100_000 + b"\r\n\r\n"),
+                           ("reject", 400, "trailer too large")),
     "chunk_data_too_long": (chunked(body=b"3\r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
-    "chunk_last_bare_lf": (chunked(body=b"0\n\n" + HIDDEN), ("reject", 400, "bad chunk")),
+    "chunk_last_bare_lf": (chunked(body=b"0\n\n" + HIDDEN), ("reject", 400, "bare LF")),
     # A hidden request inside chunk data or a chunk extension is body, re-chunked unambiguously.
     "chunk_data_with_request": (chunked(body=b"%x\r\n" % len(HIDDEN) + HIDDEN + b"\r\n0\r\n\r\n"),
                                 ("forward", ["/"])),
     "chunk_extension": (chunked(body=b"5;a=b\r\nhello\r\n0\r\n\r\n"), ("forward", ["/"])),
     # A framing field in the trailer section is refused; other trailers are not forwarded.
     "chunk_trailer_framing": (chunked(body=b"0\r\nContent-Length: 40\r\n\r\n" + HIDDEN),
-                              ("reject", 400, "bad content-length")),
+                              ("reject", 400, "bad trailer")),
+    "chunk_trailer_te": (chunked(body=b"5\r\nhello\r\n0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+                         ("reject", 400, "bad trailer")),
+    "chunk_trailer_underscore": (chunked(body=b"5\r\nhello\r\n0\r\nContent_Length: 4\r\n\r\n"),
+                                 ("reject", 400, "bad trailer")),
     "chunk_trailer": (chunked(body=b"0\r\nX-Checksum: 1\r\n\r\n"), ("forward", ["/"])),
     # Line ends, folding, NUL.
     "bare_cr_in_field": (b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rContent-Length: 36\r\n\r\n" + HIDDEN,
@@ -189,6 +209,8 @@ def test_smuggling_case(raw_origin, sluice, name):
         assert answers[0].header("Sluice-Error") == reason, (name, answers)
         assert (answers[0].header("Connection") or "").lower() == "close", answers
         expected_targets = []
+        # Nothing of a refused request reaches the origin, not its head, not a byte of its body.
+        assert b"".join(origin.received) == b"", (name, origin.received)
     else:
         expected_targets = outcome[1] + ["/sentinel"]
         assert statuses == [200] * len(expected_targets), (name, answers)
@@ -244,14 +266,16 @@ def test_h2c_upgrade_is_never_forwarded(raw_origin, sluice):
 
 
 def test_bad_chunk_after_the_head_was_forwarded_closes_the_upstream_connection(raw_origin, sluice):
-    """A chunked body that turns bad after its first chunk went upstream: the client gets 400
-    and a close, and the upstream connection (holding half a request) is closed, not pooled.
-    The next request comes on a new upstream connection."""
+    """A chunked body longer than the relay block (64 KiB) streams: one that turns bad after its
+    first chunk went upstream gets 400 and a close, and the upstream connection (holding half a
+    request, every forwarded chunk validated) is closed, not pooled. The next request comes on a
+    new upstream connection. (A shorter body is checked whole first: see the CASES above.)"""
     origin = raw_origin()
     s = sluice(sluice_config([origin.address]))
+    first = 70_000
     with Conn(s.port) as c:
-        c.send(chunked(body=b"5\r\nhello\r\n"))
-        wait_until(lambda: origin.connections == 1 and len(origin.received[0]) > 0,
+        c.send(chunked(body=b"%x\r\n" % first + b"a" * first + b"\r\n"))
+        wait_until(lambda: origin.connections == 1 and len(origin.received[0]) > first,
                    what="the head and first chunk upstream")
         c.send(b"zz\r\n" + HIDDEN)
         answers, closed = read_answers(c, 10)
