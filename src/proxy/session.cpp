@@ -902,6 +902,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
       if (code != 100 && x.client_version == 11) {
         head_out_.clear();
         http::strip_hop_by_hop(response_->get());  // an interim head is forwarded too
+        http::strip_origin_claims(response_->get(), code);
         http::append_interim_head(head_out_, response_->get());
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
@@ -952,7 +953,12 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   const bool keep = plan.keep_alive;
   const bool chunked_out = plan.chunked_out;
 
+  if (plan.refuse) {
+    co_await send_error(&x, {502, describe(UpstreamFailure::bad_response)});
+    co_return false;
+  }
   http::rewrite_response(res, x.request_id);
+  http::strip_origin_claims(res, x.status);
   head_out_.clear();
   http::append_response_head(head_out_, res, plan, x.client_version, x.attempts);
 
