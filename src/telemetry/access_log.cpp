@@ -93,6 +93,10 @@ void AccessLog::write(const AccessRecord& r) {
       line.append(std::string_view(",\"error\":"));
       append_json_string(line, r.error);
     }
+    if (!r.retry.empty()) {
+      line.append(std::string_view(",\"retry\":"));
+      append_json_string(line, r.retry);
+    }
     line.push_back('}');
   } else {
     // Method and target passed the strict scan (tokens, VCHAR) but may hold `"` or `\`; the id
@@ -106,6 +110,7 @@ void AccessLog::write(const AccessRecord& r) {
                    us / 1000, us % 1000, text(id, r.request_id));
     if (!r.error.empty())
       fmt::format_to(std::back_inserter(line), " error=\"{}\"", text(error, r.error));
+    if (!r.retry.empty()) fmt::format_to(std::back_inserter(line), " retry={}", r.retry);
   }
   logger_->info(std::string_view(line.data(), line.size()));
 }
