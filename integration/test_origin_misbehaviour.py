@@ -1,9 +1,13 @@
 """What an origin does wrong does not reach the client (issue 14): codings before chunked are
 kept with their bytes, framing fields of responses without content are dropped, an origin's
 Sluice-* fields are dropped, and the text access log escapes what it quotes."""
+import json
 import re
+import socket
 
-from conftest import Conn, LogReader, sluice_config
+from conftest import Conn, LogReader, sluice_config, toml_table
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
 GZIP_BODY = bytes(range(256)) * 4
 
@@ -85,3 +89,45 @@ def test_text_access_log_escapes_quotes(raw_origin, sluice):
     line = access.wait_for(r"GET /a")
     assert '"GET /a\\"b\\\\c"' in line, line
     assert re.search(r'"GET (?:[^"\\]|\\.)*" 200 ', line), line
+
+
+def cut_after(raw):
+    """A script for RawOrigin: send `raw`, then close the connection."""
+    def script(conn):
+        conn.sendall(raw)
+        conn.shutdown(socket.SHUT_RDWR)
+    return lambda req: script
+
+
+def test_body_cut_after_the_head_is_a_failure(raw_origin, sluice):
+    """A short Content-Length body then close: the client has the 200 head already, so its
+    connection is cut; the access log says `upstream body cut`, /metrics counts it under
+    code="cut" (not 2xx) and the server's failure count (passive health) has it."""
+    origin = raw_origin(respond=cut_after(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"))
+    s = sluice(sluice_config([origin.address], access="json", top=ADMIN))
+    access = LogReader(s.proc, s.proc.stdout)
+    with Conn(s.port) as c:
+        c.send(b"GET /cut HTTP/1.1\r\nHost: a\r\n\r\n")
+        head = c.read_raw_head()
+        assert head.startswith(b"HTTP/1.1 200"), head
+        assert c.wait_closed(timeout=5)
+    record = json.loads(access.wait_for(r'"target":"/cut"'))
+    assert record["status"] == 200 and record["error"] == "upstream body cut", record
+    metrics = s.metrics_text()
+    assert re.search(r'sluice_requests_total\{[^}]*code="cut"[^}]*\} 1', metrics), metrics
+    assert not re.search(r'sluice_requests_total\{[^}]*code="2xx"[^}]*\} [1-9]', metrics)
+    entry = s.status()["upstreams"][0]["servers"][0]
+    assert entry["failures"] == 1, entry
+
+
+def test_bad_first_chunk_is_a_bad_response(raw_origin, sluice):
+    """The body's first chunk is malformed before anything reached the client: 502 bad
+    response (not `upstream reset`), counted as sluice's own answer, not as the origin's 2xx."""
+    origin = raw_origin(respond=cut_after(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n"))
+    s = sluice(sluice_config([origin.address], top=ADMIN))
+    with Conn(s.port) as c:
+        r = c.request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert r.status == 502 and r.header("Sluice-Error") == "bad response", r
+    metrics = s.metrics_text()
+    assert re.search(r'sluice_requests_total\{[^}]*code="error"[^}]*\} 1', metrics), metrics

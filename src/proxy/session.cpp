@@ -33,6 +33,9 @@ constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
 using http::last_chunk;
+// The access log's error for a body that broke off after its head went to the client; compared
+// by address in log_exchange() to count it in its own status class.
+constexpr std::string_view upstream_body_cut = "upstream body cut";
 
 // Room to read into `buffer` without exceeding its max_size.
 template <class Buffer>
@@ -90,6 +93,8 @@ struct Session::Exchange {
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
+  // The origin's body failed (after its head arrived): counted against the server (forward()).
+  UpstreamFailure body_failure = UpstreamFailure::none;
   std::size_t kept_body = 0;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
@@ -429,6 +434,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
           !may_retry(x, facts_now, facts, deadline, tried)) {
         const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
         upstream_ = nullptr;
+        if (x.body_failure != UpstreamFailure::none)
+          report_live(x, ep, live_result_of(x.body_failure));
         if (upstream_reusable) {
           // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
           // shorter one: a connection it is about to close is never reused.
@@ -999,10 +1006,10 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
         if (ec == bhttp::error::need_buffer) ec = {};
         ec = timed(ec);
         if (ec) {
-          spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
-                        x.server->identity(), ec.message());
-          if (!head_written) co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
-          x.client_keep_alive = false;
+          // A chunk the parser refuses is a bad response; anything else is a reset.
+          const bool bad = http::violation_from_parser_error(ec) != http::Violation::none;
+          co_await body_failed(x, ec, head_written,
+                               bad ? UpstreamFailure::bad_response : UpstreamFailure::reset_after_send);
           co_return false;
         }
         piece = {relay_, relay_size - body.size};
@@ -1019,10 +1026,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
         if (ec == net::error::eof && until_close) {
           done = true;
         } else if (ec) {
-          spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
-                        x.server->identity(), ec.message());
-          if (!head_written) co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
-          x.client_keep_alive = false;
+          co_await body_failed(x, ec, head_written, UpstreamFailure::reset_after_send);
           co_return false;
         }
         piece = {relay_, n};
@@ -1057,6 +1061,22 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   }
   if (!keep) x.client_keep_alive = false;
   co_return upstream_keep_alive && !until_close && up_in_.size() == 0;
+}
+
+// The origin's body failed. Before its head reached the client the answer is still ours (502
+// with the failure); after, the client connection is cut, and the exchange is logged as
+// `upstream body cut`, counted in its own status class and against the server (forward()).
+net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_written,
+                                          UpstreamFailure failure) {
+  spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
+                x.server->identity(), ec.message());
+  x.client_keep_alive = false;
+  x.body_failure = failure;
+  if (!head_written) {
+    co_await send_error(&x, {502, describe(failure)});
+    co_return;
+  }
+  x.error = upstream_body_cut;
 }
 
 net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
@@ -1175,7 +1195,8 @@ void Session::log_exchange(const Exchange& x) {
     auto& c = x.server != nullptr ? x.server->counters(worker_.index)
                                   : x.upstream->unserved(worker_.index);
     const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
-    EndpointCounters::bump(c.responses[from_origin ? x.status / 100 : 0]);
+    const bool cut = x.error.data() == upstream_body_cut.data();
+    EndpointCounters::bump(c.responses[cut ? 6 : from_origin ? x.status / 100 : 0]);
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
     const double seconds = static_cast<double>(us.count()) / 1e6;
     std::size_t b = 0;

@@ -87,6 +87,8 @@ private:
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
+  boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
+                                           bool head_written, UpstreamFailure failure);
   // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
   // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
