@@ -57,15 +57,18 @@ def test_1gib_upload_streams_with_flat_memory(origins, sluice):
 
 
 def test_chunked_upload_arrives_exactly(origins, sluice):
-    """A chunked upload (64 KiB chunks and an odd tail) reaches the origin byte for byte."""
+    """A chunked upload (64 KiB chunks and an odd tail) reaches the origin byte for byte, each
+    chunk validated before it is forwarded, with memory bounded all the same."""
     os_ = origins(1)
     s = sluice(sluice_config(os_))
+    limit = rss_limit_kib(s)
     n = (16 << 20) + 12345
     rc, out = run_client("--url", s.url("/?sink=sha256"), "--upload", n, "--chunked")
     assert rc == 0, out
     assert out["status"] == 200, out
     assert out["body"]["body_bytes"] == n, out
     assert out["body"]["sha256"] == hashlib.sha256(client_body(n)).hexdigest()
+    assert s.peak_rss_kib() < limit, f"sluice peak RSS {s.peak_rss_kib()} KiB"
 
 
 def test_chunked_upload_with_curl(origins, sluice, tmp_path):
