@@ -136,6 +136,32 @@ std::optional<std::string_view> closest(std::string_view word, Keys candidates) 
   return best;
 }
 
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+std::string join_strings(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// The effective `retry.on` as written in TOML, for KeyValue.
+std::string retry_on_text(const RetryConfig& r) {
+  std::vector<std::string> items;
+  const std::pair<bool, std::string_view> words[] = {
+      {r.on_connect, "connect"}, {r.on_refused, "refused"}, {r.on_reset, "reset"}, {r.on_timeout, "timeout"}};
+  for (const auto& [on, word] : words)
+    if (on) items.push_back(quoted(word));
+  for (const unsigned status : r.on_status) items.push_back(std::to_string(status));
+  return "[" + join_strings(items) + "]";
+}
+
+// A listen list as written in TOML, for KeyValue.
+std::string addresses_text(const std::vector<HostPort>& addresses) {
+  std::vector<std::string> items;
+  for (const auto& a : addresses) items.push_back(quoted(a.to_string()));
+  return "[" + join_strings(items) + "]";
+}
+
 std::string join(Keys items) {
   std::string out;
   for (const auto item : items) {
@@ -235,6 +261,7 @@ public:
     read_routes(root, config.routes);
     read_upstreams(root, config.upstreams);
     check_routing(root, config);
+    config.keys = std::move(keys_);
     return config;
   }
 
@@ -288,6 +315,14 @@ private:
     return nullptr;
   }
 
+  // The sub-table at `key`, or an empty one when absent: its keys are read (and noted) at their
+  // defaults either way.
+  const toml::table& section_or_empty(const toml::table& parent, std::string_view key) {
+    static const toml::table empty;
+    const toml::table* table = section(parent, key);
+    return table != nullptr ? *table : empty;
+  }
+
   // The value at `key` if present and of type T; another type is reported and yields nullptr.
   template <typename T>
   const toml::value<T>* typed(const toml::table& table, std::string_view key,
@@ -299,9 +334,57 @@ private:
     return nullptr;
   }
 
+  // Records the key's effective value (see KeyValue), live until needs_restart() says otherwise.
+  void note(const toml::table& table, std::string_view key, const std::string& path,
+            std::string value) {
+    const toml::node* node = table.get(key);
+    keys_.push_back({path, std::move(value), Reload::live,
+                     node != nullptr ? location_of(*node) : SourceLocation{}});
+  }
+
+  // The reload class of a key that only a restart can change, declared beside its read.
+  void needs_restart(std::string_view path) {
+    for (auto it = keys_.rbegin(); it != keys_.rend(); ++it)
+      if (it->path == path) {
+        it->reload = Reload::restart;
+        return;
+      }
+  }
+
   // Readers: an absent key leaves `out` at its default; a bad value is reported and does too.
-  // Each returns the node it read, for checks that relate several values.
+  // Each returns the node it read, for checks that relate several values, and notes the value.
   const toml::node* read_string(const toml::table& table, std::string_view key,
+                                const std::string& path, std::string& out) {
+    const toml::node* node = take_string(table, key, path, out);
+    note(table, key, path, quoted(out));
+    return node;
+  }
+
+  template <typename T>
+  const toml::node* read_integer(const toml::table& table, std::string_view key,
+                                 const std::string& path, T& out, std::int64_t min,
+                                 std::int64_t max, std::string_view below_min_hint = {}) {
+    const toml::node* node = take_integer(table, key, path, out, min, max, below_min_hint);
+    note(table, key, path, std::to_string(out));
+    return node;
+  }
+
+  const toml::node* read_duration(const toml::table& table, std::string_view key,
+                                  const std::string& path, Duration& out, bool zero_allowed) {
+    const toml::node* node = take_duration(table, key, path, out, zero_allowed);
+    note(table, key, path, format_duration(out));
+    return node;
+  }
+
+  const toml::node* read_size(const toml::table& table, std::string_view key,
+                              const std::string& path, std::uint64_t& out, std::uint64_t min,
+                              std::uint64_t max) {
+    const toml::node* node = take_size(table, key, path, out, min, max);
+    note(table, key, path, format_size(out));
+    return node;
+  }
+
+  const toml::node* take_string(const toml::table& table, std::string_view key,
                                 const std::string& path, std::string& out) {
     const auto* value = typed<std::string>(table, key, path, "a string");
     if (value != nullptr) out = value->get();
@@ -309,9 +392,9 @@ private:
   }
 
   template <typename T>
-  const toml::node* read_integer(const toml::table& table, std::string_view key,
+  const toml::node* take_integer(const toml::table& table, std::string_view key,
                                  const std::string& path, T& out, std::int64_t min,
-                                 std::int64_t max, std::string_view below_min_hint = {}) {
+                                 std::int64_t max, std::string_view below_min_hint) {
     const auto* value = typed<std::int64_t>(table, key, path, "an integer");
     if (value == nullptr) return nullptr;
     const std::int64_t number = value->get();
@@ -325,7 +408,7 @@ private:
     return value;
   }
 
-  const toml::node* read_duration(const toml::table& table, std::string_view key,
+  const toml::node* take_duration(const toml::table& table, std::string_view key,
                                   const std::string& path, Duration& out, bool zero_allowed) {
     // The default doubles as the example of what to write.
     const std::string expected = "a string like \"" + format_duration(out) + "\"";
@@ -349,7 +432,7 @@ private:
   }
 
   // Sizes are strings with a unit, or integers counting bytes.
-  const toml::node* read_size(const toml::table& table, std::string_view key,
+  const toml::node* take_size(const toml::table& table, std::string_view key,
                               const std::string& path, std::uint64_t& out, std::uint64_t min,
                               std::uint64_t max) {
     const toml::node* node = table.get(key);
@@ -385,13 +468,14 @@ private:
                                 const std::string& path, std::string_view kind, Keys valid,
                                 std::string& out) {
     std::string value;
-    const toml::node* node = read_string(table, key, path, value);
-    if (node == nullptr) return nullptr;
-    if (std::find(valid.begin(), valid.end(), value) == valid.end()) {
+    const toml::node* node = take_string(table, key, path, value);
+    if (node != nullptr && std::find(valid.begin(), valid.end(), value) == valid.end()) {
       error(*node, path, unknown_message(kind, value, valid));
-      return nullptr;
+      node = nullptr;
+    } else if (node != nullptr) {
+      out = std::move(value);
     }
-    out = std::move(value);
+    note(table, key, path, quoted(out));
     return node;
   }
 
@@ -399,11 +483,21 @@ private:
                               const std::string& path, bool& out) {
     const auto* value = typed<bool>(table, key, path, "true or false");
     if (value != nullptr) out = value->get();
+    note(table, key, path, out ? "true" : "false");
     return value;
   }
 
   // A number (integer or float) within [min, max].
   const toml::node* read_number(const toml::table& table, std::string_view key,
+                                const std::string& path, double& out, double min, double max) {
+    const toml::node* node = take_number(table, key, path, out, min, max);
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", out);
+    note(table, key, path, text);
+    return node;
+  }
+
+  const toml::node* take_number(const toml::table& table, std::string_view key,
                                 const std::string& path, double& out, double min, double max) {
     const toml::node* node = table.get(key);
     if (node == nullptr) return nullptr;
@@ -433,6 +527,15 @@ private:
   // An array of strings.
   const toml::node* read_strings(const toml::table& table, std::string_view key,
                                  const std::string& path, std::vector<std::string>& out) {
+    const toml::node* node = take_strings(table, key, path, out);
+    std::vector<std::string> items;
+    for (const auto& item : out) items.push_back(quoted(item));
+    note(table, key, path, "[" + join_strings(items) + "]");
+    return node;
+  }
+
+  const toml::node* take_strings(const toml::table& table, std::string_view key,
+                                 const std::string& path, std::vector<std::string>& out) {
     const toml::node* node = table.get(key);
     if (node == nullptr) return nullptr;
     const auto* array = node->as_array();
@@ -459,6 +562,7 @@ private:
   void read_health(const toml::table& upstream, const std::string& path,
                    std::optional<HealthCheckConfig>& out) {
     const toml::table* table = section(upstream, "health");
+    note(upstream, "health", path + ".health", table != nullptr ? "on" : "off");
     if (table == nullptr) return;
     const std::string p = path + ".health";
     check_keys(*table, p, health_keys);
@@ -504,6 +608,7 @@ private:
   void read_passive(const toml::table& upstream, const std::string& path,
                     std::optional<PassiveConfig>& out) {
     const toml::table* table = section(upstream, "passive");
+    note(upstream, "passive", path + ".passive", table != nullptr ? "on" : "off");
     if (table == nullptr) return;
     const std::string p = path + ".passive";
     check_keys(*table, p, passive_keys);
@@ -520,13 +625,12 @@ private:
   }
 
   void read_retry(const toml::table& upstream, const std::string& path, RetryConfig& r) {
-    const toml::table* table = section(upstream, "retry");
-    if (table == nullptr) return;
+    const toml::table* table = &section_or_empty(upstream, "retry");
     const std::string p = path + ".retry";
     check_keys(*table, p, retry_keys);
     read_integer(*table, "attempts", p + ".attempts", r.attempts, 1, max_attempts);
     std::vector<std::string> on;
-    if (const auto* node = read_strings(*table, "on", p + ".on", on)) {
+    if (const auto* node = take_strings(*table, "on", p + ".on", on)) {
       r.on_connect = r.on_refused = r.on_reset = r.on_timeout = false;
       r.on_status.clear();
       const auto* array = node->as_array();
@@ -545,6 +649,7 @@ private:
                     "'; expected connect, refused, reset, timeout or a status code 400..599");
       }
     }
+    note(*table, "on", p + ".on", retry_on_text(r));
     read_string(*table, "idempotency_header", p + ".idempotency_header", r.idempotency_header);
     read_duration(*table, "per_try_timeout", p + ".per_try_timeout", r.per_try_timeout, true);
     read_duration(*table, "deadline", p + ".deadline", r.deadline, true);
@@ -579,11 +684,13 @@ private:
   }
 
   void read_server(const toml::table& root, ServerSection& out) {
-    const toml::table* table = section(root, "server");
-    if (table != nullptr) {
+    const toml::table* table = &section_or_empty(root, "server");
+    {
       check_keys(*table, "server", server_keys);
       read_listen(*table, out.listen);
       read_integer(*table, "workers", "server.workers", out.workers, 0, max_workers);
+      // Each worker is a thread with its own sockets and pools, made once at start-up.
+      needs_restart("server.workers");
       read_duration(*table, "header_timeout", "server.header_timeout", out.header_timeout, false);
       read_duration(*table, "idle_timeout", "server.idle_timeout", out.idle_timeout, false);
       // 0 is meaningful here: close in-flight requests at once.
@@ -611,7 +718,7 @@ private:
       }
     }
     // The default listener is claimed too, so that the admin port cannot collide with it.
-    if (table == nullptr || !table->contains("listen")) {
+    if (!table->contains("listen")) {
       for (std::size_t i = 0; i < out.listen.size(); ++i) {
         listeners_.try_emplace(listen_key(out.listen[i]), index_path("server.listen", i));
       }
@@ -642,6 +749,7 @@ private:
         if (auto addresses = read_listen_addresses(*table->get("listen"), path + ".listen", false))
           tls.listen = std::move(*addresses);
       }
+      note(*table, "listen", path + ".listen", addresses_text(tls.listen));
       std::string version = "1.2";
       read_choice(*table, "min_version", path + ".min_version", "TLS version", tls_versions, version);
       tls.min_tls13 = version == "1.3";
@@ -717,10 +825,12 @@ private:
 
   void read_listen(const toml::table& server, std::vector<HostPort>& out) {
     const toml::node* node = server.get("listen");
-    if (node == nullptr) return;
     // Empty only when TLS listeners take the traffic.
-    if (auto addresses = read_listen_addresses(*node, "server.listen", server.contains("tls")))
-      out = std::move(*addresses);
+    if (node != nullptr) {
+      if (auto addresses = read_listen_addresses(*node, "server.listen", server.contains("tls")))
+        out = std::move(*addresses);
+    }
+    note(server, "listen", "server.listen", addresses_text(out));
   }
 
   // A listen address or an array of them, each claimed (no two listeners on one address). The
@@ -757,8 +867,7 @@ private:
   }
 
   void read_log(const toml::table& root, LogSection& out) {
-    const toml::table* table = section(root, "log");
-    if (table == nullptr) return;
+    const toml::table* table = &section_or_empty(root, "log");
     check_keys(*table, "log", log_keys);
     read_choice(*table, "level", "log.level", "log level", log_levels, out.level);
     std::string access;
@@ -771,12 +880,12 @@ private:
 
   void read_admin(const toml::table& root, AdminSection& out) {
     const toml::table* table = section(root, "admin");
+    note(root, "admin", "admin", table != nullptr ? "on" : "off");
     if (table == nullptr) return;
     out.enabled = true;  // the section's presence is the switch
     check_keys(*table, "admin", admin_keys);
-    if (const auto* file = read_string(*table, "token_file", "admin.token_file", out.token_file);
-        file != nullptr && out.token_file.empty()) {
-      error(*file, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
+    if (const auto* file = read_string(*table, "token_file", "admin.token_file", out.token_file)) {
+      check_token_file(*file, out.token_file);
     }
     const toml::node* node = table->get("listen");
     if (node != nullptr) {
@@ -784,6 +893,7 @@ private:
       if (!address) return;
       out.listen = std::move(*address);
     }
+    note(*table, "listen", "admin.listen", quoted(out.listen.to_string()));
     // The admin API drains servers and reloads the config: beyond loopback, only with a token.
     if (out.token_file.empty() && !is_loopback_host(out.listen.host)) {
       error(node != nullptr ? *node : static_cast<const toml::node&>(*table), "admin.listen",
@@ -793,6 +903,22 @@ private:
     if (out.listen.port != 0) {
       claim_listener(out.listen, node != nullptr ? node->source() : table->source(),
                      "admin.listen");
+    }
+  }
+
+  // The runtime reads the token at start-up and on reload; a file it could not use is an error
+  // here, at the key, for `check` as for `run`.
+  void check_token_file(const toml::node& node, const std::string& file) {
+    if (file.empty()) {
+      error(node, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
+      return;
+    }
+    std::string token;
+    if (const int e = read_whole_file(file, token); e != 0) {
+      error(node, "admin.token_file",
+            "cannot read '" + file + "': " + std::system_category().message(e));
+    } else if (token.find_first_not_of(" \t\r\n") == std::string::npos) {
+      error(node, "admin.token_file", "the token file '" + file + "' is empty");
     }
   }
 
@@ -1032,6 +1158,7 @@ private:
 
   std::string file_;
   std::vector<ConfigError> errors_;
+  std::vector<KeyValue> keys_;
   // listen_key -> key path of the listener that has it
   std::unordered_map<std::string, std::string> listeners_;
   // Per route, its `upstream` value node (nullptr when missing or mistyped), for check_routing.
