@@ -124,3 +124,63 @@ def test_reload_config_of_another_file_fails_and_names_the_running_file(tmp_path
     spelled = tmp_path / "." / s.config_path.name
     ok = sluice_cli("reload", "--config", spelled, "--admin", s.admin_address)
     assert (ok.returncode, ok.stdout) == (0, "reloaded: config version 2\n"), ok
+
+
+# (what is wrong, extra TOML for the file, the key the error names)
+BAD_FILES = [
+    ("unresolvable host", {"address": "no-such-host.invalid:80"}, "upstreams.app.servers[0].address"),
+    ("dotted number that is no IPv4 address", {"address": "999.1.1.1:80"},
+     "upstreams.app.servers[0].address"),
+    ("missing token file", {"admin": 'token_file = "/nonexistent/sluice.token"'}, "admin.token_file"),
+    ("empty token file", {"admin": 'token_file = "{empty}"'}, "admin.token_file"),
+    ("backoff above backoff_max", {"retry": 'backoff = "1s"\nbackoff_max = "10ms"'},
+     "upstreams.app.retry.backoff"),
+    ("per-try timeout above response_timeout",
+     {"upstream": 'response_timeout = "1s"', "retry": 'per_try_timeout = "2s"'},
+     "upstreams.app.retry.per_try_timeout"),
+    ("deadline shorter than one try", {"retry": 'per_try_timeout = "1s"\ndeadline = "500ms"'},
+     "upstreams.app.retry.deadline"),
+    ("idempotency header that is no header name", {"retry": 'idempotency_header = "bad header"'},
+     "upstreams.app.retry.idempotency_header"),
+]
+
+
+def bad_config(origin, case, empty_token):
+    address = case.get("address", origin.address)
+    admin = 'listen = "127.0.0.1:0"\n' + case.get("admin", "").format(empty=empty_token)
+    text = sluice_config([address], top="[admin]\n" + admin,
+                         upstream_extra=case.get("upstream", ""))
+    if "retry" in case:
+        text += "\n[upstreams.app.retry]\n" + case["retry"] + "\n"
+    return text
+
+
+def test_check_run_and_reload_reject_exactly_the_same_files(tmp_path, origins, sluice):
+    """One validation: every file `check` refuses, `run` refuses and a reload refuses, each with
+    the same FILE:LINE:COL: key: message."""
+    a, = origins(1)
+    s = sluice(sluice_config([a], top=ADMIN))
+    empty = tmp_path / "empty.token"
+    empty.write_text("\n")
+    for what, case, key in BAD_FILES:
+        # check and run read a copy; the running sluice reloads its own file with the same text.
+        text = bad_config(a, case, empty)
+        copy = tmp_path / "bad.toml"
+        copy.write_text(text)
+        check = sluice_cli("check", copy)
+        assert check.returncode == 1, (what, check)
+        *errors, summary = check.stdout.splitlines()
+        assert summary == f"{copy}: 1 error(s)", (what, check.stdout)
+        assert errors[0].startswith(f"{copy}:") and f": {key}: " in errors[0], (what, errors)
+        located = errors[0][len(str(copy)):]
+
+        run = sluice_cli("run", "--config", copy, timeout=10)
+        assert run.returncode == 1, (what, run)
+        assert f"{copy}{located}" in run.stderr.splitlines(), (what, run.stderr)
+        assert "listening on" not in run.stderr, (what, run.stderr)
+
+        s.config_path.write_text(text)
+        r = s.admin("POST", "/api/reload")
+        assert (r.status, r.json()["errors"]) == (422, [f"{s.config_path}{located}"]), (what, r)
+    assert s.status()["config_version"] == 1
+    assert answers(s.port)

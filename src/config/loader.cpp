@@ -11,6 +11,9 @@
 #include <system_error>
 #include <unordered_map>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <boost/url/ipv4_address.hpp>
 #include <boost/url/ipv6_address.hpp>
 #include <toml++/toml.h>
@@ -238,6 +241,30 @@ bool is_loopback_host(std::string_view host) {
   if (const auto v4 = boost::urls::parse_ipv4_address(host)) return v4->is_loopback();
   if (const auto v6 = boost::urls::parse_ipv6_address(host)) return v6->is_loopback();
   return false;
+}
+
+// The runtime resolves every host when it builds sockets; a name it could not resolve is an
+// error here, at the key, so that `check` refuses what `run` and a reload would. A dotted
+// number that is no IPv4 address ("999.1.1.1") is said so rather than sent to DNS. Fuzz builds
+// (SLUICE_CONFIG_NO_DNS) skip the lookup: they must stay hermetic.
+bool resolvable(const std::string& host, std::string* why) {
+  if (boost::urls::parse_ipv4_address(host) || boost::urls::parse_ipv6_address(host)) return true;
+  if (std::all_of(host.begin(), host.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; })) {
+    *why = "'" + host + "' is not a valid IPv4 address";
+    return false;
+  }
+#ifndef SLUICE_CONFIG_NO_DNS
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc != 0) {
+    *why = "cannot resolve '" + host + "': " + ::gai_strerror(rc);
+    return false;
+  }
+#endif
+  return true;
 }
 
 // Formats "listen" addresses so that "LOCALHOST:80" and "localhost:80" count as the same one.
@@ -660,6 +687,37 @@ private:
     read_size(*table, "buffer", p + ".buffer", r.buffer, 0, 64 * MiB);
   }
 
+  // Rules between retry keys and the upstream's timeouts, each reported at the key that breaks
+  // it (or the [retry] table when that key is left at its default).
+  void check_retry_rules(const toml::table& table, const std::string& path, const UpstreamConfig& u) {
+    const toml::table* retry = table.get_as<toml::table>("retry");
+    if (retry == nullptr) return;  // defaults keep every rule
+    const std::string p = path + ".retry";
+    const auto at = [&](std::string_view key) -> const toml::node& {
+      const toml::node* node = retry->get(key);
+      return node != nullptr ? *node : static_cast<const toml::node&>(*retry);
+    };
+    const auto& r = u.retry;
+    if (r.backoff > r.backoff_max)
+      error(at("backoff"), p + ".backoff",
+            "must not exceed backoff_max (" + format_duration(r.backoff_max) + "), got " + format_duration(r.backoff));
+    if (r.per_try_timeout > u.response_timeout)
+      error(at("per_try_timeout"), p + ".per_try_timeout",
+            "must not exceed response_timeout (" + format_duration(u.response_timeout) + "), got " +
+                format_duration(r.per_try_timeout));
+    const Duration per_try = r.per_try_timeout != Duration::zero() ? r.per_try_timeout : u.response_timeout;
+    if (r.deadline != Duration::zero() && r.deadline < per_try)
+      error(at("deadline"), p + ".deadline",
+            "must be at least one try's timeout (" + format_duration(per_try) + "), got " + format_duration(r.deadline));
+    // RFC 9110 §5.1: a field name is a token.
+    const auto tchar = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    };
+    if (!r.idempotency_header.empty() && !all_of_chars(r.idempotency_header, +tchar))
+      error(at("idempotency_header"), p + ".idempotency_header",
+            "'" + r.idempotency_header + "' is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
+  }
+
   std::optional<HostPort> parse_address(const toml::node& node, const std::string& path,
                                         bool zero_port_allowed) {
     const auto* text = node.as_string();
@@ -670,6 +728,10 @@ private:
     std::string why;
     auto address = parse_host_port(text->get(), zero_port_allowed, &why);
     if (!address) error(node, path, why);
+    if (address && !resolvable(address->host, &why)) {
+      error(node, path, why);
+      return std::nullopt;
+    }
     return address;
   }
 
@@ -1056,6 +1118,7 @@ private:
     read_integer(table, "queue_size", path + ".queue_size", upstream.queue_size, 0, 1'000'000);
     read_duration(table, "queue_timeout", path + ".queue_timeout", upstream.queue_timeout, false);
     read_retry(table, path, upstream.retry);
+    check_retry_rules(table, path, upstream);
     read_upstream_tls(table, path, upstream);
 
     // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
@@ -1129,6 +1192,10 @@ private:
       std::string why;
       address = parse_host_port(rest, false, &why);
       if (!address) error(address_node, path + ".address", why);
+      if (address && !resolvable(address->host, &why)) {
+        error(address_node, path + ".address", why);
+        address.reset();
+      }
     } else {
       address = parse_address(address_node, path + ".address", false);
     }
