@@ -184,3 +184,21 @@ def test_check_run_and_reload_reject_exactly_the_same_files(tmp_path, origins, s
         assert (r.status, r.json()["errors"]) == (422, [f"{s.config_path}{located}"]), (what, r)
     assert s.status()["config_version"] == 1
     assert answers(s.port)
+
+
+def test_diff_running_shows_drains_set_through_the_api_and_a_file_drain_is_logged(
+        origins, sluice):
+    a, b = origins(2)
+    s = sluice(sluice_config([a, b], top=ADMIN, server_keys={"app-2": {"drain": True}}))
+    s.log.wait_for(r"server app/app-2: draining \(drain = true in the config\)")
+    assert s.admin("POST", "/api/upstreams/app/servers/app-1/drain").status == 200
+    assert s.admin("POST", "/api/upstreams/app/servers/app-2/undrain").status == 200
+    # The same file: nothing in it changes, but what runs differs from it.
+    r = sluice_cli("check", s.config_path, "--diff-running", "--admin", s.admin_address)
+    assert r.returncode == 0, r
+    lines = r.stdout.splitlines()
+    assert "no changes" not in r.stdout, r.stdout
+    assert ("upstream app: server app-1 drained through the API (file: drain = false); "
+            "stays drained after the reload") in lines, r.stdout
+    assert ("upstream app: server app-2 undrained through the API (file: drain = true); "
+            "stays undrained after the reload") in lines, r.stdout

@@ -385,6 +385,40 @@ int set_drain(const Options& o, bool drain) {
   }
 }
 
+// The drain state of every server of the running process (GET /api/status); nullopt (reason
+// printed) when it cannot be read.
+std::optional<std::vector<sluice::RunningServer>> running_drains(const Options& o,
+                                                                 const std::optional<config::Config>& cfg) {
+  const auto target = admin_target(o, cfg);
+  if (!target) return std::nullopt;
+  admin::Client client(target->address, target->token, 30s);
+  const auto res = client.get("/api/status");
+  if (!res) {
+    unreachable(client, res.error());
+    return std::nullopt;
+  }
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(res->body, ec);
+  std::vector<sluice::RunningServer> out;
+  const auto* upstreams = !ec && body.is_object() ? body.as_object().if_contains("upstreams") : nullptr;
+  if (res->status != 200 || upstreams == nullptr || !upstreams->is_array()) {
+    std::fprintf(stderr, "sluice: unexpected /api/status answer (HTTP %u)\n", res->status);
+    return std::nullopt;
+  }
+  for (const auto& u : upstreams->as_array()) {
+    const auto* name = u.is_object() ? u.as_object().if_contains("name") : nullptr;
+    const auto* servers = u.is_object() ? u.as_object().if_contains("servers") : nullptr;
+    if (name == nullptr || !name->is_string() || servers == nullptr || !servers->is_array()) continue;
+    for (const auto& sv : servers->as_array()) {
+      const auto* identity = sv.is_object() ? sv.as_object().if_contains("identity") : nullptr;
+      const auto* draining = sv.is_object() ? sv.as_object().if_contains("draining") : nullptr;
+      if (identity == nullptr || !identity->is_string() || draining == nullptr || !draining->is_bool()) continue;
+      out.push_back({std::string(name->as_string()), std::string(identity->as_string()), draining->as_bool()});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // `check`: validate FILE; with --diff OLD or --diff-running, list what a reload from that config
@@ -421,7 +455,13 @@ int check(const Options& o) {
     std::fprintf(stderr, "%s: %zu error(s); cannot diff against it\n", against.c_str(), old.errors.size());
     return exit_failed;
   }
-  const auto changes = sluice::config_diff(*old.config, *result.config);
+  auto changes = sluice::config_diff(*old.config, *result.config);
+  if (o.diff_running) {
+    const auto drains = running_drains(o, result.config);
+    if (!drains) return exit_unreachable;
+    for (auto& line : sluice::running_drain_diff(*old.config, *result.config, *drains))
+      changes.push_back(std::move(line));
+  }
   if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
   for (const auto& line : changes) std::printf("%s\n", line.c_str());
   return exit_ok;

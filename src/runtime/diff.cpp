@@ -110,6 +110,28 @@ std::vector<config::ConfigError> restart_changes(const config::Config& running, 
   return out;
 }
 
+std::vector<std::string> running_drain_diff(const config::Config& running, const config::Config& file,
+                                            const std::vector<RunningServer>& servers) {
+  std::vector<std::string> out;
+  for (const auto& rs : servers) {
+    const auto* ru = running.find_upstream(rs.upstream);
+    const auto* fu = file.find_upstream(rs.upstream);
+    const auto* in_running = ru != nullptr ? find_server(*ru, rs.server) : nullptr;
+    const auto* in_file = fu != nullptr ? find_server(*fu, rs.server) : nullptr;
+    if (in_running == nullptr || in_file == nullptr || rs.draining == in_running->drain) continue;
+    const std::string prefix = "upstream " + rs.upstream + ": server " + rs.server + " ";
+    const std::string set = rs.draining ? "drained through the API" : "undrained through the API";
+    // The file's `drain` wins only when it changes; else the API's word stays.
+    if (in_file->drain == in_running->drain)
+      out.push_back(prefix + set + " (file: drain = " + (in_file->drain ? "true" : "false") +
+                    "); stays " + (rs.draining ? "drained" : "undrained") + " after the reload");
+    else
+      out.push_back(prefix + set + "; the file's drain = " + (in_file->drain ? "true" : "false") +
+                    " applies at the reload");
+  }
+  return out;
+}
+
 std::vector<std::string> config_diff(const config::Config& a, const config::Config& b) {
   std::vector<std::string> out;
   diff_keys(a, b, out);

@@ -89,6 +89,20 @@ TEST(RestartChanges, AKeyThatNeedsARestartIsAnErrorAtTheKey) {
                                             servers({{"a", 2}}))).empty());
 }
 
+TEST(RunningDrainDiff, AnApiDrainStaysUnlessTheFileChangesThatServersDrain) {
+  const auto running = load(servers({{"a", 1}, {"b", 1}}));
+  const std::vector<RunningServer> state{{"app", "a", true}, {"app", "b", false}};
+  EXPECT_EQ(running_drain_diff(running, running, state),
+            (std::vector<std::string>{
+                "upstream app: server a drained through the API (file: drain = false); stays drained after the reload"}));
+  auto text = servers({{"a", 1}, {"b", 1}});
+  text.insert(text.find("weight = 1\n") + 11, "drain = true\n");  // a's drain in the file
+  EXPECT_EQ(running_drain_diff(running, load(text), state),
+            (std::vector<std::string>{
+                "upstream app: server a drained through the API; the file's drain = true applies at the reload"}));
+  EXPECT_TRUE(running_drain_diff(running, running, {{"app", "a", false}}).empty());
+}
+
 TEST(ConfigDiff, DrainAndUpstreams) {
   const auto old = load(servers({{"a", 1}}));
   auto text = servers({{"a", 1}});

@@ -19,6 +19,19 @@ std::vector<std::string> config_diff(const config::Config& old_config, const con
 // restart (running: 2, file: 1)". A reload with any of them is refused whole.
 std::vector<config::ConfigError> restart_changes(const config::Config& running, const config::Config& file);
 
+// A server as the running process reports it (GET /api/status).
+struct RunningServer {
+  std::string upstream;
+  std::string server;  // identity
+  bool draining = false;
+};
+
+// `check --diff-running`: where the running drain state differs from the running config's
+// `drain` (set or lifted through the API), what the reload to `file` does with it. A drain set
+// through the API survives a reload unless the file changes that server's `drain`.
+std::vector<std::string> running_drain_diff(const config::Config& running, const config::Config& file,
+                                            const std::vector<RunningServer>& servers);
+
 // Share (0..1) of `samples` request keys that a hash upstream would send to another server after
 // the change. Keys are deterministic, so the figure is repeatable.
 double hash_moved_share(const config::UpstreamConfig& old_upstream,
