@@ -644,10 +644,8 @@ private:
     read_duration(*table, "fail_timeout", p + ".fail_timeout", c.fail_timeout, false);
     read_duration(*table, "max_ejection_time", p + ".max_ejection_time", c.max_ejection_time, false);
     read_integer(*table, "max_ejected_percent", p + ".max_ejected_percent", c.max_ejected_percent, 0, 100);
-    if (const auto* node = read_strings(*table, "fail_on", p + ".fail_on", c.fail_on)) {
-      std::string why;
-      if (!health::FailOn::parse(c.fail_on, &why)) error(*node, p + ".fail_on", why);
-    }
+    if (const auto* node = read_strings(*table, "fail_on", p + ".fail_on", c.fail_on))
+      check_failure_items(*node, p + ".fail_on", c.fail_on, nullptr);
     out = std::move(c);
   }
 
@@ -660,21 +658,7 @@ private:
     if (const auto* node = take_strings(*table, "on", p + ".on", on)) {
       r.on_connect = r.on_refused = r.on_reset = r.on_timeout = false;
       r.on_status.clear();
-      const auto* array = node->as_array();
-      for (std::size_t i = 0; i < on.size(); ++i) {
-        const auto& item = on[i];
-        if (item == "connect") r.on_connect = true;
-        else if (item == "refused") r.on_refused = true;
-        else if (item == "reset") r.on_reset = true;
-        else if (item == "timeout") r.on_timeout = true;
-        else if (item.size() == 3 && std::all_of(item.begin(), item.end(), ::isdigit) &&
-                 item >= "400" && item <= "599")
-          r.on_status.push_back(static_cast<unsigned>(std::stoi(item)));
-        else
-          error(*array->get(i), index_path(p + ".on", i),
-                "unknown retry condition '" + item +
-                    "'; expected connect, refused, reset, timeout or a status code 400..599");
-      }
+      check_failure_items(*node, p + ".on", on, &r);
     }
     note(*table, "on", p + ".on", retry_on_text(r));
     read_string(*table, "idempotency_header", p + ".idempotency_header", r.idempotency_header);
@@ -685,6 +669,44 @@ private:
     read_number(*table, "budget", p + ".budget", r.budget, 0.0, 10.0);
     read_integer(*table, "budget_min", p + ".budget_min", r.budget_min, 0, 100000);
     read_size(*table, "buffer", p + ".buffer", r.buffer, 0, 64 * MiB);
+  }
+
+  // `passive.fail_on` and `retry.on`: one grammar (health::parse_failure_item), every bad item
+  // reported at its index. With `retry`, the items also fill its conditions; a retried status
+  // must be an error (400..599).
+  void check_failure_items(const toml::node& node, const std::string& path,
+                           const std::vector<std::string>& items, RetryConfig* retry) {
+    const auto* array = node.as_array();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const toml::node& at = array != nullptr ? *array->get(i) : node;
+      std::string why;
+      const auto item = health::parse_failure_item(items[i], &why);
+      if (!item) {
+        error(at, index_path(path, i), why);
+        continue;
+      }
+      if (retry == nullptr) continue;
+      using W = health::FailureItem::Word;
+      switch (item->word) {
+        case W::connect: retry->on_connect = true; break;
+        case W::refused: retry->on_refused = true; break;
+        case W::reset: retry->on_reset = true; break;
+        case W::timeout: retry->on_timeout = true; break;
+        case W::none: add_retried_statuses(at, index_path(path, i), item->statuses, *retry); break;
+      }
+    }
+  }
+
+  void add_retried_statuses(const toml::node& at, const std::string& path,
+                            const health::StatusMatcher& statuses, RetryConfig& retry) {
+    for (unsigned code = 100; code < 400; ++code) {
+      if (!statuses.match(code)) continue;
+      error(at, path, "a retried status must be 400..599, got " + std::to_string(code));
+      return;
+    }
+    for (unsigned code = 400; code < 600; ++code)
+      if (statuses.match(code) && std::find(retry.on_status.begin(), retry.on_status.end(), code) == retry.on_status.end())
+        retry.on_status.push_back(code);
   }
 
   // Rules between retry keys and the upstream's timeouts, each reported at the key that breaks

@@ -59,5 +59,22 @@ TEST(ConfigRetryRules, IdempotencyHeaderMustBeAHeaderName) {
   EXPECT_TRUE(load(upstream("", "idempotency_header = \"\"")).ok());
 }
 
+// One grammar for retry.on and passive.fail_on: words, statuses, ranges and classes in both, and
+// every bad item reported at its index.
+TEST(ConfigFailureItems, RetryOnAndFailOnTakeTheSameItems) {
+  const auto ok = load(upstream("", "on = [\"refused\", \"5xx\", \"429\"]") +
+                       "[upstreams.app.passive]\nfail_on = [\"refused\", \"500-504\"]\n");
+  ASSERT_TRUE(ok.ok()) << ::testing::PrintToString(errors_of(ok));
+  const auto& r = ok.config->upstreams[0].retry;
+  EXPECT_TRUE(r.on_refused);
+  EXPECT_FALSE(r.on_connect);
+  EXPECT_EQ(r.on_status.size(), 101u);  // 500..599 and 429
+  EXPECT_EQ(errors_of(load(upstream("", "on = [\"sometimes\", \"reset\", \"6xx\"]"))),
+            (Errors{"test.toml:6:7: upstreams.app.retry.on[0]: unknown failure 'sometimes'; expected "
+                    "connect, refused, reset, timeout, or a status, range or class (\"503\", "
+                    "\"500-504\", \"5xx\")",
+                    "test.toml:6:29: upstreams.app.retry.on[2]: bad status class '6xx' (use 1xx-5xx)"}));
+}
+
 }  // namespace
 }  // namespace sluice::config
