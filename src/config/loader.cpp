@@ -51,7 +51,7 @@ constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certifica
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
 constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
-constexpr std::array<std::string_view, 2> admin_keys{"listen", "token_file"};
+constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
 constexpr std::array<std::string_view, 22> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
@@ -778,6 +778,7 @@ private:
         file != nullptr && out.token_file.empty()) {
       error(*file, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
     }
+    read_allowed_hosts(*table, out.allowed_hosts);
     const toml::node* node = table->get("listen");
     if (node != nullptr) {
       auto address = parse_address(*node, "admin.listen", true);
@@ -793,6 +794,23 @@ private:
     if (out.listen.port != 0) {
       claim_listener(out.listen, node != nullptr ? node->source() : table->source(),
                      "admin.listen");
+    }
+  }
+
+  // [admin] allowed_hosts = ["sluice.internal"]: names a browser may reach the admin API by.
+  void read_allowed_hosts(const toml::table& table, std::vector<std::string>& out) {
+    const toml::node* node = read_strings(table, "allowed_hosts", "admin.allowed_hosts", out);
+    if (node == nullptr) return;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      auto& host = out[i];
+      std::ranges::transform(host, host.begin(), [](unsigned char c) { return std::tolower(c); });
+      const bool name = !host.empty() && std::ranges::all_of(host, [](unsigned char c) {
+        return std::isalnum(c) != 0 || c == '-' || c == '.';
+      });
+      if (!name) {
+        error(*node->as_array()->get(i), index_path("admin.allowed_hosts", i),
+              "'" + host + "' is not a host name (letters, digits, '-' and '.'; no port)");
+      }
     }
   }
 

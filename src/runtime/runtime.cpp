@@ -21,6 +21,7 @@
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/worker.hpp"
+#include "sluice/telemetry/event_ring.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice {
@@ -46,6 +47,7 @@ struct Runtime::State {
   std::uint64_t reloads_ok = 0;
   std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
+  History history;                         // the dashboard's per-second samples
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -98,6 +100,7 @@ admin::ReloadOutcome reload(Runtime::State& s) {
                   s.config_path, result.errors.size());
     ++s.reloads_failed;
     out.version = s.version;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.front(), steady_clock().now());
     return out;
   }
   try {
@@ -115,12 +118,15 @@ admin::ReloadOutcome reload(Runtime::State& s) {
     update_probes(s);
     ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
+    telemetry::events().push("reload", "", "", "config version " + std::to_string(s.version),
+                             steady_clock().now());
     out.ok = true;
   } catch (const std::exception& e) {
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
     out.errors.push_back(s.config_path + ": " + e.what());
     ++s.reloads_failed;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.back(), steady_clock().now());
   }
   out.version = s.version;
   return out;
@@ -227,17 +233,22 @@ int Runtime::run() {
             return n;
           },
       .drained =
-          [&](Endpoint& ep, bool drain) {
+          [&](const std::string& upstream, Endpoint& ep, bool drain) {
             spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
+            telemetry::events().push("drain", upstream, ep.identity(),
+                                     drain ? "draining (admin API)" : "undrained (admin API)",
+                                     steady_clock().now());
             if (drain)
               for (auto& w : s.workers) w->close_idle(ep);
           },
+      .history = [&]() -> const History& { return s.history; },
   });
   std::unique_ptr<admin::Server> admin_server;
   if (cfg.admin.enabled) {
     try {
       const auto token = cfg.admin.token_file.empty() ? std::string() : admin::read_token_file(cfg.admin.token_file);
       admin_server = std::make_unique<admin::Server>(s.control, cfg.admin.listen, control, token);
+      admin_server->set_allowed_hosts(cfg.admin.allowed_hosts);
       admin_server->start();
       spdlog::info("admin listening on {}:{}", cfg.admin.listen.host, admin_server->local_port());
     } catch (const std::exception& e) {
@@ -280,6 +291,18 @@ int Runtime::run() {
   };
   health_tick();
 
+  // The dashboard's history: one sample a second of the counters the workers keep anyway.
+  net::steady_timer history_timer(s.control);
+  std::function<void()> history_tick = [&] {
+    s.history.sample(*s.snapshot, static_cast<unsigned>(s.workers.size()));
+    if (s.shutting_down) return;
+    history_timer.expires_after(std::chrono::seconds(1));
+    history_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) history_tick();
+    });
+  };
+  if (cfg.admin.enabled) history_tick();
+
   std::unique_ptr<ConfigWatch> watch;
   if (cfg.server.watch_config) {
     try {
@@ -299,6 +322,7 @@ int Runtime::run() {
       for (auto& w : s.workers) w->stop();
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
+      history_timer.cancel();
       s.prober->stop();
       if (admin_server) admin_server->stop();
       if (watch) watch->stop();
