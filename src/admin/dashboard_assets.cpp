@@ -90,7 +90,7 @@ constexpr std::string_view script = R"js('use strict';
 // reload POST to this listener with the admin token from sessionStorage when one is needed.
 (() => {
   const TOKEN_KEY = 'sluice-admin-token';
-  const POLL_MS = 1000;
+  const POLL_MS = 500;  // twice a second: a state change shows within half a second
   const CHART_SECONDS = 300;
   const $ = (id) => document.getElementById(id);
   const state = { tick: 0, event: 0, charts: new Map(), sections: new Map(), events: [] };
@@ -254,6 +254,8 @@ constexpr std::string_view script = R"js('use strict';
   }
 
   function drawChart(canvas, c) {
+    if (canvas.clientWidth && canvas.width !== canvas.clientWidth) canvas.width = canvas.clientWidth;
+    canvas.dataset.samples = String(c.rps.length);
     const g = canvas.getContext('2d');
     const w = canvas.width, h = canvas.height, pad = 4;
     g.clearRect(0, 0, w, h);
