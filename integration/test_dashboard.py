@@ -196,3 +196,43 @@ def test_a_screenshot_under_traffic(browser, origins, sluice):
         assert browser.save_screenshot(str(path))
     assert path.stat().st_size > 10_000
     assert load.records
+
+
+def thousand_servers(fleet):
+    """1,000 servers in 10 upstreams: the three real origins and 997 addresses nobody listens on
+    (no health checks, so they stay `up` and simply take no traffic in this test)."""
+    addresses = [o.address for o in fleet] + [f"127.0.0.{2 + i // 250}:{20000 + i}" for i in range(997)]
+    groups = [addresses[i:i + 100] for i in range(0, 1000, 100)]
+    routes = '[[route]]\npath_prefix = "/"\nupstream = "app"\n' + "".join(
+        f'[[route]]\npath_prefix = "/app{n}/"\nupstream = "app{n}"\n' for n in range(2, 11))
+    text = sluice_config(groups[0], top=ADMIN + routes)
+    for n, group in enumerate(groups[1:], start=2):
+        text += f'\n[upstreams.app{n}]\nbalance = "round_robin"\n' + "".join(
+            f'\n[[upstreams.app{n}.servers]]\naddress = "{a}"\n' for a in group)
+    return text
+
+
+def test_at_1000_servers_the_dashboard_payload_takes_under_100ms_and_the_page_keeps_up(
+        browser, origins, sluice):
+    s = sluice(thousand_servers(origins(3)))
+    # Five seconds of history, so that the payload carries charts as well as rows.
+    wait_until(lambda: s.admin("GET", "/api/dashboard").json()["tick"] >= 5, timeout=10,
+               what="five samples")
+    times, sizes = [], []
+    for _ in range(10):
+        r, took = timed_request(s.admin_port, "GET", "/api/dashboard", host=s.admin_address)
+        assert r.status == 200
+        times.append(took)
+        sizes.append(len(r.body))
+    times.sort()
+    print(f"\n/api/dashboard at 1000 servers: median {times[5] * 1000:.1f} ms, "
+          f"max {times[-1] * 1000:.1f} ms, {sizes[0] / 1024:.0f} KiB")
+    assert times[5] < 0.1, times
+    open_dashboard(browser, s)
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tbody tr")) == 1000, 10,
+             "1000 rows")
+    tick = int(browser.execute_script("return document.querySelector('canvas.chart').dataset.samples"))
+    wait_for(browser, lambda d: int(d.find_element(By.CSS_SELECTOR, "canvas.chart")
+                                    .get_attribute("data-samples")) >= tick + 3, 5,
+             "the page keeps updating at 1000 servers")
+    assert console_errors(browser) == []
