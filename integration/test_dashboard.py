@@ -197,6 +197,12 @@ def test_a_screenshot_under_traffic(browser, origins, sluice):
     assert path.stat().st_size > 10_000
     assert load.records
 
+    def pooled(server):
+        rows = s.admin("GET", "/api/dashboard").json()["upstreams"][0]["servers"]
+        return next(r for r in rows if r["identity"] == server)["pooled"]
+    # With the load stopped, the connections it used wait in the pool and are counted.
+    wait_until(lambda: pooled("app-2") >= 1, timeout=3, what="app-2's pooled connection counted")
+
 
 def thousand_servers(fleet):
     """1,000 servers in 10 upstreams: the three real origins and 997 addresses nobody listens on

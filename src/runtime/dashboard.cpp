@@ -40,6 +40,7 @@ json::object server_row(const Endpoint& ep, const History& history, Clock::time_
   so["p50_ms"] = rounded(r.p50_ms);
   so["p99_ms"] = rounded(r.p99_ms);
   so["retries"] = r.retries;
+  so["pooled"] = r.pooled;
   if (ep.has_health()) {
     const auto h = ep.health().status();
     so["health_state"] = to_string(h.state);

@@ -93,6 +93,8 @@ ServerRates History::rates(const Endpoint& endpoint) const {
   if (it == servers_.end() || it->second.totals.empty()) return r;
   const auto& ring = it->second.totals;
   r.retries = ring.newest().retries;
+  for (const auto& counts : pooled_)
+    if (endpoint.id() < counts.size()) r.pooled += counts[endpoint.id()];
   if (ring.size() < 2) return r;
   const Totals window = ring.newest() - ring[0];
   const auto seconds = static_cast<double>(ring.size() - 1);
@@ -102,6 +104,11 @@ ServerRates History::rates(const Endpoint& endpoint) const {
   r.p50_ms = quantile_ms(window.durations, 0.5);
   r.p99_ms = quantile_ms(window.durations, 0.99);
   return r;
+}
+
+void History::set_pooled(std::size_t worker, std::vector<std::uint32_t> by_endpoint) {
+  if (pooled_.size() <= worker) pooled_.resize(worker + 1);
+  pooled_[worker] = std::move(by_endpoint);
 }
 
 const telemetry::SampleRing<UpstreamSecond>* History::seconds(const std::string& upstream) const {

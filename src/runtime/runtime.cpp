@@ -295,6 +295,13 @@ int Runtime::run() {
   net::steady_timer history_timer(s.control);
   std::function<void()> history_tick = [&] {
     s.history.sample(*s.snapshot, static_cast<unsigned>(s.workers.size()));
+    // Each worker counts its own pool on its thread and hands the count back to this one.
+    for (std::size_t i = 0; i < s.workers.size(); ++i)
+      s.workers[i]->count_pooled([&s, i](std::vector<std::uint32_t> counts) {
+        net::post(s.control, [&s, i, counts = std::move(counts)]() mutable {
+          s.history.set_pooled(i, std::move(counts));
+        });
+      });
     if (s.shutting_down) return;
     history_timer.expires_after(std::chrono::seconds(1));
     history_timer.async_wait([&](boost::system::error_code ec) {

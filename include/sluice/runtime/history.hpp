@@ -56,6 +56,7 @@ struct ServerRates {
   std::optional<double> p50_ms;
   std::optional<double> p99_ms;
   std::uint64_t retries = 0;  // since start (cumulative)
+  std::uint32_t pooled = 0;   // idle keep-alive connections, all workers, as last counted
 };
 
 class History {
@@ -72,6 +73,8 @@ public:
   ServerRates rates(const Endpoint& endpoint) const;
   // nullptr if `upstream` was never sampled.
   const telemetry::SampleRing<UpstreamSecond>* seconds(const std::string& upstream) const;
+  // A worker's latest count of its pooled connections by endpoint id (Worker::count_pooled).
+  void set_pooled(std::size_t worker, std::vector<std::uint32_t> by_endpoint);
 
 private:
   struct ServerSeries {
@@ -90,6 +93,7 @@ private:
   std::uint64_t tick_ = 0;
   std::unordered_map<std::uint32_t, ServerSeries> servers_;  // by Endpoint::id()
   std::unordered_map<std::string, UpstreamSeries> upstreams_;
+  std::vector<std::vector<std::uint32_t>> pooled_;  // [worker][endpoint id]
 };
 
 }  // namespace sluice
