@@ -103,6 +103,7 @@ admin::ReloadOutcome reload(Runtime::State& s) {
     telemetry::events().push("reload", "", "", "failed: " + out.errors.front(), steady_clock().now());
     return out;
   }
+  for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
   try {
     auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
     auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
@@ -149,8 +150,7 @@ int Runtime::run() {
   // graceful shutdown, not the default action.
   net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
 
-  const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
-                                             : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned n = cfg.server.worker_count();
   // max_connections is clamped to what the descriptors can hold, so that the limit is met at
   // accept time (the excess waits in the backlog) and never mid-request (EMFILE on an upstream
   // connect would turn into a 502 for a client already accepted).
