@@ -54,7 +54,7 @@ constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certifica
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
 constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
-constexpr std::array<std::string_view, 2> admin_keys{"listen", "token_file"};
+constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
 constexpr std::array<std::string_view, 22> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
@@ -995,6 +995,7 @@ private:
     if (const auto* file = read_string(*table, "token_file", "admin.token_file", out.token_file)) {
       check_token_file(*file, out.token_file);
     }
+    read_allowed_hosts(*table, out.allowed_hosts);
     const toml::node* node = table->get("listen");
     if (node != nullptr) {
       auto address = parse_address(*node, "admin.listen", true);
@@ -1027,6 +1028,23 @@ private:
             "cannot read '" + file + "': " + std::system_category().message(e));
     } else if (token.find_first_not_of(" \t\r\n") == std::string::npos) {
       error(node, "admin.token_file", "the token file '" + file + "' is empty");
+    }
+  }
+
+  // [admin] allowed_hosts = ["sluice.internal"]: names a browser may reach the admin API by.
+  void read_allowed_hosts(const toml::table& table, std::vector<std::string>& out) {
+    const toml::node* node = read_strings(table, "allowed_hosts", "admin.allowed_hosts", out);
+    if (node == nullptr) return;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      auto& host = out[i];
+      std::ranges::transform(host, host.begin(), [](unsigned char c) { return std::tolower(c); });
+      const bool name = !host.empty() && std::ranges::all_of(host, [](unsigned char c) {
+        return std::isalnum(c) != 0 || c == '-' || c == '.';
+      });
+      if (!name) {
+        error(*node->as_array()->get(i), index_path("admin.allowed_hosts", i),
+              "'" + host + "' is not a host name (letters, digits, '-' and '.'; no port)");
+      }
     }
   }
 

@@ -23,6 +23,7 @@
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/listeners.hpp"
 #include "sluice/runtime/worker.hpp"
+#include "sluice/telemetry/event_ring.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice {
@@ -50,6 +51,7 @@ struct Runtime::State {
   std::uint64_t reloads_ok = 0;
   std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
+  History history;                         // the dashboard's per-second samples
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -86,6 +88,7 @@ std::uint32_t connections_per_worker(const config::Config& cfg, unsigned workers
 std::unique_ptr<admin::Server> open_admin(Runtime::State& s, const config::AdminSection& admin) {
   const auto token = admin.token_file.empty() ? std::string() : admin::read_token_file(admin.token_file);
   auto server = std::make_unique<admin::Server>(s.control, admin.listen, *s.control_api, token);
+  server->set_allowed_hosts(admin.allowed_hosts);
   server->start();
   spdlog::info("admin listening on {}:{}", admin.listen.host, server->local_port());
   return server;
@@ -106,6 +109,7 @@ struct AdminChange {
   bool moved = false;
   std::unique_ptr<admin::Server> server;  // the new listener, when moved and enabled
   std::string token;
+  std::vector<std::string> allowed_hosts;
 };
 
 AdminChange prepare_admin(Runtime::State& s, const config::AdminSection& now) {
@@ -114,12 +118,16 @@ AdminChange prepare_admin(Runtime::State& s, const config::AdminSection& now) {
   change.moved = now.enabled != was.enabled || now.listen.to_string() != was.listen.to_string();
   if (change.moved && now.enabled) change.server = open_admin(s, now);
   else if (now.enabled && !now.token_file.empty()) change.token = admin::read_token_file(now.token_file);
+  change.allowed_hosts = now.allowed_hosts;
   return change;
 }
 
 void commit_admin(Runtime::State& s, AdminChange change) {
   if (!change.moved) {
-    if (s.admin_server) s.admin_server->set_token(std::move(change.token));
+    if (s.admin_server) {
+      s.admin_server->set_token(std::move(change.token));
+      s.admin_server->set_allowed_hosts(std::move(change.allowed_hosts));
+    }
     return;
   }
   if (s.admin_server) spdlog::info("admin: stopped listening on {}", s.config->admin.listen.to_string());
@@ -175,6 +183,7 @@ admin::ReloadOutcome reload(Runtime::State& s) {
                   s.config_path, result.errors.size());
     ++s.reloads_failed;
     out.version = s.version;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.front(), steady_clock().now());
     return out;
   }
   for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
@@ -203,12 +212,15 @@ admin::ReloadOutcome reload(Runtime::State& s) {
     update_probes(s);
     ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
+    telemetry::events().push("reload", "", "", "config version " + std::to_string(s.version),
+                             steady_clock().now());
     out.ok = true;
   } catch (const std::exception& e) {
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
     out.errors.push_back(s.config_path + ": " + e.what());
     ++s.reloads_failed;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.back(), steady_clock().now());
   }
   out.version = s.version;
   return out;
@@ -301,11 +313,15 @@ int Runtime::run() {
             return n;
           },
       .drained =
-          [&](Endpoint& ep, bool drain) {
+          [&](const std::string& upstream, Endpoint& ep, bool drain) {
             spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
+            telemetry::events().push("drain", upstream, ep.identity(),
+                                     drain ? "draining (admin API)" : "undrained (admin API)",
+                                     steady_clock().now());
             if (drain)
               for (auto& w : s.workers) w->close_idle(ep);
           },
+      .history = [&]() -> const History& { return s.history; },
   });
   s.control_api = &control;
   if (cfg.admin.enabled) {
@@ -351,6 +367,25 @@ int Runtime::run() {
   };
   health_tick();
 
+  // The dashboard's history: one sample a second of the counters the workers keep anyway.
+  net::steady_timer history_timer(s.control);
+  std::function<void()> history_tick = [&] {
+    s.history.sample(*s.snapshot, static_cast<unsigned>(s.workers.size()));
+    // Each worker counts its own pool on its thread and hands the count back to this one.
+    for (std::size_t i = 0; i < s.workers.size(); ++i)
+      s.workers[i]->count_pooled([&s, i](std::vector<std::uint32_t> counts) {
+        net::post(s.control, [&s, i, counts = std::move(counts)]() mutable {
+          s.history.set_pooled(i, std::move(counts));
+        });
+      });
+    if (s.shutting_down) return;
+    history_timer.expires_after(std::chrono::seconds(1));
+    history_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) history_tick();
+    });
+  };
+  if (cfg.admin.enabled) history_tick();
+
   if (cfg.server.watch_config) {
     try {
       s.watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&] { reload(s); });
@@ -369,6 +404,7 @@ int Runtime::run() {
       for (auto& w : s.workers) w->stop();
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
+      history_timer.cancel();
       s.prober->stop();
       if (s.admin_server) s.admin_server->stop();
       if (s.watch) s.watch->stop();

@@ -116,6 +116,10 @@ std::future<std::size_t> Worker::count_upstream_connections() {
   return counted;
 }
 
+void Worker::count_pooled(std::function<void(std::vector<std::uint32_t>)> done) {
+  net::post(io_, [this, done = std::move(done)] { done(ctx_.pool.idle_by_endpoint()); });
+}
+
 void Worker::begin_shutdown() {
   net::post(io_, [this] {
     ctx_.stopping = true;

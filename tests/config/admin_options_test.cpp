@@ -115,3 +115,29 @@ TEST(ConfigAdminOptions, TyposAreSuggested) {
 
 }  // namespace
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(ConfigAdminOptions, AllowedHostsAreLowercasedNames) {
+  const auto result = testing::load_with_upstream(
+      "[admin]\nallowed_hosts = [\"Sluice.Internal\", \"lb-1.example\"]\n");
+  ASSERT_TRUE(result.ok()) << ::testing::PrintToString(testing::errors_of(result));
+  EXPECT_EQ(result.config->admin.allowed_hosts,
+            (std::vector<std::string>{"sluice.internal", "lb-1.example"}));
+  EXPECT_TRUE(testing::load_with_upstream("[admin]\n").config->admin.allowed_hosts.empty());
+}
+
+TEST(ConfigAdminOptions, AnAllowedHostWithAPortOrAnEmptyOneIsAnError) {
+  EXPECT_EQ(testing::errors_of(testing::load_with_upstream(
+                "[admin]\nallowed_hosts = [\"ok.example\", \"bad.example:80\", \"\"]\n")),
+            (testing::Errors{
+                "test.toml:2:32: admin.allowed_hosts[1]: 'bad.example:80' is not a host name "
+                "(letters, digits, '-' and '.'; no port)",
+                "test.toml:2:50: admin.allowed_hosts[2]: '' is not a host name (letters, digits, "
+                "'-' and '.'; no port)"}));
+  EXPECT_EQ(testing::errors_of(testing::load_with_upstream("[admin]\nallowed_hosts = \"a\"\n")).size(), 1U);
+}
+
+}  // namespace
+}  // namespace sluice::config

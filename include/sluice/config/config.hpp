@@ -84,6 +84,9 @@ struct AdminSection {
   // File holding the bearer token every POST must present; "" = POSTs are open (allowed only on
   // a loopback listen address). Read by the runtime (admin::read_token_file), not the loader.
   std::string token_file;
+  // Host names (lowercase, no port) accepted in the Host header besides localhost, IP literals and
+  // the listen host: the DNS-rebinding defence (docs/admin.md).
+  std::vector<std::string> allowed_hosts;
 };
 
 struct RouteConfig {

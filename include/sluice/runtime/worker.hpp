@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <functional>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -56,6 +57,9 @@ public:
   // Counted on the worker's thread when asked (a metrics scrape), so the data path keeps no
   // counter for it; the future is ready once the worker ran the count.
   std::future<std::size_t> count_upstream_connections();
+  // Any thread. Runs `done` on the worker's thread with its pool's idle connections by endpoint
+  // id (the dashboard's "pooled" column, once a second); nothing is counted on the data path.
+  void count_pooled(std::function<void(std::vector<std::uint32_t>)> done);
   // Any thread: TLS handshakes on this worker's listeners, completed and failed.
   std::uint64_t tls_handshakes() const noexcept { return ctx_.tls_handshakes.load(std::memory_order_relaxed); }
   std::uint64_t tls_handshake_failures() const noexcept {
