@@ -177,6 +177,7 @@ admin::ReloadOutcome reload(Runtime::State& s) {
     out.version = s.version;
     return out;
   }
+  for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
   try {
     auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
     // Everything that can fail comes before the first change: new sockets are bound (and closed
@@ -247,8 +248,7 @@ int Runtime::run() {
   // graceful shutdown, not the default action.
   net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
 
-  const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
-                                             : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned n = cfg.server.worker_count();
   const std::uint32_t per_worker = connections_per_worker(cfg, n);
   for (unsigned i = 0; i < n; ++i)
     s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
