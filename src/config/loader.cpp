@@ -749,10 +749,12 @@ private:
       error(at("per_try_timeout"), p + ".per_try_timeout",
             "must not exceed response_timeout (" + format_duration(u.response_timeout) + "), got " +
                 format_duration(r.per_try_timeout));
-    const Duration per_try = r.per_try_timeout != Duration::zero() ? r.per_try_timeout : u.response_timeout;
-    if (r.deadline != Duration::zero() && r.deadline < per_try)
+    // Without per_try_timeout a deadline shorter than response_timeout is a plain cap on the
+    // request ("answer within 300ms"); with one, a deadline that cannot hold one try is a typo.
+    if (r.deadline != Duration::zero() && r.per_try_timeout != Duration::zero() && r.deadline < r.per_try_timeout)
       error(at("deadline"), p + ".deadline",
-            "must be at least one try's timeout (" + format_duration(per_try) + "), got " + format_duration(r.deadline));
+            "must be at least one try's timeout (per_try_timeout " + format_duration(r.per_try_timeout) +
+                "), got " + format_duration(r.deadline));
     // RFC 9110 §5.1: a field name is a token.
     const auto tchar = [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
