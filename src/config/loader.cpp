@@ -645,9 +645,7 @@ private:
   void read_passive(const toml::table& upstream, const std::string& path,
                     PassiveConfig& out) {
     const toml::table* table = section(upstream, "passive");
-    // Passive checks are on either way: an absent section means the defaults.
-    note(upstream, "passive", path + ".passive", table != nullptr ? "configured" : "defaults");
-    if (table == nullptr) return;
+    if (table == nullptr) return;  // the defaults: passive checks are on
     const std::string p = path + ".passive";
     check_keys(*table, p, passive_keys);
     PassiveConfig c;
@@ -751,10 +749,12 @@ private:
       error(at("per_try_timeout"), p + ".per_try_timeout",
             "must not exceed response_timeout (" + format_duration(u.response_timeout) + "), got " +
                 format_duration(r.per_try_timeout));
-    const Duration per_try = r.per_try_timeout != Duration::zero() ? r.per_try_timeout : u.response_timeout;
-    if (r.deadline != Duration::zero() && r.deadline < per_try)
+    // Without per_try_timeout a deadline shorter than response_timeout is a plain cap on the
+    // request ("answer within 300ms"); with one, a deadline that cannot hold one try is a typo.
+    if (r.deadline != Duration::zero() && r.per_try_timeout != Duration::zero() && r.deadline < r.per_try_timeout)
       error(at("deadline"), p + ".deadline",
-            "must be at least one try's timeout (" + format_duration(per_try) + "), got " + format_duration(r.deadline));
+            "must be at least one try's timeout (per_try_timeout " + format_duration(r.per_try_timeout) +
+                "), got " + format_duration(r.deadline));
     // RFC 9110 §5.1: a field name is a token.
     const auto tchar = [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
