@@ -159,6 +159,7 @@ std::optional<Transition> ServerHealth::probe_result(const ProbeResult& result) 
   Outcome verdict;
   if (active_->up()) {
     window_.clear();  // a fresh start for the passive side too
+    release_slot();   // a slot kept from an ejection that active checks took over
     verdict = {HealthEvent::came_up, "probe passed " + std::to_string(active_->rise()) + "/" +
                                          std::to_string(active_->rise())};
   } else {
@@ -182,9 +183,12 @@ std::optional<ServerHealth::Outcome> ServerHealth::probe_decides_ejection(const 
   if (!active_->up() || passes_since_ejection_ >= active_->rise()) {
     const bool passed = active_->up();
     ejection_.end();
-    release_slot();
     window_.clear();
+    // Down by probes, the server keeps its place in max_ejected_percent until it comes back
+    // up: it is still out of the pool, and the share of servers out must not grow past the
+    // limit because the verdict changed hands.
     if (!passed) return std::nullopt;  // the went_down verdict says it
+    release_slot();
     return Outcome{HealthEvent::recovered, "probe passed " + std::to_string(active_->rise()) + "/" +
                                                std::to_string(active_->rise()) +
                                                ": ejection ended by active checks"};

@@ -571,3 +571,36 @@ TEST(HealthFailureNotice, TheFirstFailureOfAWindowIsANoticeWithoutAStateChange) 
 
 }  // namespace
 }  // namespace sluice::health
+
+namespace sluice::health {
+namespace {
+
+// A server whose ejection active checks took over (down by probes) still counts against
+// max_ejected_percent until it comes back up: the share of the pool out stays within the limit.
+TEST(HealthEjectionGuardHandOver, DownByProbesKeepsItsSlotUntilItComesUp) {
+  ManualClock clock;
+  Endpoint a = make_endpoint("a");
+  Endpoint b = make_endpoint("b");
+  HealthPolicy p;
+  p.active = ActivePolicy{2, 3, true};
+  p.passive = PassivePolicy{};
+  auto guard = std::make_shared<EjectionGuard>(2, 50);
+  ServerHealth ha(a, p, guard, clock);
+  ServerHealth hb(b, p, guard, clock);
+  const auto fail3 = [&](ServerHealth& h) {
+    std::optional<Transition> last;
+    for (int i = 0; i < 3; ++i) last = h.live_failure(LiveResult::response(502));
+    return last;
+  };
+  EXPECT_EQ(fail3(ha)->event, HealthEvent::ejected);
+  for (int i = 0; i < 3; ++i) ha.probe_result({false, "connect refused"});
+  ASSERT_EQ(a.state(), ServerState::down);
+  EXPECT_EQ(fail3(hb)->event, HealthEvent::ejection_refused);  // a still holds the one slot
+  ha.probe_result({true, ""});
+  EXPECT_EQ(ha.probe_result({true, ""})->event, HealthEvent::came_up);
+  clock.advance(std::chrono::seconds(11));  // b's failure window is over
+  EXPECT_EQ(fail3(hb)->event, HealthEvent::ejected);  // the slot is free again
+}
+
+}  // namespace
+}  // namespace sluice::health
