@@ -193,7 +193,14 @@ def read_answers(conn, limit):
     return answers, conn.wait_closed(timeout=3)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# Cases sluice still gets wrong on the origin's side (the client's answer is right).
+KNOWN_BAD = {"chunk_data_too_long": "issue #14: the head and first chunk reach the origin before "
+                                    "the 400 (body framing not validated before forwarding)"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BAD[n])) if n in KNOWN_BAD
+    else n for n in sorted(CASES)])
 def test_smuggling_case(raw_origin, sluice, name):
     data, outcome = CASES[name]
     origin = raw_origin()
@@ -214,12 +221,16 @@ def test_smuggling_case(raw_origin, sluice, name):
     else:
         expected_targets = outcome[1] + ["/sentinel"]
         assert statuses == [200] * len(expected_targets), (name, answers)
-    # The origin saw exactly the requests the client got answers to, in order, and could parse
-    # every byte it received.
+    # The origin saw exactly the requests the client got answers to, in order, could parse
+    # every byte it received, and received no byte outside them: no half-forwarded head or
+    # body, and for a rejected request no byte at all.
+    origin.settle()
     assert origin.errors == [], (name, origin.errors, origin.received)
     assert origin.targets() == expected_targets, (name, origin.received)
     assert [r.header("X-Seen") for r in answers if r.header("X-Seen")] == expected_targets
-    assert "/smuggled" not in origin.targets()
+    assert origin.unparsed() == {}, (name, origin.conns)
+    if outcome[0] == "reject":
+        assert origin.bytes_received() == b"", (name, origin.conns)
 
 
 def test_normalised_bodies_arrive_intact(raw_origin, sluice):
@@ -234,8 +245,9 @@ def test_normalised_bodies_arrive_intact(raw_origin, sluice):
         with Conn(s.port) as c:
             c.send(CASES[name][0] + SENTINEL)
             read_answers(c, 10)
+        origin.settle()
         got = origin.requests[before]
-        assert got["body"] == body, (name, got)
+        assert got["body"] == body and got["trailers"] == [], (name, got)
         # One framing field, as RawOrigin insists; no Connection field (hop-by-hop, removed).
         names = [k for k, _ in got["headers"]]
         assert names.count("content-length") + names.count("transfer-encoding") == 1, got
@@ -257,12 +269,13 @@ def test_h2c_upgrade_is_never_forwarded(raw_origin, sluice):
     for req in origin.requests:
         names = {k for k, _ in req["headers"]}
         assert not names & {"upgrade", "http2-settings"}, req
+    origin.settle()
     assert origin.errors == []
-    # Either refused or served as plain HTTP/1.1; the pipelined sentinel is HTTP either way.
-    if answers[0].status == 200:
-        assert origin.targets() == ["/", "/sentinel"]
-    else:
-        assert 400 <= answers[0].status < 500 and origin.targets() == []
+    # docs/http.md: forwarded as a plain request, Upgrade and HTTP2-Settings removed; the
+    # pipelined sentinel is read and answered as HTTP/1.1.
+    assert [r.status for r in answers] == [200, 200], answers
+    assert origin.targets() == ["/", "/sentinel"]
+    assert origin.unparsed() == {}, origin.conns
 
 
 def test_bad_chunk_after_the_head_was_forwarded_closes_the_upstream_connection(raw_origin, sluice):
@@ -348,7 +361,8 @@ def test_ambiguous_answer_never_returns_its_connection_to_the_pool(raw_origin, s
         assert r.status == status, r
         assert r.header("X-Seen") != "/stray"
         if status == 502:  # error answers close the client connection
-            assert r.header("Sluice-Error") == "bad response" and c.wait_closed()
+            assert r.header("Sluice-Error") == "bad response; not retried: no other server to try"
+            assert c.wait_closed()
     with Conn(s.port) as c:
         r2 = c.request(b"GET /second HTTP/1.1\r\nHost: a\r\n\r\n")
     assert r2.status == 200 and r2.header("X-Seen") == "/second", r2

@@ -322,6 +322,8 @@ int Runtime::run() {
     spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
                  s.config->server.shutdown_timeout.count());
     auto stop_accepting = [&] {
+      // Logged so that the end of shutdown_delay is observable on sluice's own clock.
+      spdlog::info("shutdown: no longer accepting connections");
       deadline = steady_clock().now() + s.config->server.shutdown_timeout;
       s.shutdown_flag.store(true, std::memory_order_relaxed);
       for (auto& w : s.workers) w->begin_shutdown();
