@@ -9,6 +9,7 @@ packages=(
   libssl-dev openssl libtomlplusplus-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl python3 python3-pytest python3-prometheus-client
+  chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk valgrind); fi
