@@ -1,10 +1,10 @@
-// (d) chunked_body: the chunked request body relay (Session::send_request with chunked_in):
-// Beast's parser decodes, we re-chunk each decoded piece. Whatever the bytes, decoding them all
+// (d) chunked_body: the chunked request body relay (Session::decode_chunked): ChunkedDecoder
+// validates and decodes, we re-chunk each decoded piece. Whatever the bytes, decoding them all
 // at once and as they trickle in (one byte per read, a small relay buffer) must agree, and the
 // re-chunked body must decode to the same bytes and end exactly where it ends.
-#include <boost/asio/buffer.hpp>
-#include <boost/beast/http/error.hpp>
+#include <string>
 
+#include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
 #include "targets/util.hpp"
 
@@ -12,55 +12,39 @@ namespace sluice::fuzz {
 
 namespace {
 
-namespace bhttp = boost::beast::http;
-using boost::system::error_code;
-
-constexpr std::string_view head =
-    "POST /upload HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
-
 struct Decoded {
   enum class End { complete, incomplete, invalid } end = End::incomplete;
   std::string body;
   std::string rechunked;  // what the relay sends on
   std::size_t consumed = 0;
-  error_code ec;
 };
 
 // Decodes `bytes` as the session does: into a relay buffer of `relay` bytes, with at most
 // `step` bytes of input available per read (what one read from the socket brought).
 Decoded decode(std::string_view bytes, std::size_t relay, std::size_t step) {
   Decoded out;
-  http::RequestParser parser;
-  check(!http::parse_request_head(parser, head), "the fixed head is refused");
-  check(parser.chunked(), "the fixed head is not chunked");
+  http::ChunkedDecoder decoder;
   std::string buf(relay, '\0');
   std::size_t available = std::min(step, bytes.size());
-  while (!parser.is_done()) {
-    parser.get().body().data = buf.data();
-    parser.get().body().size = relay;
-    error_code ec;
-    const auto used = parser.put(
-        boost::asio::buffer(bytes.data() + out.consumed, available - out.consumed), ec);
-    out.consumed += used;
-    const std::string_view piece(buf.data(), relay - parser.get().body().size);
+  for (;;) {
+    const auto s = decoder.feed(bytes.substr(out.consumed, available - out.consumed), buf);
+    out.consumed += s.consumed;
+    const std::string_view piece(buf.data(), s.produced);
     out.body.append(piece);
     if (!piece.empty()) {
       out.rechunked.append(http::ChunkHeader(piece.size()).view());
       out.rechunked.append(piece);
       out.rechunked.append("\r\n");
     }
-    if (ec == bhttp::error::need_buffer) continue;
-    if (ec == bhttp::error::need_more || (!ec && used == 0 && piece.empty())) {
+    if (s.status == http::ChunkedDecoder::Status::invalid) {
+      out.end = Decoded::End::invalid;
+      check(s.violation != http::Violation::none, "invalid without a violation");
+      return out;
+    }
+    if (s.status == http::ChunkedDecoder::Status::done) break;
+    if (out.consumed == available) {
       if (available == bytes.size()) return out;  // incomplete: the client stopped here
       available = std::min(bytes.size(), available + step);  // the next read
-      continue;
-    }
-    if (ec) {
-      out.end = Decoded::End::invalid;
-      out.ec = ec;
-      check(http::violation_from_parser_error(ec) != http::Violation::none,
-            "a body error that is not a protocol violation", ec.message());
-      return out;
     }
   }
   out.rechunked.append(http::last_chunk);
