@@ -547,18 +547,10 @@ TEST(HealthLogLimit, OneLinePerSecondWithTheCountHeldBack) {
   EXPECT_EQ(held, 6u);
 }
 
-}  // namespace
-}  // namespace sluice::health
-
-namespace sluice::health {
-namespace {
-
 TEST(HealthFailureNotice, TheFirstFailureOfAWindowIsANoticeWithoutAStateChange) {
   ManualClock clock;
   Endpoint endpoint = make_endpoint("a");
-  HealthPolicy p;
-  p.passive = PassivePolicy{};
-  ServerHealth h(endpoint, p, nullptr, clock);
+  ServerHealth h(endpoint, passive_only(), nullptr, clock);
   const auto first = h.live_failure(LiveResult::connect_failure("connect refused"));
   ASSERT_TRUE(first);
   EXPECT_EQ(first->event, HealthEvent::failure_noted);
@@ -569,24 +561,15 @@ TEST(HealthFailureNotice, TheFirstFailureOfAWindowIsANoticeWithoutAStateChange) 
   EXPECT_FALSE(h.status().last_event);  // a notice is not a transition of state
 }
 
-}  // namespace
-}  // namespace sluice::health
-
-namespace sluice::health {
-namespace {
-
 // A server whose ejection active checks took over (down by probes) still counts against
 // max_ejected_percent until it comes back up: the share of the pool out stays within the limit.
 TEST(HealthEjectionGuardHandOver, DownByProbesKeepsItsSlotUntilItComesUp) {
   ManualClock clock;
   Endpoint a = make_endpoint("a");
   Endpoint b = make_endpoint("b");
-  HealthPolicy p;
-  p.active = ActivePolicy{2, 3, true};
-  p.passive = PassivePolicy{};
   auto guard = std::make_shared<EjectionGuard>(2, 50);
-  ServerHealth ha(a, p, guard, clock);
-  ServerHealth hb(b, p, guard, clock);
+  ServerHealth ha(a, both(), guard, clock);
+  ServerHealth hb(b, both(), guard, clock);
   const auto fail3 = [&](ServerHealth& h) {
     std::optional<Transition> last;
     for (int i = 0; i < 3; ++i) last = h.live_failure(LiveResult::response(502));
