@@ -1,10 +1,12 @@
 #include "sluice/runtime/runtime.hpp"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -20,6 +22,8 @@
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/fd_budget.hpp"
+#include "sluice/runtime/listen_fds.hpp"
+#include "sluice/runtime/systemd.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -46,6 +50,8 @@ struct Runtime::State {
   std::uint64_t reloads_ok = 0;
   std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
+  ServiceNotifier notifier{control};
+  bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -68,6 +74,17 @@ tcp::acceptor open_listener(net::io_context& io, const tcp::endpoint& ep) {
   return a;
 }
 
+// An inherited listening socket on a worker's io_context: the first worker takes the descriptor,
+// the others a dup() of it (one accept queue shared by the workers).
+tcp::acceptor adopt_listener(net::io_context& io, int fd, bool first) {
+  const int own = first ? fd : ::dup(fd);
+  if (own < 0) throw std::system_error(errno, std::generic_category(), "dup");
+  const auto bound = bound_endpoint(own);
+  tcp::acceptor a(io);
+  a.assign(bound && bound->address().is_v6() ? tcp::v6() : tcp::v4(), own);
+  return a;
+}
+
 // Points the prober at the snapshot's servers: one prober per server, on this (control) thread.
 void update_probes(Runtime::State& s) {
   std::vector<std::string> probed;
@@ -85,8 +102,53 @@ void update_probes(Runtime::State& s) {
   s.probed_upstreams = std::move(probed);
 }
 
+// systemd's STATUS= line: what `systemctl status` shows.
+std::string status_line(const Runtime::State& s) {
+  std::size_t up = 0;
+  std::size_t total = 0;
+  for (const auto& u : s.snapshot->upstreams)
+    for (const Endpoint* ep : u->endpoints()) {
+      ++total;
+      up += ep->available() ? 1 : 0;
+    }
+  return "config version " + std::to_string(s.version) + ", " + std::to_string(up) + "/" +
+         std::to_string(total) + " servers up";
+}
+
+// True once every health-checked server has had its first probe: before that a server that is
+// down still counts as up, and a service manager told "ready" would send traffic to it.
+bool first_probe_round_done(const Runtime::State& s) {
+  for (const auto& u : s.snapshot->upstreams) {
+    if (!u->config().health) continue;
+    for (const Endpoint* ep : u->endpoints())
+      if (ep->probes_passed.load(std::memory_order_relaxed) +
+              ep->probes_failed.load(std::memory_order_relaxed) ==
+          0)
+        return false;
+  }
+  return true;
+}
+
+void notify_ready(Runtime::State& s, std::string_view why) {
+  if (s.notified_ready || s.shutting_down) return;
+  s.notified_ready = true;
+  spdlog::info("ready ({})", why);
+  s.notifier.ready(status_line(s));
+}
+
 // Parse, validate, build, publish: all or nothing. Requests in flight keep their snapshot.
+admin::ReloadOutcome reload_config(Runtime::State& s);
+
+// A reload as systemd sees it: RELOADING=1, then READY=1 whatever the outcome (a rejected
+// config leaves the previous one serving, which is ready).
 admin::ReloadOutcome reload(Runtime::State& s) {
+  if (s.notified_ready) s.notifier.reloading();
+  auto out = reload_config(s);
+  if (s.notified_ready) s.notifier.ready(status_line(s));
+  return out;
+}
+
+admin::ReloadOutcome reload_config(Runtime::State& s) {
   admin::ReloadOutcome out;
   auto result = config::load_file(s.config_path);
   if (!result.ok()) {
@@ -167,22 +229,27 @@ int Runtime::run() {
                                                  s.shutdown_flag));
 
   // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
-  // Port 0 is resolved by the first bind and reused for the others.
+  // Port 0 is resolved by the first bind and reused for the others. A socket inherited from
+  // systemd or from the process we replace (listen_fds.hpp) is shared by all workers instead.
+  auto inherited = InheritedListeners::from_environment();
   try {
     const auto listen = [&](const config::HostPort& hp, int tls_listener) {
       tcp::endpoint ep = resolve_host_port(hp);
+      const auto fd = inherited.take(ep);
       for (auto& w : s.workers) {
-        auto acceptor = open_listener(w->io(), ep);
+        auto acceptor = fd ? adopt_listener(w->io(), *fd, w == s.workers.front()) : open_listener(w->io(), ep);
         ep = acceptor.local_endpoint();
         w->add_listener(std::move(acceptor), tls_listener);
       }
       const auto addr = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-      if (tls_listener < 0) spdlog::info("listening on {}:{}", addr, ep.port());
-      else spdlog::info("listening on {}:{} (TLS, server.tls[{}])", addr, ep.port(), tls_listener);
+      const std::string_view how = fd ? " (inherited socket)" : "";
+      if (tls_listener < 0) spdlog::info("listening on {}:{}{}", addr, ep.port(), how);
+      else spdlog::info("listening on {}:{} (TLS, server.tls[{}]){}", addr, ep.port(), tls_listener, how);
     };
     for (const auto& hp : cfg.server.listen) listen(hp, -1);
     for (std::size_t t = 0; t < cfg.server.tls.size(); ++t)
       for (const auto& hp : cfg.server.tls[t].listen) listen(hp, static_cast<int>(t));
+    inherited.close_unused();
   } catch (const std::exception& e) {
     spdlog::error("cannot listen: {}", e.what());
     return 1;
@@ -253,12 +320,23 @@ int Runtime::run() {
   s.prober->on_transition = [](const health::ProbeTarget& t, const health::Transition& tr) {
     health::log_transition(t.upstream, *t.endpoint, tr);
   };
-  s.prober->on_probe = [](const health::ProbeTarget& t, const health::ProbeResult& r) {
+  s.prober->on_probe = [&s](const health::ProbeTarget& t, const health::ProbeResult& r) {
     (r.passed ? t.endpoint->probes_passed : t.endpoint->probes_failed).fetch_add(1, std::memory_order_relaxed);
+    if (!s.notified_ready && first_probe_round_done(s)) notify_ready(s, "first health probes done");
   };
   update_probes(s);
   spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
                s.config_path, s.version);
+  net::steady_timer ready_timer(s.control);
+  if (first_probe_round_done(s) || cfg.server.health_ready_timeout.count() == 0) {
+    notify_ready(s, "listening");
+  } else {
+    ready_timer.expires_after(cfg.server.health_ready_timeout);
+    ready_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) notify_ready(s, "health_ready_timeout passed before every server was probed");
+    });
+  }
+  s.notifier.start_watchdog();
 
   net::steady_timer drain_timer(s.control);
 
@@ -299,6 +377,8 @@ int Runtime::run() {
       for (auto& w : s.workers) w->stop();
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
+      ready_timer.cancel();
+      s.notifier.stop_watchdog();
       s.prober->stop();
       if (admin_server) admin_server->stop();
       if (watch) watch->stop();
@@ -318,6 +398,7 @@ int Runtime::run() {
     if (s.shutting_down) return;  // a second SIGTERM changes nothing: the deadline stands
     s.shutting_down = true;
     s.ready = false;  // readiness fails at once; listeners keep accepting for shutdown_delay
+    s.notifier.stopping();
     const auto delay = s.config->server.shutdown_delay;
     spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
                  s.config->server.shutdown_timeout.count());
