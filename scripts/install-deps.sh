@@ -10,6 +10,7 @@ packages=(
   libsystemd-dev  # sd_notify, sd_listen_fds (src/runtime/systemd.cpp, listen_fds.cpp)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl python3 python3-pytest python3-prometheus-client
+  systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk valgrind); fi
