@@ -23,6 +23,7 @@
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/listen_fds.hpp"
+#include "sluice/runtime/state_file.hpp"
 #include "sluice/runtime/systemd.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
@@ -51,6 +52,7 @@ struct Runtime::State {
   std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
   ServiceNotifier notifier{control};
+  std::unique_ptr<StateFile> state_file;  // [server] state_file; restart-only
   bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
 };
 
@@ -199,6 +201,11 @@ int Runtime::run() {
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", s.config_path, e.what());
     return 1;
+  }
+  // Before any request or probe: a server drained or down at the last stop starts that way.
+  if (!cfg.server.state_file.empty()) {
+    s.state_file = std::make_unique<StateFile>(cfg.server.state_file);
+    s.state_file->restore(*s.snapshot);
   }
 
   // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
@@ -350,6 +357,7 @@ int Runtime::run() {
         // next_deadline() is "now + one ramp step" while ramping: tick whenever there is work.
         if (ep->has_health() && ep->health().next_deadline() != Clock::time_point::max())
           if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
+    if (s.state_file) s.state_file->update(*s.snapshot);  // changes of the last 100 ms: one write
     if (s.shutting_down) return;
     health_timer.expires_after(std::chrono::milliseconds(100));
     health_timer.async_wait([&](boost::system::error_code ec) {
@@ -419,6 +427,7 @@ int Runtime::run() {
 
   s.control.run();
   for (auto& w : s.workers) w->join();
+  if (s.state_file) s.state_file->write(*s.snapshot);
   s.access_log->flush();
   spdlog::info("sluice stopped");
   return 0;

@@ -70,6 +70,8 @@ struct ServerSection {
   // systemd readiness (READY=1) waits for the first probe of every health-checked server, at
   // most this long after the listeners are open. 0 = ready as soon as the listeners are.
   Duration health_ready_timeout{std::chrono::seconds(10)};
+  // Drains, health and slow start kept across restarts (runtime/state_file); "" = none.
+  std::string state_file;
 };
 
 enum class AccessLogFormat { text, json, off };
