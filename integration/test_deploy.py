@@ -112,10 +112,11 @@ def test_unpacked_package_runs_and_its_man_pages_render(deb, tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
 
     page8 = man_text(root / "usr/share/man/man8/sluice.8.gz")
-    for word in ("SYNOPSIS", "COMMANDS", "SIGNALS", "SIGHUP", "SIGTERM", "/etc/sluice/sluice.toml"):
+    for word in ("SYNOPSIS", "COMMANDS", "SIGNALS", "SIGHUP", "SIGTERM", "SIGUSR2",
+                 "/etc/sluice/sluice.toml"):
         assert word in page8, word
     # Every subcommand of `sluice --help` is in sluice(8): both come from the same text.
-    for command in ("run", "check", "reload", "drain", "undrain"):
+    for command in ("run", "check", "reload", "drain", "undrain", "upgrade"):
         assert f"sluice {command}" in page8, command
 
     page5 = man_text(root / "usr/share/man/man5/sluice.toml.5.gz")

@@ -25,6 +25,7 @@
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/state_file.hpp"
 #include "sluice/runtime/systemd.hpp"
+#include "sluice/runtime/upgrade.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -54,6 +55,8 @@ struct Runtime::State {
   ServiceNotifier notifier{control};
   std::unique_ptr<StateFile> state_file;  // [server] state_file; restart-only
   bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
+  std::vector<int> listener_fds;  // every acceptor's socket, passed on a binary upgrade
+  std::string binary = own_binary();  // what SIGUSR2 starts again
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -136,6 +139,7 @@ void notify_ready(Runtime::State& s, std::string_view why) {
   s.notified_ready = true;
   spdlog::info("ready ({})", why);
   s.notifier.ready(status_line(s));
+  report_upgrade_ready();  // a binary upgrade's old process may stop accepting now
 }
 
 // Parse, validate, build, publish: all or nothing. Requests in flight keep their snapshot.
@@ -211,6 +215,7 @@ int Runtime::run() {
   // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
   // graceful shutdown, not the default action.
   net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
+  signals.add(SIGUSR2);
 
   const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
                                              : std::max(1u, std::thread::hardware_concurrency());
@@ -238,16 +243,24 @@ int Runtime::run() {
   // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
   // Port 0 is resolved by the first bind and reused for the others. A socket inherited from
   // systemd or from the process we replace (listen_fds.hpp) is shared by all workers instead.
+  // A binary upgrade passes every old worker's socket: each keeps its accept queue and is
+  // taken by one of our workers (round robin; a worker may get several, or a dup of one).
   auto inherited = InheritedListeners::from_environment();
+  auto admin_fd = inherited.take_named(admin_fd_name);
   try {
     const auto listen = [&](const config::HostPort& hp, int tls_listener) {
       tcp::endpoint ep = resolve_host_port(hp);
-      const auto fd = inherited.take(ep);
-      for (auto& w : s.workers) {
-        auto acceptor = fd ? adopt_listener(w->io(), *fd, w == s.workers.front()) : open_listener(w->io(), ep);
+      const auto fds = inherited.take_all(ep);
+      const std::size_t count = fds.empty() ? s.workers.size() : std::max(s.workers.size(), fds.size());
+      for (std::size_t i = 0; i < count; ++i) {
+        auto& w = s.workers[i % s.workers.size()];
+        auto acceptor = fds.empty() ? open_listener(w->io(), ep)
+                                    : adopt_listener(w->io(), fds[i % fds.size()], i < fds.size());
         ep = acceptor.local_endpoint();
+        s.listener_fds.push_back(acceptor.native_handle());
         w->add_listener(std::move(acceptor), tls_listener);
       }
+      const std::optional<int> fd = fds.empty() ? std::nullopt : std::optional<int>(fds.front());
       const auto addr = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
       const std::string_view how = fd ? " (inherited socket)" : "";
       if (tls_listener < 0) spdlog::info("listening on {}:{}{}", addr, ep.port(), how);
@@ -261,6 +274,33 @@ int Runtime::run() {
     spdlog::error("cannot listen: {}", e.what());
     return 1;
   }
+
+  // Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
+  // (admin included) and the state file as of now; once it accepts, this one stops accepting
+  // and drains like at SIGTERM. Until then, and if it fails, this one serves as before.
+  std::unique_ptr<admin::Server> admin_server;
+  std::function<void()> hand_over;  // set below, with the shutdown machinery
+  const auto upgrade = [&](const std::string& requested) -> admin::UpgradeOutcome {
+    if (s.shutting_down) return {false, 0, "this process is shutting down"};
+    const std::string binary = requested.empty() ? s.binary : requested;
+    std::vector<PassedSocket> sockets;
+    for (int fd : s.listener_fds) sockets.push_back({fd, "listen"});
+    if (admin_server) sockets.push_back({admin_server->listener_fd(), std::string(admin_fd_name)});
+    if (s.state_file) s.state_file->write(*s.snapshot);
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        s.config->server.health_ready_timeout + std::chrono::seconds(10));
+    const auto r = spawn_upgrade(binary, {"run", "--config", s.config_path}, sockets, timeout);
+    if (!r.ok) {
+      spdlog::error("upgrade to {} failed: {}; this process keeps serving", binary, r.error);
+      return {false, 0, r.error};
+    }
+    spdlog::info("upgrade: pid {} accepts; this process stops accepting and drains", r.pid);
+    s.notifier.main_pid(r.pid);
+    s.state_file.reset();  // the new process owns it from now on
+    // After the admin answer is on its way: the upgrade request came on this process's listener.
+    net::post(s.control, [&] { hand_over(); });
+    return {true, r.pid, ""};
+  };
 
   // The admin API (control thread), when configured.
   RuntimeControl control({
@@ -306,19 +346,21 @@ int Runtime::run() {
             if (drain)
               for (auto& w : s.workers) w->close_idle(ep);
           },
+      .upgrade = upgrade,
   });
-  std::unique_ptr<admin::Server> admin_server;
   if (cfg.admin.enabled) {
     try {
       const auto token = cfg.admin.token_file.empty() ? std::string() : admin::read_token_file(cfg.admin.token_file);
       admin_server = std::make_unique<admin::Server>(s.control, cfg.admin.listen, control, token);
-      admin_server->start();
+      admin_server->start(admin_fd.value_or(-1));
+      admin_fd.reset();
       spdlog::info("admin listening on {}:{}", cfg.admin.listen.host, admin_server->local_port());
     } catch (const std::exception& e) {
       spdlog::error("admin: {}", e.what());
       return 1;
     }
   }
+  if (admin_fd) ::close(*admin_fd);  // passed by the old process, but no [admin] here any more
 
   for (auto& w : s.workers) w->start();
   s.loaded_at = steady_clock().now();
@@ -396,10 +438,25 @@ int Runtime::run() {
     drain_timer.async_wait([&](boost::system::error_code) { poll_drained(); });
   };
 
+  // Stop accepting; in-flight requests get shutdown_timeout; then run() returns.
+  const auto stop_accepting = [&] {
+    deadline = steady_clock().now() + s.config->server.shutdown_timeout;
+    s.shutdown_flag.store(true, std::memory_order_relaxed);
+    for (auto& w : s.workers) w->begin_shutdown();
+    poll_drained();
+  };
+  hand_over = [&] {
+    s.shutting_down = true;
+    s.ready = false;
+    if (admin_server) admin_server->stop_accepting();  // the new process answers the API now
+    stop_accepting();  // no shutdown_delay: the new process accepts already
+  };
+
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
     if (ec) return;
-    if (sig == SIGHUP) {
-      reload(s);
+    if (sig == SIGHUP || sig == SIGUSR2) {
+      if (sig == SIGHUP) reload(s);
+      else upgrade("");
       signals.async_wait(on_signal);
       return;
     }
@@ -410,12 +467,6 @@ int Runtime::run() {
     const auto delay = s.config->server.shutdown_delay;
     spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
                  s.config->server.shutdown_timeout.count());
-    auto stop_accepting = [&] {
-      deadline = steady_clock().now() + s.config->server.shutdown_timeout;
-      s.shutdown_flag.store(true, std::memory_order_relaxed);
-      for (auto& w : s.workers) w->begin_shutdown();
-      poll_drained();
-    };
     if (delay.count() == 0) {
       stop_accepting();
     } else {

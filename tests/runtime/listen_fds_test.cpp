@@ -77,3 +77,36 @@ TEST(InheritedListeners, ListenPidOfAnotherProcessIsIgnoredAndUnset) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+int listening_socket_on_port(unsigned short port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::listen(fd, 16), 0);
+  return fd;
+}
+
+// A binary upgrade passes one SO_REUSEPORT socket per old worker for the same address.
+TEST(InheritedListeners, TakeAllReturnsEverySocketOfTheAddressButNotTheAdminOne) {
+  const int a = listening_socket_on_port(0);
+  const auto port = bound_endpoint(a)->port();
+  const int b = listening_socket_on_port(port);
+  const int admin = listening_socket_on_port(0);
+  InheritedListeners inherited({a, b, admin}, {"listen", "listen", std::string(admin_fd_name)});
+  const auto all = inherited.take_all({boost::asio::ip::make_address("127.0.0.1"), 0});
+  EXPECT_EQ(all, (std::vector<int>{a, b}));  // port 0 matches any port, but never the admin socket
+  EXPECT_EQ(inherited.take_named(admin_fd_name), admin);
+  EXPECT_EQ(inherited.size(), 0u);
+  for (int fd : {a, b, admin}) ::close(fd);
+}
+
+}  // namespace
+}  // namespace sluice

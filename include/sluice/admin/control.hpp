@@ -13,6 +13,12 @@ struct ReloadOutcome {
   unsigned long long version = 0;   // config version now serving
 };
 
+struct UpgradeOutcome {
+  bool ok = false;
+  long pid = 0;       // the new process
+  std::string error;  // why it did not take over
+};
+
 enum class DrainOutcome { done, no_such_upstream, no_such_server };
 
 class Control {
@@ -23,6 +29,12 @@ public:
   // Prometheus text exposition 0.0.4 of GET /metrics.
   virtual std::string metrics_text() = 0;
   virtual ReloadOutcome reload() = 0;
+  // POST /api/upgrade: start `binary` ("" = the running one) with the listening sockets; the
+  // answer comes once it serves (this process then drains and exits) or failed to start.
+  virtual UpgradeOutcome upgrade(const std::string& binary) {
+    (void)binary;
+    return {false, 0, "binary upgrade is not supported here"};
+  }
   // GET /api/config: the TOML text of the configuration now serving, and the file it came from.
   virtual std::string config_text() = 0;
   virtual std::string config_source() = 0;

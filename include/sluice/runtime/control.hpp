@@ -25,12 +25,14 @@ public:
     std::function<std::size_t()> client_connections;
     std::function<std::optional<std::size_t>()> upstream_connections;  // nullopt: not counted
     std::function<void(Endpoint&, bool)> drained;  // after a drain change (closes idle pools)
+    std::function<admin::UpgradeOutcome(const std::string&)> upgrade;
   };
   explicit RuntimeControl(Hooks hooks);
 
   std::string status_json() override;
   std::string metrics_text() override;
   admin::ReloadOutcome reload() override;
+  admin::UpgradeOutcome upgrade(const std::string& binary) override { return hooks_.upgrade(binary); }
   std::string config_text() override;
   std::string config_source() override;
   admin::DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) override;
