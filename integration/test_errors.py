@@ -32,7 +32,7 @@ def test_502_when_the_server_refuses_connections(sluice):
 
 def test_503_when_the_upstream_has_no_servers(sluice):
     s = sluice(sluice_config([]))
-    expect_error(s.port, get(s.address), 503, "no server available", closes=True)
+    expect_error(s.port, get(s.address), 503, "no servers", closes=True)
 
 
 def test_504_when_the_origin_is_slower_than_response_timeout(origins, sluice):

@@ -166,6 +166,7 @@ int run(const std::string& path) {
     return 1;
   }
   sluice::configure_error_log(result.config->log.level);
+  for (const auto& w : result.warnings) spdlog::warn("{}", w.to_string());
   sluice::Runtime runtime(std::move(*result.config), path);
   return runtime.run();
 }
@@ -409,6 +410,8 @@ int check(const Options& o) {
     std::fprintf(stderr, "%s: %zu error(s)\n", o.config.c_str(), result.errors.size());
     return exit_failed;
   }
+  // Warnings do not fail the check (exit 0): stderr, so that scripts reading stdout are unchanged.
+  for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.to_string().c_str());
   std::printf("%s\n", config::summary(*result.config).c_str());
   if (o.diff.empty() && !o.diff_running) return exit_ok;
 

@@ -9,6 +9,7 @@
 #include "sluice/balancer/round_robin.hpp"
 #include "sluice/balancer/weighted.hpp"
 #include "sluice/config/config.hpp"
+#include "sluice/upstream/endpoint.hpp"
 
 namespace sluice {
 
@@ -16,9 +17,16 @@ namespace {
 
 constexpr std::array<std::string_view, 4> names{"round_robin", "weighted", "least_conn", "hash"};
 
+bool equal_weights(std::span<Endpoint* const> endpoints) {
+  return std::all_of(endpoints.begin(), endpoints.end(),
+                     [&](const Endpoint* e) { return e->weight() == endpoints.front()->weight(); });
+}
+
 std::unique_ptr<Balancer> make_policy(std::string_view policy, std::span<Endpoint* const> endpoints,
                                       const BalancerOptions& options) {
-  if (policy == "round_robin") return std::make_unique<RoundRobin>(endpoints);
+  if (policy == "round_robin" && equal_weights(endpoints) && !options.slow_start)
+    return std::make_unique<RoundRobin>(endpoints);
+  if (policy == "round_robin") return std::make_unique<WeightedRoundRobin>(endpoints);
   if (policy == "weighted") return std::make_unique<WeightedRoundRobin>(endpoints);
   if (policy == "least_conn") return std::make_unique<LeastConn>(endpoints);
   if (policy == "hash")
@@ -44,7 +52,8 @@ std::unique_ptr<Balancer> make_balancer(std::string_view policy,
                                         std::span<Endpoint* const> endpoints,
                                         const config::UpstreamConfig& config) {
   return make_balancer(policy, endpoints,
-                       BalancerOptions{.hash_balance_factor = config.hash_balance_factor});
+                       BalancerOptions{.hash_balance_factor = config.hash_balance_factor,
+                                       .slow_start = config.slow_start.count() != 0});
 }
 
 }  // namespace sluice

@@ -1,6 +1,7 @@
 #include "sluice/config/config.hpp"
 
 #include <algorithm>
+#include <thread>
 
 namespace sluice::config {
 
@@ -9,6 +10,10 @@ std::string HostPort::to_string() const {
   const bool is_ipv6 = host.find(':') != std::string::npos;
   std::string text = is_ipv6 ? "[" + host + "]" : host;
   return text + ":" + std::to_string(port);
+}
+
+unsigned ServerSection::worker_count() const {
+  return workers != 0 ? workers : std::max(1u, std::thread::hardware_concurrency());
 }
 
 const UpstreamConfig* Config::find_upstream(std::string_view name) const {

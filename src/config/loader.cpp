@@ -66,9 +66,9 @@ constexpr std::array<std::string_view, 12> health_keys{
     "rise", "expect_status", "expect_body", "jitter", "initial_state", "fall"};
 constexpr std::array<std::string_view, 5> passive_keys{
     "max_fails", "fail_timeout", "max_ejection_time", "max_ejected_percent", "fail_on"};
-constexpr std::array<std::string_view, 10> retry_keys{
+constexpr std::array<std::string_view, 12> retry_keys{
     "attempts", "on", "idempotency_header", "per_try_timeout", "deadline",
-    "backoff",  "backoff_max", "budget", "budget_min", "buffer"};
+    "backoff",  "backoff_max", "budget", "budget_min", "buffer", "budget_window", "budget_min_per_sec"};
 constexpr std::array<std::string_view, 2> probe_methods{"GET", "HEAD"};
 constexpr std::array<std::string_view, 2> initial_states{"up", "down"};
 constexpr std::array<std::string_view, 2> all_down_policies{"fail", "panic"};
@@ -245,6 +245,7 @@ public:
     });
     return std::move(errors_);
   }
+  std::vector<ConfigError> take_warnings() { return std::move(warnings_); }
 
 private:
   void error(const toml::source_region& where, std::string key_path, std::string message) {
@@ -256,6 +257,15 @@ private:
 
   void error(const toml::node& node, std::string key_path, std::string message) {
     error(node.source(), std::move(key_path), std::move(message));
+  }
+
+  // A key that is valid but has no effect (or is deprecated): the file is accepted, and check and
+  // run say so.
+  void warn(const toml::node& node, std::string key_path, std::string message) {
+    const auto& where = node.source();
+    warnings_.push_back({file_, std::max(1, static_cast<int>(where.begin.line)),
+                         std::max(1, static_cast<int>(where.begin.column)), std::move(key_path),
+                         std::move(message)});
   }
 
   void type_error(const toml::node& node, std::string key_path, std::string_view expected) {
@@ -502,9 +512,9 @@ private:
   }
 
   void read_passive(const toml::table& upstream, const std::string& path,
-                    std::optional<PassiveConfig>& out) {
+                    PassiveConfig& out) {
     const toml::table* table = section(upstream, "passive");
-    if (table == nullptr) return;
+    if (table == nullptr) return;  // the defaults: passive checks are on
     const std::string p = path + ".passive";
     check_keys(*table, p, passive_keys);
     PassiveConfig c;
@@ -551,7 +561,20 @@ private:
     read_duration(*table, "backoff", p + ".backoff", r.backoff, true);
     read_duration(*table, "backoff_max", p + ".backoff_max", r.backoff_max, true);
     read_number(*table, "budget", p + ".budget", r.budget, 0.0, 10.0);
-    read_integer(*table, "budget_min", p + ".budget_min", r.budget_min, 0, 100000);
+    read_duration(*table, "budget_window", p + ".budget_window", r.budget_window, false);
+    read_number(*table, "budget_min_per_sec", p + ".budget_min_per_sec", r.budget_min_per_sec, 0.0,
+                100000.0);
+    // Deprecated (the token budget before budget_window): read as budget_min_per_sec.
+    std::uint32_t budget_min = 0;
+    if (const auto* node = read_integer(*table, "budget_min", p + ".budget_min", budget_min, 0, 100000)) {
+      if (table->contains("budget_min_per_sec"))
+        error(*node, p + ".budget_min", "deprecated alias of budget_min_per_sec; set only one");
+      else {
+        r.budget_min_per_sec = budget_min;
+        warn(*node, p + ".budget_min", "deprecated: read as budget_min_per_sec = " +
+                                           std::to_string(budget_min) + " (retries per second always allowed)");
+      }
+    }
     read_size(*table, "buffer", p + ".buffer", r.buffer, 0, 64 * MiB);
   }
 
@@ -890,6 +913,17 @@ private:
     }
   }
 
+  // Keys that only one balance policy reads: accepted under another, but said to have no effect.
+  void warn_unused_policy_keys(const toml::table& table, const std::string& path,
+                               const std::string& balance) {
+    if (balance == "hash") return;
+    for (const std::string_view key : {"hash_key", "hash_balance_factor"}) {
+      if (const toml::node* node = table.get(key))
+        warn(*node, path + "." + std::string(key),
+             "has no effect: balance is \"" + balance + "\", not \"hash\"");
+    }
+  }
+
   UpstreamConfig read_upstream(const toml::table& table, const std::string& name,
                                const std::string& path) {
     check_keys(table, path, upstream_keys);
@@ -937,6 +971,7 @@ private:
     read_duration(table, "queue_timeout", path + ".queue_timeout", upstream.queue_timeout, false);
     read_retry(table, path, upstream.retry);
     read_upstream_tls(table, path, upstream);
+    warn_unused_policy_keys(table, path, upstream.balance);
 
     // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
     const toml::node* node = table.get("servers");
@@ -1038,6 +1073,7 @@ private:
 
   std::string file_;
   std::vector<ConfigError> errors_;
+  std::vector<ConfigError> warnings_;
   // listen_key -> key path of the listener that has it
   std::unordered_map<std::string, std::string> listeners_;
   // Per route, its `upstream` value node (nullptr when missing or mistyped), for check_routing.
@@ -1074,6 +1110,7 @@ LoadResult load_string(std::string_view toml_text, std::string_view source) {
   Builder builder(source);
   Config config = builder.build(root);
   result.errors = builder.take_errors();
+  result.warnings = builder.take_warnings();
   if (result.errors.empty()) {
     config.text = std::string(toml_text);
     result.config = std::move(config);

@@ -53,6 +53,11 @@ void Ejection::recover() noexcept {
   if (phase_ == Phase::half_open) phase_ = Phase::serving;
 }
 
+void Ejection::end() noexcept {
+  phase_ = Phase::serving;
+  level_ = 0;
+}
+
 void Ejection::set_limits(Clock::duration fail_timeout, Clock::duration max_ejection_time) noexcept {
   fail_timeout_ = fail_timeout;
   max_ejection_time_ = max_ejection_time;

@@ -5,12 +5,24 @@
 namespace sluice::health {
 
 void log_transition(std::string_view upstream, const Endpoint& endpoint, const Transition& t) {
-  // Refusals repeat while the failure window stays full: a warning, but only at debug after the
-  // first, which the guard's counter keeps for metrics.
-  const auto level = t.event == HealthEvent::ejection_refused ? spdlog::level::warn
+  // Failure notices and refused ejections repeat while a server keeps failing: one line per
+  // server per second, with the count held back (the refusals are counted in
+  // sluice_ejections_refused_total). State changes are always written.
+  const bool repetitive = t.event == HealthEvent::failure_noted || t.event == HealthEvent::ejection_refused;
+  std::uint32_t held_back = 0;
+  if (repetitive && endpoint.has_health() && !endpoint.health().log_limit().admit(t.at, held_back))
+    return;
+  const auto level = t.event == HealthEvent::failure_noted ? spdlog::level::info
+                     : t.event == HealthEvent::ejection_refused ? spdlog::level::warn
                      : (t.to == ServerState::up || t.to == ServerState::slow_start)
                          ? spdlog::level::info
                          : spdlog::level::warn;
+  if (held_back != 0) {
+    spdlog::log(level, "upstream {} server {}: {} -> {} ({}): {} ({} more like it in the last second)",
+                upstream, endpoint.identity(), to_string(t.from), to_string(t.to), to_string(t.event),
+                t.reason, held_back);
+    return;
+  }
   spdlog::log(level, "upstream {} server {}: {} -> {} ({}): {}", upstream, endpoint.identity(),
               to_string(t.from), to_string(t.to), to_string(t.event), t.reason);
 }

@@ -38,6 +38,7 @@ const char* to_string(HealthEvent event) {
     case HealthEvent::recovered: return "recovered";
     case HealthEvent::reejected: return "reejected";
     case HealthEvent::slow_start_done: return "slow_start_done";
+    case HealthEvent::failure_noted: return "failure";
   }
   return "unknown";
 }
@@ -67,6 +68,18 @@ ServerHealth::ServerHealth(Endpoint& endpoint, const HealthPolicy& policy,
 }
 
 ServerHealth::~ServerHealth() { release_slot(); }
+
+bool ServerHealth::LogLimit::admit(Clock::time_point now, std::uint32_t& held_back) noexcept {
+  const auto t = now.time_since_epoch().count();
+  auto next = next_.load(std::memory_order_relaxed);
+  if (t < next || !next_.compare_exchange_strong(next, t + std::chrono::nanoseconds(std::chrono::seconds(1)).count(),
+                                                 std::memory_order_relaxed)) {
+    held_back_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  held_back = held_back_.exchange(0, std::memory_order_relaxed);
+  return true;
+}
 
 void ServerHealth::release_slot() noexcept {
   if (holds_slot_ && guard_) guard_->release();
@@ -117,6 +130,7 @@ ServerHealth::Outcome ServerHealth::eject(Clock::time_point now, const std::stri
     if (!verdict.allowed) {
       // The server stays in service; a pending trial has nothing left to decide.
       ejection_.abandon_trial();
+      ++ejections_refused_;
       return {HealthEvent::ejection_refused,
               "ejection refused: " + std::to_string(verdict.ejected_after) + " of " +
                   std::to_string(verdict.pool_size) + " servers would be ejected (max_ejected_percent " +
@@ -126,6 +140,7 @@ ServerHealth::Outcome ServerHealth::eject(Clock::time_point now, const std::stri
   }
   const auto duration = ejection_.eject(now);
   window_.clear();
+  passes_since_ejection_ = 0;
   std::string reason = cause + "; ejected for " + format(duration);
   if (ejection_.level() > 1) reason += " (ejection " + std::to_string(ejection_.level()) + " in a row)";
   return {trial ? HealthEvent::reejected : HealthEvent::ejected, std::move(reason)};
@@ -138,16 +153,7 @@ std::optional<Transition> ServerHealth::probe_result(const ProbeResult& result) 
   if (!active_) return std::nullopt;
 
   const bool flipped = active_->record(result.passed);
-  // A half-open trial is decided by whichever comes first: a live request or this probe.
-  std::optional<Outcome> trial;
-  if (ejection_.phase() == Ejection::Phase::half_open) {
-    if (result.passed) {
-      ejection_.recover();
-      trial = Outcome{HealthEvent::recovered, "half-open probe passed"};
-    } else {
-      trial = eject(now, with_detail("half-open probe failed", result.detail));
-    }
-  }
+  auto trial = probe_decides_ejection(result);
   if (!flipped) return settle(now, std::move(trial));
 
   Outcome verdict;
@@ -164,6 +170,31 @@ std::optional<Transition> ServerHealth::probe_result(const ProbeResult& result) 
   }
   if (trial) verdict.reason += " (" + trial->reason + ")";
   return settle(now, std::move(verdict));
+}
+
+// What a probe says about an ejection in progress, under the lock. Active checks end it: once
+// they say down (their verdict rules from then on, and the time down does not count as a failed
+// trial), or after `rise` consecutive passes. Otherwise a half-open trial is decided by whichever
+// comes first: a live request or this probe.
+std::optional<ServerHealth::Outcome> ServerHealth::probe_decides_ejection(const ProbeResult& result) {
+  if (ejection_.phase() == Ejection::Phase::serving) return std::nullopt;
+  passes_since_ejection_ = result.passed ? passes_since_ejection_ + 1 : 0;
+  if (!active_->up() || passes_since_ejection_ >= active_->rise()) {
+    const bool passed = active_->up();
+    ejection_.end();
+    release_slot();
+    window_.clear();
+    if (!passed) return std::nullopt;  // the went_down verdict says it
+    return Outcome{HealthEvent::recovered, "probe passed " + std::to_string(active_->rise()) + "/" +
+                                               std::to_string(active_->rise()) +
+                                               ": ejection ended by active checks"};
+  }
+  if (ejection_.phase() != Ejection::Phase::half_open) return std::nullopt;
+  if (result.passed) {
+    ejection_.recover();
+    return Outcome{HealthEvent::recovered, "half-open probe passed"};
+  }
+  return eject(clock_.now(), with_detail("half-open probe failed", result.detail));
 }
 
 std::optional<Transition> ServerHealth::trial_succeeded() {
@@ -188,7 +219,15 @@ std::optional<Transition> ServerHealth::live_failure(const LiveResult& result) {
     window_.record(now);
     return settle(now, eject(now, "half-open request failed: " + describe(result)));
   }
-  if (!window_.record(now)) return std::nullopt;
+  if (!window_.record(now)) {
+    // The first failure of a window is worth a line at info (an operator sees a server start to
+    // fail before it is ejected); the caller rate-limits it. Not a state change: not recorded.
+    if (window_.count(now) != 1) return std::nullopt;
+    return Transition{HealthEvent::failure_noted, state_, state_,
+                      "failure 1 of " + std::to_string(window_.max_fails()) + " in " +
+                          format(window_.fail_timeout()) + ": " + describe(result),
+                      now};
+  }
   const auto cause = std::to_string(window_.max_fails()) + " failures in " +
                      format(window_.fail_timeout()) + ": " + describe(result);
   return settle(now, eject(now, cause));
@@ -278,6 +317,7 @@ HealthStatus ServerHealth::status() const {
   s.ejection_level = ejection_.level();
   s.ejected_until = ejection_.until();
   s.ejections = ejection_.ejections();
+  s.ejections_refused = ejections_refused_;
   s.weight_share = endpoint_.weight_share();
   return s;
 }

@@ -20,6 +20,32 @@ std::string_view describe(RetrySkip s) {
   return "unknown";
 }
 
+std::string_view explain(RetrySkip s) {
+  switch (s) {
+    case RetrySkip::budget_exhausted: return "retry budget exhausted";
+    case RetrySkip::no_other_server: return "no other server to try";
+    case RetrySkip::deadline: return "deadline reached";
+    case RetrySkip::attempts_exhausted: return "attempts exhausted";
+    case RetrySkip::not_retryable: return "not listed in retry.on";
+    default: return describe(s);
+  }
+}
+
+std::string_view log_token(RetrySkip s) {
+  switch (s) {
+    case RetrySkip::none: return "";
+    case RetrySkip::not_retryable: return "not_retryable";
+    case RetrySkip::response_started: return "response_started";
+    case RetrySkip::not_idempotent: return "not_idempotent";
+    case RetrySkip::body_too_large: return "body_too_large";
+    case RetrySkip::budget_exhausted: return "budget";
+    case RetrySkip::no_other_server: return "no_other_server";
+    case RetrySkip::deadline: return "deadline";
+    case RetrySkip::attempts_exhausted: return "attempts";
+  }
+  return "unknown";
+}
+
 bool never_reached_server(const AttemptFacts& a) {
   switch (a.failure) {
     case UpstreamFailure::connect_refused:
@@ -69,26 +95,51 @@ std::chrono::nanoseconds backoff_delay(const config::RetryConfig& p, unsigned re
   return nanoseconds(static_cast<std::int64_t>(ceiling * std::clamp(unit, 0.0, 1.0)));
 }
 
-RetryBudget::RetryBudget(double budget, std::uint32_t budget_min) noexcept
-    : per_request_(static_cast<std::int64_t>(budget * 1000.0)),
-      cap_(static_cast<std::int64_t>(budget_min) * 1000 + 100 * per_request_),
-      milli_(static_cast<std::int64_t>(budget_min) * 1000) {}
-
-void RetryBudget::begin_request() noexcept {
-  if (per_request_ == 0) return;
-  auto current = milli_.load(std::memory_order_relaxed);
-  while (current < cap_ &&
-         !milli_.compare_exchange_weak(current, std::min(cap_, current + per_request_),
-                                       std::memory_order_relaxed)) {
-  }
+RetryBudget::RetryBudget(double budget, std::chrono::nanoseconds window, double min_per_sec,
+                         unsigned share) noexcept
+    : per_request_(static_cast<std::int64_t>(std::llround(budget * 1000.0))),
+      slot_width_(std::max<std::int64_t>(1, window.count() / slots)) {
+  const double seconds = std::chrono::duration<double>(window).count();
+  reserve_ = static_cast<std::int64_t>(std::ceil(min_per_sec * seconds * 1000.0 / std::max(1u, share)));
 }
 
-bool RetryBudget::try_retry() noexcept {
-  auto current = milli_.load(std::memory_order_relaxed);
-  while (current >= 1000) {
-    if (milli_.compare_exchange_weak(current, current - 1000, std::memory_order_relaxed)) return true;
+// Moves to the slot of `now`, expiring the slots that fell out of the window.
+void RetryBudget::roll(Clock::time_point now) noexcept {
+  const std::int64_t epoch = now.time_since_epoch().count() / slot_width_;
+  if (epoch <= epoch_) return;
+  const std::int64_t expired = std::min<std::int64_t>(epoch - epoch_, slots);
+  for (std::int64_t i = 1; i <= expired; ++i) {
+    auto& slot = net_[static_cast<std::size_t>((epoch_ + i) % slots)];
+    sum_ -= slot;
+    slot = 0;
   }
-  return false;
+  epoch_ = epoch;
+}
+
+void RetryBudget::begin_request(Clock::time_point now) noexcept {
+  if (per_request_ == 0) return;
+  roll(now);
+  net_[static_cast<std::size_t>(epoch_ % slots)] += per_request_;
+  sum_ += per_request_;
+}
+
+bool RetryBudget::try_retry(Clock::time_point now) noexcept {
+  roll(now);
+  if (reserve_ + sum_ < 1000) return false;
+  net_[static_cast<std::size_t>(epoch_ % slots)] -= 1000;
+  sum_ -= 1000;
+  return true;
+}
+
+double RetryBudget::balance(Clock::time_point now) noexcept {
+  roll(now);
+  return static_cast<double>(reserve_ + sum_) / 1000.0;
+}
+
+RetryBudgets::RetryBudgets(const config::RetryConfig& p, unsigned workers)
+    : count_(std::max(1u, workers)), slices_(std::make_unique<Slice[]>(count_)) {
+  for (unsigned i = 0; i < count_; ++i)
+    slices_[i].budget = RetryBudget(p.budget, p.budget_window, p.budget_min_per_sec, count_);
 }
 
 }  // namespace sluice::proxy

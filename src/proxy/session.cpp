@@ -81,6 +81,7 @@ struct Session::Exchange {
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
   std::string_view error;
+  proxy::RetrySkip skip = proxy::RetrySkip::none;  // why the last failure was not retried
   bool client_keep_alive = false;
   bool expect_continue = false;  // the client waits for 100 Continue before sending its body
   bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
@@ -340,7 +341,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       co_return false;
   }
 
-  x.upstream->retry_budget().begin_request();
+  x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
 
   const auto per_try = retry.per_try_timeout.count() != 0 ? retry.per_try_timeout : ucfg.response_timeout;
   const auto started = worker_.clock.now();
@@ -371,7 +372,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     if (!pick && tried.empty()) {
       if (x.upstream->endpoints().empty()) {
-        error = {503, "no server available"};
+        error = {503, "no servers", x.upstream->name()};
         break;
       }
       if (ucfg.panic_when_all_down) {
@@ -381,7 +382,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                                x.upstream->name());
       }
       if (!pick) {
-        error = {503, "no healthy server", x.upstream->name()};
+        error = {503, all_draining(*x.upstream) ? "every server drained" : "no healthy server",
+                 x.upstream->name()};
         break;
       }
     }
@@ -391,7 +393,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     if (!pick) {  // every server was tried: the last failure stands
       note_skip(x, proxy::RetrySkip::no_other_server);
-      error = failure_error(last_failure);
+      error = not_retried(x, last_failure);
       break;
     }
     Endpoint& ep = *x.upstream->endpoint(pick.index);
@@ -449,16 +451,17 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       up_in_.clear();
       response_.reset();
     } else {
-      report_live(x, ep, live_result_of(last_failure));
+      // A pooled connection the origin had closed while idle is not the server's failure.
+      if (!facts_now.stale_connection) report_live(x, ep, live_result_of(last_failure));
       spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(),
                     describe(last_failure));
       if (attempt >= retry.attempts) {
-        if (retry.attempts > 1) note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        error = failure_error(last_failure);
+        note_skip(x, proxy::RetrySkip::attempts_exhausted);
+        error = not_retried(x, last_failure);
         break;
       }
       if (!may_retry(x, facts_now, facts, deadline, tried)) {
-        error = failure_error(last_failure);
+        error = not_retried(x, last_failure);
         break;
       }
     }
@@ -483,6 +486,13 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   // Asio recycles (1,020 bytes), costing a malloc per request.
   co_await send_error(&x, error);
   co_return false;
+}
+
+// True when every server is draining (an operator took them all out, not their health).
+bool Session::all_draining(const Upstream& upstream) {
+  for (const Endpoint* ep : upstream.endpoints())
+    if (!ep->draining()) return false;
+  return true;
 }
 
 // True when some server could take the request but for max_conns (so waiting can help).
@@ -548,7 +558,8 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
         worker_.clock.now() + std::chrono::seconds(seconds) > deadline)
       skip = proxy::RetrySkip::deadline;
   }
-  if (skip == proxy::RetrySkip::none && !x.upstream->retry_budget().try_retry())
+  if (skip == proxy::RetrySkip::none &&
+      !x.upstream->retry_budget(worker_.index).try_retry(worker_.clock.now()))
     skip = proxy::RetrySkip::budget_exhausted;
   if (skip == proxy::RetrySkip::none && x.server != nullptr)
     EndpointCounters::bump(
@@ -629,6 +640,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
       continue;
     }
     facts.failure = failure;
+    facts.stale_connection = stale;
     co_return failure;
   }
 }
@@ -688,6 +700,14 @@ health::LiveResult Session::live_result_of(UpstreamFailure f) {
   }
 }
 
+// The answer to a failure that was not retried: its status and Sluice-Error, with the reason it
+// was not retried ("upstream reset; not retried: retry budget exhausted").
+ProxyError Session::not_retried(const Exchange& x, UpstreamFailure f) const {
+  auto error = failure_error(f);
+  if (x.skip != proxy::RetrySkip::none) error.not_retried = proxy::explain(x.skip);
+  return error;
+}
+
 void Session::note_server(Exchange& x, const Endpoint& ep) {
   // "app-1,app-2": the servers tried, for the access log (bounded).
   auto& out = x.servers_tried;
@@ -698,6 +718,7 @@ void Session::note_server(Exchange& x, const Endpoint& ep) {
 }
 
 void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
+  x.skip = skip;
   if (x.server != nullptr)
     EndpointCounters::bump(
         x.server->counters(worker_.index).retry_skips[static_cast<std::size_t>(skip)]);
@@ -1124,6 +1145,7 @@ void Session::log_exchange(const Exchange& x) {
   r.duration = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
   r.request_id = x.request_id;
   r.error = x.error;
+  if (x.skip != proxy::RetrySkip::none && !x.error.empty()) r.retry = proxy::log_token(x.skip);
   worker_.access_log.write(r);
 }
 

@@ -198,6 +198,14 @@ std::string RuntimeControl::metrics_text() {
       if (ep->has_health()) v += ep->health().status().ejections;
     m.sample({{"upstream", u->name()}}, static_cast<double>(v));
   }
+  m.counter("sluice_ejections_refused_total",
+            "Passive ejections refused by max_ejected_percent (the server stayed in), by upstream.");
+  for (const auto& u : snapshot->upstreams) {
+    std::uint64_t v = 0;
+    for (Endpoint* ep : u->endpoints())
+      if (ep->has_health()) v += ep->health().status().ejections_refused;
+    m.sample({{"upstream", u->name()}}, static_cast<double>(v));
+  }
   m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
   m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
   m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));

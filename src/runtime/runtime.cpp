@@ -168,6 +168,7 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
     out.version = s.version;
     return out;
   }
+  for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
   try {
     auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
     auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
@@ -217,8 +218,7 @@ int Runtime::run() {
   net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
   signals.add(SIGUSR2);
 
-  const unsigned n = cfg.server.workers != 0 ? cfg.server.workers
-                                             : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned n = cfg.server.worker_count();
   // max_connections is clamped to what the descriptors can hold, so that the limit is met at
   // accept time (the excess waits in the backlog) and never mid-request (EMFILE on an upstream
   // connect would turn into a 502 for a client already accepted).

@@ -11,7 +11,8 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(listener));
   for (const auto& u : config->upstreams) {
     snapshot->upstreams.push_back(
-        std::make_unique<Upstream>(u, directory.obtain(u), directory.unserved_counters(u.name)));
+        std::make_unique<Upstream>(u, directory.obtain(u), directory.unserved_counters(u.name),
+                                   config->server.worker_count()));
   }
   directory.prune();
   auto find = [&](const std::string& name) -> const Upstream* {

@@ -70,6 +70,10 @@ void AccessLog::write(const AccessRecord& r) {
       line.append(std::string_view(",\"error\":"));
       append_json_string(line, r.error);
     }
+    if (!r.retry.empty()) {
+      line.append(std::string_view(",\"retry\":"));
+      append_json_string(line, r.retry);
+    }
     line.push_back('}');
   } else {
     fmt::format_to(std::back_inserter(line),
@@ -77,6 +81,7 @@ void AccessLog::write(const AccessRecord& r) {
                    r.client, r.method, r.target, r.status, or_dash(r.upstream), or_dash(r.server),
                    r.attempts, r.bytes_in, r.bytes_out, us / 1000, us % 1000, r.request_id);
     if (!r.error.empty()) fmt::format_to(std::back_inserter(line), " error=\"{}\"", r.error);
+    if (!r.retry.empty()) fmt::format_to(std::back_inserter(line), " retry={}", r.retry);
   }
   logger_->info(std::string_view(line.data(), line.size()));
 }

@@ -14,19 +14,18 @@ namespace net = boost::asio;
 namespace {
 
 health::FailOn fail_on_of(const config::UpstreamConfig& c) {
-  if (!c.passive) return health::FailOn::defaults();
-  auto parsed = health::FailOn::parse(c.passive->fail_on);
+  auto parsed = health::FailOn::parse(c.passive.fail_on);
   return parsed ? *parsed : health::FailOn::defaults();  // validated by the loader
 }
 
 }  // namespace
 
 Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints,
-                   std::shared_ptr<EndpointCounters[]> unserved)
+                   std::shared_ptr<EndpointCounters[]> unserved, unsigned workers)
     : config_(std::move(config)),
       endpoints_(std::move(endpoints)),
       fail_on_(fail_on_of(config_)),
-      budget_(config_.retry.budget, config_.retry.budget_min) {
+      budget_(config_.retry, workers) {
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());
   balancer_ = make_balancer(config_.balance, raw_, config_);
@@ -62,9 +61,9 @@ void WaitQueue::leave(std::uint64_t ticket) {
 health::HealthPolicy health_policy(const config::UpstreamConfig& c) {
   health::HealthPolicy p;
   if (c.health) p.active = health::ActivePolicy{c.health->rise, c.health->fall, c.health->initially_up};
-  if (c.passive) {
-    p.passive = health::PassivePolicy{c.passive->max_fails, c.passive->fail_timeout,
-                                      c.passive->max_ejection_time};
+  if (c.passive.max_fails != 0) {
+    p.passive = health::PassivePolicy{c.passive.max_fails, c.passive.fail_timeout,
+                                      c.passive.max_ejection_time};
   }
   p.slow_start = c.slow_start;
   return p;
@@ -84,7 +83,7 @@ net::ip::tcp::endpoint resolve_host_port(const config::HostPort& hp) {
 
 std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::UpstreamConfig& u) {
   const auto policy = health_policy(u);
-  const auto percent = u.passive ? u.passive->max_ejected_percent : 100u;
+  const auto percent = u.passive.max_ejected_percent;
   auto guard = std::make_shared<health::EjectionGuard>(static_cast<std::uint32_t>(u.servers.size()), percent);
   std::vector<std::shared_ptr<Endpoint>> out;
   out.reserve(u.servers.size());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "sluice/balancer/registry.hpp"
 #include "sluice/upstream/endpoint.hpp"
 #include "test_pool.hpp"
 
@@ -13,6 +14,20 @@ namespace {
 
 using Pool = balancer_test::TestPool;
 using balancer_test::picks;
+
+// round_robin honours weights (nginx, HAProxy): unequal weights give the smooth weighted
+// sequence, the same as balance = "weighted"; equal weights the plain rotation.
+TEST(RoundRobin, HonoursWeightsWithTheSmoothSequence) {
+  Pool p({5, 1, 1});
+  auto rr = make_balancer("round_robin", p.span(), BalancerOptions{});
+  ASSERT_NE(rr, nullptr);
+  // a a b a c a a, twice.
+  EXPECT_EQ(picks(*rr, 14), (std::vector<std::uint32_t>{0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0}));
+  Pool equal(3);
+  auto plain = make_balancer("round_robin", equal.span(), BalancerOptions{});
+  EXPECT_NE(dynamic_cast<RoundRobin*>(plain.get()), nullptr);
+  EXPECT_EQ(picks(*plain, 4), (std::vector<std::uint32_t>{0, 1, 2, 0}));
+}
 
 TEST(RoundRobin, CyclesInListOrder) {
   Pool p(3);

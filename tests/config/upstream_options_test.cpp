@@ -50,7 +50,8 @@ deadline = "3s"
 backoff = "10ms"
 backoff_max = "100ms"
 budget = 0.5
-budget_min = 1
+budget_window = "5s"
+budget_min_per_sec = 2.5
 buffer = "1MiB"
 [[upstreams.app.servers]]
 address = "127.0.0.1:9001"
@@ -80,12 +81,11 @@ drain = true
   EXPECT_EQ(u.health->expect_body, "ok");
   EXPECT_DOUBLE_EQ(u.health->jitter, 0.2);
   EXPECT_FALSE(u.health->initially_up);
-  ASSERT_TRUE(u.passive);
-  EXPECT_EQ(u.passive->max_fails, 5u);
-  EXPECT_EQ(u.passive->fail_timeout, seconds(20));
-  EXPECT_EQ(u.passive->max_ejection_time, seconds(60));
-  EXPECT_EQ(u.passive->max_ejected_percent, 30u);
-  EXPECT_EQ(u.passive->fail_on, (std::vector<std::string>{"connect", "503"}));
+  EXPECT_EQ(u.passive.max_fails, 5u);
+  EXPECT_EQ(u.passive.fail_timeout, seconds(20));
+  EXPECT_EQ(u.passive.max_ejection_time, seconds(60));
+  EXPECT_EQ(u.passive.max_ejected_percent, 30u);
+  EXPECT_EQ(u.passive.fail_on, (std::vector<std::string>{"connect", "503"}));
   EXPECT_EQ(u.retry.attempts, 3u);
   EXPECT_TRUE(u.retry.on_refused);
   EXPECT_FALSE(u.retry.on_connect);
@@ -98,7 +98,8 @@ drain = true
   EXPECT_EQ(u.retry.backoff, milliseconds(10));
   EXPECT_EQ(u.retry.backoff_max, milliseconds(100));
   EXPECT_DOUBLE_EQ(u.retry.budget, 0.5);
-  EXPECT_EQ(u.retry.budget_min, 1u);
+  EXPECT_EQ(u.retry.budget_window, seconds(5));
+  EXPECT_DOUBLE_EQ(u.retry.budget_min_per_sec, 2.5);
   EXPECT_EQ(u.retry.buffer, MiB);
   const auto& s = u.servers.at(0);
   EXPECT_TRUE(s.backup);
@@ -111,7 +112,12 @@ TEST(ConfigUpstreamOptions, DefaultsWhenAbsent) {
   ASSERT_TRUE(r.ok());
   const auto& u = r.config->upstreams.at(0);
   EXPECT_FALSE(u.health);
-  EXPECT_FALSE(u.passive);
+  // Passive checks are on with no section: 3 failures within 10 s eject.
+  EXPECT_EQ(u.passive.max_fails, 3u);
+  EXPECT_EQ(u.passive.fail_timeout, seconds(10));
+  EXPECT_DOUBLE_EQ(u.retry.budget, 0.2);
+  EXPECT_EQ(u.retry.budget_window, seconds(10));
+  EXPECT_DOUBLE_EQ(u.retry.budget_min_per_sec, 10.0);
   EXPECT_FALSE(u.panic_when_all_down);
   EXPECT_EQ(u.slow_start, milliseconds(0));
   EXPECT_EQ(u.retry.attempts, 2u);
@@ -179,6 +185,38 @@ TEST(ConfigUpstreamOptions, ServerOptionTypesAreChecked) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].to_string(),
             "test.toml:4:10: upstreams.app.servers[0].backup: expected true or false, got string");
+}
+
+}  // namespace
+}  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(ConfigUpstreamOptions, BudgetMinIsADeprecatedAliasWithAWarning) {
+  const auto r = load_string("[upstreams.app.retry]\nbudget_min = 4\n", "test.toml");
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r.config->upstreams.at(0).retry.budget_min_per_sec, 4.0);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_EQ(r.warnings[0].to_string(),
+            "test.toml:2:14: upstreams.app.retry.budget_min: deprecated: read as budget_min_per_sec "
+            "= 4 (retries per second always allowed)");
+  const auto both = load_string("[upstreams.app.retry]\nbudget_min = 4\nbudget_min_per_sec = 2\n", "test.toml");
+  EXPECT_FALSE(both.ok());
+}
+
+TEST(ConfigUpstreamOptions, KeysWithoutEffectUnderThePolicyAreWarnedAbout) {
+  const auto r = load_string("[upstreams.app]\nbalance = \"round_robin\"\nhash_key = \"uri\"\n"
+                             "hash_balance_factor = 1.5\n", "test.toml");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r.warnings.size(), 2u);
+  EXPECT_EQ(r.warnings[0].to_string(),
+            "test.toml:3:12: upstreams.app.hash_key: has no effect: balance is \"round_robin\", "
+            "not \"hash\"");
+  EXPECT_EQ(r.warnings[1].key_path, "upstreams.app.hash_balance_factor");
+  const auto hash = load_string("[upstreams.app]\nbalance = \"hash\"\nhash_key = \"uri\"\n", "test.toml");
+  ASSERT_TRUE(hash.ok());
+  EXPECT_TRUE(hash.warnings.empty());
 }
 
 }  // namespace

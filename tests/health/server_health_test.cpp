@@ -130,7 +130,7 @@ TEST_F(HealthServer, ASingleServerPoolIsMarkedDownLikeAnyOther) {
 
 TEST_F(HealthServer, PassiveFailuresWithinTheWindowEject) {
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
-  EXPECT_FALSE(h.live_failure(LiveResult::response(502)));
+  EXPECT_EQ(h.live_failure(LiveResult::response(502))->event, HealthEvent::failure_noted);
   clock.advance(5s);
   EXPECT_FALSE(h.live_failure(LiveResult::response(502)));
   clock.advance(5s);
@@ -147,7 +147,8 @@ TEST_F(HealthServer, PassiveFailuresWithinTheWindowEject) {
 
 TEST_F(HealthServer, PassiveFailuresSpreadOverElevenSecondsDoNot) {
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
-  EXPECT_FALSE(h.live_failure(LiveResult::connect_failure("connect refused")));
+  EXPECT_EQ(h.live_failure(LiveResult::connect_failure("connect refused"))->event,
+            HealthEvent::failure_noted);
   clock.advance(5500ms);
   EXPECT_FALSE(h.live_failure(LiveResult::connect_failure("connect refused")));
   clock.advance(5500ms);
@@ -235,11 +236,25 @@ TEST_F(HealthServer, LateResultsWhileEjectedAreIgnored) {
   EXPECT_EQ(h.live_success()->event, HealthEvent::recovered);
 }
 
+TEST_F(HealthServer, RisePassingProbesEndAnEjectionAndItsBackoff) {
+  ServerHealth h(endpoint, both(), nullptr, clock);
+  fail_live(h);
+  EXPECT_FALSE(h.probe_result(pass()));  // one pass is not `rise`
+  EXPECT_EQ(endpoint.state(), ServerState::ejected);
+  const auto back = h.probe_result(pass());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->event, HealthEvent::recovered);
+  EXPECT_EQ(back->reason, "probe passed 2/2: ejection ended by active checks");
+  EXPECT_EQ(endpoint.state(), ServerState::up);
+  EXPECT_EQ(h.status().ejection_level, 0u);
+  // The back-off starts again from the first level.
+  clock.advance(1s);
+  EXPECT_EQ(fail_live(h)->reason, "3 failures in 10s: 502; ejected for 10s");
+}
+
 TEST_F(HealthServer, HalfOpenDecidedByTheNextProbe) {
   ServerHealth h(endpoint, both(), nullptr, clock);
   fail_live(h);
-  EXPECT_FALSE(h.probe_result(pass()));  // probes never end an ejection early
-  EXPECT_EQ(endpoint.state(), ServerState::ejected);
   clock.advance(10s);
   h.tick();
   const auto ok = h.probe_result(pass());
@@ -248,7 +263,7 @@ TEST_F(HealthServer, HalfOpenDecidedByTheNextProbe) {
   EXPECT_EQ(ok->reason, "half-open probe passed");
 
   clock.advance(1s);
-  fail_live(h);
+  EXPECT_EQ(fail_live(h)->reason, "3 failures in 10s: 502; ejected for 20s (ejection 2 in a row)");
   clock.advance(20s);
   h.tick();
   const auto bad = h.probe_result(fail("timeout after 1s"));
@@ -281,7 +296,7 @@ TEST_F(HealthServer, LiveResultsAreIgnoredWhileDown) {
   EXPECT_EQ(h.status().ejections, 0u);
 }
 
-TEST_F(HealthServer, DownOutranksEjected) {
+TEST_F(HealthServer, DownOutranksEjectedAndEndsTheEjection) {
   ServerHealth h(endpoint, both(), nullptr, clock);
   fail_live(h);
   h.probe_result(fail());
@@ -290,17 +305,18 @@ TEST_F(HealthServer, DownOutranksEjected) {
   ASSERT_TRUE(t);
   EXPECT_EQ(t->from, ServerState::ejected);
   EXPECT_EQ(t->to, ServerState::down);
-  // The ejection runs out underneath: still down.
+  EXPECT_EQ(h.status().passive_phase, Ejection::Phase::serving);  // active checks rule now
+  // Nothing runs out underneath, and no trial is pending while down.
   clock.advance(10s);
-  const auto half = h.tick();
-  ASSERT_TRUE(half);
-  EXPECT_EQ(half->event, HealthEvent::half_open);
-  EXPECT_EQ(half->to, ServerState::down);
-  EXPECT_FALSE(h.live_success());  // no trial while down
-  // The first passing probe decides the trial, the second brings it up.
-  EXPECT_EQ(h.probe_result(pass())->event, HealthEvent::recovered);
+  EXPECT_FALSE(h.tick());
+  EXPECT_FALSE(h.live_success());
+  // Back after `rise` passes, however long it was down.
+  clock.advance(5min);
+  EXPECT_FALSE(h.probe_result(pass()));
   EXPECT_EQ(h.probe_result(pass())->event, HealthEvent::came_up);
   EXPECT_EQ(endpoint.state(), ServerState::up);
+  // The time spent down did not double the next ejection.
+  EXPECT_EQ(fail_live(h)->reason, "3 failures in 10s: 502; ejected for 10s");
 }
 
 TEST_F(HealthServer, SlowStartRampsAfterComingUp) {
@@ -509,6 +525,48 @@ TEST_F(HealthServer, WorkersReportingConcurrentlyKeepTheInvariants) {
   EXPECT_LE(most_ejected, 2u);
   EXPECT_GT(transitions.load(), 0u);
   EXPECT_EQ(guard->ejected(), count_ejected());
+}
+
+}  // namespace
+}  // namespace sluice::health
+
+namespace sluice::health {
+namespace {
+
+TEST(HealthLogLimit, OneLinePerSecondWithTheCountHeldBack) {
+  ManualClock clock;
+  ServerHealth::LogLimit limit;
+  std::uint32_t held = 99;
+  EXPECT_TRUE(limit.admit(clock.now(), held));
+  EXPECT_EQ(held, 0u);
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(limit.admit(clock.now(), held));
+  clock.advance(std::chrono::milliseconds(999));
+  EXPECT_FALSE(limit.admit(clock.now(), held));
+  clock.advance(std::chrono::milliseconds(1));
+  EXPECT_TRUE(limit.admit(clock.now(), held));
+  EXPECT_EQ(held, 6u);
+}
+
+}  // namespace
+}  // namespace sluice::health
+
+namespace sluice::health {
+namespace {
+
+TEST(HealthFailureNotice, TheFirstFailureOfAWindowIsANoticeWithoutAStateChange) {
+  ManualClock clock;
+  Endpoint endpoint = make_endpoint("a");
+  HealthPolicy p;
+  p.passive = PassivePolicy{};
+  ServerHealth h(endpoint, p, nullptr, clock);
+  const auto first = h.live_failure(LiveResult::connect_failure("connect refused"));
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->event, HealthEvent::failure_noted);
+  EXPECT_EQ(first->from, ServerState::up);
+  EXPECT_EQ(first->to, ServerState::up);
+  EXPECT_EQ(first->reason, "failure 1 of 3 in 10s: connect refused");
+  EXPECT_FALSE(h.live_failure(LiveResult::connect_failure("connect refused")));  // the second: quiet
+  EXPECT_FALSE(h.status().last_event);  // a notice is not a transition of state
 }
 
 }  // namespace

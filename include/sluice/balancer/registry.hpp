@@ -18,9 +18,13 @@ namespace config { struct UpstreamConfig; }
 struct BalancerOptions {
   // hash only: Mirrokni bounded loads, c in ceil(c * (total + 1) / n); 0 = off (e.g. 1.25).
   double hash_balance_factor = 0;
+  // round_robin: slow start changes effective weights, so the rotation has to follow them.
+  bool slow_start = false;
 };
 
-// "round_robin", "weighted", "least_conn", "hash".
+// "round_robin", "weighted", "least_conn", "hash". round_robin honours weights as nginx and
+// HAProxy do: with equal weights (and no slow start) it is the plain rotation, otherwise it is
+// the smooth weighted schedule, the same sequence as "weighted".
 std::span<const std::string_view> policy_names();
 
 // `endpoints` must outlive the balancer (both live in the same Upstream). nullptr for an unknown

@@ -53,6 +53,8 @@ struct ServerSection {
   std::vector<HostPort> listen{{"127.0.0.1", 8080}};
   std::vector<TlsListenerConfig> tls;
   unsigned workers = 0;  // 0 = one per core
+  // `workers`, with 0 resolved to the number of cores.
+  unsigned worker_count() const;
   Duration header_timeout{std::chrono::seconds(10)};
   Duration idle_timeout{std::chrono::seconds(60)};
   Duration shutdown_timeout{std::chrono::seconds(30)};
@@ -126,7 +128,9 @@ struct HealthCheckConfig {
   bool initially_up = true;  // initial_state = "up" | "down"
 };
 
-// [upstreams.NAME.passive]: failures seen on live traffic. Absent = no passive ejection.
+// [upstreams.NAME.passive]: failures seen on live traffic. On by default (an absent section means
+// these defaults, as nginx's max_fails=1 fail_timeout=10s is on with no configuration);
+// max_fails = 0 turns passive ejection off.
 struct PassiveConfig {
   std::uint32_t max_fails = 3;
   Duration fail_timeout{std::chrono::seconds(10)};
@@ -151,8 +155,11 @@ struct RetryConfig {
   Duration deadline{0};         // whole request across all tries; 0 = attempts x per-try timeout
   Duration backoff{25};
   Duration backoff_max{250};
+  // Retry budget over a window (proxy::RetryBudget): retries <= budget x requests in the last
+  // budget_window + budget_min_per_sec x budget_window.
   double budget = 0.2;
-  std::uint32_t budget_min = 3;
+  Duration budget_window{std::chrono::seconds(10)};
+  double budget_min_per_sec = 10;
   std::uint64_t buffer = 64 * KiB;  // request body kept for replay
 };
 
@@ -167,7 +174,7 @@ struct UpstreamConfig {
   Duration tunnel_idle_timeout{std::chrono::hours(1)};
   std::vector<ServerConfig> servers;
   std::optional<HealthCheckConfig> health;
-  std::optional<PassiveConfig> passive;
+  PassiveConfig passive;
   Duration slow_start{0};
   bool panic_when_all_down = false;  // when_all_down = "fail" | "panic"
   // Balancing (see docs/balancing.md).

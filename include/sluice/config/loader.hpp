@@ -25,6 +25,8 @@ struct ConfigError {
 struct LoadResult {
   std::optional<Config> config;  // set iff errors is empty
   std::vector<ConfigError> errors;
+  // Accepted, but worth a word: keys with no effect under the chosen policy, deprecated keys.
+  std::vector<ConfigError> warnings;
 
   bool ok() const { return config.has_value(); }
 };

@@ -37,6 +37,9 @@ public:
   void recover() noexcept;
   // half_open → serving without a verdict (a re-ejection was refused by the pool's guard).
   void abandon_trial() noexcept { recover(); }
+  // Any phase → serving, and the back-off starts again from the first level: active checks have
+  // decided (rise passing probes, or the server is down by probes and their verdict rules).
+  void end() noexcept;
 
   Phase phase() const noexcept { return phase_; }
   Clock::time_point until() const noexcept { return until_; }

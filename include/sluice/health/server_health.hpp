@@ -21,8 +21,11 @@
 // Rules where the sources meet:
 //   - Live results are ignored while the server is down or ejected: they come from requests sent
 //     before the verdict and say nothing new.
-//   - Probe passes never end an ejection early; only time does. Probe failures while ejected
-//     still count towards `fall`.
+//   - Active checks end ejections (Envoy's outlier detection un-ejects on a successful active
+//     check): `rise` consecutive passing probes after an ejection bring the server back and
+//     reset its back-off level. Probe failures while ejected still count towards `fall`; once
+//     active checks say down, the ejection is over (their verdict rules), so time spent down by
+//     probes never doubles the next ejection.
 //   - In half-open, whichever comes first decides: a live result or (with active checks) a probe.
 //     Success → serving. Failure → ejected again, for twice as long (capped).
 //   - Coming up by active checks clears the passive window.
@@ -96,6 +99,7 @@ enum class HealthEvent : std::uint8_t {
   recovered,         // the half-open trial succeeded
   reejected,         // the half-open trial failed: ejected again, for longer
   slow_start_done,   // the weight ramp reached 100 %
+  failure_noted,     // passive: the first failure of a window (a notice; no state change)
 };
 
 const char* to_string(HealthEvent event);
@@ -139,6 +143,7 @@ struct HealthStatus {
   unsigned ejection_level = 0;   // ejections in a row (back-off exponent + 1)
   Clock::time_point ejected_until;
   std::uint64_t ejections = 0;
+  std::uint64_t ejections_refused = 0;  // by max_ejected_percent
 
   std::uint32_t weight_share = Endpoint::full_weight_share;
 };
@@ -196,6 +201,19 @@ public:
   SavedHealth saved() const;
   void restore(const SavedHealth& saved);
 
+  // Rate limit for this server's repetitive log lines (failure notices, refused ejections): one
+  // line per second, with the count of those it held back. Thread-safe, lock-free.
+  class LogLimit {
+  public:
+    // True when a line may be written now; `held_back` is set to the lines dropped since the last.
+    bool admit(Clock::time_point now, std::uint32_t& held_back) noexcept;
+
+  private:
+    std::atomic<Clock::duration::rep> next_{0};
+    std::atomic<std::uint32_t> held_back_{0};
+  };
+  LogLimit& log_limit() const noexcept { return log_limit_; }
+
 private:
   struct Outcome {
     HealthEvent event;
@@ -203,6 +221,7 @@ private:
   };
 
   std::optional<Transition> trial_succeeded();
+  std::optional<Outcome> probe_decides_ejection(const ProbeResult& result);
   Outcome eject(Clock::time_point now, const std::string& cause);
   void release_slot() noexcept;
   ServerState compute_state(Clock::time_point now) const noexcept;
@@ -217,6 +236,9 @@ private:
   HealthPolicy policy_;
   std::shared_ptr<EjectionGuard> guard_;
   bool holds_slot_ = false;  // this server's ejection is counted in guard_
+  unsigned passes_since_ejection_ = 0;
+  std::uint64_t ejections_refused_ = 0;
+  mutable LogLimit log_limit_;  // consecutive passing probes while ejected or half-open
   std::optional<Hysteresis> active_;
   PassiveWindow window_;
   Ejection ejection_;

@@ -31,6 +31,8 @@ struct ProxyError {
   unsigned status = 0;
   std::string_view reason;  // Sluice-Error value; must point at static storage
   std::string_view detail{};  // appended to the body ("... in upstream app"); may be empty
+  // Why the failure was not retried (static storage); appended as "; not retried: WHY".
+  std::string_view not_retried{};
 };
 
 // Formats the complete response (head and body) into `out`; returns the bytes used. `keep_alive`

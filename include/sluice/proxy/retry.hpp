@@ -12,12 +12,14 @@
 //    idempotency header;
 //  - a body that was not kept for replay (larger than `buffer`) only when none of it was sent;
 //  - within the budget, the deadline and the attempt count, and on a server not tried yet.
-#include <atomic>
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "sluice/config/config.hpp"
+#include "sluice/core/clock.hpp"
 #include "sluice/proxy/error_response.hpp"
 
 namespace sluice::proxy {
@@ -28,19 +30,22 @@ enum class RetrySkip : std::uint8_t {
   response_started,   // the client already has part of the answer
   not_idempotent,     // the request reached the server and may have had an effect
   body_too_large,     // body bytes were sent and not kept for replay
-  budget_exhausted,   // too many retries in flight for this upstream
+  budget_exhausted,   // the upstream's retry budget has no token left in this window
   no_other_server,    // every available server was tried
   deadline,           // no time left for another try
   attempts_exhausted, // `attempts` reached
 };
 
-std::string_view describe(RetrySkip s);
+std::string_view describe(RetrySkip s);   // metric label: "budget exhausted"
+std::string_view explain(RetrySkip s);    // Sluice-Error: "retry budget exhausted"
+std::string_view log_token(RetrySkip s);  // access log `retry=`: "budget"
 
 struct AttemptFacts {
   UpstreamFailure failure = UpstreamFailure::none;  // none when the origin answered `status`
   unsigned status = 0;                              // the origin's status, when it answered
   bool request_bytes_sent = false;                  // any byte of the request was written
   bool response_started = false;                    // any byte of the response reached the client
+  bool stale_connection = false;  // a pooled connection the origin had closed: not its failure
 };
 
 struct RequestFacts {
@@ -64,24 +69,55 @@ RetrySkip eligibility(const config::RetryConfig& policy, const AttemptFacts& att
 // [0, min(backoff_max, backoff * 2^(retry-1))]. `unit` is a uniform random number in [0, 1).
 std::chrono::nanoseconds backoff_delay(const config::RetryConfig& policy, unsigned retry, double unit);
 
-// Per-upstream retry budget, as tokens: it starts with budget_min, every request adds `budget`,
-// every retry takes one. So over any stretch of time, retries <= budget x requests + budget_min,
-// and an all-failing fleet sees at most (1 + budget) x client traffic + budget_min. Unused tokens
-// are capped (budget_min + 100 x budget) so that a long healthy spell cannot save up a storm.
-// Thread-safe and lock-free (all workers share one upstream's budget).
+// Retry budget over a time window (Finagle's RetryBudget(ttl, minRetriesPerSec, percentCanRetry),
+// as in Tower and Linkerd): every request deposits `budget` tokens, a retry withdraws one, and
+// both expire `window` after they were made; a reserve of `min_per_sec` x window tokens is always
+// there. So in any window, retries <= budget x requests in that window + min_per_sec x window:
+// a burst from one dead server among healthy ones is retried in full, an all-failing fleet sees
+// at most (1 + budget) x its client traffic plus the reserve, and after a quiet spell the reserve
+// is back (no tokens saved up beyond one window).
+//
+// Time is cut into `slots` slots of window / slots; the balance counts the current slot and the
+// slots - 1 before it, so the window is exact to one slot (10 % of it).
+//
+// One RetryBudget is one worker's slice: not thread-safe, touched only by its worker (no shared
+// write per request). RetryBudgets holds one slice per worker, each with reserve / workers.
 class RetryBudget {
 public:
-  RetryBudget(double budget, std::uint32_t budget_min) noexcept;
-  void begin_request() noexcept;
-  // Takes a token for one retry; false when none is left.
-  bool try_retry() noexcept;
+  static constexpr unsigned slots = 10;
+  RetryBudget() noexcept : RetryBudget(0.2, std::chrono::seconds(10), 10.0) {}
+  RetryBudget(double budget, std::chrono::nanoseconds window, double min_per_sec,
+              unsigned share = 1) noexcept;
 
-  double tokens() const noexcept { return static_cast<double>(milli_.load(std::memory_order_relaxed)) / 1000.0; }
+  void begin_request(Clock::time_point now) noexcept;
+  // Takes a token for one retry; false when none is left.
+  bool try_retry(Clock::time_point now) noexcept;
+  // Retries that try_retry would grant now.
+  double balance(Clock::time_point now) noexcept;
 
 private:
-  const std::int64_t per_request_;  // thousandths of a token
-  const std::int64_t cap_;
-  alignas(64) std::atomic<std::int64_t> milli_;
+  void roll(Clock::time_point now) noexcept;
+
+  std::int64_t per_request_ = 0;  // thousandths of a token
+  std::int64_t reserve_ = 0;      // thousandths of a token
+  std::int64_t slot_width_ = 1;   // nanoseconds
+  std::int64_t epoch_ = 0;        // the current slot's number (time / slot width)
+  std::int64_t sum_ = 0;          // net of all slots
+  std::array<std::int64_t, slots> net_{};  // deposits minus withdrawals, by slot number % slots
+};
+
+// One upstream's budget: a slice per worker, each on its own cache line.
+class RetryBudgets {
+public:
+  RetryBudgets(const config::RetryConfig& policy, unsigned workers);
+  RetryBudget& slice(unsigned worker) noexcept { return slices_[worker % count_].budget; }
+
+private:
+  struct alignas(64) Slice {
+    RetryBudget budget;
+  };
+  unsigned count_;
+  std::unique_ptr<Slice[]> slices_;
 };
 
 }  // namespace sluice::proxy

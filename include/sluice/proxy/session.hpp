@@ -53,6 +53,7 @@ private:
   static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
   // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
   ProxyError failure_error(UpstreamFailure f) const;
+  ProxyError not_retried(const Exchange& x, UpstreamFailure f) const;
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
@@ -74,6 +75,7 @@ private:
                  Clock::time_point deadline, const TriedSet& tried);
   void report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result);
   static bool saturated(const Upstream& upstream);
+  static bool all_draining(const Upstream& upstream);
   boost::asio::awaitable<const char*> wait_in_queue(Exchange& x, const PickContext& base, Pick& pick);
   static health::LiveResult live_result_of(UpstreamFailure f);
   void note_server(Exchange& x, const Endpoint& ep);

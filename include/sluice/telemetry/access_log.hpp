@@ -26,6 +26,7 @@ struct AccessRecord {
   std::chrono::microseconds duration{0};
   std::string_view request_id;
   std::string_view error;  // Sluice-Error value when the proxy answered itself
+  std::string_view retry;  // why the failure was not retried (budget, not_idempotent, ...), or ""
 };
 
 class AccessLog {

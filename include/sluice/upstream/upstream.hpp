@@ -41,7 +41,7 @@ private:
 class Upstream {
 public:
   Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints,
-           std::shared_ptr<EndpointCounters[]> unserved);
+           std::shared_ptr<EndpointCounters[]> unserved, unsigned workers = 1);
   Upstream(const Upstream&) = delete;
   Upstream& operator=(const Upstream&) = delete;
 
@@ -65,7 +65,8 @@ public:
 
   // Which live results count as failures for passive health ([passive] fail_on).
   const health::FailOn& fail_on() const noexcept { return fail_on_; }
-  proxy::RetryBudget& retry_budget() const noexcept { return budget_; }
+  // This worker's slice of the upstream's retry budget (touched by that worker only).
+  proxy::RetryBudget& retry_budget(unsigned worker) const noexcept { return budget_.slice(worker); }
   // Counters of answers that no server gave (no server available, no healthy server), per
   // worker; kept by the directory so that they survive reloads.
   EndpointCounters& unserved(unsigned worker) const noexcept {
@@ -84,7 +85,7 @@ private:
   std::optional<proxy::HashKey> hash_key_;
   std::shared_ptr<EndpointCounters[]> unserved_;
   mutable WaitQueue queue_;
-  mutable proxy::RetryBudget budget_;  // retries of this snapshot's upstream
+  mutable proxy::RetryBudgets budget_;  // retries of this snapshot's upstream, per worker
   std::shared_ptr<tls::ClientContext> tls_;
 };
 
