@@ -3,6 +3,8 @@
 Every process a test starts is ended by the fixture that started it, by PID. Waits are for
 conditions with deadlines (a line on a pipe, a port that accepts), never fixed sleeps.
 """
+import datetime
+import hashlib
 import json
 import os
 import re
@@ -165,6 +167,7 @@ class Sluice:
             env={**os.environ, **env} if env else None, pass_fds=pass_fds,
             preexec_fn=limit_fds if nofile is not None else None)
         self.log = LogReader(self.proc, self.proc.stderr)
+        self._access = None  # stdout, read on demand by access_records()
         line = self.log.wait_for(r"listening on 127\.0\.0\.1:(\d+)")
         self.port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
         self.log.wait_for(r"sluice .* started")
@@ -199,6 +202,24 @@ class Sluice:
         assert self.admin_port is not None, "this sluice has no [admin] section"
         headers = [("Authorization", f"Bearer {token}")] if token is not None else []
         return timed_request(self.admin_port, method, path, headers=headers, timeout=timeout)[0]
+
+    def log_time(self, pattern, timeout=10.0):
+        """The timestamp (seconds, millisecond resolution) of the first stderr line matching
+        `pattern`, waiting for it: sluice's own clock, for intervals between two of its events."""
+        line = self.log.wait_for(pattern, timeout=timeout)
+        stamp = datetime.datetime.strptime(line.split(" ", 1)[0], "%Y-%m-%dT%H:%M:%S.%f%z")
+        return stamp.timestamp()
+
+    def access_records(self, n=1, timeout=5.0):
+        """The JSON access log records written so far (config `access = "json"`), waiting until
+        there are at least `n`. Their `duration_ms` is sluice's own measure of an exchange, for
+        timing assertions that must not include the test's own polling."""
+        if self._access is None:
+            self._access = LogReader(self.proc, self.proc.stdout)
+        def enough():
+            return len([l for l in self._access.poll() if l.startswith("{")]) >= n
+        wait_until(enough, timeout=timeout, what=f"{n} access log records")
+        return [json.loads(l) for l in self._access.lines if l.startswith("{")]
 
     def status(self):
         """GET /api/status, parsed."""
@@ -312,6 +333,38 @@ def raw_request(port, data, timeout=5.0, read_until_close=True):
             if not read_until_close:
                 break
         return b"".join(chunks)
+
+
+# docs/architecture.md: timeouts are enforced by the worker's 25 ms tick, so one expires within
+# [configured, configured + 25 ms]. Timing assertions allow that tick plus SCHEDULING_SLACK for a
+# loaded CI machine on the upper side only: never below the configured value (that would accept
+# a premature expiry).
+TICK = 0.025
+SCHEDULING_SLACK = 0.25  # a 2-core CI machine shared with builds: 100+ ms stalls were seen
+LOG_RESOLUTION = 0.001  # stderr timestamps are in milliseconds (truncated)
+
+
+def assert_expired_on_time(seconds, configured, what="timeout"):
+    """`seconds` (sluice's own measure, e.g. an access log duration) is a timeout of
+    `configured` seconds that fired within its documented precision."""
+    assert configured <= seconds <= configured + TICK + SCHEDULING_SLACK, \
+        f"{what}: {seconds:.3f}s for a configured {configured:.3f}s"
+
+
+def metric_samples(s, name, **labels):
+    """The values of sluice `s`'s /metrics samples `name` whose labels include `labels`."""
+    from prometheus_client.parser import text_string_to_metric_families
+    return [sample.value
+            for family in text_string_to_metric_families(s.metrics_text())
+            for sample in family.samples
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())]
+
+
+def metric(s, name, **labels):
+    """The value of one sample of sluice `s`'s /metrics (0 when absent)."""
+    values = metric_samples(s, name, **labels)
+    assert len(values) <= 1, (name, labels, values)
+    return values[0] if values else 0
 
 
 def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
@@ -576,20 +629,140 @@ def sluice(tmp_path):
     assert not reports, "sanitizer reports:\n" + "\n\n".join(reports)
 
 
+class ConnRecord:
+    """What one accepted connection delivered, as the origin saw it: `received`, every byte that
+    arrived, in order (what the server read, plus what was still unread in the socket when it
+    closed: `unread` counts those); `eof`, the peer (sluice) closed its side; `reset`, the peer
+    reset the connection; `opened` / `closed`, time.monotonic() stamps."""
+
+    def __init__(self, index):
+        self.index = index
+        self.received = bytearray()
+        self.eof = self.reset = False
+        self.unread = 0
+        self.parsed_until = 0  # servers that parse: bytes of `received` that were whole messages
+        self.opened, self.closed = time.monotonic(), None
+
+    def __repr__(self):
+        end = "eof" if self.eof else "reset" if self.reset else "open" if self.closed is None \
+            else "closed by origin"
+        return f"<conn {self.index}: {len(self.received)} bytes, {end}: {bytes(self.received)[:200]!r}>"
+
+
+class _RecordingSocket:
+    """The accepted socket, as a server's _serve sees it: every recv() lands in the connection's
+    ConnRecord before the server looks at it, so no server can forget to record a byte."""
+
+    def __init__(self, sock, record, server):
+        self._sock, self.record, self._server = sock, record, server
+
+    def recv(self, n, *flags):
+        try:
+            data = self._sock.recv(n, *flags)
+        except ConnectionResetError:
+            with self._server._lock:
+                self.record.reset = True
+            raise
+        with self._server._lock:
+            if data:
+                self.record.received += data
+            elif not self._server._stopping.is_set():  # not our own shutdown() in stop()
+                self.record.eof = True
+        return data
+
+    def close(self):
+        # Peek (not read: a close with unread bytes must still reset, as before) at what arrived
+        # but was never read, so `received` is everything sluice sent before we closed.
+        try:
+            pending = self._sock.recv(1 << 20, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except OSError:
+            pending = b""
+        with self._server._lock:
+            self.record.received += pending
+            self.record.unread = len(pending)
+            self.record.closed = time.monotonic()
+        self._sock.close()
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
 class ThreadedServer:
     """A loopback TCP server inside the test process: one thread accepts, one thread per
     connection runs `self._serve(conn, *self._accepted(conn))`. Subclasses set their own state
     first, then call `super().__init__()` (which starts accepting); `stop()` closes the listener
-    and every connection and joins the threads."""
+    and every connection and joins the threads.
+
+    Every server records the origin's view of each connection it accepted (`conns`, a list of
+    ConnRecord: every byte received, EOF, reset), whatever its _serve parses: `accepted` (how
+    many connections), `bytes_received()` (all bytes, all connections), `unparsed()` (bytes not
+    part of a whole parsed request: half-forwarded messages), `wait_closed(i)`, and `settle()`
+    to call first, so that no byte still in flight inside the test process is missed. A test of a
+    rejected request asserts on these: usually no connection, or no byte of the bad message."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._socks, self._threads = [], []
+        self.conns = []
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=128)
         self.port = self._listener.getsockname()[1]
         self.address = f"127.0.0.1:{self.port}"
         self._spawn(self._accept_loop)
+
+    @property
+    def accepted(self):
+        with self._lock:
+            return len(self.conns)
+
+    def bytes_received(self, index=None):
+        """The bytes connection `index` delivered, or those of every connection joined."""
+        with self._lock:
+            if index is not None:
+                return bytes(self.conns[index].received)
+            return b"".join(bytes(c.received) for c in self.conns)
+
+    def wait_closed(self, index, timeout=5.0):
+        """Until connection `index` has ended (EOF, reset, or closed by this server)."""
+        wait_until(lambda: self.accepted > index and (
+            self.conns[index].eof or self.conns[index].reset
+            or self.conns[index].closed is not None),
+            timeout=timeout, what=f"origin connection {index} to end")
+        return self.conns[index]
+
+    def settle(self, timeout=5.0):
+        """Until every byte that has arrived on any open connection was read (and so recorded),
+        and every connection the peer closed was seen closing: call it before asserting on what
+        the origin received, so the answer the client got cannot outrun the origin's records."""
+        def quiet():
+            with self._lock:
+                pending = [(c, s) for c, s in zip(self.conns, self._socks) if c.closed is None]
+            for c, s in pending:
+                try:
+                    readable, _, _ = select.select([s], [], [], 0)
+                except (OSError, ValueError):  # closed meanwhile
+                    continue
+                if readable and c.closed is None:
+                    return False
+            return True
+        wait_until(quiet, timeout=timeout, what="origin reading every byte that arrived")
+
+    def unparsed(self):
+        """Per connection, the bytes received that are not part of a message the server parsed
+        whole: a half request, stray bytes, an unread tail. {} when every byte that arrived
+        belonged to a whole request."""
+        with self._lock:
+            return {c.index: bytes(c.received[c.parsed_until:]) for c in self.conns
+                    if len(c.received) > c.parsed_until}
+
+    @staticmethod
+    def _parsed(conn, rest):
+        """Under the lock, after a whole message was parsed from `conn` with `rest` left over:
+        marks its bytes parsed and returns them."""
+        record = conn.record
+        end = len(record.received) - len(rest)
+        raw, record.parsed_until = bytes(record.received[record.parsed_until:end]), end
+        return raw
 
     def _accepted(self, conn):
         """Called under the lock for each new connection; returns extra arguments of _serve."""
@@ -607,11 +780,14 @@ class ThreadedServer:
     def _accept_loop(self):
         while not self._stopping.is_set():
             try:
-                conn, _ = self._listener.accept()
+                sock, _ = self._listener.accept()
             except OSError:
                 return
             with self._lock:
-                self._socks.append(conn)
+                self._socks.append(sock)
+                record = ConnRecord(len(self.conns))
+                self.conns.append(record)
+                conn = _RecordingSocket(sock, record, self)
                 args = self._accepted(conn)
             self._spawn(self._serve, conn, *args)
 
@@ -640,12 +816,15 @@ class ScriptedOrigin(ThreadedServer):
     "hang" (read the whole request, never answer) or "once" (answer the first request of each
     connection, drop the second: a keep-alive connection closed just as a request arrived). It
     records every request it read completely
-    (`executed`: method, target, lower-cased headers, body length), so a test can say "executed
-    exactly once". One thread per connection; `stop()` closes everything and joins them."""
+    (`executed`: `conn` index, method, target, lower-cased headers, body length, `body_sha256`,
+    `trailers` as (lower-cased name, value) pairs), so a test can say "executed exactly once";
+    every byte of every connection is in `conns` (ThreadedServer). One thread per connection;
+    `stop()` closes everything and joins them."""
 
-    def __init__(self, name, behaviour="answer", status=200, delay=0.0):
+    def __init__(self, name, behaviour="answer", status=200, delay=0.0, headers=""):
         self.name, self.behaviour, self.status = name, behaviour, status
         self.delay = delay  # seconds to wait before each answer ("answer" and "once")
+        self.headers = headers  # extra header lines of each answer, each ending in CRLF
         self.executed = []
         self.connections = 0
         super().__init__()
@@ -667,6 +846,55 @@ class ScriptedOrigin(ThreadedServer):
             buf += chunk
         return buf
 
+    @staticmethod
+    def _fields(lines):
+        fields = []
+        for line in lines:
+            k, v = line.split(":", 1)
+            fields.append((k.strip().lower(), v.strip()))
+        return fields
+
+    def _read_chunked(self, conn, buf, digest):
+        """A chunked body into `digest`: (body bytes, trailers, rest) or None at EOF."""
+        body_bytes = 0
+        while True:
+            buf = self._read_until(conn, buf, b"\r\n")
+            if buf is None:
+                return None
+            size_line, buf = buf.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if size == 0:
+                break
+            while len(buf) < size + 2:
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    return None
+                buf += chunk
+            digest.update(buf[:size])
+            body_bytes += size
+            buf = buf[size + 2:]
+        if buf.startswith(b"\r\n"):  # no trailer section
+            return body_bytes, [], buf[2:]
+        buf = self._read_until(conn, buf, b"\r\n\r\n")  # RFC 9112 7.1.2: trailers, empty line
+        if buf is None:
+            return None
+        section, buf = buf.split(b"\r\n\r\n", 1)
+        return body_bytes, self._fields(section.decode("latin-1").split("\r\n")), buf
+
+    def _read_sized(self, conn, buf, left, digest):
+        """A Content-Length body into `digest`: (body bytes, rest) or None at EOF."""
+        take = min(left, len(buf))
+        digest.update(buf[:take])
+        body_bytes, left, buf = take, left - take, buf[take:]
+        while left > 0:
+            chunk = conn.recv(min(left, 1 << 20))
+            if not chunk:
+                return None
+            digest.update(chunk)
+            body_bytes += len(chunk)
+            left -= len(chunk)
+        return body_bytes, buf
+
     def _read_request(self, conn, buf):
         """One request from `conn` (Content-Length or chunked body). Returns (record, rest) or
         (None, b"") when the peer closed first."""
@@ -676,43 +904,21 @@ class ScriptedOrigin(ThreadedServer):
         head, buf = buf.split(b"\r\n\r\n", 1)
         lines = head.decode("latin-1").split("\r\n")
         method, target = lines[0].split(" ")[:2]
-        headers = {}
-        for line in lines[1:]:
-            k, v = line.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-        body_bytes = 0
+        headers = dict(self._fields(lines[1:]))
+        digest, trailers = hashlib.sha256(), []
         if headers.get("transfer-encoding", "").lower() == "chunked":
-            while True:
-                buf = self._read_until(conn, buf, b"\r\n")
-                if buf is None:
-                    return None, b""
-                size_line, buf = buf.split(b"\r\n", 1)
-                size = int(size_line.split(b";")[0], 16)
-                if size == 0:
-                    buf = self._read_until(conn, buf, b"\r\n")  # no trailers from sluice
-                    if buf is None:
-                        return None, b""
-                    buf = buf.split(b"\r\n", 1)[1]
-                    break
-                while len(buf) < size + 2:
-                    chunk = conn.recv(1 << 16)
-                    if not chunk:
-                        return None, b""
-                    buf += chunk
-                body_bytes += size
-                buf = buf[size + 2:]
+            got = self._read_chunked(conn, buf, digest)
+            if got is None:
+                return None, b""
+            body_bytes, trailers, buf = got
         else:
-            left = int(headers.get("content-length", "0"))
-            take = min(left, len(buf))
-            body_bytes, left, buf = take, left - take, buf[take:]
-            while left > 0:
-                chunk = conn.recv(min(left, 1 << 20))
-                if not chunk:
-                    return None, b""
-                body_bytes += len(chunk)
-                left -= len(chunk)
-        return {"method": method, "target": target, "headers": headers,
-                "body_bytes": body_bytes}, buf
+            got = self._read_sized(conn, buf, int(headers.get("content-length", "0")), digest)
+            if got is None:
+                return None, b""
+            body_bytes, buf = got
+        return {"conn": conn.record.index, "method": method, "target": target,
+                "headers": headers, "body_bytes": body_bytes,
+                "body_sha256": digest.hexdigest(), "trailers": trailers}, buf
 
     def _serve(self, conn):
         buf, served = b"", 0
@@ -722,6 +928,7 @@ class ScriptedOrigin(ThreadedServer):
                 if record is None:
                     return
                 with self._lock:
+                    self._parsed(conn, buf)
                     self.executed.append(record)
                 served += 1
                 if self.behaviour == "drop" or (self.behaviour == "once" and served > 1):
@@ -738,7 +945,7 @@ class ScriptedOrigin(ThreadedServer):
                 if self.delay and self._stopping.wait(self.delay):
                     return
                 body = f"{self.name}\n".encode()
-                conn.sendall(f"HTTP/1.1 {self.status} X\r\nX-Origin: {self.name}\r\n"
+                conn.sendall(f"HTTP/1.1 {self.status} X\r\nX-Origin: {self.name}\r\n{self.headers}"
                              f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         except OSError:
             pass
@@ -748,12 +955,12 @@ class ScriptedOrigin(ThreadedServer):
 
 @pytest.fixture
 def scripted():
-    """Starts ScriptedOrigins: `scripted(name, behaviour, status, delay)`; stops them all at the
-    end."""
+    """Starts ScriptedOrigins: `scripted(name, behaviour, status, delay, headers)`; stops them all
+    at the end."""
     started = []
 
-    def start(name, behaviour="answer", status=200, delay=0.0):
-        o = ScriptedOrigin(name, behaviour, status, delay)
+    def start(name, behaviour="answer", status=200, delay=0.0, headers=""):
+        o = ScriptedOrigin(name, behaviour, status, delay, headers)
         started.append(o)
         return o
 
@@ -904,13 +1111,25 @@ class RawOrigin(ThreadedServer):
     `respond(request) -> bytes | None` builds each answer (None: close without answering); the
     default is a 200 saying which request it answers (`X-Seen: TARGET`, `X-Conn: N`), so that a
     test can match every answer the client got to the request the origin saw. `connections`,
-    `received[i]` (bytes of connection i) and `eof[i]` (sluice closed connection i) describe the
-    upstream connections."""
+    `received[i]` (bytes of connection i) and `eof[i]` (sluice closed or reset connection i)
+    describe the upstream connections (views of ThreadedServer's `conns`). Each request also
+    keeps its `trailers` ((lower-cased name, value) pairs), `body_sha256` and `raw` (its bytes
+    exactly as received)."""
 
     def __init__(self, respond=None):
         self.respond = respond or RawOrigin.answer
-        self.requests, self.errors, self.received, self.eof = [], [], [], []
+        self.requests, self.errors = [], []
         super().__init__()
+
+    @property
+    def received(self):
+        with self._lock:
+            return [c.received for c in self.conns]
+
+    @property
+    def eof(self):
+        with self._lock:
+            return [c.eof or c.reset for c in self.conns]
 
     @staticmethod
     def answer(req, status=200, extra=b"", headers=""):
@@ -920,24 +1139,19 @@ class RawOrigin(ThreadedServer):
 
     @property
     def connections(self):
-        with self._lock:
-            return len(self.received)
+        return self.accepted
 
     def targets(self):
         with self._lock:
             return [r["target"] for r in self.requests]
 
     def _accepted(self, conn):
-        self.received.append(bytearray())
-        self.eof.append(False)
-        return (len(self.received) - 1,)
+        return (conn.record.index,)
 
     def _recv(self, conn, index, buf):
-        chunk = conn.recv(1 << 16)
+        chunk = conn.recv(1 << 16)  # recorded in conns[index] by the socket itself
         if not chunk:
             raise EOFError
-        with self._lock:
-            self.received[index] += chunk
         return buf + chunk
 
     def _line(self, conn, index, buf):
@@ -970,7 +1184,7 @@ class RawOrigin(ThreadedServer):
         tes = [v for k, v in headers if k == "transfer-encoding"]
         if cls and tes or len(cls) > 1 or len(tes) > 1:
             raise ValueError(f"ambiguous framing {headers!r}")
-        body = b""
+        body, trailers = b"", []
         if tes:
             if tes[0].lower() != "chunked":
                 raise ValueError(f"transfer-encoding {tes[0]!r}")
@@ -981,10 +1195,15 @@ class RawOrigin(ThreadedServer):
                     raise ValueError(f"bad chunk size {size_line!r}")
                 size = int(size_text, 16)
                 if size == 0:
-                    while True:  # trailers up to the empty line
+                    while True:  # trailers up to the empty line (RFC 9112 7.1.2)
                         line, buf = self._line(conn, index, buf)
                         if not line:
                             break
+                        if b":" not in line:
+                            raise ValueError(f"bad trailer line {line!r}")
+                        name, value = line.split(b":", 1)
+                        trailers.append((name.decode("latin-1").lower(),
+                                         value.decode("latin-1").strip(" \t")))
                     break
                 while len(buf) < size + 2:
                     buf = self._recv(conn, index, buf)
@@ -1000,7 +1219,8 @@ class RawOrigin(ThreadedServer):
             body, buf = buf[:n], buf[n:]
         method, target = parts[0].decode("latin-1"), parts[1].decode("latin-1")
         return {"conn": index, "method": method, "target": target, "headers": headers,
-                "body": body}, buf
+                "body": body, "body_sha256": hashlib.sha256(body).hexdigest(),
+                "trailers": trailers}, buf
 
     def _serve(self, conn, index):
         buf = b""
@@ -1008,6 +1228,7 @@ class RawOrigin(ThreadedServer):
             while not self._stopping.is_set():
                 req, buf = self._read_request(conn, index, buf)
                 with self._lock:
+                    req["raw"] = self._parsed(conn, buf)
                     self.requests.append(req)
                 out = self.respond(req)
                 if out is None:
@@ -1016,9 +1237,8 @@ class RawOrigin(ThreadedServer):
                     out(conn)
                 else:
                     conn.sendall(out)
-        except (EOFError, ConnectionResetError):  # a reset: sluice closed with our bytes unread
-            with self._lock:
-                self.eof[index] = True
+        except (EOFError, ConnectionResetError):  # recorded in conns[index] (eof / reset)
+            pass
         except ValueError as e:
             with self._lock:
                 self.errors.append((index, str(e)))

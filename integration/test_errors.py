@@ -3,15 +3,19 @@ import time
 
 import pytest
 
-from conftest import Conn, closed_port, run_client, sluice_config, wait_until
+from conftest import (Conn, assert_expired_on_time, closed_port, run_client, sluice_config,
+                      wait_until)
 
 
 def expect_error(port, data, status, reason, *, closes=True, timeout=5.0):
     """Sends `data`, reads one response: `status` with `Sluice-Error: reason`; then (when
-    `closes`) the connection must be closed by sluice. Returns the response."""
+    `closes`) the connection must be closed by sluice. Returns the response, with `elapsed`:
+    seconds from connecting to the whole answer (a blocking read, no polling)."""
+    start = time.monotonic()
     with Conn(port, timeout=timeout) as c:
         c.send(data)
         r = c.read_response()
+        r.elapsed = time.monotonic() - start
         assert (r.status, r.header("Sluice-Error")) == (status, reason), r
         assert r.body.startswith(f"{status} ".encode()), r
         assert r.header("X-Request-Id"), r
@@ -27,7 +31,7 @@ def get(address, target="/"):
 
 def test_502_when_the_server_refuses_connections(sluice):
     s = sluice(sluice_config([f"127.0.0.1:{closed_port()}"]))
-    expect_error(s.port, get(s.address), 502, "connect refused")
+    expect_error(s.port, get(s.address), 502, "connect refused; not retried: no other server to try")
 
 
 def test_503_when_the_upstream_has_no_servers(sluice):
@@ -37,11 +41,12 @@ def test_503_when_the_upstream_has_no_servers(sluice):
 
 def test_504_when_the_origin_is_slower_than_response_timeout(origins, sluice):
     os_ = origins(1)
-    s = sluice(sluice_config(os_, upstream_extra='response_timeout = "200ms"'))
-    start = time.monotonic()
-    expect_error(s.port, get(s.address, "/?delay=2000"), 504, "response timeout")
-    elapsed = time.monotonic() - start
-    assert 0.15 <= elapsed < 1.5, elapsed
+    s = sluice(sluice_config(os_, upstream_extra='response_timeout = "200ms"', access="json"))
+    expect_error(s.port, get(s.address, "/?delay=2000"), 504,
+                 "response timeout; not retried: no other server to try")
+    (rec,) = s.access_records(1)
+    assert (rec["status"], rec["attempts"]) == (504, 1), rec
+    assert_expired_on_time(rec["duration_ms"] / 1000, 0.2, "response_timeout")
 
 
 BAD_REQUESTS = {
@@ -68,11 +73,14 @@ BAD_REQUESTS = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_REQUESTS))
-def test_400_for_malformed_requests_then_close(origins, sluice, name):
-    os_ = origins(1)
-    s = sluice(sluice_config(os_))
+def test_400_for_malformed_requests_then_close(scripted, sluice, name):
+    """The client gets the 400; the origin gets no byte of the bad message."""
+    origin = scripted("a")
+    s = sluice(sluice_config([origin.address]))
     data, reason = BAD_REQUESTS[name]
     expect_error(s.port, data, 400, reason)
+    origin.settle()
+    assert origin.bytes_received() == b"", origin.conns
 
 
 def test_400_closes_even_with_a_valid_request_behind_it(origins, sluice):
@@ -135,6 +143,8 @@ def test_413_for_a_content_length_above_max_body_bytes(origins, sluice):
         assert r.status == 200 and r.json()["body_bytes"] == 1024
 
 
+@pytest.mark.xfail(strict=True, reason="issue #14: the head and first chunk go upstream before "
+                                       "the body grows past max_body_bytes")
 def test_413_for_a_chunked_body_growing_past_max_body_bytes(origins, sluice):
     os_ = origins(1)
     s = sluice(sluice_config(os_, server_extra='max_body_bytes = "1KiB"'))
@@ -142,6 +152,7 @@ def test_413_for_a_chunked_body_growing_past_max_body_bytes(origins, sluice):
     data = (f"POST /?sink=1 HTTP/1.1\r\nHost: {s.address}\r\nTransfer-Encoding: chunked\r\n\r\n"
             .encode() + chunk + chunk + b"0\r\n\r\n")
     expect_error(s.port, data, 413, "body too large")
+    assert os_[0].stats()["requests"] == 0
     # Exactly at the limit it passes.
     with Conn(s.port) as c:
         r = c.request(f"POST /?sink=1 HTTP/1.1\r\nHost: {s.address}\r\n"
@@ -189,11 +200,12 @@ def test_connection_header_of_404_and_503_is_honoured(origins, sluice, case):
 def test_408_for_a_client_that_stalls_mid_head(origins, sluice):
     os_ = origins(1)
     s = sluice(sluice_config(os_, server_extra='header_timeout = "300ms"'))
-    start = time.monotonic()
     r = expect_error(s.port, f"GET / HTTP/1.1\r\nHost: {s.address}\r\nX-Partial: ".encode(),
                      408, "header timeout")
-    elapsed = time.monotonic() - start
-    assert 0.25 <= elapsed < 2.0, (elapsed, r)
+    # No exchange started, so no access log record: the client's own blocking read measures it
+    # (it started before sluice's timer could).
+    assert_expired_on_time(r.elapsed, 0.3, "header_timeout")
+    assert os_[0].stats()["requests"] == 0
 
 
 @pytest.mark.parametrize("framing,part", [
@@ -204,11 +216,12 @@ def test_408_for_a_client_that_stalls_mid_body(origins, sluice, framing, part):
     """Body bytes stop coming for idle_timeout: 408, and the half-sent upstream request is
     abandoned (its connection closed, not pooled)."""
     os_ = origins(1)
-    s = sluice(sluice_config(os_, server_extra='idle_timeout = "300ms"'))
-    start = time.monotonic()
+    s = sluice(sluice_config(os_, server_extra='idle_timeout = "300ms"', access="json"))
     expect_error(s.port, f"POST /?sink=1 HTTP/1.1\r\nHost: {s.address}\r\n{framing}\r\n\r\n"
                  .encode() + part, 408, "body timeout")
-    assert 0.25 <= time.monotonic() - start < 2.0
+    (rec,) = s.access_records(1)
+    assert rec["status"] == 408, rec
+    assert_expired_on_time(rec["duration_ms"] / 1000, 0.3, "idle_timeout")
     wait_until(lambda: os_[0].stats()["open_connections"] <= 1, timeout=3,
                what="upstream connection of the abandoned request closed")
 
@@ -217,7 +230,7 @@ def test_a_silent_new_connection_is_closed_after_header_timeout(origins, sluice)
     """No byte at all: nothing to answer, the connection is just closed."""
     os_ = origins(1)
     s = sluice(sluice_config(os_, server_extra='header_timeout = "300ms"'))
+    start = time.monotonic()
     with Conn(s.port) as c:
-        start = time.monotonic()
-        assert c.wait_closed(timeout=3)
-        assert time.monotonic() - start >= 0.25
+        assert c.wait_closed(timeout=3)  # a blocking read: returns when sluice closes
+        assert_expired_on_time(time.monotonic() - start, 0.3, "header_timeout")

@@ -3,7 +3,8 @@ import signal
 import threading
 import time
 
-from conftest import SANITIZED, Conn, sluice_config, wait_until
+from conftest import (LOG_RESOLUTION, SANITIZED, Conn, assert_expired_on_time, sluice_config,
+                      wait_until)
 
 
 def get(address, target="/"):
@@ -91,10 +92,11 @@ def test_shutdown_timeout_cuts_requests_that_run_too_long(origins, sluice):
     with Conn(s.port, timeout=10) as c:
         c.send(get(s.address, "/?delay=5000"))
         wait_until(lambda: os_[0].stats()["in_flight"] == 1, timeout=3, what="request in flight")
-        start = time.monotonic()
         assert s.stop(signal.SIGTERM) == 0
-        assert 0.25 <= time.monotonic() - start < 2.0
         assert c.wait_closed(timeout=1)
+    # sluice's own log: from the signal to the cut (millisecond stamps).
+    cut = s.log_time(r"shutdown timeout: closing 1 connection") - s.log_time(r"graceful shutdown")
+    assert_expired_on_time(cut + LOG_RESOLUTION, 0.3, "shutdown_timeout")
 
 
 def test_pooled_connections_closed_by_idle_origins_are_not_an_error(origins, sluice):
@@ -182,9 +184,11 @@ def test_idle_client_connection_is_closed_after_idle_timeout(origins, sluice):
     s = sluice(sluice_config(os_, server_extra='idle_timeout = "300ms"'))
     with Conn(s.port) as c:
         assert c.request(get(s.address)).status == 200
+        # sluice's idle timer started when it wrote the answer, a fraction of a millisecond
+        # before this read returned it: LOG_RESOLUTION covers that lag.
         start = time.monotonic()
-        assert c.wait_closed(timeout=3)
-        assert 0.25 <= time.monotonic() - start < 2.0
+        assert c.wait_closed(timeout=3)  # a blocking read: returns when sluice closes
+        assert_expired_on_time(time.monotonic() - start + LOG_RESOLUTION, 0.3, "idle_timeout")
 
 
 def test_keepalive_0_disables_upstream_pooling(origins, sluice):

@@ -13,7 +13,8 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import (SLUICE, Background, Conn, Load, run_client, sluice_cli, sluice_config,
+from conftest import (LOG_RESOLUTION, SLUICE, Background, Conn, Load, assert_expired_on_time,
+                      run_client, sluice_cli, sluice_config,
                       timed_request, toml_table, wait_until, closed_port)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
@@ -200,11 +201,14 @@ def test_drain_under_load_lets_ten_slow_requests_finish_and_sends_nothing_new(ho
             r = sluice_cli("reload", "--config", s.config_path, "--admin", s.admin_address)
             assert r.returncode == 0, r
         drained_at = load.now()
+        # Once sluice counts only the ten slow requests in flight on app-1, every request picked
+        # before the drain has been answered: from here on app-1 must get no new request at all
+        # (docs/admin.md), not even one "picked just before".
         status = wait_until(lambda: (st := s.server_status("app-1"))["in_flight"] == 10 and st,
                             timeout=1, what="only the ten in flight")
-        assert (status["draining"], status["drain_source"], status["drained"]) == (True, how, False)
-        load.wait_for_more(15)  # slack for a request picked just before the drain
         requests_after_drain = a.stats()["requests"]
+        assert (status["draining"], status["drain_source"], status["drained"]) == (True, how, False)
+        load.wait_for_more(15)
 
         if how == "api":
             load.wait_for_more(75)  # several of the CLI's 100 ms polls, by the load's clock
@@ -226,7 +230,7 @@ def test_drain_under_load_lets_ten_slow_requests_finish_and_sends_nothing_new(ho
             assert "app/app-1: 10 request(s) in flight" in out, out
             assert out.endswith("app/app-1: drained\n"), out
         assert a.stats()["requests"] == requests_after_drain
-        assert load.origins(since=drained_at + 0.1).keys() == {"app-2"}
+        assert load.origins(since=drained_at).keys() == {"app-2"}
         status = s.server_status("app-1")
         assert (status["draining"], status["drained"], status["in_flight"]) == (True, True, 0)
 
@@ -262,10 +266,11 @@ def test_an_api_drain_survives_a_reload_that_moves_the_server_to_a_new_address(o
 
 
 def connect_or_refused(port):
-    """A GET on a fresh connection: its status, or "refused" when nothing accepts any more."""
+    """A GET on a fresh connection: its status, or "refused" when nothing accepts any more (a
+    reset: the connect landed in the backlog of a listener closing at that moment)."""
     try:
         return timed_request(port, timeout=3)[0].status
-    except ConnectionRefusedError:
+    except (ConnectionRefusedError, ConnectionResetError):
         return "refused"
 
 
@@ -294,10 +299,11 @@ def test_sigterm_with_shutdown_delay_fails_readiness_first_then_drains_and_exits
     assert served and set(served) == {200}, served
     assert kept.request(GET).status == 200
 
-    # Then the listeners close (not before the delay is over)...
-    refused_at = wait_until(lambda: connect_or_refused(s.port) == "refused" and time.monotonic(),
-                            timeout=2, interval=0.02, what="listeners closed")
-    assert 0.95 <= refused_at - sent <= 1.5, refused_at - sent
+    # Then the listeners close, not before the delay is over (sluice's own log stamps)...
+    delay = s.log_time(r"shutdown: no longer accepting") - s.log_time(r"graceful shutdown")
+    assert_expired_on_time(delay + LOG_RESOLUTION, 1.0, "shutdown_delay")
+    wait_until(lambda: connect_or_refused(s.port) == "refused", timeout=2, interval=0.02,
+               what="listeners closed")
     # ...the request in flight finishes, and sluice exits 0 once it has.
     (r, done), = slow.join(timeout=5)
     assert r.status == 200, r
@@ -321,9 +327,11 @@ def test_metrics_and_status_count_what_the_test_sent(origins, sluice):
     assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 30
     assert sum(samples(s, "sluice_requests_total")) == 30
 
+    # Passive checks off (they are on by default and would eject the dead server after 3).
     s.config_path.write_text(sluice_config([*fleet, dead], top=ADMIN, workers=2,
                                            upstream_extra=toml_table("upstreams.app.retry",
-                                                                     attempts=1)))
+                                                                     attempts=1)
+                                           + toml_table("upstreams.app.passive", max_fails=0)))
     assert s.admin("POST", "/api/reload").status == 200
     code, summary = run_client("--url", s.url("/"), "--requests", 40, "--keepalive", timeout=20)
     assert summary["statuses"] == {"200": 30, "502": 10}, summary
@@ -411,8 +419,7 @@ def test_retries_are_counted_by_the_failure_retried(origins, scripted, sluice):
     sluice_retries_total{reason="status"}; a refused connection as reason="connect refused"."""
     bad = scripted("bad", status=503)
     good, = origins(1, prefix="good")
-    s = sluice(sluice_config([bad, good], top=ADMIN,
-                             upstream_extra=toml_table("upstreams.app.retry", budget=1.0)))
+    s = sluice(sluice_config([bad, good], top=ADMIN))  # default retry settings
     for _ in range(4):
         assert timed_request(s.port)[0].status == 200
     assert metric(s, "sluice_retries_total", upstream="app", reason="status") == 2

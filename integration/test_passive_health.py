@@ -131,7 +131,7 @@ def test_all_refusing_with_when_all_down_fail_answers_503_at_once(sluice):
                              upstream_extra=passive("fail", max_fails=1, fail_timeout="30s",
                                                     max_ejected_percent=100)))
     r, _ = send(s.port)
-    assert (r.status, r.header("Sluice-Error")) == (502, "connect refused"), r
+    assert (r.status, r.header("Sluice-Error")) == (502, "connect refused; not retried: attempts exhausted"), r
     both = wait_until(lambda: len(ejections(s)) == 2 and ejections(s), what="two ejections")
     assert all("connect refused" in line for line in both), both
     expect_fast_no_healthy_server(s)

@@ -50,8 +50,17 @@ CASES = {
                             ("reject", 400, "content-length with transfer-encoding")),
     "te_chunked_identity": (post(b"Transfer-Encoding: chunked, identity", body=b"0\r\n\r\n" + HIDDEN),
                             ("reject", 400, "bad transfer-encoding")),
+    # A coding before chunked is well-formed but not one we handle (RFC 9112 §6.1): 501.
     "te_identity_chunked": (post(b"Transfer-Encoding: identity, chunked", body=b"0\r\n\r\n" + HIDDEN),
-                            ("reject", 400, "bad transfer-encoding")),
+                            ("reject", 501, "unsupported transfer-coding")),
+    "te_deflate_chunked": (post(b"Transfer-Encoding: deflate, chunked", body=b"0\r\n\r\n" + HIDDEN),
+                           ("reject", 501, "unsupported transfer-coding")),
+    # Underscore spellings of framing fields: a backend folding "_" into "-" reads them as framing.
+    "te_underscore": (post(b"Content-Length: 0", b"Transfer_Encoding: chunked",
+                           body=b"%x\r\n" % len(HIDDEN) + HIDDEN + b"\r\n0\r\n\r\n"),
+                      ("reject", 400, "framing field variant")),
+    "cl_underscore": (post(b"Content_Length: %d" % len(HIDDEN), body=HIDDEN),
+                      ("reject", 400, "framing field variant")),
     "te_gzip": (post(b"Transfer-Encoding: gzip", body=HIDDEN), ("reject", 400, "bad transfer-encoding")),
     "te_quoted": (post(b'Transfer-Encoding: "chunked"', body=b"0\r\n\r\n" + HIDDEN),
                   ("reject", 400, "bad transfer-encoding")),
@@ -106,16 +115,36 @@ CASES = {
     "chunk_size_0x": (chunked(body=b"0x5\r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
     "chunk_size_negative": (chunked(body=b"-5\r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
     "chunk_size_space": (chunked(body=b"5 \r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
-    "chunk_size_bare_lf": (chunked(body=b"5\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
+    "chunk_size_bare_lf": (chunked(body=b"5\nhello\r\n0\r\n\r\n"), ("reject", 400, "bare LF")),
+    "chunk_all_bare_lf": (chunked(body=b"5\nhello\n0\n\n"), ("reject", 400, "bare LF")),
+    "chunk_data_bare_lf": (chunked(body=b"5\r\nhello\n0\r\n\r\n"), ("reject", 400, "bare LF")),
+    "chunk_trailer_bare_lf": (chunked(body=b"5\r\nhello\r\n0\r\nX-A: b\n\r\n"),
+                              ("reject", 400, "bare LF")),
+    "chunk_final_bare_lf": (chunked(body=b"5\r\nhello\r\n0\r\n\n"), ("reject", 400, "bare LF")),
+    # Chunk data not followed by CRLF: refused at that byte, not left waiting.
+    "chunk_data_no_crlf": (chunked(body=b"5\r\nABCDE0\r\n\r\n"), ("reject", 400, "bad chunk")),
+    "chunk_data_too_short": (chunked(body=b"5\r\nhel\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
+    # The last chunk missing: the next request's bytes are not a chunk size.
+    "chunk_last_missing": (chunked(body=b"5\r\nhello\r\n"), ("reject", 400, "bad chunk")),
+    "chunk_ext_unbalanced_quote": (chunked(body=b'5;a="b\r\nhello\r\n0\r\n\r\n'),
+                                   ("reject", 400, "bad chunk")),
+    "chunk_ext_huge": (chunked(body=b"5;a=" + b"b" * 100_000 + b"\r\nhello\r\n0\r\n\r\n"),
+                       ("reject", 400, "chunk line too long")),
+    "chunk_trailer_huge": (chunked(body=b"5\r\nhello\r\n0\r\nX-A: " + b"b" * 100_000 + b"\r\n\r\n"),
+                           ("reject", 400, "trailer too large")),
     "chunk_data_too_long": (chunked(body=b"3\r\nhello\r\n0\r\n\r\n"), ("reject", 400, "bad chunk")),
-    "chunk_last_bare_lf": (chunked(body=b"0\n\n" + HIDDEN), ("reject", 400, "bad chunk")),
+    "chunk_last_bare_lf": (chunked(body=b"0\n\n" + HIDDEN), ("reject", 400, "bare LF")),
     # A hidden request inside chunk data or a chunk extension is body, re-chunked unambiguously.
     "chunk_data_with_request": (chunked(body=b"%x\r\n" % len(HIDDEN) + HIDDEN + b"\r\n0\r\n\r\n"),
                                 ("forward", ["/"])),
     "chunk_extension": (chunked(body=b"5;a=b\r\nhello\r\n0\r\n\r\n"), ("forward", ["/"])),
     # A framing field in the trailer section is refused; other trailers are not forwarded.
     "chunk_trailer_framing": (chunked(body=b"0\r\nContent-Length: 40\r\n\r\n" + HIDDEN),
-                              ("reject", 400, "bad content-length")),
+                              ("reject", 400, "bad trailer")),
+    "chunk_trailer_te": (chunked(body=b"5\r\nhello\r\n0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+                         ("reject", 400, "bad trailer")),
+    "chunk_trailer_underscore": (chunked(body=b"5\r\nhello\r\n0\r\nContent_Length: 4\r\n\r\n"),
+                                 ("reject", 400, "bad trailer")),
     "chunk_trailer": (chunked(body=b"0\r\nX-Checksum: 1\r\n\r\n"), ("forward", ["/"])),
     # Line ends, folding, NUL.
     "bare_cr_in_field": (b"GET / HTTP/1.1\r\nHost: a\r\nX-A: b\rContent-Length: 36\r\n\r\n" + HIDDEN,
@@ -145,6 +174,9 @@ CASES = {
                             b"Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
                             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
                             b"GET /second HTTP/1.1\r\nHost: a\r\n\r\n", ("forward", ["/", "/second"])),
+    # Request-target forms: asterisk-form only for OPTIONS (RFC 9112 §3.2.4), no fragment.
+    "asterisk_get": (b"GET * HTTP/1.1\r\nHost: a\r\n\r\n", ("reject", 400, "asterisk-form not allowed")),
+    "fragment": (b"GET /a#" + HIDDEN, ("reject", 400, "fragment in target")),
     # The HTTP/2 connection preface is not an HTTP/1 request.
     "http2_preface": (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", ("reject", 400, "bad version")),
 }
@@ -161,7 +193,14 @@ def read_answers(conn, limit):
     return answers, conn.wait_closed(timeout=3)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# Cases sluice still gets wrong on the origin's side (the client's answer is right).
+KNOWN_BAD = {"chunk_data_too_long": "issue #14: the head and first chunk reach the origin before "
+                                    "the 400 (body framing not validated before forwarding)"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BAD[n])) if n in KNOWN_BAD
+    else n for n in sorted(CASES)])
 def test_smuggling_case(raw_origin, sluice, name):
     data, outcome = CASES[name]
     origin = raw_origin()
@@ -177,15 +216,21 @@ def test_smuggling_case(raw_origin, sluice, name):
         assert answers[0].header("Sluice-Error") == reason, (name, answers)
         assert (answers[0].header("Connection") or "").lower() == "close", answers
         expected_targets = []
+        # Nothing of a refused request reaches the origin, not its head, not a byte of its body.
+        assert b"".join(origin.received) == b"", (name, origin.received)
     else:
         expected_targets = outcome[1] + ["/sentinel"]
         assert statuses == [200] * len(expected_targets), (name, answers)
-    # The origin saw exactly the requests the client got answers to, in order, and could parse
-    # every byte it received.
+    # The origin saw exactly the requests the client got answers to, in order, could parse
+    # every byte it received, and received no byte outside them: no half-forwarded head or
+    # body, and for a rejected request no byte at all.
+    origin.settle()
     assert origin.errors == [], (name, origin.errors, origin.received)
     assert origin.targets() == expected_targets, (name, origin.received)
     assert [r.header("X-Seen") for r in answers if r.header("X-Seen")] == expected_targets
-    assert "/smuggled" not in origin.targets()
+    assert origin.unparsed() == {}, (name, origin.conns)
+    if outcome[0] == "reject":
+        assert origin.bytes_received() == b"", (name, origin.conns)
 
 
 def test_normalised_bodies_arrive_intact(raw_origin, sluice):
@@ -200,8 +245,9 @@ def test_normalised_bodies_arrive_intact(raw_origin, sluice):
         with Conn(s.port) as c:
             c.send(CASES[name][0] + SENTINEL)
             read_answers(c, 10)
+        origin.settle()
         got = origin.requests[before]
-        assert got["body"] == body, (name, got)
+        assert got["body"] == body and got["trailers"] == [], (name, got)
         # One framing field, as RawOrigin insists; no Connection field (hop-by-hop, removed).
         names = [k for k, _ in got["headers"]]
         assert names.count("content-length") + names.count("transfer-encoding") == 1, got
@@ -223,23 +269,26 @@ def test_h2c_upgrade_is_never_forwarded(raw_origin, sluice):
     for req in origin.requests:
         names = {k for k, _ in req["headers"]}
         assert not names & {"upgrade", "http2-settings"}, req
+    origin.settle()
     assert origin.errors == []
-    # Either refused or served as plain HTTP/1.1; the pipelined sentinel is HTTP either way.
-    if answers[0].status == 200:
-        assert origin.targets() == ["/", "/sentinel"]
-    else:
-        assert 400 <= answers[0].status < 500 and origin.targets() == []
+    # docs/http.md: forwarded as a plain request, Upgrade and HTTP2-Settings removed; the
+    # pipelined sentinel is read and answered as HTTP/1.1.
+    assert [r.status for r in answers] == [200, 200], answers
+    assert origin.targets() == ["/", "/sentinel"]
+    assert origin.unparsed() == {}, origin.conns
 
 
 def test_bad_chunk_after_the_head_was_forwarded_closes_the_upstream_connection(raw_origin, sluice):
-    """A chunked body that turns bad after its first chunk went upstream: the client gets 400
-    and a close, and the upstream connection (holding half a request) is closed, not pooled.
-    The next request comes on a new upstream connection."""
+    """A chunked body longer than the relay block (64 KiB) streams: one that turns bad after its
+    first chunk went upstream gets 400 and a close, and the upstream connection (holding half a
+    request, every forwarded chunk validated) is closed, not pooled. The next request comes on a
+    new upstream connection. (A shorter body is checked whole first: see the CASES above.)"""
     origin = raw_origin()
     s = sluice(sluice_config([origin.address]))
+    first = 70_000
     with Conn(s.port) as c:
-        c.send(chunked(body=b"5\r\nhello\r\n"))
-        wait_until(lambda: origin.connections == 1 and len(origin.received[0]) > 0,
+        c.send(chunked(body=b"%x\r\n" % first + b"a" * first + b"\r\n"))
+        wait_until(lambda: origin.connections == 1 and len(origin.received[0]) > first,
                    what="the head and first chunk upstream")
         c.send(b"zz\r\n" + HIDDEN)
         answers, closed = read_answers(c, 10)
@@ -312,7 +361,8 @@ def test_ambiguous_answer_never_returns_its_connection_to_the_pool(raw_origin, s
         assert r.status == status, r
         assert r.header("X-Seen") != "/stray"
         if status == 502:  # error answers close the client connection
-            assert r.header("Sluice-Error") == "bad response" and c.wait_closed()
+            assert r.header("Sluice-Error") == "bad response; not retried: no other server to try"
+            assert c.wait_closed()
     with Conn(s.port) as c:
         r2 = c.request(b"GET /second HTTP/1.1\r\nHost: a\r\n\r\n")
     assert r2.status == 200 and r2.header("X-Seen") == "/second", r2

@@ -14,7 +14,8 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import (CLIENT, SLUICE, Conn, run_client, sluice_cli, sluice_config, toml_table,
+from conftest import (CLIENT, LOG_RESOLUTION, SCHEDULING_SLACK, SLUICE, TICK, Conn,
+                      assert_expired_on_time, run_client, sluice_cli, sluice_config, toml_table,
                       wait_until)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
@@ -83,6 +84,19 @@ def start(origins, sluice, *, server_extra="", upstream_extra="", top=ADMIN, n=1
     s = sluice(sluice_config(os_, server_extra=server_extra, upstream_extra=upstream_extra,
                              top=top, **kw))
     return os_, s
+
+
+# The WebSocket client is another process: what it reports reaches the test this much after
+# sluice moved the bytes (a pipe hop), so client-side stamps are early by up to this.
+CLIENT_LAG = 0.01
+
+
+def assert_tunnel_closed_on_time(after, timeout, closed):
+    """tunnel_drain_timeout: a tunnel notices a reload or a drain at its next check (every
+    250 ms) and closes `timeout` after that: never early, at most ~0.3 s late
+    (docs/configuration.md). `after` runs from sluice's own log stamp of the event."""
+    assert timeout - LOG_RESOLUTION <= after <= timeout + 0.25 + TICK + SCHEDULING_SLACK, \
+        (after, closed)
 
 
 def tunnel_count(s, server="ws-1"):
@@ -180,10 +194,12 @@ def test_a_101_that_was_not_asked_for_is_a_bad_response(scripted, sluice):
                              upstream_extra='[upstreams.app.retry]\nattempts = 1\n'))
     with Conn(s.port) as c:
         r = c.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-    assert (r.status, r.header("Sluice-Error")) == (502, "bad response"), r
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "bad response; not retried: attempts exhausted"), r
     with Conn(s.port) as c:
         r = c.request(HANDSHAKE.format(target="/").encode())
-    assert (r.status, r.header("Sluice-Error")) == (502, "bad response"), r
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "bad response; not retried: attempts exhausted"), r
     assert s.server_status(rogue.address)["tunnels"] == 0
 
 
@@ -194,7 +210,8 @@ def test_an_upgrade_is_not_resent_once_the_request_was_sent(scripted, sluice):
     s = sluice(sluice_config([d.address for d in droppers]))
     with Conn(s.port) as c:
         r = c.request(HANDSHAKE.format(target=WS).encode())
-    assert (r.status, r.header("Sluice-Error")) == (502, "upstream reset"), r
+    assert (r.status, r.header("Sluice-Error")) == (
+        502, "upstream reset; not retried: not idempotent"), r
     assert sum(d.count() for d in droppers) == 1
     with Conn(s.port) as c:
         r = c.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -208,16 +225,14 @@ def test_a_tunnel_survives_a_reload_and_closes_at_tunnel_drain_timeout(origins, 
     try:
         ws.echo(10)
         s.proc.send_signal(signal.SIGHUP)
-        s.log.wait_for(r"reloaded .* \(config version 2\)")
-        reloaded = time.monotonic()
+        reloaded = s.log_time(r"reloaded .* \(config version 2\)")
         ws.echo(10)  # the tunnel outlives the reload
         assert tunnel_count(s) == (1, 1)
         # A new tunnel after the reload works as well (and is not the one that will close).
         rc, out = run_client("--url", s.url(WS), "--websocket", 100)
         assert rc == 0, out
         closed = ws.command("wait-close", timeout=10)
-        after = time.monotonic() - reloaded
-        assert 1.9 <= after <= 4.0, (after, closed)
+        assert_tunnel_closed_on_time(time.time() - reloaded, 2.0, closed)
         wait_until(lambda: tunnel_count(s) == (0, 0), timeout=5, what="tunnel ended")
         assert metric(s, "sluice_tunnels_closed_total", upstream="app", reason="drain") == 1
         assert metric(s, "sluice_tunnels_closed_total", upstream="app", reason="closed") == 1
@@ -232,19 +247,18 @@ def test_a_tunnel_survives_a_drain_of_its_server_which_waits_for_it(origins, slu
     ws = WsScript(s.port)
     try:
         ws.echo(10)
-        started = time.monotonic()
         waiter = subprocess.Popen([str(SLUICE), "drain", "--upstream", "app", "--server", "ws-1",
                                    "--admin", s.admin_address, "--wait", "--timeout", "20s"],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: s.server_status("ws-1")["draining"], timeout=5, what="draining")
+            started = s.log_time(r"server ws-1: draining through the admin API")
             ws.echo(10)  # still open while draining
             st = s.server_status("ws-1")
             assert (st["tunnels"], st["in_flight"], st["drained"]) == (1, 1, False), st
             assert waiter.poll() is None, "drain --wait returned with a tunnel open"
             closed = ws.command("wait-close", timeout=10)
-            after = time.monotonic() - started
-            assert 1.9 <= after <= 4.0, (after, closed)
+            assert_tunnel_closed_on_time(time.time() - started, 2.0, closed)
             out, err = waiter.communicate(timeout=10)
         finally:
             if waiter.poll() is None:
@@ -289,8 +303,9 @@ def test_tunnel_idle_timeout_closes_a_silent_tunnel_only(origins, sluice):
             time.sleep(0.3)  # the silence under test, shorter than the timeout
         # ... and silence closes it.
         closed = ws.command("wait-close", timeout=10)
-        after = time.monotonic() - silent
-        assert 0.9 <= after <= 3.0, (after, closed)
+        # `silent` was taken when the echo reached this process, up to CLIENT_LAG after sluice
+        # saw the tunnel's last byte.
+        assert_expired_on_time(time.monotonic() - silent + CLIENT_LAG, 1.0, "tunnel_idle_timeout")
         wait_until(lambda: tunnel_count(s) == (0, 0), timeout=5, what="tunnel ended")
         assert metric(s, "sluice_tunnels_closed_total", upstream="app", reason="idle") == 1
     finally:
@@ -302,13 +317,12 @@ def test_sigterm_closes_tunnels_at_shutdown_timeout(origins, sluice):
     ws = WsScript(s.port)
     try:
         ws.echo(5)
-        stopped = time.monotonic()
         s.proc.send_signal(signal.SIGTERM)
-        s.log.wait_for(r"graceful shutdown")
+        stopped = s.log_time(r"graceful shutdown")
         ws.echo(5)  # open during the shutdown timeout
         closed = ws.command("wait-close", timeout=10)
+        cut = s.log_time(r"shutdown timeout: closing 1 connection")
         assert s.proc.wait(timeout=10) == 0
-        after = time.monotonic() - stopped
-        assert 1.4 <= after <= 4.0, (after, closed)
+        assert_expired_on_time(cut - stopped + LOG_RESOLUTION, 1.5, "shutdown_timeout")
     finally:
         ws.stop()

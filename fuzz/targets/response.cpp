@@ -111,6 +111,7 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
     if (code != 100 && ctx.client_version == 11) {
       std::string wire;
       http::strip_hop_by_hop(parser->get());
+      http::strip_origin_claims(parser->get(), code);
       http::append_interim_head(wire, parser->get());
       reparse(wire, {code, lines_of(parser->get()), {}, true}, ctx, true);
     }
@@ -121,14 +122,18 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
   const bool upstream_keep_alive = parser->keep_alive();
   const auto length = parser->content_length();
   const auto plan = http::plan_response(*parser, ctx.is_head, ctx.client_version, ctx.client_keep_alive);
+  if (plan.refuse) return;  // 502 bad response
   http::rewrite_response(res, request_id);
+  http::strip_origin_claims(res, res.result_int());
   std::string wire;
   http::append_response_head(wire, res, plan, ctx.client_version, ctx.attempts);
 
   Expected want;
   want.status = res.result_int();
   want.fields = lines_of(res);
-  if (plan.chunked_out) want.fields.emplace_back("Transfer-Encoding", "chunked");
+  // Codings before chunked stay in the origin's Transfer-Encoding line (rewrite_response).
+  if (plan.chunked_out && res.count(bhttp::field::transfer_encoding) == 0)
+    want.fields.emplace_back("Transfer-Encoding", "chunked");
   if (ctx.attempts > 1) want.fields.emplace_back("Sluice-Attempts", std::to_string(ctx.attempts));
   if (!plan.keep_alive) want.fields.emplace_back("Connection", "close");
   else if (ctx.client_version == 10) want.fields.emplace_back("Connection", "keep-alive");

@@ -10,7 +10,7 @@ void log_transition(std::string_view upstream, const Endpoint& endpoint, const T
   // sluice_ejections_refused_total). State changes are always written.
   const bool repetitive = t.event == HealthEvent::failure_noted || t.event == HealthEvent::ejection_refused;
   std::uint32_t held_back = 0;
-  if (repetitive && endpoint.has_health() && !endpoint.health().log_limit().admit(t.at, held_back))
+  if (repetitive && endpoint.has_health() && !endpoint.health().log_limit(t.event).admit(t.at, held_back))
     return;
   const auto level = t.event == HealthEvent::failure_noted ? spdlog::level::info
                      : t.event == HealthEvent::ejection_refused ? spdlog::level::warn

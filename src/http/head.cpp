@@ -1,5 +1,7 @@
 #include "sluice/http/head.hpp"
 
+#include "sluice/http/rewrite.hpp"
+
 #include <algorithm>
 #include <charconv>
 
@@ -91,6 +93,8 @@ ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned 
   p.until_close = p.body_expected && !p.chunked_in && !parser.content_length();
   const bool unknown_length = p.body_expected && (p.chunked_in || p.until_close);
   p.chunked_out = unknown_length && client_version == 11;
+  p.refuse = p.body_expected && p.chunked_in && client_version != 11 &&
+             has_codings_before_chunked(parser.get()[bhttp::field::transfer_encoding]);
   // An HTTP/1.0 client learns where such a body ends only from the close.
   p.keep_alive = client_keep_alive && !(unknown_length && client_version != 11);
   return p;
@@ -101,7 +105,9 @@ void append_response_head(std::string& out, const ResponseHeader& res, const Res
   const auto reason = res.reason();
   append_status_line(out, res.result_int(), reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
   append_fields(out, res);
-  if (plan.chunked_out) out.append("Transfer-Encoding: chunked\r\n");
+  // rewrite_response() kept a Transfer-Encoding only when it lists codings before chunked.
+  if (plan.chunked_out && res.count(bhttp::field::transfer_encoding) == 0)
+    out.append("Transfer-Encoding: chunked\r\n");
   if (attempts > 1) {
     out.append("Sluice-Attempts: ");
     out.push_back(static_cast<char>('0' + std::min(attempts, 9u)));

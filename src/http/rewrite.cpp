@@ -199,12 +199,37 @@ void rewrite_response(Fields& fields, std::string_view request_id, bool switchin
       return true;
     });
   }
+  // RFC 9112 §6.1: codings before the final chunked ("gzip, chunked") describe the bytes we
+  // relay unchanged, so they stay in Transfer-Encoding; only plain chunked is re-added by us.
+  std::basic_string<char, std::char_traits<char>, Allocator> codings(fields.get_allocator());
+  if (const auto te = fields[bhttp::field::transfer_encoding]; has_codings_before_chunked(te))
+    codings = te;
   strip_hop_by_hop(fields);
   if (!protocols.empty()) {
     fields.set(bhttp::field::upgrade, std::string_view(protocols));
     fields.set(bhttp::field::connection, "upgrade");
   }
+  if (!codings.empty()) fields.set(bhttp::field::transfer_encoding, std::string_view(codings));
   set_request_id(fields, request_id);
+}
+
+bool has_codings_before_chunked(std::string_view transfer_encoding) noexcept {
+  return !transfer_encoding.empty() && !iequals(transfer_encoding, "chunked");
+}
+
+void strip_origin_claims(Fields& fields, unsigned status) {
+  // Only sluice speaks as sluice: an origin's Sluice-Error would read as our diagnosis.
+  for (auto it = fields.begin(); it != fields.end();) {
+    const auto name = it->name_string();
+    const bool ours = name.size() >= 7 && iequals(name.substr(0, 7), "sluice-");
+    it = ours ? fields.erase(it) : std::next(it);
+  }
+  // RFC 9110 §8.6, §15.2, §15.3.5, §15.4.5: 1xx and 204 have no content and no framing; a 304's
+  // Content-Length would describe a body that is not there. A client that honours either desyncs.
+  if (status < 200 || status == 204 || status == 304) {
+    fields.erase(bhttp::field::content_length);
+    fields.erase(bhttp::field::transfer_encoding);
+  }
 }
 
 std::string_view choose_request_id(const Fields& fields, RequestIdGenerator& gen,

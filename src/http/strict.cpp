@@ -81,49 +81,14 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
+#include "sluice/http/chars.hpp"
+
 namespace sluice::http {
 
 namespace {
 
 namespace bhttp = boost::beast::http;
-
-// Byte classes, one bit each, looked up in a 256-entry table: no locale, no branches per class.
-constexpr std::uint8_t k_tchar = 1U << 0;     // RFC 9110 §5.6.2 token character
-constexpr std::uint8_t k_vchar = 1U << 1;     // RFC 5234 VCHAR, %x21-7E
-constexpr std::uint8_t k_field = 1U << 2;     // RFC 9110 §5.5: VCHAR / obs-text / SP / HTAB
-constexpr std::uint8_t k_control = 1U << 3;   // C0 controls except HTAB (DEL is not in here)
-constexpr std::uint8_t k_reg_name = 1U << 4;  // RFC 3986 §3.2.2 unreserved / sub-delims
-constexpr std::uint8_t k_hex = 1U << 5;       // HEXDIG
-constexpr std::uint8_t k_digit = 1U << 6;     // DIGIT
-
-constexpr bool one_of(int c, std::string_view set) noexcept {
-  return set.find(static_cast<char>(c)) != std::string_view::npos;
-}
-
-constexpr std::array<std::uint8_t, 256> make_classes() noexcept {
-  std::array<std::uint8_t, 256> table{};
-  for (int c = 0; c < 256; ++c) {
-    const bool alpha = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-    const bool digit = c >= '0' && c <= '9';
-    std::uint8_t k = 0;
-    if (alpha || digit || one_of(c, "!#$%&'*+-.^_`|~")) k |= k_tchar;
-    if (c >= 0x21 && c <= 0x7E) k |= k_vchar;
-    if ((c >= 0x20 && c <= 0x7E) || c >= 0x80 || c == '\t') k |= k_field;
-    if (c < 0x20 && c != '\t') k |= k_control;
-    if (alpha || digit || one_of(c, "-._~!$&'()*+,;=")) k |= k_reg_name;
-    if (digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) k |= k_hex;
-    if (digit) k |= k_digit;
-    table[static_cast<std::size_t>(c)] = k;
-  }
-  return table;
-}
-
-constexpr auto k_classes = make_classes();
-
-constexpr bool is(unsigned char c, std::uint8_t k) noexcept { return (k_classes[c] & k) != 0; }
-constexpr bool is(char c, std::uint8_t k) noexcept { return is(static_cast<unsigned char>(c), k); }
-constexpr bool is_line_break(unsigned char c) noexcept { return c == '\r' || c == '\n'; }
-constexpr bool is_ows(unsigned char c) noexcept { return c == ' ' || c == '\t'; }
+using namespace chars;
 
 // One pass over the bytes received so far. Every step either advances pos_ and returns true, or
 // records the outcome in out_ and returns false. Running out of bytes is "need more" unless the
@@ -218,8 +183,12 @@ private:
     if (pos_ == method_start) return fail(Violation::bad_request_line);
     ++pos_;
 
+    const auto method = bytes_.substr(method_start, pos_ - 1 - method_start);
     const auto target_start = pos_;
     while (more() && is(cur(), k_vchar)) {
+      // RFC 9110 §7.1, RFC 3986 §3.5: a fragment is never sent in a request-target; origins
+      // differ on whether "#" ends the path, so it is refused at its byte (as HAProxy does).
+      if (cur() == '#') return fail(Violation::fragment);
       ++pos_;
       // Checked per byte so that a long target gets its 414 before the rest of the head arrives.
       if (pos_ - target_start > max_target) return fail(Violation::uri_too_long);
@@ -227,12 +196,17 @@ private:
     if (!more()) return starve();
     if (cur() != ' ') return fail_in_line(Violation::bad_target, Violation::bad_request_line);
     if (pos_ == target_start) return fail(Violation::bad_request_line);
+    const auto target = bytes_.substr(target_start, pos_ - target_start);
     ++pos_;
 
     if (!version(Violation::bad_version)) return false;
     if (!more()) return starve();
-    if (is_line_break(cur())) return line_break();
-    return fail(cur() == ' ' ? Violation::bad_request_line : Violation::bad_version);
+    if (!is_line_break(cur())) {
+      return fail(cur() == ' ' ? Violation::bad_request_line : Violation::bad_version);
+    }
+    // RFC 9112 §3.2.4: asterisk-form is only used for a server-wide OPTIONS.
+    if (target == "*" && method != "OPTIONS") return fail(Violation::asterisk_form);
+    return line_break();
   }
 
   // RFC 9112 §4: status-line = HTTP-version SP status-code SP [ reason-phrase ].
@@ -324,13 +298,16 @@ bool is_chunked(std::string_view coding) noexcept {
 
 // RFC 9112 §6.1: chunked MUST be the final coding and MUST NOT be applied more than once.
 // transfer-coding parameters are not accepted: opt_token_list fails validation on them.
-bool chunked_is_final(std::string_view value) noexcept {
-  const bhttp::opt_token_list codings{value};
-  if (!bhttp::validate_list(codings)) return false;
+// `codings` counts the list's (non-empty) elements.
+bool chunked_is_final(std::string_view value, std::size_t& codings) noexcept {
+  const bhttp::opt_token_list list{value};
+  if (!bhttp::validate_list(list)) return false;
   bool last_is_chunked = false;
-  for (const auto coding : codings) {
+  codings = 0;
+  for (const auto coding : list) {
     if (last_is_chunked) return false;  // chunked followed by something else
     last_is_chunked = is_chunked(coding);
+    ++codings;
   }
   return last_is_chunked;
 }
@@ -349,9 +326,13 @@ Violation check_framing(const Fields& fields, unsigned version, bool is_request)
     // RFC 9112 §6.1: TE in HTTP/1.0 MUST be treated as faulty framing.
     if (version < 11) return Violation::bad_transfer_encoding;
     const auto value = fields.find(bhttp::field::transfer_encoding)->value();
-    if (!(is_request ? is_chunked(value) : chunked_is_final(value))) {
-      return Violation::bad_transfer_encoding;
-    }
+    std::size_t codings = 0;
+    if (!chunked_is_final(value, codings)) return Violation::bad_transfer_encoding;
+    // A request's body is decoded here and re-chunked: a coding before chunked ("deflate,
+    // chunked") is well-formed but one we do not handle (RFC 9112 §6.1 -> 501). Otherwise a
+    // request says exactly "chunked": fewer accepted forms, fewer differentials.
+    if (is_request && codings > 1) return Violation::unsupported_coding;
+    if (is_request && !is_chunked(value)) return Violation::bad_transfer_encoding;
   }
   if (cl_lines != 0) {
     if (cl_lines > 1) return Violation::bad_content_length;
@@ -360,6 +341,28 @@ Violation check_framing(const Fields& fields, unsigned version, bool is_request)
     }
   }
   return Violation::none;
+}
+
+// A field name compared with a lower-case name, case-insensitively and with "_" read as "-".
+bool folded_equals(std::string_view name, std::string_view lower) noexcept {
+  if (name.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i] == '_' ? '-' : name[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+bool is_framing_name(std::string_view name) noexcept {
+  return folded_equals(name, "content-length") || folded_equals(name, "transfer-encoding");
+}
+
+// "Transfer_Encoding", "content_length": not the framing fields by RFC 9110 §5.1, but a backend
+// that folds "_" into "-" (CGI-style environments do) reads them as such, and then frames the
+// body differently from us. nginx drops such fields; we refuse the request.
+bool is_framing_variant(std::string_view name) noexcept {
+  return name.find('_') != std::string_view::npos && is_framing_name(name);
 }
 
 // RFC 9110 §7.2: Host = uri-host [ ":" port ]; RFC 3986 §3.2.2: uri-host = IP-literal /
@@ -415,6 +418,10 @@ Violation framing_violation(std::string_view head, Violation beast_says) noexcep
 
 }  // namespace
 
+bool is_forbidden_trailer(std::string_view name) noexcept {
+  return is_framing_name(name) || folded_equals(name, "host") || folded_equals(name, "trailer");
+}
+
 std::string_view describe(Violation v) {
   switch (v) {
     case Violation::none: return "none";
@@ -440,6 +447,13 @@ std::string_view describe(Violation v) {
     case Violation::repeated_host: return "repeated host";
     case Violation::bad_chunk: return "bad chunk";
     case Violation::bad_host: return "bad host";
+    case Violation::framing_field_variant: return "framing field variant";
+    case Violation::asterisk_form: return "asterisk-form not allowed";
+    case Violation::fragment: return "fragment in target";
+    case Violation::unsupported_coding: return "unsupported transfer-coding";
+    case Violation::chunk_line_too_long: return "chunk line too long";
+    case Violation::trailer_too_large: return "trailer too large";
+    case Violation::bad_trailer: return "bad trailer";
   }
   return "unknown";
 }
@@ -448,6 +462,9 @@ unsigned status_for(Violation v) {
   switch (v) {
     case Violation::uri_too_long: return 414;  // RFC 9112 §3: request-target longer than we parse
     case Violation::head_too_large: return 431;  // RFC 6585 §5
+    // RFC 9112 §6.1: a server that receives a transfer coding it does not understand SHOULD
+    // answer 501; we relay only chunked, so any coding before it is one we cannot pass on.
+    case Violation::unsupported_coding: return 501;
     default: return 400;                         // RFC 9112 §3, §5: everything else is malformed
   }
 }
@@ -464,6 +481,9 @@ HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexce
 Violation check_request_fields(const Fields& fields,
                                unsigned version) noexcept {
   if (const auto v = check_framing(fields, version, true); v != Violation::none) return v;
+  for (const auto& f : fields) {
+    if (is_framing_variant(f.name_string())) return Violation::framing_field_variant;
+  }
   // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, for any request with more than one
   // Host line, and for an invalid Host value.
   const auto hosts = fields.count(bhttp::field::host);

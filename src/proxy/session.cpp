@@ -33,6 +33,9 @@ constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
 using http::last_chunk;
+// The access log's error for a body that broke off after its head went to the client; compared
+// by address in log_exchange() to count it in its own status class.
+constexpr std::string_view upstream_body_cut = "upstream body cut";
 
 // Room to read into `buffer` without exceeding its max_size.
 template <class Buffer>
@@ -90,6 +93,8 @@ struct Session::Exchange {
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
+  // The origin's body failed (after its head arrived): counted against the server (forward()).
+  UpstreamFailure body_failure = UpstreamFailure::none;
   std::size_t kept_body = 0;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
@@ -340,6 +345,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     if (request_->content_length().value_or(limit + 1) <= limit && !co_await keep_body(x))
       co_return false;
   }
+  if (!x.request_done && x.chunked_in && !co_await keep_chunked_body(x)) co_return false;
 
   x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
 
@@ -430,6 +436,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
           !may_retry(x, facts_now, facts, deadline, tried)) {
         const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
         upstream_ = nullptr;
+        if (x.body_failure != UpstreamFailure::none)
+          report_live(x, ep, live_result_of(x.body_failure));
         if (upstream_reusable) {
           // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
           // shorter one: a connection it is about to close is never reused.
@@ -649,13 +657,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
 net::awaitable<bool> Session::keep_body(Exchange& x) {
   const auto& limits = snapshot_->config->server;
   const auto length = static_cast<std::size_t>(*request_->content_length());
-  if (x.expect_continue) {
-    x.expect_continue = false;
-    static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-    expire_after(limits.idle_timeout);
-    auto [ec, n] = co_await net::async_write(client_, net::buffer(cont), nothrow);
-    if (ec) co_return false;
-  }
+  if (!co_await send_continue(x)) co_return false;
   std::size_t have = std::min(length, in_.size());
   std::memcpy(relay_, in_.data().data(), have);
   in_.consume(have);
@@ -674,6 +676,81 @@ net::awaitable<bool> Session::keep_body(Exchange& x) {
   x.bytes_in = length;
   x.request_done = true;
   co_return true;
+}
+
+// Expect: 100-continue is answered hop by hop when we start reading the body.
+net::awaitable<bool> Session::send_continue(Exchange& x) {
+  if (!x.expect_continue) co_return true;
+  x.expect_continue = false;
+  static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(cont), nothrow);
+  co_return !timed(ec);
+}
+
+// A chunked body is read and validated before the first byte goes upstream, as long as it fits
+// the relay block: a malformed one is refused with nothing of it forwarded (nginx buffers such
+// bodies too). A body that fits is kept for replay and forwarded with a Content-Length; a longer
+// one leaves what was decoded so far in relay_ for stream_request() (chunked_pending_).
+net::awaitable<bool> Session::keep_chunked_body(Exchange& x) {
+  const auto& limits = snapshot_->config->server;
+  chunked_ = http::ChunkedDecoder({.max_line = 4096, .max_trailer = limits.max_header_bytes});
+  chunked_pending_ = 0;
+  if (!co_await send_continue(x)) co_return false;
+  std::size_t have = 0;
+  const auto step = co_await decode_chunked(x, have, false);
+  if (step == BodyStep::failed) co_return false;
+  x.body_consumed = true;
+  if (step == BodyStep::some) {
+    chunked_pending_ = have;
+    co_return true;
+  }
+  // Trailer fields were checked and are dropped, like the chunk extensions: a body with a known
+  // length no longer needs them to be framed (RFC 9112 §7.1.3 lets a proxy discard them).
+  x.chunked_in = false;
+  x.kept_body = have;
+  x.body_kept = true;
+  char length[24];
+  const auto r = std::to_chars(length, length + sizeof length, have);
+  request_->get().set(bhttp::field::content_length, std::string_view(length, r.ptr - length));
+  co_return true;
+}
+
+// Decodes the client's chunked body into relay_[have, relay_size), reading as needed, until the
+// body ends (done) or relay_ is full (some). With `flush`, also stops (some) once every byte
+// buffered from the client is decoded and the data ends at a chunk boundary: each chunk is
+// forwarded only after its data and CRLF were validated (a chunk larger than relay_ goes in
+// relay_-sized pieces). Malformed input is answered here, at the byte where it went wrong.
+net::awaitable<Session::BodyStep> Session::decode_chunked(Exchange& x, std::size_t& have, bool flush) {
+  const auto& limits = snapshot_->config->server;
+  for (;;) {
+    const auto s = chunked_.feed(view(in_), std::span(relay_ + have, relay_size - have));
+    in_.consume(s.consumed);
+    have += s.produced;
+    x.bytes_in += s.produced;
+    if (s.status == http::ChunkedDecoder::Status::invalid) {
+      co_await send_error(&x, {http::status_for(s.violation), http::describe(s.violation)});
+      co_return BodyStep::failed;
+    }
+    if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
+      co_await send_error(&x, {413, "body too large"});
+      co_return BodyStep::failed;
+    }
+    if (s.status == http::ChunkedDecoder::Status::done) {
+      x.request_done = true;
+      co_return BodyStep::done;
+    }
+    if (have == relay_size || (flush && have > 0 && in_.size() == 0 && chunked_.at_boundary()))
+      co_return BodyStep::some;
+    expire_after(limits.idle_timeout);
+    auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
+    ec = timed(ec);
+    in_.commit(n);
+    if (ec) {
+      if (ec == beast::error::timeout) co_await send_error(&x, {408, "body timeout"});
+      co_return BodyStep::failed;
+    }
+  }
 }
 
 void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result) {
@@ -765,32 +842,15 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
     // Next piece of body, if any.
     std::string_view piece;
     if (!x.request_done) {
-      if (x.expect_continue) {
-        x.expect_continue = false;
-        static constexpr std::string_view cont = "HTTP/1.1 100 Continue\r\n\r\n";
-        expire_after(limits.idle_timeout);
-        auto [ec, n] = co_await net::async_write(client_, net::buffer(cont), nothrow);
-        ec = timed(ec);
-        if (ec) co_return UpstreamFailure::client_failed;
-      }
+      if (!co_await send_continue(x)) co_return UpstreamFailure::client_failed;
       expire_after(limits.idle_timeout);
       if (x.chunked_in) {
-        auto& body = request_->get().body();
-        body.data = relay_;
-        body.size = relay_size;
-        auto [ec, n] = co_await bhttp::async_read_some(client_, in_, *request_, nothrow);
-        if (ec == bhttp::error::need_buffer) ec = {};
-        ec = timed(ec);
-        if (ec) {
-          if (const auto v = http::violation_from_parser_error(ec); v != http::Violation::none) {
-            co_await send_error(&x, {400, http::describe(v)});
-          } else if (ec == beast::error::timeout) {
-            co_await send_error(&x, {408, "body timeout"});
-          }
+        // What keep_chunked_body() decoded first, then validated chunks as they complete.
+        std::size_t have = std::exchange(chunked_pending_, 0);
+        if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
           co_return UpstreamFailure::client_failed;
-        }
-        piece = {relay_, relay_size - body.size};
-        x.request_done = request_->is_done();
+        piece = {relay_, have};
+        x.request_done = chunked_.done();
         x.body_consumed = true;
       } else if (in_.size() > 0) {
         // Body bytes that arrived with the head: forward them from where they are.
@@ -807,12 +867,12 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
         piece = {relay_, n};
         x.body_consumed = true;
       }
-      x.bytes_in += piece.size();
-      if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
-        co_await send_error(&x, {413, "body too large"});
-        co_return UpstreamFailure::client_failed;
-      }
-      if (!x.chunked_in) {
+      if (!x.chunked_in) {  // decode_chunked() counts and bounds a chunked body itself
+        x.bytes_in += piece.size();
+        if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
+          co_await send_error(&x, {413, "body too large"});
+          co_return UpstreamFailure::client_failed;
+        }
         content_left -= piece.size();
         x.request_done = content_left == 0;
       }
@@ -872,6 +932,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
       if (code != 100 && x.client_version == 11) {
         head_out_.clear();
         http::strip_hop_by_hop(response_->get());  // an interim head is forwarded too
+        http::strip_origin_claims(response_->get(), code);
         http::append_interim_head(head_out_, response_->get());
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
@@ -922,7 +983,12 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   const bool keep = plan.keep_alive;
   const bool chunked_out = plan.chunked_out;
 
+  if (plan.refuse) {
+    co_await send_error(&x, {502, describe(UpstreamFailure::bad_response)});
+    co_return false;
+  }
   http::rewrite_response(res, x.request_id);
+  http::strip_origin_claims(res, x.status);
   head_out_.clear();
   http::append_response_head(head_out_, res, plan, x.client_version, x.attempts);
 
@@ -942,10 +1008,10 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
         if (ec == bhttp::error::need_buffer) ec = {};
         ec = timed(ec);
         if (ec) {
-          spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
-                        x.server->identity(), ec.message());
-          if (!head_written) co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
-          x.client_keep_alive = false;
+          // A chunk the parser refuses is a bad response; anything else is a reset.
+          const bool bad = http::violation_from_parser_error(ec) != http::Violation::none;
+          co_await body_failed(x, ec, head_written,
+                               bad ? UpstreamFailure::bad_response : UpstreamFailure::reset_after_send);
           co_return false;
         }
         piece = {relay_, relay_size - body.size};
@@ -962,10 +1028,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
         if (ec == net::error::eof && until_close) {
           done = true;
         } else if (ec) {
-          spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
-                        x.server->identity(), ec.message());
-          if (!head_written) co_await send_error(&x, {502, describe(UpstreamFailure::reset_after_send)});
-          x.client_keep_alive = false;
+          co_await body_failed(x, ec, head_written, UpstreamFailure::reset_after_send);
           co_return false;
         }
         piece = {relay_, n};
@@ -1000,6 +1063,22 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   }
   if (!keep) x.client_keep_alive = false;
   co_return upstream_keep_alive && !until_close && up_in_.size() == 0;
+}
+
+// The origin's body failed. Before its head reached the client the answer is still ours (502
+// with the failure); after, the client connection is cut, and the exchange is logged as
+// `upstream body cut`, counted in its own status class and against the server (forward()).
+net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_written,
+                                          UpstreamFailure failure) {
+  spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
+                x.server->identity(), ec.message());
+  x.client_keep_alive = false;
+  x.body_failure = failure;
+  if (!head_written) {
+    co_await send_error(&x, {502, describe(failure)});
+    co_return;
+  }
+  x.error = upstream_body_cut;
 }
 
 net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
@@ -1118,7 +1197,8 @@ void Session::log_exchange(const Exchange& x) {
     auto& c = x.server != nullptr ? x.server->counters(worker_.index)
                                   : x.upstream->unserved(worker_.index);
     const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
-    EndpointCounters::bump(c.responses[from_origin ? x.status / 100 : 0]);
+    const bool cut = x.error.data() == upstream_body_cut.data();
+    EndpointCounters::bump(c.responses[cut ? 6 : from_origin ? x.status / 100 : 0]);
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
     const double seconds = static_cast<double>(us.count()) / 1e6;
     std::size_t b = 0;

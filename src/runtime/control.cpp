@@ -63,7 +63,7 @@ std::string RuntimeControl::status_json() {
       so["drain_source"] = !ep->draining() ? "" : ep->drained_by_api() ? "api" : "config";
       so["drained"] = ep->draining() && in_flight == 0;
       std::uint64_t requests = 0;
-      for (int c = 0; c < 6; ++c)
+      for (int c = 0; c < 7; ++c)
         requests += sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
       so["requests"] = requests;
       so["failures"] = sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
@@ -101,19 +101,19 @@ std::string RuntimeControl::metrics_text() {
   const unsigned workers = hooks_.workers();
   telemetry::MetricsText m;
   m.gauge("sluice_build_info", "Build information.").sample({{"version", SLUICE_VERSION}}, 1);
-  static constexpr const char* classes[6] = {"error", "1xx", "2xx", "3xx", "4xx", "5xx"};
+  static constexpr const char* classes[7] = {"error", "1xx", "2xx", "3xx", "4xx", "5xx", "cut"};
   m.counter("sluice_requests_total",
-            "Requests answered, by upstream, last server tried and status class (error = sluice's own answer).");
+            "Requests answered, by upstream, last server tried and status class (error = sluice's own answer, cut = the origin's body broke off after its head was sent).");
   for (const auto& u : snapshot->upstreams)
     for (Endpoint* ep : u->endpoints())
-      for (int c = 0; c < 6; ++c) {
+      for (int c = 0; c < 7; ++c) {
         const auto v = sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
         if (v != 0 || c == 2)
           m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"code", classes[c]}},
                    static_cast<double>(v));
       }
   for (const auto& u : snapshot->upstreams)
-    for (int c = 0; c < 6; ++c) {
+    for (int c = 0; c < 7; ++c) {
       std::uint64_t v = 0;
       for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w)
         v += u->unserved(w).responses[c].load(std::memory_order_relaxed);

@@ -440,6 +440,8 @@ int Runtime::run() {
 
   // Stop accepting; in-flight requests get shutdown_timeout; then run() returns.
   const auto stop_accepting = [&] {
+    // Logged so that the end of shutdown_delay is observable on sluice's own clock.
+    spdlog::info("shutdown: no longer accepting connections");
     deadline = steady_clock().now() + s.config->server.shutdown_timeout;
     s.shutdown_flag.store(true, std::memory_order_relaxed);
     for (auto& w : s.workers) w->begin_shutdown();

@@ -26,7 +26,30 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
 
 std::string_view or_dash(std::string_view s) { return s.empty() ? std::string_view("-") : s; }
 
+// The text format's values, escaped into `scratch` (cleared first); returns the escaped view.
+std::string_view text(std::string& scratch, std::string_view s) {
+  scratch.clear();
+  append_text_escaped(scratch, s);
+  return scratch;
+}
+
 }  // namespace
+
+void append_text_escaped(std::string& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7f) {
+      out.append("\\x");
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 0xf]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+}
 
 AccessLog::AccessLog(config::AccessLogFormat format) : format_(format) {
   if (!enabled()) return;
@@ -76,11 +99,17 @@ void AccessLog::write(const AccessRecord& r) {
     }
     line.push_back('}');
   } else {
+    // Method and target passed the strict scan (tokens, VCHAR) but may hold `"` or `\`; the id
+    // and the error may come from the client or the origin. One thread-local scratch per value
+    // kind keeps this allocation-free once warm.
+    thread_local std::string method, target, id, error;
     fmt::format_to(std::back_inserter(line),
                    "{} \"{} {}\" {} upstream={} server={} attempts={} in={} out={} {}.{:03}ms id={}",
-                   r.client, r.method, r.target, r.status, or_dash(r.upstream), or_dash(r.server),
-                   r.attempts, r.bytes_in, r.bytes_out, us / 1000, us % 1000, r.request_id);
-    if (!r.error.empty()) fmt::format_to(std::back_inserter(line), " error=\"{}\"", r.error);
+                   r.client, text(method, r.method), text(target, r.target), r.status,
+                   or_dash(r.upstream), or_dash(r.server), r.attempts, r.bytes_in, r.bytes_out,
+                   us / 1000, us % 1000, text(id, r.request_id));
+    if (!r.error.empty())
+      fmt::format_to(std::back_inserter(line), " error=\"{}\"", text(error, r.error));
     if (!r.retry.empty()) fmt::format_to(std::back_inserter(line), " retry={}", r.retry);
   }
   logger_->info(std::string_view(line.data(), line.size()));

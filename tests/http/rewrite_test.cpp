@@ -171,10 +171,35 @@ TEST(RewriteResponse, StripsHopByHopAndEchoesTheRequestId) {
                            {"Connection", "close, X-Internal"},
                            {"X-Internal", "debug"},
                            {"Keep-Alive", "timeout=5"},
-                           {"Transfer-Encoding", "gzip, chunked"},
+                           {"Transfer-Encoding", "chunked"},
                            {"X-Request-Id", "origin-id"}});
   sluice::http::rewrite_response(fields, "our-id");
   EXPECT_EQ(lines_of(fields), (Lines{{"Content-Type", "text/plain"}, {"X-Request-Id", "our-id"}}));
+}
+
+// RFC 9112 §6.1: the body is relayed unchanged, so the codings that describe it stay.
+TEST(RewriteResponse, KeepsCodingsBeforeChunked) {
+  auto fields = fields_of({{"Transfer-Encoding", "gzip, chunked"}, {"Connection", "close"}});
+  sluice::http::rewrite_response(fields, "id");
+  EXPECT_EQ(lines_of(fields),
+            (Lines{{"Transfer-Encoding", "gzip, chunked"}, {"X-Request-Id", "id"}}));
+}
+
+TEST(RewriteResponse, OriginsCannotSpeakAsSluice) {
+  auto fields = fields_of({{"Sluice-Error", "no route"}, {"sluice-attempts", "3"},
+                           {"Sluicer", "ok"}, {"Content-Length", "2"}});
+  sluice::http::strip_origin_claims(fields, 200);
+  EXPECT_EQ(lines_of(fields), (Lines{{"Sluicer", "ok"}, {"Content-Length", "2"}}));
+}
+
+// RFC 9110 §8.6, §15.2, §15.3.5, §15.4.5: no framing fields on 1xx, 204 and 304.
+TEST(RewriteResponse, NoFramingFieldsWithoutContent) {
+  for (const unsigned status : {103u, 204u, 304u}) {
+    auto fields = fields_of({{"Content-Length", "5"}, {"Transfer-Encoding", "chunked"},
+                             {"ETag", "\"x\""}});
+    sluice::http::strip_origin_claims(fields, status);
+    EXPECT_EQ(lines_of(fields), (Lines{{"ETag", "\"x\""}})) << status;
+  }
 }
 
 // ---- request id choice -----------------------------------------------------------------------

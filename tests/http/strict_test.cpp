@@ -211,6 +211,21 @@ TEST(StrictScanRequest, OnlyHttp10And11AreAccepted) {
   }
 }
 
+// RFC 9112 §3.2.4: asterisk-form only for OPTIONS.
+TEST(StrictScanRequest, AsteriskFormOnlyForOptions) {
+  EXPECT_EQ(request_violation("GET * HTTP/1.1\r\nHost: a\r\n\r\n"), Violation::asterisk_form);
+  EXPECT_EQ(request_violation("POST * HTTP/1.1\r\nHost: a\r\n\r\n"), Violation::asterisk_form);
+  EXPECT_EQ(scan_request("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n").result, Result::complete);
+  EXPECT_EQ(scan_request("GET /* HTTP/1.1\r\nHost: a\r\n\r\n").result, Result::complete);
+}
+
+// RFC 9110 §7.1 / RFC 3986 §3.5: a fragment is not part of a request-target.
+TEST(StrictScanRequest, FragmentInTargetIsRejectedAtItsByte) {
+  EXPECT_EQ(request_violation("GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n"), Violation::fragment);
+  EXPECT_EQ(request_violation("GET http://a/#"), Violation::fragment);  // no need to wait
+  EXPECT_EQ(scan_request("GET /a%23b HTTP/1.1\r\nHost: a\r\n\r\n").result, Result::complete);
+}
+
 TEST(StrictScanRequest, Http2PrefaceIsRejected) {
   EXPECT_EQ(request_violation("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Violation::bad_version);
   // Even before the rest of the preface arrives.
@@ -389,12 +404,34 @@ TEST(StrictFieldsRequest, SeveralContentLengthsAreRejectedEvenWhenEqual) {
 }
 
 TEST(StrictFieldsRequest, TransferEncodingOtherThanChunkedIsRejected) {
-  for (const auto* value : {"gzip", "gzip, chunked", "xchunked", "chunkedx", "chunked, identity",
+  for (const auto* value : {"gzip", "xchunked", "chunkedx", "chunked, identity",
                             "chunked;q=1", "chunked, chunked", "chunked\t,", "chunk ed", ""}) {
     EXPECT_EQ(check_request({{"Host", "a"}, {"Transfer-Encoding", value}}),
               Violation::bad_transfer_encoding)
         << '"' << value << '"';
   }
+}
+
+// RFC 9112 §6.1: a well-formed coding before chunked is one we do not handle: 501.
+TEST(StrictFieldsRequest, CodingBeforeChunkedIsNotImplemented) {
+  for (const auto* value : {"gzip, chunked", "deflate, chunked", "x-custom,chunked"}) {
+    const auto v = check_request({{"Host", "a"}, {"Transfer-Encoding", value}});
+    EXPECT_EQ(v, Violation::unsupported_coding) << value;
+    EXPECT_EQ(sluice::http::status_for(v), 501u);
+  }
+  EXPECT_EQ(check_request({{"Host", "a"}, {"Transfer-Encoding", "chunked, gzip"}}),
+            Violation::bad_transfer_encoding);
+}
+
+// nginx drops them; a backend folding "_" into "-" would read them as framing.
+TEST(StrictFieldsRequest, UnderscoreVariantsOfFramingFieldsAreRejected) {
+  for (const auto* name : {"Transfer_Encoding", "Content_Length", "content_length",
+                           "TRANSFER_ENCODING"}) {
+    EXPECT_EQ(check_request({{"Host", "a"}, {name, "5"}}), Violation::framing_field_variant)
+        << name;
+  }
+  EXPECT_EQ(check_request({{"Host", "a"}, {"X_Content_Length", "5"}}), Violation::none);
+  EXPECT_EQ(check_request({{"Host", "a"}, {"Content_Type", "a"}}), Violation::none);
 }
 
 TEST(StrictFieldsRequest, SeveralTransferEncodingLinesAreRejected) {

@@ -201,8 +201,9 @@ public:
   SavedHealth saved() const;
   void restore(const SavedHealth& saved);
 
-  // Rate limit for this server's repetitive log lines (failure notices, refused ejections): one
-  // line per second, with the count of those it held back. Thread-safe, lock-free.
+  // Rate limit for one kind of this server's repetitive log lines (failure notices, refused
+  // ejections: one limit each): one line per second, with the count of those it held back.
+  // Thread-safe, lock-free.
   class LogLimit {
   public:
     // True when a line may be written now; `held_back` is set to the lines dropped since the last.
@@ -212,7 +213,9 @@ public:
     std::atomic<Clock::duration::rep> next_{0};
     std::atomic<std::uint32_t> held_back_{0};
   };
-  LogLimit& log_limit() const noexcept { return log_limit_; }
+  LogLimit& log_limit(HealthEvent event) const noexcept {
+    return event == HealthEvent::ejection_refused ? refusals_log_ : failures_log_;
+  }
 
 private:
   struct Outcome {
@@ -238,7 +241,8 @@ private:
   bool holds_slot_ = false;  // this server's ejection is counted in guard_
   unsigned passes_since_ejection_ = 0;
   std::uint64_t ejections_refused_ = 0;
-  mutable LogLimit log_limit_;  // consecutive passing probes while ejected or half-open
+  mutable LogLimit failures_log_;
+  mutable LogLimit refusals_log_;  // consecutive passing probes while ejected or half-open
   std::optional<Hysteresis> active_;
   PassiveWindow window_;
   Ejection ejection_;

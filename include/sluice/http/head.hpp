@@ -52,6 +52,9 @@ struct ResponsePlan {
   bool until_close = false;    // no length: the body ends when the origin closes
   bool chunked_out = false;    // re-chunked towards an HTTP/1.1 client
   bool keep_alive = false;     // the client connection may stay open
+  // Codings before chunked ("gzip, chunked") cannot be relayed to an HTTP/1.0 client (no
+  // Transfer-Encoding there, RFC 9112 §6.1): such a response is refused, 502 bad response.
+  bool refuse = false;
 };
 
 // `client_keep_alive`: the request allowed it and the worker is not stopping.

@@ -43,7 +43,16 @@ bool valid_switch(const Fields& response, const Fields& request) noexcept;
 
 // Response towards the client: strip hop-by-hop fields, echo X-Request-Id. For a 101
 // (`switching`) the origin's Upgrade is kept and "Connection: upgrade" sent, as the client needs.
+// A Transfer-Encoding with codings before chunked ("gzip, chunked") is kept as it is: the body is
+// relayed unchanged, re-chunked, and those codings describe it.
 void rewrite_response(Fields& fields, std::string_view request_id, bool switching = false);
+
+// True for a (validated) Transfer-Encoding value other than plain "chunked".
+bool has_codings_before_chunked(std::string_view transfer_encoding) noexcept;
+
+// What an origin may not pass on through us, for final and interim heads alike: every Sluice-*
+// field, and Content-Length / Transfer-Encoding on a 1xx, 204 or 304.
+void strip_origin_claims(Fields& fields, unsigned status);
 
 // The X-Request-Id to use: the client's own when present and sane (1..128 visible ASCII chars),
 // else a fresh one written into `storage` from `gen`.

@@ -45,12 +45,20 @@ enum class Violation : std::uint8_t {
   repeated_host,
   bad_chunk,             // bad chunk size or chunk framing (reported by the body reader)
   bad_host,              // Host value is not uri-host [ ":" port ] (RFC 9112 §3.2 -> 400)
+  framing_field_variant, // Transfer_Encoding, Content_Length: read as framing by some backends
+  asterisk_form,         // "*" as the target of a method other than OPTIONS
+  fragment,              // "#" in the request-target
+  unsupported_coding,    // a transfer coding before "chunked" in a request -> 501
+  // chunked body (ChunkedDecoder)
+  chunk_line_too_long,   // a chunk-size line (with its extensions) above the limit
+  trailer_too_large,
+  bad_trailer,           // a malformed trailer line, or one carrying a framing field
 };
 
 // Short, human-readable reason, also used as the Sluice-Error header value ("bad content-length").
 std::string_view describe(Violation v);
 
-// HTTP status the proxy answers with when a *request* has this violation (400, 414 or 431).
+// HTTP status the proxy answers with when a *request* has this violation (400, 414, 431 or 501).
 unsigned status_for(Violation v);
 
 struct HeadScan {
@@ -89,6 +97,11 @@ struct TargetAuthority {
   std::string_view authority;
 };
 TargetAuthority target_authority(std::string_view target) noexcept;
+
+// RFC 9110 §6.5.1: a trailer field that frames, routes or modifies the request (Content-Length,
+// Transfer-Encoding, Host, Trailer), also in the spelling with underscores that some backends fold
+// into dashes. `name` is compared case-insensitively.
+bool is_forbidden_trailer(std::string_view name) noexcept;
 
 // Maps an error from Beast's parser to the violation it stands for (none when it is not a protocol
 // violation, e.g. end_of_stream or body_limit). Beast rejects some framing conflicts itself before

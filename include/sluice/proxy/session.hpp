@@ -14,6 +14,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include "sluice/http/chunked.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/error_response.hpp"
@@ -62,6 +63,11 @@ private:
                                                      bool is_head, Clock::time_point try_until,
                                                      proxy::AttemptFacts& facts);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
+  // Chunked request bodies: validated by chunked_ before any of their bytes leave.
+  enum class BodyStep { done, some, failed };
+  boost::asio::awaitable<bool> send_continue(Exchange& x);
+  boost::asio::awaitable<bool> keep_chunked_body(Exchange& x);
+  boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
   boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream,
                                                        Clock::time_point try_until,
                                                        std::uint64_t& sent);
@@ -81,6 +87,8 @@ private:
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
+  boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
+                                           bool head_written, UpstreamFailure failure);
   // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
   // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
@@ -114,6 +122,10 @@ private:
   std::optional<http::RequestParser> request_;
   std::optional<http::ResponseParser> response_;
   char* relay_ = nullptr;
+  // The request's chunked body: its decoder, and the decoded bytes waiting at the start of relay_
+  // for stream_request() (what keep_chunked_body() read when the body outgrew relay_).
+  http::ChunkedDecoder chunked_;
+  std::size_t chunked_pending_ = 0;
   std::optional<boost::asio::steady_timer> backoff_timer_;  // between retries; made on first use  // body relay buffer (relay_size bytes), shared by both directions
   std::shared_ptr<const Snapshot> snapshot_;
   bool first_request_ = true;

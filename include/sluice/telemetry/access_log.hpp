@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "sluice/config/config.hpp"
@@ -45,5 +46,9 @@ private:
 
 // Error-log set-up: level from [log] level; lines go to stderr.
 void configure_error_log(std::string_view level);
+
+// A client- or origin-controlled value in the text format, escaped so that a log parser cannot be
+// fooled: `"` and `\` get a backslash, control bytes and DEL become \xHH. Appended to `out`.
+void append_text_escaped(std::string& out, std::string_view s);
 
 }  // namespace sluice

@@ -30,7 +30,9 @@ namespace health { class ServerHealth; }
 // (a plain load + store, no locked instruction), summed by the control thread at scrape.
 struct alignas(64) EndpointCounters {
   static constexpr std::size_t buckets = 11;  // request duration histogram, see duration_bounds
-  std::atomic<std::uint64_t> responses[6]{};  // by status class: [0] none (proxy error), [1]..[5] 1xx..5xx
+  // By status class: [0] none (proxy error), [1]..[5] 1xx..5xx, [6] cut: the origin's head went
+  // to the client but its body broke off (response_classes).
+  std::atomic<std::uint64_t> responses[7]{};
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
   // Retries made after an attempt here failed, by proxy::UpstreamFailure ([0]: a status in `on`).
   std::atomic<std::uint64_t> retries[10]{};
