@@ -201,7 +201,10 @@ class Sluice:
         """One admin API request on a fresh connection; returns the Response."""
         assert self.admin_port is not None, "this sluice has no [admin] section"
         headers = [("Authorization", f"Bearer {token}")] if token is not None else []
-        return timed_request(self.admin_port, method, path, headers=headers, timeout=timeout)[0]
+        if method == "POST":  # what the admin listener asks of a POST (docs/admin.md)
+            headers.append(("Content-Type", "application/json"))
+        return timed_request(self.admin_port, method, path, headers=headers, timeout=timeout,
+                             host=self.admin_address)[0]
 
     def log_time(self, pattern, timeout=10.0):
         """The timestamp (seconds, millisecond resolution) of the first stderr line matching
@@ -546,10 +549,10 @@ class Conn:
         self.close()
 
 
-def timed_request(port, method="GET", target="/", headers=(), body=b"", timeout=10.0):
+def timed_request(port, method="GET", target="/", headers=(), body=b"", timeout=10.0, host="t"):
     """One request on a fresh connection (Content-Length framing for a body, and for POST and
     PUT); returns (Response, seconds from sending it to having read the answer)."""
-    lines = [f"{method} {target} HTTP/1.1", "Host: t", *(f"{k}: {v}" for k, v in headers)]
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in headers)]
     if body or method in ("POST", "PUT"):
         lines.append(f"Content-Length: {len(body)}")
     data = ("\r\n".join(lines) + "\r\n\r\n").encode() + body

@@ -143,8 +143,6 @@ def test_413_for_a_content_length_above_max_body_bytes(origins, sluice):
         assert r.status == 200 and r.json()["body_bytes"] == 1024
 
 
-@pytest.mark.xfail(strict=True, reason="issue #14: the head and first chunk go upstream before "
-                                       "the body grows past max_body_bytes")
 def test_413_for_a_chunked_body_growing_past_max_body_bytes(origins, sluice):
     os_ = origins(1)
     s = sluice(sluice_config(os_, server_extra='max_body_bytes = "1KiB"'))

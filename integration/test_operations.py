@@ -109,7 +109,8 @@ def test_a_bad_file_on_reload_is_rejected_with_every_error_and_the_old_config_ke
                     .replace("workers = 1", "workrs = 1"))
     check = sluice_cli("check", path)
     assert check.returncode == 1, check
-    errors = check.stdout.splitlines()
+    *errors, summary = check.stdout.splitlines()
+    assert summary == f"{path}: 2 error(s)", check
     assert len(errors) == 2 and all(ERROR_LINE.match(e) for e in errors), errors
     assert re.match(rf"{re.escape(str(path))}:3:\d+: server\.workrs: unknown key 'workrs'; "
                     r"did you mean 'workers'\?$", errors[0]), errors

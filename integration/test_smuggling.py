@@ -193,14 +193,7 @@ def read_answers(conn, limit):
     return answers, conn.wait_closed(timeout=3)
 
 
-# Cases sluice still gets wrong on the origin's side (the client's answer is right).
-KNOWN_BAD = {"chunk_data_too_long": "issue #14: the head and first chunk reach the origin before "
-                                    "the 400 (body framing not validated before forwarding)"}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BAD[n])) if n in KNOWN_BAD
-    else n for n in sorted(CASES)])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_smuggling_case(raw_origin, sluice, name):
     data, outcome = CASES[name]
     origin = raw_origin()

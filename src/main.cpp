@@ -157,7 +157,10 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-int run(const std::string& path) {
+int run(const std::string& given) {
+  // Absolute, so that the running process names its file unambiguously (GET /api/config, and
+  // `sluice reload --config F` comparing F with it) whatever directory it was started from.
+  const std::string path = std::filesystem::absolute(given).lexically_normal().string();
   auto result = config::load_file(path);
   if (!result.ok()) {
     for (const auto& e : result.errors) std::fprintf(stderr, "%s\n", e.to_string().c_str());
@@ -258,12 +261,36 @@ int refused(const admin::ClientResponse& res, std::string_view what) {
   return exit_failed;
 }
 
+// The same file, however each side spells its path.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(a, b, ec)) return true;
+  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+}
+
+// A process reloads the file it was started with: `reload --config F` with another F would
+// report a success that did not load F, so it is refused. exit_ok when F is the running file.
+int check_running_file(const Options& o, admin::Client& client) {
+  const auto res = client.get("/api/config");
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200) return refused(*res, "GET /api/config");
+  if (res->config_source.empty() || same_file(o.config, res->config_source)) return exit_ok;
+  std::fprintf(stderr,
+               "sluice: %s is not the running config: the running sluice reloads %s; edit that "
+               "file, or restart sluice with --config %s\n",
+               o.config.c_str(), res->config_source.c_str(), o.config.c_str());
+  return exit_failed;
+}
+
 int reload(const Options& o) {
   std::optional<config::Config> cfg;
   if (!load_for_admin(o, "reloading", cfg)) return exit_failed;
   const auto target = admin_target(o, cfg);
   if (!target) return exit_unreachable;
   admin::Client client(target->address, target->token, 30s);
+  if (o.config_given) {
+    if (const int code = check_running_file(o, client); code != exit_ok) return code;
+  }
   const auto res = client.post("/api/reload");
   if (!res) return unreachable(client, res.error());
   if (res->status != 200 && res->status != 422) return refused(*res, "reload");
@@ -398,6 +425,40 @@ int set_drain(const Options& o, bool drain) {
   }
 }
 
+// The drain state of every server of the running process (GET /api/status); nullopt (reason
+// printed) when it cannot be read.
+std::optional<std::vector<sluice::RunningServer>> running_drains(const Options& o,
+                                                                 const std::optional<config::Config>& cfg) {
+  const auto target = admin_target(o, cfg);
+  if (!target) return std::nullopt;
+  admin::Client client(target->address, target->token, 30s);
+  const auto res = client.get("/api/status");
+  if (!res) {
+    unreachable(client, res.error());
+    return std::nullopt;
+  }
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(res->body, ec);
+  std::vector<sluice::RunningServer> out;
+  const auto* upstreams = !ec && body.is_object() ? body.as_object().if_contains("upstreams") : nullptr;
+  if (res->status != 200 || upstreams == nullptr || !upstreams->is_array()) {
+    std::fprintf(stderr, "sluice: unexpected /api/status answer (HTTP %u)\n", res->status);
+    return std::nullopt;
+  }
+  for (const auto& u : upstreams->as_array()) {
+    const auto* name = u.is_object() ? u.as_object().if_contains("name") : nullptr;
+    const auto* servers = u.is_object() ? u.as_object().if_contains("servers") : nullptr;
+    if (name == nullptr || !name->is_string() || servers == nullptr || !servers->is_array()) continue;
+    for (const auto& sv : servers->as_array()) {
+      const auto* identity = sv.is_object() ? sv.as_object().if_contains("identity") : nullptr;
+      const auto* draining = sv.is_object() ? sv.as_object().if_contains("draining") : nullptr;
+      if (identity == nullptr || !identity->is_string() || draining == nullptr || !draining->is_bool()) continue;
+      out.push_back({std::string(name->as_string()), std::string(identity->as_string()), draining->as_bool()});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // `check`: validate FILE; with --diff OLD or --diff-running, list what a reload from that config
@@ -406,8 +467,9 @@ int set_drain(const Options& o, bool drain) {
 int check(const Options& o) {
   const auto result = config::load_file(o.config);
   if (!result.ok()) {
+    // Errors, then the summary, all on stdout: `check FILE | less` shows them in that order.
     for (const auto& e : result.errors) std::printf("%s\n", e.to_string().c_str());
-    std::fprintf(stderr, "%s: %zu error(s)\n", o.config.c_str(), result.errors.size());
+    std::printf("%s: %zu error(s)\n", o.config.c_str(), result.errors.size());
     return exit_failed;
   }
   // Warnings do not fail the check (exit 0): stderr, so that scripts reading stdout are unchanged.
@@ -435,7 +497,13 @@ int check(const Options& o) {
     std::fprintf(stderr, "%s: %zu error(s); cannot diff against it\n", against.c_str(), old.errors.size());
     return exit_failed;
   }
-  const auto changes = sluice::config_diff(*old.config, *result.config);
+  auto changes = sluice::config_diff(*old.config, *result.config);
+  if (o.diff_running) {
+    const auto drains = running_drains(o, result.config);
+    if (!drains) return exit_unreachable;
+    for (auto& line : sluice::running_drain_diff(*old.config, *result.config, *drains))
+      changes.push_back(std::move(line));
+  }
   if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
   for (const auto& line : changes) std::printf("%s\n", line.c_str());
   return exit_ok;

@@ -127,6 +127,8 @@ boost::system::result<ClientResponse> Client::request(bool post, std::string_vie
   req.set(http::field::host, address_.to_string());
   req.set(http::field::user_agent, "sluice-cli/" SLUICE_VERSION);
   if (!token_.empty()) req.set(http::field::authorization, "Bearer " + token_);
+  // The admin listener takes a token-less POST only when declared as JSON (docs/admin.md).
+  if (post) req.set(http::field::content_type, "application/json");
   req.keep_alive(true);
   req.prepare_payload();  // POST: Content-Length: 0
 

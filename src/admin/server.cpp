@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <charconv>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -30,7 +31,10 @@
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
+#include <boost/url/ipv4_address.hpp>
+#include <boost/url/ipv6_address.hpp>
 
+#include "dashboard_assets.hpp"
 #include "sluice/core/file.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -51,7 +55,12 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::uint32_t header_limit = 8 * 1024;
 constexpr std::uint64_t body_limit = 64 * 1024;
 constexpr std::size_t max_connections = 64;
-constexpr auto idle_timeout = std::chrono::seconds(60);
+// One client (by IP address) holds at most this many; a browser opens up to 6 per host.
+constexpr std::size_t max_connections_per_client = 16;
+// A request must be complete this long after its first byte (and a new connection must send
+// one this soon): a client that connects and sends nothing is closed quickly.
+constexpr auto header_timeout = std::chrono::seconds(5);
+constexpr auto idle_timeout = std::chrono::seconds(60);  // between requests on a keep-alive connection
 constexpr auto write_timeout = std::chrono::seconds(30);
 constexpr auto accept_backoff = std::chrono::milliseconds(100);
 
@@ -59,6 +68,9 @@ constexpr std::string_view json_type = "application/json";
 constexpr std::string_view text_type = "text/plain; charset=utf-8";
 constexpr std::string_view metrics_type = "text/plain; version=0.0.4";
 constexpr std::string_view toml_type = "application/toml";
+constexpr std::string_view content_security_policy =
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
@@ -89,17 +101,38 @@ Reply error_reply(http::status status, std::string message) {
   return json_reply(status, {{"error", std::move(message)}});
 }
 
-enum class Route { none, status, config, drain, undrain, reload, upgrade, metrics, healthz, readyz };
+enum class Route {
+  none, status, config, drain, undrain, reload, upgrade, metrics, healthz, readyz, asset, dashboard
+};
 
 struct Match {
   Route route = Route::none;
   std::string upstream;  // drain/undrain
   std::string server;
   std::string binary;  // upgrade: ?binary=PATH ("" = the running binary)
+  const Asset* asset = nullptr;  // asset
+  DashboardQuery query;          // dashboard
 };
 
+// ?tick=N&event=M: what the page already has (absent or not a number: 0, everything).
+DashboardQuery dashboard_query(const boost::urls::url_view& url) {
+  DashboardQuery q;
+  const auto number = [&](std::string_view key) -> std::uint64_t {
+    const auto it = url.params().find(key);
+    if (it == url.params().end() || !(*it).has_value) return 0;
+    const std::string value = (*it).value;
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    return ec == std::errc() && end == value.data() + value.size() ? n : 0;
+  };
+  q.after_tick = number("tick");
+  q.after_event = number("event");
+  return q;
+}
+
 // Segments are percent-decoded by Boost.URL, so "127.0.0.1%3A9001" names "127.0.0.1:9001" and
-// an encoded '/' stays inside its segment. The query string is ignored.
+// an encoded '/' stays inside its segment. The query string is ignored but by /api/dashboard and
+// /api/upgrade.
 std::optional<Match> match_route(std::string_view target) {
   const auto url = boost::urls::parse_origin_form(target);
   if (!url) return std::nullopt;
@@ -118,13 +151,19 @@ std::optional<Match> match_route(std::string_view target) {
   else if (is({"api", "upgrade"})) {
     m.route = Route::upgrade;
     if (auto it = url->params().find("binary"); it != url->params().end()) m.binary = (*it).value;
-  }
-  else if (is({"metrics"}))
+  } else if (is({"metrics"}))
     m.route = Route::metrics;
   else if (is({"healthz"}))
     m.route = Route::healthz;
   else if (is({"readyz"}))
     m.route = Route::readyz;
+  else if (is({"api", "dashboard"})) {
+    m.route = Route::dashboard;
+    m.query = dashboard_query(*url);
+  } else if (segments.size() <= 1 &&
+             (m.asset = dashboard_asset(segments.empty() ? "" : segments[0])) != nullptr) {
+    m.route = Route::asset;  // "/", "/dashboard" and the page's script and style sheet
+  }
   else if (segments.size() == 6 && segments[0] == "api" && segments[1] == "upstreams" &&
            segments[3] == "servers" && (segments[5] == "drain" || segments[5] == "undrain") &&
            !segments[2].empty() && !segments[4].empty()) {
@@ -156,6 +195,65 @@ bool authorized(const Request& req, std::string_view token) {
   return secret_equals(value, token);
 }
 
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::ranges::transform(out, out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) { return lower(a) == lower(b); }
+
+// The host of a Host field value or an Origin's authority, lowercased: RFC 9110 §7.2 uri-host
+// [":" port]; an IPv6 literal keeps its brackets ("[::1]:9901" -> "[::1]").
+std::string host_of(std::string_view authority) {
+  if (authority.starts_with('[')) {
+    const auto close = authority.find(']');
+    return close == std::string_view::npos ? std::string() : lower(authority.substr(0, close + 1));
+  }
+  return lower(authority.substr(0, authority.find(':')));
+}
+
+// An IP literal cannot be rebound: a DNS-rebinding page runs under a name it controls, and the
+// browser sends that name as Host. IP literals (a Kubernetes probe or Prometheus target by pod
+// IP) are therefore safe to accept.
+bool is_ip_literal(std::string_view host) {
+  if (host.starts_with('[') && host.ends_with(']')) {
+    return boost::urls::parse_ipv6_address(host.substr(1, host.size() - 2)).has_value();
+  }
+  return boost::urls::parse_ipv4_address(host).has_value();
+}
+
+// What refuses a state-changing request from a browser page of another origin (CSRF): the
+// browser's own word in Sec-Fetch-Site (Fetch Metadata) or an Origin (RFC 6454 §7) naming
+// another authority than the Host the request was sent to. "" = not cross-site. Non-browser
+// clients (the CLI, curl) send neither field.
+std::string cross_site_reason(const Request& req) {
+  if (const auto it = req.find("Sec-Fetch-Site"); it != req.end()) {
+    const auto site = lower(it->value());
+    if (site != "same-origin" && site != "none") return "Sec-Fetch-Site: " + site;
+  }
+  if (const auto it = req.find(http::field::origin); it != req.end()) {
+    const std::string_view origin = it->value();
+    const auto scheme_end = origin.find("://");
+    const std::string_view authority =
+        scheme_end == std::string_view::npos ? std::string_view() : origin.substr(scheme_end + 3);
+    if (authority.empty() || !iequals(authority, req[http::field::host])) {
+      return "Origin " + std::string(origin) + " is not this listener";
+    }
+  }
+  return {};
+}
+
+// A form or a text/plain fetch() is a "simple" request a page of any origin may send without
+// asking (Fetch, CORS-safelisted request-header); application/json needs a preflight, which this
+// listener never grants.
+bool is_json(const Request& req) {
+  std::string_view type = req[http::field::content_type];
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && type.back() == ' ') type.remove_suffix(1);
+  return iequals(type, json_type);
+}
+
 std::string remote_of(const beast::tcp_stream& stream) {
   boost::system::error_code ec;
   const auto ep = stream.socket().remote_endpoint(ec);
@@ -174,9 +272,22 @@ struct Server::State {
         token(std::move(token)),
         acceptor(io) {}
 
+  // One open connection. `reading`: waiting for (or reading) a request, so it may be closed to
+  // make room for a new connection; false while a response is being written.
+  struct Connection {
+    std::shared_ptr<beast::tcp_stream> stream;
+    std::string client;  // the peer's IP address
+    bool reading = true;
+  };
+
   static net::awaitable<void> accept_loop(std::shared_ptr<State> s);
   static net::awaitable<void> serve(std::shared_ptr<State> s, std::uint64_t id,
                                     std::shared_ptr<beast::tcp_stream> stream);
+  bool make_room(const std::string& client);
+  bool evict_oldest_idle(const std::string* client);
+  Connection* find(std::uint64_t id);
+  std::optional<Reply> refuse_host(const Request& req) const;
+  std::optional<Reply> refuse_change(const Request& req, const std::string& peer) const;
   Reply dispatch(const Request& req, const std::string& peer);
   Reply call(const Match& m, const std::string& peer);
   Response respond(const Request& req, Reply r) const;
@@ -185,8 +296,9 @@ struct Server::State {
   const config::HostPort listen;
   Control& control;
   std::string token;
+  std::vector<std::string> allowed_hosts;  // lowercase
   tcp::acceptor acceptor;
-  std::map<std::uint64_t, std::shared_ptr<beast::tcp_stream>> connections;
+  std::map<std::uint64_t, Connection> connections;  // by id: oldest first
   std::uint64_t next_id = 0;
   std::uint16_t port = 0;
   bool started = false;
@@ -204,7 +316,41 @@ void log_failure(std::string_view what, std::exception_ptr e) {
   }
 }
 
+std::string address_of(const tcp::socket& socket) {
+  boost::system::error_code ec;
+  const auto ep = socket.remote_endpoint(ec);
+  return ec ? std::string("?") : ep.address().to_string();
+}
+
 }  // namespace
+
+// The listener must keep answering /healthz whatever other clients hold open: a new connection
+// never waits and is refused only when every open one is busy answering. Beyond the per-client
+// or the global cap, the oldest connection that is waiting for a request makes way.
+bool Server::State::make_room(const std::string& client) {
+  const auto mine = std::ranges::count_if(
+      connections, [&](const auto& entry) { return entry.second.client == client; });
+  if (static_cast<std::size_t>(mine) >= max_connections_per_client) return evict_oldest_idle(&client);
+  if (connections.size() >= max_connections) return evict_oldest_idle(nullptr);
+  return true;
+}
+
+bool Server::State::evict_oldest_idle(const std::string* client) {
+  for (auto it = connections.begin(); it != connections.end(); ++it) {
+    if (!it->second.reading || (client != nullptr && it->second.client != *client)) continue;
+    spdlog::debug("admin: closing an idle connection from {} to make room", it->second.client);
+    boost::system::error_code ignored;
+    it->second.stream->socket().close(ignored);  // its coroutine wakes with operation_aborted
+    connections.erase(it);
+    return true;
+  }
+  return false;
+}
+
+Server::State::Connection* Server::State::find(std::uint64_t id) {
+  const auto it = connections.find(id);
+  return it == connections.end() ? nullptr : &it->second;
+}
 
 net::awaitable<void> Server::State::accept_loop(std::shared_ptr<State> s) {
   net::steady_timer backoff(s->io);
@@ -218,38 +364,64 @@ net::awaitable<void> Server::State::accept_loop(std::shared_ptr<State> s) {
       co_await backoff.async_wait(nothrow);
       continue;
     }
-    if (s->connections.size() >= max_connections) {
-      spdlog::warn("admin: {} connections open; closing a new one", max_connections);
+    std::string client = address_of(socket);
+    if (!s->make_room(client)) {
+      spdlog::warn("admin: {} connections busy; closing a new one from {}",
+                   s->connections.size(), client);
       continue;  // the socket closes as it goes out of scope
     }
     const std::uint64_t id = s->next_id++;
     auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
-    s->connections.emplace(id, stream);
+    s->connections.emplace(id, Connection{stream, std::move(client)});
     net::co_spawn(s->io, serve(s, id, stream),
                   [](std::exception_ptr e) { log_failure("connection", e); });
   }
 }
+
+namespace {
+
+// Reads one request. The first on a connection must be complete within header_timeout of the
+// accept; a later one may wait idle_timeout for its first byte, then has header_timeout.
+net::awaitable<boost::system::error_code> read_request(beast::tcp_stream& stream,
+                                                       beast::flat_buffer& buffer,
+                                                       http::request_parser<http::string_body>& parser,
+                                                       bool first) {
+  if (!first && buffer.size() == 0) {
+    stream.expires_after(idle_timeout);
+    auto [ec, n] = co_await stream.async_read_some(buffer.prepare(header_limit), nothrow);
+    if (ec) co_return ec;
+    buffer.commit(n);
+  }
+  stream.expires_after(header_timeout);
+  auto [ec, n] = co_await http::async_read(stream, buffer, parser, nothrow);
+  co_return ec;
+}
+
+bool expected_end(const boost::system::error_code& ec) {
+  // The client closed the connection, went idle, or reset it; or stop() / an eviction closed it.
+  return ec == http::error::end_of_stream || ec == beast::error::timeout ||
+         ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+         ec == net::error::eof || ec == net::error::bad_descriptor;
+}
+
+}  // namespace
 
 // One connection: read a request, answer it, repeat while both sides keep the connection alive.
 net::awaitable<void> Server::State::serve(std::shared_ptr<State> s, std::uint64_t id,
                                           std::shared_ptr<beast::tcp_stream> stream) {
   const std::string peer = remote_of(*stream);
   beast::flat_buffer buffer;
-  while (true) {
+  for (bool first = true;; first = false) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(header_limit);
     parser.body_limit(body_limit);
-    stream->expires_after(idle_timeout);
-    auto [read_ec, read_n] = co_await http::async_read(*stream, buffer, parser, nothrow);
-    if (s->stopped) break;  // stop() may have raced a completed read: no Control call after it
+    const auto read_ec = co_await read_request(*stream, buffer, parser, first);
+    // stop() may have raced a completed read: no Control call after it. Evicted: closed already.
+    Connection* conn = s->find(id);
+    if (s->stopped || conn == nullptr) co_return;
     Response response;
     if (read_ec) {
-      // Expected ends of a connection: the client closed it, went idle, or reset it.
-      if (read_ec == http::error::end_of_stream || read_ec == beast::error::timeout ||
-          read_ec == net::error::operation_aborted || read_ec == net::error::connection_reset ||
-          read_ec == net::error::eof) {
-        break;
-      }
+      if (expected_end(read_ec)) break;
       Request empty;
       empty.version(11);
       empty.keep_alive(false);
@@ -262,8 +434,12 @@ net::awaitable<void> Server::State::serve(std::shared_ptr<State> s, std::uint64_
       const Request& req = parser.get();
       response = s->respond(req, s->dispatch(req, peer));
     }
+    conn->reading = false;
     stream->expires_after(write_timeout);
     auto [write_ec, write_n] = co_await http::async_write(*stream, response, nothrow);
+    conn = s->find(id);
+    if (conn == nullptr) co_return;
+    conn->reading = true;
     if (write_ec || s->stopped || !response.keep_alive()) break;
   }
   boost::system::error_code ignored;
@@ -272,7 +448,52 @@ net::awaitable<void> Server::State::serve(std::shared_ptr<State> s, std::uint64_
   s->connections.erase(id);
 }
 
+// RFC 9112 §3.2: an HTTP/1.1 request without Host is 400. A Host that is not this listener's
+// (its listen host, localhost, an IP literal or [admin] allowed_hosts) is what a DNS-rebinding
+// page sends: 421 (RFC 9110 §15.5.20, not configured for that authority), nothing is called.
+std::optional<Reply> Server::State::refuse_host(const Request& req) const {
+  const auto it = req.find(http::field::host);
+  if (it == req.end()) {
+    if (req.version() < 11) return std::nullopt;
+    return error_reply(http::status::bad_request, "missing Host header (RFC 9112 section 3.2)");
+  }
+  const std::string host = host_of(it->value());
+  if (host == "localhost" || host == lower(listen.host) || is_ip_literal(host) ||
+      std::ranges::find(allowed_hosts, host) != allowed_hosts.end()) {
+    return std::nullopt;
+  }
+  spdlog::warn("admin: {} {}: Host '{}' is not allowed", req.method_string(), req.target(),
+               it->value());
+  return error_reply(http::status::misdirected_request,
+                     "Host '" + std::string(it->value()) +
+                         "' is not allowed; add it to [admin] allowed_hosts");
+}
+
+// Every POST changes something. A page of another site is refused by what the browser says
+// (403); the token, when configured, guards all of them (401); without a token, the body must
+// be declared application/json (415), which no cross-site form or simple fetch() can send.
+std::optional<Reply> Server::State::refuse_change(const Request& req,
+                                                  const std::string& peer) const {
+  if (const auto why = cross_site_reason(req); !why.empty()) {
+    spdlog::warn("admin: {} {} from {}: cross-site request refused ({})", req.method_string(),
+                 req.target(), peer, why);
+    return error_reply(http::status::forbidden, "cross-site request refused: " + why);
+  }
+  if (!token.empty()) {
+    if (authorized(req, token)) return std::nullopt;
+    spdlog::warn("admin: {} {} from {}: missing or wrong bearer token", req.method_string(),
+                 req.target(), peer);
+    Reply r = error_reply(http::status::unauthorized, "missing or wrong bearer token");
+    r.challenge = true;
+    return r;
+  }
+  if (is_json(req)) return std::nullopt;
+  return error_reply(http::status::unsupported_media_type,
+                     "a POST to the admin API needs Content-Type: application/json");
+}
+
 Reply Server::State::dispatch(const Request& req, const std::string& peer) {
+  if (auto refused = refuse_host(req)) return std::move(*refused);
   const auto m = match_route(req.target());
   if (!m) return error_reply(http::status::bad_request, "malformed request target");
   if (m->route == Route::none) {
@@ -289,14 +510,8 @@ Reply Server::State::dispatch(const Request& req, const std::string& peer) {
     r.allow = post ? "POST" : "GET, HEAD";
     return r;
   }
-  // Every POST changes something; the token guards all of them, and Control is not called.
-  if (post && !token.empty() && !authorized(req, token)) {
-    spdlog::warn("admin: {} {} from {}: missing or wrong bearer token", req.method_string(),
-                 req.target(), peer);
-    Reply r = error_reply(http::status::unauthorized, "missing or wrong bearer token");
-    r.challenge = true;
-    return r;
-  }
+  if (post)
+    if (auto refused = refuse_change(req, peer)) return std::move(*refused);
   // Control throwing is a bug or a failed reload step in the runtime: the listener goes on.
   try {
     return call(*m, peer);
@@ -310,6 +525,10 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
   switch (m.route) {
     case Route::status:
       return reply(http::status::ok, json_type, control.status_json());
+    case Route::dashboard:
+      return reply(http::status::ok, json_type, control.dashboard_json(m.query));
+    case Route::asset:
+      return reply(http::status::ok, m.asset->content_type, std::string(m.asset->body));
     case Route::metrics:
       return reply(http::status::ok, metrics_type, control.metrics_text());
     case Route::config: {
@@ -370,6 +589,11 @@ Response Server::State::respond(const Request& req, Reply r) const {
   res.set(http::field::content_type, r.content_type);
   // Status, metrics and probe answers are live values: no cache may keep them.
   res.set(http::field::cache_control, "no-store");
+  // The dashboard runs its own script only, talks to this listener only and cannot be framed
+  // (clickjacking the drain buttons); the same header on the JSON answers costs nothing.
+  res.set("Content-Security-Policy", content_security_policy);
+  res.set("X-Content-Type-Options", "nosniff");
+  res.set("Referrer-Policy", "no-referrer");
   if (!r.allow.empty()) res.set(http::field::allow, r.allow);
   if (r.challenge) res.set(http::field::www_authenticate, "Bearer realm=\"sluice-admin\"");
   // A file name with control characters (possible, if perverse) is left out of the header.
@@ -426,7 +650,7 @@ void Server::stop() {
   boost::system::error_code ignored;
   s.acceptor.close(ignored);
   // Each connection's coroutine wakes with operation_aborted, sees `stopped` and ends.
-  for (auto& [id, stream] : s.connections) stream->socket().close(ignored);
+  for (auto& [id, conn] : s.connections) conn.stream->socket().close(ignored);
   s.connections.clear();
 }
 
@@ -436,6 +660,11 @@ void Server::stop_accepting() {
 }
 
 void Server::set_token(std::string token) { state_->token = std::move(token); }
+
+void Server::set_allowed_hosts(std::vector<std::string> hosts) {
+  for (auto& h : hosts) h = lower(h);
+  state_->allowed_hosts = std::move(hosts);
+}
 
 std::uint16_t Server::local_port() const { return state_->port; }
 

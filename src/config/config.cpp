@@ -22,4 +22,10 @@ const UpstreamConfig* Config::find_upstream(std::string_view name) const {
   return it == upstreams.end() ? nullptr : &*it;
 }
 
+const KeyValue* Config::find_key(std::string_view path) const {
+  const auto it = std::find_if(keys.begin(), keys.end(),
+                               [path](const KeyValue& k) { return k.path == path; });
+  return it == keys.end() ? nullptr : &*it;
+}
+
 }  // namespace sluice::config

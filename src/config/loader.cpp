@@ -11,6 +11,9 @@
 #include <system_error>
 #include <unordered_map>
 
+#include <netdb.h>
+#include <sys/socket.h>
+
 #include <boost/url/ipv4_address.hpp>
 #include <boost/url/ipv6_address.hpp>
 #include <toml++/toml.h>
@@ -51,7 +54,7 @@ constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certifica
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
 constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
-constexpr std::array<std::string_view, 2> admin_keys{"listen", "token_file"};
+constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
 constexpr std::array<std::string_view, 22> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
@@ -136,6 +139,32 @@ std::optional<std::string_view> closest(std::string_view word, Keys candidates) 
   return best;
 }
 
+std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
+
+std::string join_strings(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+// The effective `retry.on` as written in TOML, for KeyValue.
+std::string retry_on_text(const RetryConfig& r) {
+  std::vector<std::string> items;
+  const std::pair<bool, std::string_view> words[] = {
+      {r.on_connect, "connect"}, {r.on_refused, "refused"}, {r.on_reset, "reset"}, {r.on_timeout, "timeout"}};
+  for (const auto& [on, word] : words)
+    if (on) items.push_back(quoted(word));
+  for (const unsigned status : r.on_status) items.push_back(std::to_string(status));
+  return "[" + join_strings(items) + "]";
+}
+
+// A listen list as written in TOML, for KeyValue.
+std::string addresses_text(const std::vector<HostPort>& addresses) {
+  std::vector<std::string> items;
+  for (const auto& a : addresses) items.push_back(quoted(a.to_string()));
+  return "[" + join_strings(items) + "]";
+}
+
 std::string join(Keys items) {
   std::string out;
   for (const auto item : items) {
@@ -214,6 +243,30 @@ bool is_loopback_host(std::string_view host) {
   return false;
 }
 
+// The runtime resolves every host when it builds sockets; a name it could not resolve is an
+// error here, at the key, so that `check` refuses what `run` and a reload would. A dotted
+// number that is no IPv4 address ("999.1.1.1") is said so rather than sent to DNS. Fuzz builds
+// (SLUICE_CONFIG_NO_DNS) skip the lookup: they must stay hermetic.
+bool resolvable(const std::string& host, std::string* why) {
+  if (boost::urls::parse_ipv4_address(host) || boost::urls::parse_ipv6_address(host)) return true;
+  if (std::all_of(host.begin(), host.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; })) {
+    *why = "'" + host + "' is not a valid IPv4 address";
+    return false;
+  }
+#ifndef SLUICE_CONFIG_NO_DNS
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (found != nullptr) ::freeaddrinfo(found);
+  if (rc != 0) {
+    *why = "cannot resolve '" + host + "': " + ::gai_strerror(rc);
+    return false;
+  }
+#endif
+  return true;
+}
+
 // Formats "listen" addresses so that "LOCALHOST:80" and "localhost:80" count as the same one.
 std::string listen_key(const HostPort& address) {
   return lower(address.host) + ":" + std::to_string(address.port);
@@ -235,6 +288,7 @@ public:
     read_routes(root, config.routes);
     read_upstreams(root, config.upstreams);
     check_routing(root, config);
+    config.keys = std::move(keys_);
     return config;
   }
 
@@ -298,6 +352,14 @@ private:
     return nullptr;
   }
 
+  // The sub-table at `key`, or an empty one when absent: its keys are read (and noted) at their
+  // defaults either way.
+  const toml::table& section_or_empty(const toml::table& parent, std::string_view key) {
+    static const toml::table empty;
+    const toml::table* table = section(parent, key);
+    return table != nullptr ? *table : empty;
+  }
+
   // The value at `key` if present and of type T; another type is reported and yields nullptr.
   template <typename T>
   const toml::value<T>* typed(const toml::table& table, std::string_view key,
@@ -309,9 +371,57 @@ private:
     return nullptr;
   }
 
+  // Records the key's effective value (see KeyValue), live until needs_restart() says otherwise.
+  void note(const toml::table& table, std::string_view key, const std::string& path,
+            std::string value) {
+    const toml::node* node = table.get(key);
+    keys_.push_back({path, std::move(value), Reload::live,
+                     node != nullptr ? location_of(*node) : SourceLocation{}});
+  }
+
+  // The reload class of a key that only a restart can change, declared beside its read.
+  void needs_restart(std::string_view path) {
+    for (auto it = keys_.rbegin(); it != keys_.rend(); ++it)
+      if (it->path == path) {
+        it->reload = Reload::restart;
+        return;
+      }
+  }
+
   // Readers: an absent key leaves `out` at its default; a bad value is reported and does too.
-  // Each returns the node it read, for checks that relate several values.
+  // Each returns the node it read, for checks that relate several values, and notes the value.
   const toml::node* read_string(const toml::table& table, std::string_view key,
+                                const std::string& path, std::string& out) {
+    const toml::node* node = take_string(table, key, path, out);
+    note(table, key, path, quoted(out));
+    return node;
+  }
+
+  template <typename T>
+  const toml::node* read_integer(const toml::table& table, std::string_view key,
+                                 const std::string& path, T& out, std::int64_t min,
+                                 std::int64_t max, std::string_view below_min_hint = {}) {
+    const toml::node* node = take_integer(table, key, path, out, min, max, below_min_hint);
+    note(table, key, path, std::to_string(out));
+    return node;
+  }
+
+  const toml::node* read_duration(const toml::table& table, std::string_view key,
+                                  const std::string& path, Duration& out, bool zero_allowed) {
+    const toml::node* node = take_duration(table, key, path, out, zero_allowed);
+    note(table, key, path, format_duration(out));
+    return node;
+  }
+
+  const toml::node* read_size(const toml::table& table, std::string_view key,
+                              const std::string& path, std::uint64_t& out, std::uint64_t min,
+                              std::uint64_t max) {
+    const toml::node* node = take_size(table, key, path, out, min, max);
+    note(table, key, path, format_size(out));
+    return node;
+  }
+
+  const toml::node* take_string(const toml::table& table, std::string_view key,
                                 const std::string& path, std::string& out) {
     const auto* value = typed<std::string>(table, key, path, "a string");
     if (value != nullptr) out = value->get();
@@ -319,9 +429,9 @@ private:
   }
 
   template <typename T>
-  const toml::node* read_integer(const toml::table& table, std::string_view key,
+  const toml::node* take_integer(const toml::table& table, std::string_view key,
                                  const std::string& path, T& out, std::int64_t min,
-                                 std::int64_t max, std::string_view below_min_hint = {}) {
+                                 std::int64_t max, std::string_view below_min_hint) {
     const auto* value = typed<std::int64_t>(table, key, path, "an integer");
     if (value == nullptr) return nullptr;
     const std::int64_t number = value->get();
@@ -335,7 +445,7 @@ private:
     return value;
   }
 
-  const toml::node* read_duration(const toml::table& table, std::string_view key,
+  const toml::node* take_duration(const toml::table& table, std::string_view key,
                                   const std::string& path, Duration& out, bool zero_allowed) {
     // The default doubles as the example of what to write.
     const std::string expected = "a string like \"" + format_duration(out) + "\"";
@@ -359,7 +469,7 @@ private:
   }
 
   // Sizes are strings with a unit, or integers counting bytes.
-  const toml::node* read_size(const toml::table& table, std::string_view key,
+  const toml::node* take_size(const toml::table& table, std::string_view key,
                               const std::string& path, std::uint64_t& out, std::uint64_t min,
                               std::uint64_t max) {
     const toml::node* node = table.get(key);
@@ -395,13 +505,14 @@ private:
                                 const std::string& path, std::string_view kind, Keys valid,
                                 std::string& out) {
     std::string value;
-    const toml::node* node = read_string(table, key, path, value);
-    if (node == nullptr) return nullptr;
-    if (std::find(valid.begin(), valid.end(), value) == valid.end()) {
+    const toml::node* node = take_string(table, key, path, value);
+    if (node != nullptr && std::find(valid.begin(), valid.end(), value) == valid.end()) {
       error(*node, path, unknown_message(kind, value, valid));
-      return nullptr;
+      node = nullptr;
+    } else if (node != nullptr) {
+      out = std::move(value);
     }
-    out = std::move(value);
+    note(table, key, path, quoted(out));
     return node;
   }
 
@@ -409,11 +520,21 @@ private:
                               const std::string& path, bool& out) {
     const auto* value = typed<bool>(table, key, path, "true or false");
     if (value != nullptr) out = value->get();
+    note(table, key, path, out ? "true" : "false");
     return value;
   }
 
   // A number (integer or float) within [min, max].
   const toml::node* read_number(const toml::table& table, std::string_view key,
+                                const std::string& path, double& out, double min, double max) {
+    const toml::node* node = take_number(table, key, path, out, min, max);
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", out);
+    note(table, key, path, text);
+    return node;
+  }
+
+  const toml::node* take_number(const toml::table& table, std::string_view key,
                                 const std::string& path, double& out, double min, double max) {
     const toml::node* node = table.get(key);
     if (node == nullptr) return nullptr;
@@ -443,6 +564,15 @@ private:
   // An array of strings.
   const toml::node* read_strings(const toml::table& table, std::string_view key,
                                  const std::string& path, std::vector<std::string>& out) {
+    const toml::node* node = take_strings(table, key, path, out);
+    std::vector<std::string> items;
+    for (const auto& item : out) items.push_back(quoted(item));
+    note(table, key, path, "[" + join_strings(items) + "]");
+    return node;
+  }
+
+  const toml::node* take_strings(const toml::table& table, std::string_view key,
+                                 const std::string& path, std::vector<std::string>& out) {
     const toml::node* node = table.get(key);
     if (node == nullptr) return nullptr;
     const auto* array = node->as_array();
@@ -469,6 +599,7 @@ private:
   void read_health(const toml::table& upstream, const std::string& path,
                    std::optional<HealthCheckConfig>& out) {
     const toml::table* table = section(upstream, "health");
+    note(upstream, "health", path + ".health", table != nullptr ? "on" : "off");
     if (table == nullptr) return;
     const std::string p = path + ".health";
     check_keys(*table, p, health_keys);
@@ -522,39 +653,23 @@ private:
     read_duration(*table, "fail_timeout", p + ".fail_timeout", c.fail_timeout, false);
     read_duration(*table, "max_ejection_time", p + ".max_ejection_time", c.max_ejection_time, false);
     read_integer(*table, "max_ejected_percent", p + ".max_ejected_percent", c.max_ejected_percent, 0, 100);
-    if (const auto* node = read_strings(*table, "fail_on", p + ".fail_on", c.fail_on)) {
-      std::string why;
-      if (!health::FailOn::parse(c.fail_on, &why)) error(*node, p + ".fail_on", why);
-    }
+    if (const auto* node = read_strings(*table, "fail_on", p + ".fail_on", c.fail_on))
+      check_failure_items(*node, p + ".fail_on", c.fail_on, nullptr);
     out = std::move(c);
   }
 
   void read_retry(const toml::table& upstream, const std::string& path, RetryConfig& r) {
-    const toml::table* table = section(upstream, "retry");
-    if (table == nullptr) return;
+    const toml::table* table = &section_or_empty(upstream, "retry");
     const std::string p = path + ".retry";
     check_keys(*table, p, retry_keys);
     read_integer(*table, "attempts", p + ".attempts", r.attempts, 1, max_attempts);
     std::vector<std::string> on;
-    if (const auto* node = read_strings(*table, "on", p + ".on", on)) {
+    if (const auto* node = take_strings(*table, "on", p + ".on", on)) {
       r.on_connect = r.on_refused = r.on_reset = r.on_timeout = false;
       r.on_status.clear();
-      const auto* array = node->as_array();
-      for (std::size_t i = 0; i < on.size(); ++i) {
-        const auto& item = on[i];
-        if (item == "connect") r.on_connect = true;
-        else if (item == "refused") r.on_refused = true;
-        else if (item == "reset") r.on_reset = true;
-        else if (item == "timeout") r.on_timeout = true;
-        else if (item.size() == 3 && std::all_of(item.begin(), item.end(), ::isdigit) &&
-                 item >= "400" && item <= "599")
-          r.on_status.push_back(static_cast<unsigned>(std::stoi(item)));
-        else
-          error(*array->get(i), index_path(p + ".on", i),
-                "unknown retry condition '" + item +
-                    "'; expected connect, refused, reset, timeout or a status code 400..599");
-      }
+      check_failure_items(*node, p + ".on", on, &r);
     }
+    note(*table, "on", p + ".on", retry_on_text(r));
     read_string(*table, "idempotency_header", p + ".idempotency_header", r.idempotency_header);
     read_duration(*table, "per_try_timeout", p + ".per_try_timeout", r.per_try_timeout, true);
     read_duration(*table, "deadline", p + ".deadline", r.deadline, true);
@@ -578,6 +693,77 @@ private:
     read_size(*table, "buffer", p + ".buffer", r.buffer, 0, 64 * MiB);
   }
 
+  // `passive.fail_on` and `retry.on`: one grammar (health::parse_failure_item), every bad item
+  // reported at its index. With `retry`, the items also fill its conditions; a retried status
+  // must be an error (400..599).
+  void check_failure_items(const toml::node& node, const std::string& path,
+                           const std::vector<std::string>& items, RetryConfig* retry) {
+    const auto* array = node.as_array();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const toml::node& at = array != nullptr ? *array->get(i) : node;
+      std::string why;
+      const auto item = health::parse_failure_item(items[i], &why);
+      if (!item) {
+        error(at, index_path(path, i), why);
+        continue;
+      }
+      if (retry == nullptr) continue;
+      using W = health::FailureItem::Word;
+      switch (item->word) {
+        case W::connect: retry->on_connect = true; break;
+        case W::refused: retry->on_refused = true; break;
+        case W::reset: retry->on_reset = true; break;
+        case W::timeout: retry->on_timeout = true; break;
+        case W::none: add_retried_statuses(at, index_path(path, i), item->statuses, *retry); break;
+      }
+    }
+  }
+
+  void add_retried_statuses(const toml::node& at, const std::string& path,
+                            const health::StatusMatcher& statuses, RetryConfig& retry) {
+    for (unsigned code = 100; code < 400; ++code) {
+      if (!statuses.match(code)) continue;
+      error(at, path, "a retried status must be 400..599, got " + std::to_string(code));
+      return;
+    }
+    for (unsigned code = 400; code < 600; ++code)
+      if (statuses.match(code) && std::find(retry.on_status.begin(), retry.on_status.end(), code) == retry.on_status.end())
+        retry.on_status.push_back(code);
+  }
+
+  // Rules between retry keys and the upstream's timeouts, each reported at the key that breaks
+  // it (or the [retry] table when that key is left at its default).
+  void check_retry_rules(const toml::table& table, const std::string& path, const UpstreamConfig& u) {
+    const toml::table* retry = table.get_as<toml::table>("retry");
+    if (retry == nullptr) return;  // defaults keep every rule
+    const std::string p = path + ".retry";
+    const auto at = [&](std::string_view key) -> const toml::node& {
+      const toml::node* node = retry->get(key);
+      return node != nullptr ? *node : static_cast<const toml::node&>(*retry);
+    };
+    const auto& r = u.retry;
+    if (r.backoff > r.backoff_max)
+      error(at("backoff"), p + ".backoff",
+            "must not exceed backoff_max (" + format_duration(r.backoff_max) + "), got " + format_duration(r.backoff));
+    if (r.per_try_timeout > u.response_timeout)
+      error(at("per_try_timeout"), p + ".per_try_timeout",
+            "must not exceed response_timeout (" + format_duration(u.response_timeout) + "), got " +
+                format_duration(r.per_try_timeout));
+    // Without per_try_timeout a deadline shorter than response_timeout is a plain cap on the
+    // request ("answer within 300ms"); with one, a deadline that cannot hold one try is a typo.
+    if (r.deadline != Duration::zero() && r.per_try_timeout != Duration::zero() && r.deadline < r.per_try_timeout)
+      error(at("deadline"), p + ".deadline",
+            "must be at least one try's timeout (per_try_timeout " + format_duration(r.per_try_timeout) +
+                "), got " + format_duration(r.deadline));
+    // RFC 9110 §5.1: a field name is a token.
+    const auto tchar = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    };
+    if (!r.idempotency_header.empty() && !all_of_chars(r.idempotency_header, +tchar))
+      error(at("idempotency_header"), p + ".idempotency_header",
+            "'" + r.idempotency_header + "' is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
+  }
+
   std::optional<HostPort> parse_address(const toml::node& node, const std::string& path,
                                         bool zero_port_allowed) {
     const auto* text = node.as_string();
@@ -588,6 +774,10 @@ private:
     std::string why;
     auto address = parse_host_port(text->get(), zero_port_allowed, &why);
     if (!address) error(node, path, why);
+    if (address && !resolvable(address->host, &why)) {
+      error(node, path, why);
+      return std::nullopt;
+    }
     return address;
   }
 
@@ -602,11 +792,13 @@ private:
   }
 
   void read_server(const toml::table& root, ServerSection& out) {
-    const toml::table* table = section(root, "server");
-    if (table != nullptr) {
+    const toml::table* table = &section_or_empty(root, "server");
+    {
       check_keys(*table, "server", server_keys);
       read_listen(*table, out.listen);
       read_integer(*table, "workers", "server.workers", out.workers, 0, max_workers);
+      // Each worker is a thread with its own sockets and pools, made once at start-up.
+      needs_restart("server.workers");
       read_duration(*table, "header_timeout", "server.header_timeout", out.header_timeout, false);
       read_duration(*table, "idle_timeout", "server.idle_timeout", out.idle_timeout, false);
       // 0 is meaningful here: close in-flight requests at once.
@@ -625,10 +817,14 @@ private:
                     out.tunnel_drain_timeout, false);
       read_duration(*table, "health_ready_timeout", "server.health_ready_timeout",
                     out.health_ready_timeout, true);
+      // The wait before the one READY=1 of a start; a running process is past it.
+      needs_restart("server.health_ready_timeout");
       if (const auto* file = read_string(*table, "state_file", "server.state_file", out.state_file);
           file != nullptr && out.state_file.empty()) {
         error(*file, "server.state_file", "must not be empty; remove the key to keep no state");
       }
+      // Read once at start-up (restore) and owned by this process until it stops.
+      needs_restart("server.state_file");
       read_tls_listeners(*table, out.tls);
       // The request line is part of the head, so a longer URI limit could never be reached.
       if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
@@ -640,7 +836,7 @@ private:
       }
     }
     // The default listener is claimed too, so that the admin port cannot collide with it.
-    if (table == nullptr || !table->contains("listen")) {
+    if (!table->contains("listen")) {
       for (std::size_t i = 0; i < out.listen.size(); ++i) {
         listeners_.try_emplace(listen_key(out.listen[i]), index_path("server.listen", i));
       }
@@ -671,6 +867,7 @@ private:
         if (auto addresses = read_listen_addresses(*table->get("listen"), path + ".listen", false))
           tls.listen = std::move(*addresses);
       }
+      note(*table, "listen", path + ".listen", addresses_text(tls.listen));
       std::string version = "1.2";
       read_choice(*table, "min_version", path + ".min_version", "TLS version", tls_versions, version);
       tls.min_tls13 = version == "1.3";
@@ -746,10 +943,12 @@ private:
 
   void read_listen(const toml::table& server, std::vector<HostPort>& out) {
     const toml::node* node = server.get("listen");
-    if (node == nullptr) return;
     // Empty only when TLS listeners take the traffic.
-    if (auto addresses = read_listen_addresses(*node, "server.listen", server.contains("tls")))
-      out = std::move(*addresses);
+    if (node != nullptr) {
+      if (auto addresses = read_listen_addresses(*node, "server.listen", server.contains("tls")))
+        out = std::move(*addresses);
+    }
+    note(server, "listen", "server.listen", addresses_text(out));
   }
 
   // A listen address or an array of them, each claimed (no two listeners on one address). The
@@ -786,8 +985,7 @@ private:
   }
 
   void read_log(const toml::table& root, LogSection& out) {
-    const toml::table* table = section(root, "log");
-    if (table == nullptr) return;
+    const toml::table* table = &section_or_empty(root, "log");
     check_keys(*table, "log", log_keys);
     read_choice(*table, "level", "log.level", "log level", log_levels, out.level);
     std::string access;
@@ -800,19 +998,21 @@ private:
 
   void read_admin(const toml::table& root, AdminSection& out) {
     const toml::table* table = section(root, "admin");
+    note(root, "admin", "admin", table != nullptr ? "on" : "off");
     if (table == nullptr) return;
     out.enabled = true;  // the section's presence is the switch
     check_keys(*table, "admin", admin_keys);
-    if (const auto* file = read_string(*table, "token_file", "admin.token_file", out.token_file);
-        file != nullptr && out.token_file.empty()) {
-      error(*file, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
+    if (const auto* file = read_string(*table, "token_file", "admin.token_file", out.token_file)) {
+      check_token_file(*file, out.token_file);
     }
+    read_allowed_hosts(*table, out.allowed_hosts);
     const toml::node* node = table->get("listen");
     if (node != nullptr) {
       auto address = parse_address(*node, "admin.listen", true);
       if (!address) return;
       out.listen = std::move(*address);
     }
+    note(*table, "listen", "admin.listen", quoted(out.listen.to_string()));
     // The admin API drains servers and reloads the config: beyond loopback, only with a token.
     if (out.token_file.empty() && !is_loopback_host(out.listen.host)) {
       error(node != nullptr ? *node : static_cast<const toml::node&>(*table), "admin.listen",
@@ -822,6 +1022,39 @@ private:
     if (out.listen.port != 0) {
       claim_listener(out.listen, node != nullptr ? node->source() : table->source(),
                      "admin.listen");
+    }
+  }
+
+  // The runtime reads the token at start-up and on reload; a file it could not use is an error
+  // here, at the key, for `check` as for `run`.
+  void check_token_file(const toml::node& node, const std::string& file) {
+    if (file.empty()) {
+      error(node, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
+      return;
+    }
+    std::string token;
+    if (const int e = read_whole_file(file, token); e != 0) {
+      error(node, "admin.token_file",
+            "cannot read '" + file + "': " + std::system_category().message(e));
+    } else if (token.find_first_not_of(" \t\r\n") == std::string::npos) {
+      error(node, "admin.token_file", "the token file '" + file + "' is empty");
+    }
+  }
+
+  // [admin] allowed_hosts = ["sluice.internal"]: names a browser may reach the admin API by.
+  void read_allowed_hosts(const toml::table& table, std::vector<std::string>& out) {
+    const toml::node* node = read_strings(table, "allowed_hosts", "admin.allowed_hosts", out);
+    if (node == nullptr) return;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      auto& host = out[i];
+      std::ranges::transform(host, host.begin(), [](unsigned char c) { return std::tolower(c); });
+      const bool name = !host.empty() && std::ranges::all_of(host, [](unsigned char c) {
+        return std::isalnum(c) != 0 || c == '-' || c == '.';
+      });
+      if (!name) {
+        error(*node->as_array()->get(i), index_path("admin.allowed_hosts", i),
+              "'" + host + "' is not a host name (letters, digits, '-' and '.'; no port)");
+      }
     }
   }
 
@@ -970,6 +1203,7 @@ private:
     read_integer(table, "queue_size", path + ".queue_size", upstream.queue_size, 0, 1'000'000);
     read_duration(table, "queue_timeout", path + ".queue_timeout", upstream.queue_timeout, false);
     read_retry(table, path, upstream.retry);
+    check_retry_rules(table, path, upstream);
     read_upstream_tls(table, path, upstream);
     warn_unused_policy_keys(table, path, upstream.balance);
 
@@ -1044,6 +1278,10 @@ private:
       std::string why;
       address = parse_host_port(rest, false, &why);
       if (!address) error(address_node, path + ".address", why);
+      if (address && !resolvable(address->host, &why)) {
+        error(address_node, path + ".address", why);
+        address.reset();
+      }
     } else {
       address = parse_address(address_node, path + ".address", false);
     }
@@ -1074,6 +1312,7 @@ private:
   std::string file_;
   std::vector<ConfigError> errors_;
   std::vector<ConfigError> warnings_;
+  std::vector<KeyValue> keys_;
   // listen_key -> key path of the listener that has it
   std::unordered_map<std::string, std::string> listeners_;
   // Per route, its `upstream` value node (nullptr when missing or mistyped), for check_routing.

@@ -1,6 +1,7 @@
 #include "sluice/health/fail_on.hpp"
 
 #include <array>
+#include <cctype>
 
 namespace sluice::health {
 
@@ -15,26 +16,39 @@ std::string describe(const LiveResult& result) {
   return "unknown";
 }
 
+std::optional<FailureItem> parse_failure_item(std::string_view item, std::string* why) {
+  using W = FailureItem::Word;
+  constexpr std::array<std::pair<std::string_view, W>, 4> words{
+      {{"connect", W::connect}, {"refused", W::refused}, {"reset", W::reset}, {"timeout", W::timeout}}};
+  for (const auto& [text, word] : words)
+    if (item == text) return FailureItem{word, {}};
+  std::string problem;
+  auto statuses = StatusMatcher::parse(item, &problem);
+  if (!statuses) {
+    // A word gets the list of words; something that starts like a status gets what is wrong
+    // with it as a status.
+    const bool status_like = !item.empty() && std::isdigit(static_cast<unsigned char>(item[0]));
+    if (why != nullptr)
+      *why = status_like ? problem
+                         : "unknown failure '" + std::string(item) +
+                               "'; expected connect, refused, reset, timeout, or a status, range or "
+                               "class (\"503\", \"500-504\", \"5xx\")";
+    return std::nullopt;
+  }
+  return FailureItem{W::none, std::move(*statuses)};
+}
+
 std::optional<FailOn> FailOn::parse(std::span<const std::string> items, std::string* error) {
   FailOn f;
-  for (const auto& item : items) {
-    if (item == "connect") {
-      f.connect_ = true;
-    } else if (item == "timeout") {
-      f.timeout_ = true;
-    } else if (item == "reset") {
-      f.reset_ = true;
-    } else {
-      std::string why;
-      const auto statuses = StatusMatcher::parse(item, &why);
-      if (!statuses) {
-        if (error != nullptr) {
-          *error = "bad fail_on item '" + item +
-                   "' (use connect, timeout, reset, or a status, range or class: " + why + ")";
-        }
-        return std::nullopt;
-      }
-      f.statuses_.merge(*statuses);
+  for (const auto& text : items) {
+    const auto item = parse_failure_item(text, error);
+    if (!item) return std::nullopt;
+    switch (item->word) {
+      case FailureItem::Word::connect: f.connect_ = true; break;
+      case FailureItem::Word::refused: f.refused_ = true; break;
+      case FailureItem::Word::reset: f.reset_ = true; break;
+      case FailureItem::Word::timeout: f.timeout_ = true; break;
+      case FailureItem::Word::none: f.statuses_.merge(item->statuses); break;
     }
   }
   return f;
@@ -48,7 +62,8 @@ FailOn FailOn::defaults() {
 bool FailOn::counts(const LiveResult& result) const noexcept {
   switch (result.kind) {
     case LiveResult::Kind::response: return statuses_.match(result.status);
-    case LiveResult::Kind::connect: return connect_;
+    // The session words a refused connect "connect refused" (see describe()).
+    case LiveResult::Kind::connect: return connect_ || (refused_ && result.detail == "connect refused");
     case LiveResult::Kind::timeout: return timeout_;
     case LiveResult::Kind::reset: return reset_;
   }
@@ -62,6 +77,7 @@ std::string FailOn::to_string() const {
     out += s;
   };
   if (connect_) add("connect");
+  if (refused_) add("refused");
   if (timeout_) add("timeout");
   if (reset_) add("reset");
   if (!statuses_.empty()) add(statuses_.to_string());

@@ -30,6 +30,11 @@ std::uint64_t sum(const Endpoint& ep, unsigned workers, Get get) {
 
 }  // namespace
 
+const char* shown_state(const Endpoint& endpoint) {
+  if (endpoint.draining()) return endpoint.in_flight() == 0 ? "drained" : "draining";
+  return to_string(endpoint.state());
+}
+
 RuntimeControl::RuntimeControl(Hooks hooks) : hooks_(std::move(hooks)) {}
 
 std::string RuntimeControl::status_json() {
@@ -69,7 +74,7 @@ std::string RuntimeControl::status_json() {
       so["failures"] = sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
       if (ep->has_health()) {
         const auto h = ep->health().status();
-        so["state"] = ep->draining() ? (in_flight == 0 ? "drained" : "draining") : to_string(h.state);
+        so["state"] = shown_state(*ep);
         so["health_state"] = to_string(h.state);
         so["reason"] = h.reason;
         so["since_ms_ago"] = ms_since(h.since, now);
@@ -240,7 +245,7 @@ admin::DrainOutcome RuntimeControl::set_drain(const std::string& upstream, const
       if (ep->identity() != server) continue;
       ep->set_draining(drain);
       ep->set_drained_by_api(drain);
-      hooks_.drained(*ep, drain);
+      hooks_.drained(upstream, *ep, drain);
       return admin::DrainOutcome::done;
     }
     return admin::DrainOutcome::no_such_server;

@@ -44,6 +44,40 @@ struct Model {
   }
 };
 
+// Servers and routes are compared by identity below, not by their index in the file.
+bool compared_by_identity(std::string_view path) {
+  return path.starts_with("route[") || path.find(".servers[") != std::string_view::npos;
+}
+
+// "upstreams.app.retry.on" -> "app"; "" for keys outside an upstream.
+std::string_view upstream_of(std::string_view path) {
+  constexpr std::string_view prefix = "upstreams.";
+  if (!path.starts_with(prefix)) return {};
+  path.remove_prefix(prefix.size());
+  return path.substr(0, path.find('.'));
+}
+
+// Key by key, in the new file's order: what changes, what appears (a section added) and what
+// goes. Keys of an upstream that only one side has are left to its "+ upstream" / "- upstream".
+void diff_keys(const config::Config& a, const config::Config& b, std::vector<std::string>& out) {
+  const auto on_both_sides = [&](std::string_view path) {
+    const auto u = upstream_of(path);
+    return u.empty() || (a.find_upstream(u) != nullptr && b.find_upstream(u) != nullptr);
+  };
+  const auto restart = [](const config::KeyValue& k) {
+    return k.reload == config::Reload::restart ? std::string(" (needs a restart)") : std::string();
+  };
+  for (const auto& nk : b.keys) {
+    if (compared_by_identity(nk.path) || !on_both_sides(nk.path)) continue;
+    const auto* ok = a.find_key(nk.path);
+    if (ok == nullptr) out.push_back("+ " + nk.path + " = " + nk.value + restart(nk));
+    else if (ok->value != nk.value) out.push_back("~ " + nk.path + ": " + ok->value + " -> " + nk.value + restart(nk));
+  }
+  for (const auto& ok : a.keys)
+    if (!compared_by_identity(ok.path) && on_both_sides(ok.path) && b.find_key(ok.path) == nullptr)
+      out.push_back("- " + ok.path + " (was " + ok.value + ")" + restart(ok));
+}
+
 std::string percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", share * 100.0);
@@ -63,8 +97,44 @@ double hash_moved_share(const config::UpstreamConfig& old_upstream,
   return samples == 0 ? 0.0 : static_cast<double>(moved) / samples;
 }
 
+std::vector<config::ConfigError> restart_changes(const config::Config& running, const config::Config& file) {
+  std::vector<config::ConfigError> out;
+  for (const auto& nk : file.keys) {
+    if (nk.reload != config::Reload::restart) continue;
+    const auto* rk = running.find_key(nk.path);
+    const std::string was = rk != nullptr ? rk->value : "(not set)";
+    if (was == nk.value) continue;
+    out.push_back({file.source, nk.where.line, nk.where.column, nk.path,
+                   "changing this needs a restart (running: " + was + ", file: " + nk.value + ")"});
+  }
+  return out;
+}
+
+std::vector<std::string> running_drain_diff(const config::Config& running, const config::Config& file,
+                                            const std::vector<RunningServer>& servers) {
+  std::vector<std::string> out;
+  for (const auto& rs : servers) {
+    const auto* ru = running.find_upstream(rs.upstream);
+    const auto* fu = file.find_upstream(rs.upstream);
+    const auto* in_running = ru != nullptr ? find_server(*ru, rs.server) : nullptr;
+    const auto* in_file = fu != nullptr ? find_server(*fu, rs.server) : nullptr;
+    if (in_running == nullptr || in_file == nullptr || rs.draining == in_running->drain) continue;
+    const std::string prefix = "upstream " + rs.upstream + ": server " + rs.server + " ";
+    const std::string set = rs.draining ? "drained through the API" : "undrained through the API";
+    // The file's `drain` wins only when it changes; else the API's word stays.
+    if (in_file->drain == in_running->drain)
+      out.push_back(prefix + set + " (file: drain = " + (in_file->drain ? "true" : "false") +
+                    "); stays " + (rs.draining ? "drained" : "undrained") + " after the reload");
+    else
+      out.push_back(prefix + set + "; the file's drain = " + (in_file->drain ? "true" : "false") +
+                    " applies at the reload");
+  }
+  return out;
+}
+
 std::vector<std::string> config_diff(const config::Config& a, const config::Config& b) {
   std::vector<std::string> out;
+  diff_keys(a, b, out);
   for (const auto& u : a.upstreams)
     if (b.find_upstream(u.name) == nullptr) out.push_back("- upstream " + u.name);
   for (const auto& nu : b.upstreams) {

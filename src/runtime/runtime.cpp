@@ -21,19 +21,20 @@
 #include "sluice/health/prober.hpp"
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/control.hpp"
+#include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/listen_fds.hpp"
+#include "sluice/runtime/listeners.hpp"
 #include "sluice/runtime/state_file.hpp"
 #include "sluice/runtime/systemd.hpp"
 #include "sluice/runtime/upgrade.hpp"
 #include "sluice/runtime/worker.hpp"
+#include "sluice/telemetry/event_ring.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice {
 
 namespace net = boost::asio;
-using tcp = net::ip::tcp;
-using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
 struct Runtime::State {
   std::string config_path;
@@ -44,6 +45,10 @@ struct Runtime::State {
   std::unique_ptr<AccessLog> access_log;
   std::vector<std::unique_ptr<Worker>> workers;
   net::io_context control;
+  Listeners listeners;
+  RuntimeControl* control_api = nullptr;  // what the admin listener serves (lives in run())
+  std::unique_ptr<admin::Server> admin_server;
+  std::unique_ptr<ConfigWatch> watch;
   std::unique_ptr<health::Prober> prober;
   std::vector<std::string> probed_upstreams;
   bool shutting_down = false;
@@ -52,10 +57,10 @@ struct Runtime::State {
   std::uint64_t reloads_ok = 0;
   std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
+  History history;                         // the dashboard's per-second samples
   ServiceNotifier notifier{control};
   std::unique_ptr<StateFile> state_file;  // [server] state_file; restart-only
   bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
-  std::vector<int> listener_fds;  // every acceptor's socket, passed on a binary upgrade
   std::string binary = own_binary();  // what SIGUSR2 starts again
 };
 
@@ -68,26 +73,94 @@ Runtime::~Runtime() = default;
 
 namespace {
 
-tcp::acceptor open_listener(net::io_context& io, const tcp::endpoint& ep) {
-  tcp::acceptor a(io);
-  a.open(ep.protocol());
-  a.set_option(tcp::acceptor::reuse_address(true));
-  a.set_option(reuse_port(true));
-  if (ep.address().is_v6()) a.set_option(net::ip::v6_only(true));
-  a.bind(ep);
-  a.listen(4096);
-  return a;
+// Each worker's share of server.max_connections, clamped to what the descriptors can hold, so
+// that the limit is met at accept time (the excess waits in the backlog) and never mid-request
+// (EMFILE on an upstream connect would turn into a 502 for a client already accepted).
+std::uint32_t connections_per_worker(const config::Config& cfg, unsigned workers) {
+  const auto fd_limit = raise_fd_limit();
+  const auto reserved = fd_reserve + max_idle_pooled(cfg, workers);
+  const auto max_connections = connections_within(fd_limit, reserved, cfg.server.max_connections);
+  if (max_connections < cfg.server.max_connections) {
+    // The default is a ceiling that the fd limit may lower without anyone having asked for more:
+    // that is said at info. A value the operator wrote that cannot be honoured is a warning.
+    const bool is_default = cfg.server.max_connections == config::ServerSection{}.max_connections;
+    spdlog::log(is_default ? spdlog::level::info : spdlog::level::warn,
+                "max_connections {} needs about {} file descriptors, the limit is {}: accepting at "
+                "most {} connections (raise `ulimit -n` to allow more)",
+                cfg.server.max_connections, 2ULL * cfg.server.max_connections + reserved, fd_limit,
+                max_connections);
+  }
+  return (max_connections + workers - 1) / workers;
 }
 
-// An inherited listening socket on a worker's io_context: the first worker takes the descriptor,
-// the others a dup() of it (one accept queue shared by the workers).
-tcp::acceptor adopt_listener(net::io_context& io, int fd, bool first) {
-  const int own = first ? fd : ::dup(fd);
-  if (own < 0) throw std::system_error(errno, std::generic_category(), "dup");
-  const auto bound = bound_endpoint(own);
-  tcp::acceptor a(io);
-  a.assign(bound && bound->address().is_v6() ? tcp::v6() : tcp::v4(), own);
-  return a;
+// The admin listener of `admin`, bound and serving, with its token read; at start-up it may take
+// the socket a binary upgrade passed (`inherited_fd`, owned by it from now on) instead of
+// binding. Throws (bind, token) std::runtime_error naming what failed.
+std::unique_ptr<admin::Server> open_admin(Runtime::State& s, const config::AdminSection& admin,
+                                          int inherited_fd = -1) {
+  const auto token = admin.token_file.empty() ? std::string() : admin::read_token_file(admin.token_file);
+  auto server = std::make_unique<admin::Server>(s.control, admin.listen, *s.control_api, token);
+  server->set_allowed_hosts(admin.allowed_hosts);
+  server->start(inherited_fd);
+  spdlog::info("admin listening on {}:{}", admin.listen.host, server->local_port());
+  return server;
+}
+
+// The old admin listener after a reload moved it: the reload was probably asked through it, and
+// its answer is still being written, so it closes a moment later instead of now.
+void retire_admin(Runtime::State& s, std::unique_ptr<admin::Server> old) {
+  if (!old) return;
+  auto timer = std::make_shared<net::steady_timer>(s.control, std::chrono::seconds(1));
+  std::shared_ptr<admin::Server> server(std::move(old));
+  timer->async_wait([timer, server](boost::system::error_code) { server->stop(); });
+}
+
+// What a reload does to the admin listener: a new one when it appears or moves (bound before the
+// reload commits, so that a busy port fails the reload), else the token re-read (rotation).
+struct AdminChange {
+  bool moved = false;
+  std::unique_ptr<admin::Server> server;  // the new listener, when moved and enabled
+  std::string token;
+  std::vector<std::string> allowed_hosts;
+};
+
+AdminChange prepare_admin(Runtime::State& s, const config::AdminSection& now) {
+  const auto& was = s.config->admin;
+  AdminChange change;
+  change.moved = now.enabled != was.enabled || now.listen.to_string() != was.listen.to_string();
+  if (change.moved && now.enabled) change.server = open_admin(s, now);
+  else if (now.enabled && !now.token_file.empty()) change.token = admin::read_token_file(now.token_file);
+  change.allowed_hosts = now.allowed_hosts;
+  return change;
+}
+
+void commit_admin(Runtime::State& s, AdminChange change) {
+  if (!change.moved) {
+    if (s.admin_server) {
+      s.admin_server->set_token(std::move(change.token));
+      s.admin_server->set_allowed_hosts(std::move(change.allowed_hosts));
+    }
+    return;
+  }
+  if (s.admin_server) spdlog::info("admin: stopped listening on {}", s.config->admin.listen.to_string());
+  retire_admin(s, std::move(s.admin_server));
+  s.admin_server = std::move(change.server);
+}
+
+// `[server] watch_config` on, or off; a watch that stops may be the one whose event runs this
+// reload, so it is destroyed after the reload returns.
+void apply_watch(Runtime::State& s, bool watch);
+
+// [log] level and access: applied to the loggers at once, each change logged.
+void apply_logging(Runtime::State& s, const config::LogSection& was, const config::LogSection& now) {
+  if (now.level != was.level) {
+    spdlog::default_logger()->set_level(spdlog::level::from_str(now.level));
+    spdlog::info("log level {} -> {}", was.level, now.level);
+  }
+  if (now.access != was.access) {
+    s.access_log->set_format(now.access);
+    spdlog::info("access log {} -> {}", access_format_name(was.access), access_format_name(now.access));
+  }
 }
 
 // Points the prober at the snapshot's servers: one prober per server, on this (control) thread.
@@ -142,7 +215,8 @@ void notify_ready(Runtime::State& s, std::string_view why) {
   report_upgrade_ready();  // a binary upgrade's old process may stop accepting now
 }
 
-// Parse, validate, build, publish: all or nothing. Requests in flight keep their snapshot.
+// Parse, validate, bind what is new, build, publish: all or nothing. Requests in flight keep
+// their snapshot; a key that needs a restart refuses the whole file.
 admin::ReloadOutcome reload_config(Runtime::State& s);
 
 // A reload as systemd sees it: RELOADING=1, then READY=1 whatever the outcome (a rejected
@@ -157,7 +231,8 @@ admin::ReloadOutcome reload(Runtime::State& s) {
 admin::ReloadOutcome reload_config(Runtime::State& s) {
   admin::ReloadOutcome out;
   auto result = config::load_file(s.config_path);
-  if (!result.ok()) {
+  if (result.ok()) result.errors = restart_changes(*s.config, *result.config);
+  if (!result.errors.empty()) {
     for (const auto& e : result.errors) {
       spdlog::error("reload rejected: {}", e.to_string());
       out.errors.push_back(e.to_string());
@@ -166,33 +241,64 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
                   s.config_path, result.errors.size());
     ++s.reloads_failed;
     out.version = s.version;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.front(), steady_clock().now());
     return out;
   }
   for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
   try {
     auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
+    // Everything that can fail comes before the first change: new sockets are bound (and closed
+    // again if a later step throws), the snapshot is built.
+    const auto wanted = Listeners::of(*cfg);
+    auto pending = s.listeners.bind_new(s.control, wanted, s.workers.size());
+    auto admin_change = prepare_admin(s, cfg->admin);
     auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
-    // Listeners are opened at start only; certificates, which the snapshot loaded just now, are
-    // what a reload changes for TLS listeners.
-    if (cfg->server.tls.size() != s.config->server.tls.size())
-      spdlog::warn("reload: the number of [[server.tls]] listeners changed; listeners change at restart");
+    const auto was = s.config;
     s.version += 1;
     s.config = cfg;
     s.snapshot = snapshot;
     s.loaded_at = steady_clock().now();
     for (auto& w : s.workers) w->publish(snapshot);
+    s.listeners.apply(std::move(pending), wanted, s.workers);
+    commit_admin(s, std::move(admin_change));
+    apply_logging(s, was->log, cfg->log);
+    if (cfg->server.watch_config != was->server.watch_config) apply_watch(s, cfg->server.watch_config);
+    if (cfg->server.max_connections != was->server.max_connections) {
+      const auto per_worker = connections_per_worker(*cfg, static_cast<unsigned>(s.workers.size()));
+      for (auto& w : s.workers) w->set_max_connections(per_worker);
+    }
     update_probes(s);
     ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
+    telemetry::events().push("reload", "", "", "config version " + std::to_string(s.version),
+                             steady_clock().now());
     out.ok = true;
   } catch (const std::exception& e) {
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
     out.errors.push_back(s.config_path + ": " + e.what());
     ++s.reloads_failed;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.back(), steady_clock().now());
   }
   out.version = s.version;
   return out;
+}
+
+void apply_watch(Runtime::State& s, bool watch) {
+  if (watch && !s.watch) {
+    try {
+      s.watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&s] { reload(s); });
+      spdlog::info("watching {} for changes", s.config_path);
+    } catch (const std::exception& e) {
+      // The rest of the reload is applied; SIGHUP and the API still reload.
+      spdlog::error("watch_config: {}", e.what());
+    }
+  } else if (!watch && s.watch) {
+    s.watch->stop();
+    std::shared_ptr<ConfigWatch> old(std::move(s.watch));
+    net::post(s.control, [old] {});
+    spdlog::info("no longer watching {}", s.config_path);
+  }
 }
 
 }  // namespace
@@ -219,73 +325,37 @@ int Runtime::run() {
   signals.add(SIGUSR2);
 
   const unsigned n = cfg.server.worker_count();
-  // max_connections is clamped to what the descriptors can hold, so that the limit is met at
-  // accept time (the excess waits in the backlog) and never mid-request (EMFILE on an upstream
-  // connect would turn into a 502 for a client already accepted).
-  const auto fd_limit = raise_fd_limit();
-  const auto reserved = fd_reserve + max_idle_pooled(cfg, n);
-  const auto max_connections = connections_within(fd_limit, reserved, cfg.server.max_connections);
-  if (max_connections < cfg.server.max_connections) {
-    // The default is a ceiling that the fd limit may lower without anyone having asked for more:
-    // that is said at info. A value the operator wrote that cannot be honoured is a warning.
-    const bool is_default = cfg.server.max_connections == config::ServerSection{}.max_connections;
-    spdlog::log(is_default ? spdlog::level::info : spdlog::level::warn,
-                "max_connections {} needs about {} file descriptors, the limit is {}: accepting at "
-                "most {} connections (raise `ulimit -n` to allow more)",
-                cfg.server.max_connections, 2ULL * cfg.server.max_connections + reserved, fd_limit,
-                max_connections);
-  }
-  const std::uint32_t per_worker = (max_connections + n - 1) / n;
+  const std::uint32_t per_worker = connections_per_worker(cfg, n);
   for (unsigned i = 0; i < n; ++i)
     s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
                                                  s.shutdown_flag));
 
   // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
-  // Port 0 is resolved by the first bind and reused for the others. A socket inherited from
-  // systemd or from the process we replace (listen_fds.hpp) is shared by all workers instead.
-  // A binary upgrade passes every old worker's socket: each keeps its accept queue and is
-  // taken by one of our workers (round robin; a worker may get several, or a dup of one).
+  // A socket inherited from systemd or from the process we replace (listen_fds.hpp) is taken
+  // instead of bound: a binary upgrade passes every old worker's socket, each keeping its accept
+  // queue (Listeners::bind_new).
   auto inherited = InheritedListeners::from_environment();
   auto admin_fd = inherited.take_named(admin_fd_name);
   try {
-    const auto listen = [&](const config::HostPort& hp, int tls_listener) {
-      tcp::endpoint ep = resolve_host_port(hp);
-      const auto fds = inherited.take_all(ep);
-      const std::size_t count = fds.empty() ? s.workers.size() : std::max(s.workers.size(), fds.size());
-      for (std::size_t i = 0; i < count; ++i) {
-        auto& w = s.workers[i % s.workers.size()];
-        auto acceptor = fds.empty() ? open_listener(w->io(), ep)
-                                    : adopt_listener(w->io(), fds[i % fds.size()], i < fds.size());
-        ep = acceptor.local_endpoint();
-        s.listener_fds.push_back(acceptor.native_handle());
-        w->add_listener(std::move(acceptor), tls_listener);
-      }
-      const std::optional<int> fd = fds.empty() ? std::nullopt : std::optional<int>(fds.front());
-      const auto addr = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
-      const std::string_view how = fd ? " (inherited socket)" : "";
-      if (tls_listener < 0) spdlog::info("listening on {}:{}{}", addr, ep.port(), how);
-      else spdlog::info("listening on {}:{} (TLS, server.tls[{}]){}", addr, ep.port(), tls_listener, how);
-    };
-    for (const auto& hp : cfg.server.listen) listen(hp, -1);
-    for (std::size_t t = 0; t < cfg.server.tls.size(); ++t)
-      for (const auto& hp : cfg.server.tls[t].listen) listen(hp, static_cast<int>(t));
+    const auto wanted = Listeners::of(cfg);
+    s.listeners.apply(s.listeners.bind_new(s.control, wanted, s.workers.size(), &inherited), wanted,
+                      s.workers);
     inherited.close_unused();
-  } catch (const std::exception& e) {
-    spdlog::error("cannot listen: {}", e.what());
+  } catch (const ListenError& e) {
+    spdlog::error("{}", e.what());
     return 1;
   }
 
   // Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
   // (admin included) and the state file as of now; once it accepts, this one stops accepting
   // and drains like at SIGTERM. Until then, and if it fails, this one serves as before.
-  std::unique_ptr<admin::Server> admin_server;
   std::function<void()> hand_over;  // set below, with the shutdown machinery
   const auto upgrade = [&](const std::string& requested) -> admin::UpgradeOutcome {
     if (s.shutting_down) return {false, 0, "this process is shutting down"};
     const std::string binary = requested.empty() ? s.binary : requested;
     std::vector<PassedSocket> sockets;
-    for (int fd : s.listener_fds) sockets.push_back({fd, "listen"});
-    if (admin_server) sockets.push_back({admin_server->listener_fd(), std::string(admin_fd_name)});
+    for (int fd : s.listeners.fds()) sockets.push_back({fd, "listen"});
+    if (s.admin_server) sockets.push_back({s.admin_server->listener_fd(), std::string(admin_fd_name)});
     if (s.state_file) s.state_file->write(*s.snapshot);
     const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
         s.config->server.health_ready_timeout + std::chrono::seconds(10));
@@ -341,20 +411,22 @@ int Runtime::run() {
             return n;
           },
       .drained =
-          [&](Endpoint& ep, bool drain) {
+          [&](const std::string& upstream, Endpoint& ep, bool drain) {
             spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
+            telemetry::events().push("drain", upstream, ep.identity(),
+                                     drain ? "draining (admin API)" : "undrained (admin API)",
+                                     steady_clock().now());
             if (drain)
               for (auto& w : s.workers) w->close_idle(ep);
           },
+      .history = [&]() -> const History& { return s.history; },
       .upgrade = upgrade,
   });
+  s.control_api = &control;
   if (cfg.admin.enabled) {
     try {
-      const auto token = cfg.admin.token_file.empty() ? std::string() : admin::read_token_file(cfg.admin.token_file);
-      admin_server = std::make_unique<admin::Server>(s.control, cfg.admin.listen, control, token);
-      admin_server->start(admin_fd.value_or(-1));
+      s.admin_server = open_admin(s, cfg.admin, admin_fd.value_or(-1));
       admin_fd.reset();
-      spdlog::info("admin listening on {}:{}", cfg.admin.listen.host, admin_server->local_port());
     } catch (const std::exception& e) {
       spdlog::error("admin: {}", e.what());
       return 1;
@@ -408,10 +480,28 @@ int Runtime::run() {
   };
   health_tick();
 
-  std::unique_ptr<ConfigWatch> watch;
+  // The dashboard's history: one sample a second of the counters the workers keep anyway.
+  net::steady_timer history_timer(s.control);
+  std::function<void()> history_tick = [&] {
+    s.history.sample(*s.snapshot, static_cast<unsigned>(s.workers.size()));
+    // Each worker counts its own pool on its thread and hands the count back to this one.
+    for (std::size_t i = 0; i < s.workers.size(); ++i)
+      s.workers[i]->count_pooled([&s, i](std::vector<std::uint32_t> counts) {
+        net::post(s.control, [&s, i, counts = std::move(counts)]() mutable {
+          s.history.set_pooled(i, std::move(counts));
+        });
+      });
+    if (s.shutting_down) return;
+    history_timer.expires_after(std::chrono::seconds(1));
+    history_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) history_tick();
+    });
+  };
+  if (cfg.admin.enabled) history_tick();
+
   if (cfg.server.watch_config) {
     try {
-      watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&] { reload(s); });
+      s.watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&] { reload(s); });
     } catch (const std::exception& e) {
       spdlog::error("watch_config: {}", e.what());
       return 1;
@@ -427,11 +517,12 @@ int Runtime::run() {
       for (auto& w : s.workers) w->stop();
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
+      history_timer.cancel();
       ready_timer.cancel();
       s.notifier.stop_watchdog();
       s.prober->stop();
-      if (admin_server) admin_server->stop();
-      if (watch) watch->stop();
+      if (s.admin_server) s.admin_server->stop();
+      if (s.watch) s.watch->stop();
       return;
     }
     drain_timer.expires_after(std::chrono::milliseconds(20));
@@ -450,7 +541,7 @@ int Runtime::run() {
   hand_over = [&] {
     s.shutting_down = true;
     s.ready = false;
-    if (admin_server) admin_server->stop_accepting();  // the new process answers the API now
+    if (s.admin_server) s.admin_server->stop_accepting();  // the new process answers the API now
     stop_accepting();  // no shutdown_delay: the new process accepts already
   };
 

@@ -1,5 +1,7 @@
 #include "sluice/runtime/worker.hpp"
 
+#include <unistd.h>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -32,14 +34,45 @@ Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
 
 Worker::~Worker() { join(); }
 
-void Worker::add_listener(tcp::acceptor acceptor, int tls_listener) {
-  acceptors_.push_back(std::make_unique<tcp::acceptor>(std::move(acceptor)));
-  acceptor_tls_.push_back(tls_listener);
+void Worker::add_listener(std::uint64_t id, tcp protocol, int fd, int tls_listener) {
+  // The socket is registered with this worker's reactor on its own thread: the reactor does no
+  // per-descriptor locking (BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO).
+  net::post(io_, [this, id, protocol, fd, tls_listener] {
+    auto acceptor = std::make_shared<tcp::acceptor>(io_);
+    boost::system::error_code ec;
+    acceptor->assign(protocol, fd, ec);
+    if (ec) {
+      ::close(fd);
+      spdlog::error("worker {}: cannot accept on a new listener: {}", ctx_.index, ec.message());
+      return;
+    }
+    if (ctx_.stopping) return;  // shutting down: the acceptor closes as it goes out of scope
+    listeners_.push_back({id, acceptor});
+    net::co_spawn(io_, accept_loop(std::move(acceptor), tls_listener), net::detached);
+  });
+}
+
+void Worker::remove_listener(std::uint64_t id) {
+  net::post(io_, [this, id] {
+    for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+      if (it->id != id) continue;
+      boost::system::error_code ignored;
+      it->acceptor->close(ignored);
+      listeners_.erase(it);
+      slot_free_.cancel();  // an accept loop waiting for a free slot sees its acceptor closed
+      return;
+    }
+  });
+}
+
+void Worker::set_max_connections(std::uint32_t max_connections) {
+  net::post(io_, [this, max_connections] {
+    max_connections_ = max_connections;
+    slot_free_.cancel();
+  });
 }
 
 void Worker::start() {
-  for (std::size_t i = 0; i < acceptors_.size(); ++i)
-    net::co_spawn(io_, accept_loop(*acceptors_[i], acceptor_tls_[i]), net::detached);
   net::co_spawn(io_, tick_loop(), net::detached);
   thread_ = std::thread([this] {
     try {
@@ -83,12 +116,16 @@ std::future<std::size_t> Worker::count_upstream_connections() {
   return counted;
 }
 
+void Worker::count_pooled(std::function<void(std::vector<std::uint32_t>)> done) {
+  net::post(io_, [this, done = std::move(done)] { done(ctx_.pool.idle_by_endpoint()); });
+}
+
 void Worker::begin_shutdown() {
   net::post(io_, [this] {
     ctx_.stopping = true;
-    for (auto& a : acceptors_) {
+    for (auto& l : listeners_) {
       boost::system::error_code ignored;
-      a->close(ignored);
+      l.acceptor->close(ignored);
     }
     slot_free_.cancel();
     ctx_.pool.close_all();
@@ -108,18 +145,19 @@ void Worker::stop() {
   });
 }
 
-net::awaitable<void> Worker::accept_loop(tcp::acceptor& acceptor, int tls_listener) {
+net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor, int tls_listener) {
   for (;;) {
     // At the limit, stop accepting: new connections wait in the kernel's backlog instead of
     // being served half.
-    while (active_.load(std::memory_order_relaxed) >= max_connections_ && !ctx_.stopping) {
+    while (active_.load(std::memory_order_relaxed) >= max_connections_ && !ctx_.stopping &&
+           acceptor->is_open()) {
       slot_free_.expires_at(net::steady_timer::time_point::max());
       co_await slot_free_.async_wait(nothrow);
     }
-    if (ctx_.is_stopping()) co_return;
-    auto [ec, socket] = co_await acceptor.async_accept(nothrow);
+    if (ctx_.is_stopping() || !acceptor->is_open()) co_return;  // shutdown, or removed by a reload
+    auto [ec, socket] = co_await acceptor->async_accept(nothrow);
     if (ec) {
-      if (ctx_.is_stopping() || ec == net::error::operation_aborted) co_return;
+      if (ctx_.is_stopping() || ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
       // EMFILE/ENFILE and friends: back off instead of spinning.
       spdlog::warn("worker {}: accept failed: {}", ctx_.index, ec.message());
       net::steady_timer pause(io_, std::chrono::milliseconds(50));

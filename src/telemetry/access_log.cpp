@@ -51,14 +51,28 @@ void append_text_escaped(std::string& out, std::string_view s) {
   }
 }
 
+// The logger exists even while the format is "off", so that a reload can turn it on.
 AccessLog::AccessLog(config::AccessLogFormat format) : format_(format) {
-  if (!enabled()) return;
   spdlog::init_thread_pool(8192, 1);
   logger_ = std::make_shared<spdlog::async_logger>(
       "access", std::make_shared<spdlog::sinks::stdout_sink_mt>(), spdlog::thread_pool(),
       spdlog::async_overflow_policy::overrun_oldest);
-  // The record carries its own timestamp fields; spdlog adds the time in ISO form.
-  logger_->set_pattern(format_ == config::AccessLogFormat::json ? "%v" : "%Y-%m-%dT%H:%M:%S.%e%z %v");
+  set_format(format);
+}
+
+void AccessLog::set_format(config::AccessLogFormat format) {
+  // A JSON record carries its own time field; a text line gets spdlog's ISO time in front.
+  logger_->set_pattern(format == config::AccessLogFormat::json ? "%v" : "%Y-%m-%dT%H:%M:%S.%e%z %v");
+  format_.store(format, std::memory_order_relaxed);
+}
+
+std::string_view access_format_name(config::AccessLogFormat format) {
+  switch (format) {
+    case config::AccessLogFormat::text: return "text";
+    case config::AccessLogFormat::json: return "json";
+    case config::AccessLogFormat::off: break;
+  }
+  return "off";
 }
 
 AccessLog::~AccessLog() { flush(); }
@@ -68,10 +82,11 @@ void AccessLog::flush() {
 }
 
 void AccessLog::write(const AccessRecord& r) {
-  if (!logger_) return;
+  const auto format = this->format();
+  if (format == config::AccessLogFormat::off) return;
   fmt::memory_buffer line;
   const auto us = r.duration.count();
-  if (format_ == config::AccessLogFormat::json) {
+  if (format == config::AccessLogFormat::json) {
     const auto now = std::chrono::system_clock::now();
     fmt::format_to(std::back_inserter(line), "{{\"time\":\"{:%Y-%m-%dT%H:%M:%S}Z\",\"client\":",
                    std::chrono::floor<std::chrono::seconds>(now));

@@ -69,4 +69,10 @@ std::size_t ConnectionPool::idle_count() const noexcept {
   return n;
 }
 
+std::vector<std::uint32_t> ConnectionPool::idle_by_endpoint() const {
+  std::vector<std::uint32_t> counts(idle_.size());
+  for (std::size_t id = 0; id < idle_.size(); ++id) counts[id] = static_cast<std::uint32_t>(idle_[id].size());
+  return counts;
+}
+
 }  // namespace sluice

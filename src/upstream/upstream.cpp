@@ -1,5 +1,7 @@
 #include "sluice/upstream/upstream.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <stdexcept>
 
 #include <boost/asio/io_context.hpp>
@@ -81,6 +83,17 @@ net::ip::tcp::endpoint resolve_host_port(const config::HostPort& hp) {
   return results.begin()->endpoint();
 }
 
+namespace {
+
+// A drain the file sets (or lifts) is said like one through the API, so that the log tells why
+// a server gets no traffic.
+void log_file_drain(const std::string& upstream, const config::ServerConfig& server) {
+  spdlog::info("server {}/{}: {} (drain = {} in the config)", upstream, server.identity(),
+               server.drain ? "draining" : "undrained", server.drain ? "true" : "false");
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::UpstreamConfig& u) {
   const auto policy = health_policy(u);
   const auto percent = u.passive.max_ejected_percent;
@@ -98,7 +111,10 @@ std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::U
         endpoint->health().reconfigure(policy, guard);
         // A drain set at run time survives reloads; a change of `drain` in the file is the
         // operator's newer word and wins.
-        if (entry.toml_drain != server.drain) endpoint->set_draining(server.drain);
+        if (entry.toml_drain != server.drain) {
+          endpoint->set_draining(server.drain);
+          log_file_drain(u.name, server);
+        }
         entry.toml_drain = server.drain;
         break;
       }
@@ -113,6 +129,7 @@ std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::U
         if (e.key == key && e.endpoint->drained_by_api()) api_drain = true;
       std::erase_if(known_, [&](const Entry& e) { return e.key == key; });
       endpoint->set_draining(server.drain || api_drain);
+      if (server.drain) log_file_drain(u.name, server);
       endpoint->set_drained_by_api(api_drain);
       known_.push_back({key, endpoint, server.drain, true});
     }

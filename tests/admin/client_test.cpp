@@ -26,6 +26,7 @@ using namespace std::chrono_literals;
 class RecordingControl : public Control {
 public:
   std::string status_json() override { return R"({"upstreams":[]})"; }
+  std::string dashboard_json(const DashboardQuery&) override { return "{}"; }
   std::string metrics_text() override { return ""; }
   ReloadOutcome reload() override { return {true, {}, 3}; }
   DrainOutcome set_drain(const std::string& upstream, const std::string& server,

@@ -49,6 +49,11 @@ public:
     calls.push_back("status");
     return status;
   }
+  std::string dashboard_json(const DashboardQuery& query) override {
+    calls.push_back("dashboard " + std::to_string(query.after_tick) + " " +
+                    std::to_string(query.after_event));
+    return status;
+  }
   std::string metrics_text() override {
     calls.push_back("metrics");
     return metrics;
@@ -86,9 +91,11 @@ public:
 using Request = bhttp::request<bhttp::string_body>;
 using Response = bhttp::response<bhttp::string_body>;
 
+// What a well-behaved client sends: the listener's address as Host, and a POST declared as JSON.
 Request make(bhttp::verb method, std::string target, std::string authorization = "") {
   Request req{method, target, 11};
-  req.set(bhttp::field::host, "admin");
+  req.set(bhttp::field::host, "127.0.0.1:9901");
+  if (method == bhttp::verb::post) req.set(bhttp::field::content_type, "application/json");
   if (!authorization.empty()) req.set(bhttp::field::authorization, authorization);
   req.prepare_payload();
   return req;
@@ -317,13 +324,144 @@ TEST_F(AdminServer, GetsNeedNoToken) {
 TEST_F(AdminServer, UnknownPathsAre404) {
   start();
   for (const auto* target :
-       {"/", "/nope", "/api", "/api/status/", "/api/upstreams/app/servers/x",
+       {"/nope", "/api", "/api/status/", "/dashboard.html", "/api/upstreams/app/servers/x",
         "/api/upstreams/app/servers/x/explode", "/api/upstreams//servers/x/drain", "/METRICS"}) {
     const auto res = one(get(target));
     EXPECT_EQ(res.result(), bhttp::status::not_found) << target;
     EXPECT_EQ(res[bhttp::field::content_type], "application/json") << target;
   }
   EXPECT_TRUE(fake_.calls.empty());
+}
+
+Request with(Request req, bhttp::field field, std::string value) {
+  req.set(field, value);
+  return req;
+}
+
+TEST_F(AdminServer, AForeignHostIs421AndNothingIsCalled) {
+  start();
+  for (const auto* host : {"evil.example", "evil.example:9901", "sluice.internal", "localhost.evil"}) {
+    auto res = one(with(get("/api/status"), bhttp::field::host, host));
+    EXPECT_EQ(res.result(), bhttp::status::misdirected_request) << host;
+    res = one(with(post("/api/reload"), bhttp::field::host, host));
+    EXPECT_EQ(res.result(), bhttp::status::misdirected_request) << host;
+  }
+  EXPECT_TRUE(fake_.calls.empty());
+}
+
+TEST_F(AdminServer, LocalhostIpLiteralsAndAllowedHostsAreAccepted) {
+  start();
+  server_->set_allowed_hosts({"Sluice.Internal"});
+  for (const auto* host : {"localhost", "LOCALHOST:9901", "127.0.0.1", "10.1.2.3:9901", "[::1]:9901",
+                           "sluice.internal", "sluice.internal:80"}) {
+    EXPECT_EQ(one(with(get("/healthz"), bhttp::field::host, host)).result(), bhttp::status::ok) << host;
+  }
+}
+
+TEST_F(AdminServer, AnHttp11RequestWithoutHostIs400) {
+  start();
+  Request req = get("/healthz");
+  req.erase(bhttp::field::host);
+  EXPECT_EQ(one(req).result(), bhttp::status::bad_request);
+}
+
+TEST_F(AdminServer, ACrossSitePostIs403AndChangesNothing) {
+  start();
+  const auto drain = "/api/upstreams/app/servers/app-1/drain";
+  auto res = one(with(post(drain), bhttp::field::origin, "http://evil.example"));
+  EXPECT_EQ(res.result(), bhttp::status::forbidden);
+  res = one(with(post(drain), bhttp::field::origin, "null"));
+  EXPECT_EQ(res.result(), bhttp::status::forbidden);
+  // Same site, another port: another origin.
+  res = one(with(post(drain), bhttp::field::origin, "http://127.0.0.1:3000"));
+  EXPECT_EQ(res.result(), bhttp::status::forbidden);
+  Request fetched = post(drain);
+  fetched.set("Sec-Fetch-Site", "cross-site");
+  EXPECT_EQ(one(fetched).result(), bhttp::status::forbidden);
+  fetched.set("Sec-Fetch-Site", "same-site");
+  EXPECT_EQ(one(fetched).result(), bhttp::status::forbidden);
+  EXPECT_TRUE(fake_.calls.empty());
+}
+
+TEST_F(AdminServer, ASameOriginPostFromThePageIsAccepted) {
+  start();
+  Request req = with(post("/api/reload"), bhttp::field::origin, "http://127.0.0.1:9901");
+  req.set("Sec-Fetch-Site", "same-origin");
+  EXPECT_EQ(one(req).result(), bhttp::status::ok);
+  EXPECT_EQ(fake_.calls, (Calls{"reload"}));
+}
+
+TEST_F(AdminServer, WithoutATokenAPostMustBeDeclaredJson) {
+  start();
+  for (const auto* type : {"", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"}) {
+    Request req = post("/api/reload");
+    if (*type == '\0') req.erase(bhttp::field::content_type); else req.set(bhttp::field::content_type, type);
+    EXPECT_EQ(one(req).result(), bhttp::status::unsupported_media_type) << type;
+  }
+  EXPECT_TRUE(fake_.calls.empty());
+  EXPECT_EQ(one(with(post("/api/reload"), bhttp::field::content_type, "Application/JSON; charset=utf-8"))
+                .result(),
+            bhttp::status::ok);
+}
+
+TEST_F(AdminServer, WithTheTokenNoContentTypeIsNeeded) {
+  start("s3cret");
+  Request req = post("/api/reload", "Bearer s3cret");
+  req.erase(bhttp::field::content_type);
+  EXPECT_EQ(one(req).result(), bhttp::status::ok);
+  // The token does not excuse a cross-site origin.
+  EXPECT_EQ(one(with(post("/api/reload", "Bearer s3cret"), bhttp::field::origin, "http://evil.example"))
+                .result(),
+            bhttp::status::forbidden);
+}
+
+TEST_F(AdminServer, ThePageAndItsAssetsAreServedWithAStrictPolicy) {
+  start();
+  for (const auto* target : {"/", "/dashboard"}) {
+    const auto res = one(get(target));
+    EXPECT_EQ(res.result(), bhttp::status::ok) << target;
+    EXPECT_EQ(res[bhttp::field::content_type], "text/html; charset=utf-8");
+    EXPECT_NE(res.body().find("<script src=\"/dashboard.js\""), std::string::npos);
+    EXPECT_EQ(res.body().find("<script>"), std::string::npos);  // no inline script
+    EXPECT_NE(std::string(res["Content-Security-Policy"]).find("script-src 'self'"), std::string::npos);
+    EXPECT_NE(std::string(res["Content-Security-Policy"]).find("frame-ancestors 'none'"),
+              std::string::npos);
+  }
+  EXPECT_EQ(one(get("/dashboard.js"))[bhttp::field::content_type], "text/javascript; charset=utf-8");
+  EXPECT_EQ(one(get("/dashboard.css"))[bhttp::field::content_type], "text/css; charset=utf-8");
+  EXPECT_EQ(one(get("/favicon.svg"))[bhttp::field::content_type], "image/svg+xml");
+  EXPECT_TRUE(fake_.calls.empty());
+}
+
+TEST_F(AdminServer, DashboardPassesWhatThePageHas) {
+  start();
+  EXPECT_EQ(one(get("/api/dashboard?tick=41&event=7")).result(), bhttp::status::ok);
+  EXPECT_EQ(one(get("/api/dashboard")).result(), bhttp::status::ok);
+  EXPECT_EQ(one(get("/api/dashboard?tick=x&event=-1")).result(), bhttp::status::ok);
+  EXPECT_EQ(fake_.calls, (Calls{"dashboard 41 7", "dashboard 0 0", "dashboard 0 0"}));
+}
+
+TEST_F(AdminServer, IdleConnectionsMakeWayForANewOne) {
+  start();
+  std::optional<Response> health;
+  run([&]() -> net::awaitable<void> {
+    // 100 connections that send nothing, more than the per-client and the global cap.
+    std::vector<tcp::socket> idle;
+    for (int i = 0; i < 100; ++i) {
+      idle.emplace_back(io_);
+      co_await idle.back().async_connect(endpoint(), net::use_awaitable);
+    }
+    tcp::socket socket(io_);
+    co_await socket.async_connect(endpoint(), net::use_awaitable);
+    auto req = get("/healthz");
+    co_await bhttp::async_write(socket, req, net::use_awaitable);
+    boost::beast::flat_buffer buffer;
+    Response res;
+    co_await bhttp::async_read(socket, buffer, res, net::use_awaitable);
+    health = std::move(res);
+  });
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->result(), bhttp::status::ok);
 }
 
 TEST_F(AdminServer, WrongMethodsAre405WithAllow) {

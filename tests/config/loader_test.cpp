@@ -55,7 +55,7 @@ keepalive = 0
 keepalive_timeout = "90s"
 
 [[upstreams.web.servers]]
-address = "web-1.internal:80"
+address = "localhost:80"
 name = "web-1"
 weight = 1000
 
@@ -110,7 +110,7 @@ servers = []
   EXPECT_EQ(web.keepalive, 0u);
   EXPECT_EQ(web.keepalive_timeout, seconds(90));
   ASSERT_EQ(web.servers.size(), 2u);
-  EXPECT_EQ(web.servers[0].address.to_string(), "web-1.internal:80");
+  EXPECT_EQ(web.servers[0].address.to_string(), "localhost:80");
   EXPECT_EQ(web.servers[0].name, "web-1");
   EXPECT_EQ(web.servers[0].identity(), "web-1");
   EXPECT_EQ(web.servers[0].weight, 1000u);

@@ -164,12 +164,12 @@ on = ["reset", "200"]
                 "test.toml:8:17: upstreams.app.health.initial_state: unknown initial state "
                 "'maybe'; expected one of: up, down",
                 "test.toml:9:1: upstreams.app.health.pat: unknown key 'pat'; did you mean 'path'?",
-                "test.toml:11:11: upstreams.app.passive.fail_on: bad fail_on item 'teapot' (use "
-                "connect, timeout, reset, or a status, range or class: bad status code 'teapot' "
-                "(expected 3 digits, 100-599))",
+                "test.toml:11:23: upstreams.app.passive.fail_on[1]: unknown failure 'teapot'; "
+                "expected connect, refused, reset, timeout, or a status, range or class (\"503\", "
+                "\"500-504\", \"5xx\")",
                 "test.toml:13:12: upstreams.app.retry.attempts: must be between 1 and 10, got 0",
-                "test.toml:14:16: upstreams.app.retry.on[1]: unknown retry condition '200'; "
-                "expected connect, refused, reset, timeout or a status code 400..599",
+                "test.toml:14:16: upstreams.app.retry.on[1]: a retried status must be 400..599, "
+                "got 200",
             }));
 }
 

@@ -45,8 +45,19 @@ TEST(HealthFailOn, UnknownItemIsRejected) {
   std::string error;
   EXPECT_FALSE(FailOn::parse(items, &error));
   EXPECT_EQ(error,
-            "bad fail_on item 'conect' (use connect, timeout, reset, or a status, range or class: "
-            "bad status code 'conect' (expected 3 digits, 100-599))");
+            "unknown failure 'conect'; expected connect, refused, reset, timeout, or a status, "
+            "range or class (\"503\", \"500-504\", \"5xx\")");
+}
+
+// retry.on and fail_on share one grammar: "refused" counts refused connects only.
+TEST(HealthFailOn, RefusedCountsOnlyRefusedConnects) {
+  const std::vector<std::string> items{"refused", "5xx"};
+  const auto f = FailOn::parse(items);
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->counts(LiveResult::connect_failure("connect refused")));
+  EXPECT_FALSE(f->counts(LiveResult::connect_failure("connect timeout")));
+  EXPECT_TRUE(f->counts(LiveResult::response(500)));
+  EXPECT_EQ(f->to_string(), "refused,500-599");
 }
 
 TEST(HealthFailOn, Describe) {

@@ -1,5 +1,7 @@
 #include "sluice/runtime/diff.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "sluice/config/loader.hpp"
@@ -36,6 +38,68 @@ TEST(ConfigDiff, ReweightAddAndRemove) {
                                         "upstream app: ~ server c address 127.0.0.1:9003 -> 127.0.0.1:9002",
                                         "upstream app: + server d (127.0.0.1:9003, weight 1)",
                                     }));
+}
+
+// Every key whose effective value changes is listed, old -> new; a section added shows as the
+// switch that turns it on and its keys at their values.
+TEST(ConfigDiff, EveryChangedKeyIsListedKeyByKey) {
+  const auto old = load("[server]\nlisten = \"127.0.0.1:8080\"\nworkers = 2\n" +
+                        servers({{"a", 1}}, "response_timeout = \"30s\""));
+  const auto next = load(
+      "[server]\nlisten = [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]\nworkers = 1\n"
+      "[log]\nlevel = \"debug\"\n[admin]\n" +
+      servers({{"a", 1}}, "response_timeout = \"5s\"\n[upstreams.app.retry]\nattempts = 3\n"
+                          "[upstreams.app.health]\ninterval = \"3s\"\n[upstreams.app.passive]"));
+  const auto lines = config_diff(old, next);
+  const auto has = [&](const std::string& line) {
+    return std::find(lines.begin(), lines.end(), line) != lines.end();
+  };
+  EXPECT_TRUE(has("~ server.listen: [\"127.0.0.1:8080\"] -> [\"127.0.0.1:8080\", \"127.0.0.1:8081\"]"));
+  EXPECT_TRUE(has("~ server.workers: 2 -> 1 (needs a restart)"));
+  EXPECT_TRUE(has("~ log.level: \"info\" -> \"debug\""));
+  EXPECT_TRUE(has("~ admin: off -> on"));
+  EXPECT_TRUE(has("+ admin.listen = \"127.0.0.1:9901\""));
+  EXPECT_TRUE(has("~ upstreams.app.response_timeout: 30s -> 5s"));
+  EXPECT_TRUE(has("~ upstreams.app.retry.attempts: 2 -> 3"));
+  EXPECT_TRUE(has("~ upstreams.app.health: off -> on"));
+  EXPECT_TRUE(has("+ upstreams.app.health.interval = 3s"));
+  for (const auto& line : lines) EXPECT_EQ(line.find("servers["), std::string::npos) << line;
+}
+
+// A key written at its default is no change; removing it again is none either.
+TEST(ConfigDiff, TheDefaultWrittenOutIsNoChange) {
+  const auto old = load(servers({{"a", 1}}));
+  const auto next = load("[server]\nidle_timeout = \"60s\"\n[log]\nlevel = \"info\"\n" +
+                         servers({{"a", 1}}, "[upstreams.app.retry]\nattempts = 2"));
+  EXPECT_TRUE(config_diff(old, next).empty()) << ::testing::PrintToString(config_diff(old, next));
+  EXPECT_TRUE(config_diff(next, old).empty());
+}
+
+TEST(RestartChanges, AKeyThatNeedsARestartIsAnErrorAtTheKey) {
+  const auto running = load("[server]\nworkers = 2\n" + servers({{"a", 1}}));
+  const auto file = load("[server]\nworkers = 1\n" + servers({{"a", 1}}));
+  const auto errors = restart_changes(running, file);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(),
+            "t.toml:2:11: server.workers: changing this needs a restart (running: 2, file: 1)");
+  EXPECT_TRUE(restart_changes(running, running).empty());
+  // Live keys never are.
+  EXPECT_TRUE(restart_changes(running, load("[server]\nworkers = 2\nidle_timeout = \"5s\"\n" +
+                                            servers({{"a", 2}}))).empty());
+}
+
+TEST(RunningDrainDiff, AnApiDrainStaysUnlessTheFileChangesThatServersDrain) {
+  const auto running = load(servers({{"a", 1}, {"b", 1}}));
+  const std::vector<RunningServer> state{{"app", "a", true}, {"app", "b", false}};
+  EXPECT_EQ(running_drain_diff(running, running, state),
+            (std::vector<std::string>{
+                "upstream app: server a drained through the API (file: drain = false); stays drained after the reload"}));
+  auto text = servers({{"a", 1}, {"b", 1}});
+  text.insert(text.find("weight = 1\n") + 11, "drain = true\n");  // a's drain in the file
+  EXPECT_EQ(running_drain_diff(running, load(text), state),
+            (std::vector<std::string>{
+                "upstream app: server a drained through the API; the file's drain = true applies at the reload"}));
+  EXPECT_TRUE(running_drain_diff(running, running, {{"app", "a", false}}).empty());
 }
 
 TEST(ConfigDiff, DrainAndUpstreams) {

@@ -2,6 +2,7 @@
 // What the admin API may ask of the running process. Implemented by the runtime; every call is
 // made on the control thread (the admin listener runs on the control io_context), so an
 // implementation may touch control-thread state directly.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,21 @@ struct UpgradeOutcome {
 
 enum class DrainOutcome { done, no_such_upstream, no_such_server };
 
+// GET /api/dashboard?tick=N&event=M: what the page already holds, so that only newer history
+// samples and events are sent (0 = everything kept).
+struct DashboardQuery {
+  std::uint64_t after_tick = 0;
+  std::uint64_t after_event = 0;
+};
+
 class Control {
 public:
   virtual ~Control() = default;
   // The JSON document of GET /api/status (see docs/admin.md).
   virtual std::string status_json() = 0;
+  // The JSON document of GET /api/dashboard: status rows with rates, history, events
+  // (docs/dashboard.md).
+  virtual std::string dashboard_json(const DashboardQuery& query) = 0;
   // Prometheus text exposition 0.0.4 of GET /metrics.
   virtual std::string metrics_text() = 0;
   virtual ReloadOutcome reload() = 0;

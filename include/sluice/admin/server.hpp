@@ -13,18 +13,27 @@
 // wherever GET is). Path segments are percent-decoded, so a server identity like
 // "127.0.0.1:9001" may be sent as-is or as "127.0.0.1%3A9001".
 //
-// With a non-empty token every POST needs `Authorization: Bearer <token>`; a missing or wrong
-// one is 401 and Control is not called. GETs stay open (the probes and Prometheus need no
-// secret; status and metrics reveal topology, not control).
+//   GET  /, /dashboard         the dashboard page (dashboard.js, dashboard.css beside it)
+//   GET  /api/dashboard?tick=N&event=M   200 application/json (Control::dashboard_json)
+//
+// Hardening (docs/admin.md): a `Host` other than localhost, an IP literal, the listen host or an
+// allowed host is 421 (DNS rebinding); a POST whose Origin or Sec-Fetch-Site says another site is
+// 403; with a non-empty token every POST needs `Authorization: Bearer <token>` (401), without
+// one a POST needs `Content-Type: application/json` (415). Control is not called for a refused
+// request. GETs need no token (the probes and Prometheus need no secret; status and metrics
+// reveal topology, not control).
 //
 // Threads: runs on the CONTROL io_context; every method, and every Control call it makes, runs
 // on that thread. Not a hot path: one Beast string_body request per exchange, bodies capped at
-// 64 KiB, heads at 8 KiB, at most 64 open connections (more are closed at once), and a keep-alive
-// connection idle for 60 s is closed.
+// 64 KiB, heads at 8 KiB. A request must be complete 5 s after its first byte (the first one 5 s
+// after the connection opens); a keep-alive connection idle for 60 s is closed. At most 64 open
+// connections, 16 per client address: beyond that the oldest connection waiting for a request is
+// closed to make room, so idle connections cannot lock out /healthz.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 
@@ -57,6 +66,9 @@ public:
   // Replaces the token (e.g. the token file was re-read on reload); "" opens POSTs. Takes effect
   // for the next request. Control thread.
   void set_token(std::string token);
+  // Host names accepted in `Host` besides localhost, IP literals and the listen host ([admin]
+  // allowed_hosts). Takes effect for the next request. Control thread.
+  void set_allowed_hosts(std::vector<std::string> hosts);
 
   // The bound port (after start()); 0 before.
   std::uint16_t local_port() const;

@@ -89,6 +89,9 @@ struct AdminSection {
   // File holding the bearer token every POST must present; "" = POSTs are open (allowed only on
   // a loopback listen address). Read by the runtime (admin::read_token_file), not the loader.
   std::string token_file;
+  // Host names (lowercase, no port) accepted in the Host header besides localhost, IP literals and
+  // the listen host: the DNS-rebinding defence (docs/admin.md).
+  std::vector<std::string> allowed_hosts;
 };
 
 struct RouteConfig {
@@ -199,6 +202,20 @@ struct UpstreamConfig {
   SourceLocation where;
 };
 
+// How a change of a key takes effect on reload (docs/configuration.md lists each key's class).
+// live: the reload applies it; restart: the reload refuses a file that changes it.
+enum class Reload { live, restart };
+
+// One key as the loader read it, with its effective value (the default when the file leaves it
+// out) written as in TOML, and its reload class, declared where the loader reads the key. Every
+// key is recorded except servers and routes, which `check --diff` compares by identity.
+struct KeyValue {
+  std::string path;   // "server.workers", "upstreams.app.retry.attempts"
+  std::string value;  // "2", "\"GET\"", "10s", "[\"127.0.0.1:8080\"]"
+  Reload reload = Reload::live;
+  SourceLocation where;  // the value in the file; line 0 when the file leaves the key out
+};
+
 struct Config {
   std::string source;  // file name the config was read from
   // The TOML text it was parsed from: GET /api/config serves it, so that `sluice check
@@ -209,8 +226,10 @@ struct Config {
   AdminSection admin;
   std::vector<RouteConfig> routes;
   std::vector<UpstreamConfig> upstreams;  // in file order
+  std::vector<KeyValue> keys;             // in the order the loader read them
 
   const UpstreamConfig* find_upstream(std::string_view name) const;
+  const KeyValue* find_key(std::string_view path) const;
 };
 
 }  // namespace sluice::config

@@ -2,9 +2,10 @@
 // Passive checks: what one live request to a server ended with, and `fail_on`, the upstream's
 // list of outcomes that count against the server:
 //   fail_on = ["connect", "timeout", "reset", "502", "503", "504"]      (the default)
-// Items: "connect" (could not connect: refused, timed out, unreachable), "timeout" (no response in
-// time), "reset" (the connection broke mid-exchange), and statuses as in expect_status: codes,
-// ranges, classes ("500-599", "5xx"). Anything not listed counts as a success.
+// Items: "connect" (could not connect: refused, timed out, unreachable), "refused" (the
+// connection was refused), "timeout" (no response in time), "reset" (the connection broke
+// mid-exchange), and statuses as in expect_status: codes, ranges, classes ("500-599", "5xx").
+// Anything not listed counts as a success. `[retry] on` takes the same items (parse_failure_item).
 //
 // The proxy classifies each attempt into a LiveResult, asks its upstream's FailOn whether it
 // counts, and reports ServerHealth::live_failure() or live_success(). Immutable after parsing:
@@ -40,6 +41,15 @@ struct LiveResult {
 // For reason strings: the detail if any, else "connect", "timeout", "reset" or the status ("502").
 std::string describe(const LiveResult& result);
 
+// One item of `passive.fail_on` or `retry.on`: a failure word, or statuses. nullopt (and *why) on
+// anything else, so that both keys accept and refuse the same words.
+struct FailureItem {
+  enum class Word : std::uint8_t { none, connect, refused, reset, timeout };
+  Word word = Word::none;
+  StatusMatcher statuses;  // when word is none
+};
+std::optional<FailureItem> parse_failure_item(std::string_view item, std::string* why = nullptr);
+
 class FailOn {
 public:
   static std::optional<FailOn> parse(std::span<const std::string> items, std::string* error = nullptr);
@@ -50,6 +60,7 @@ public:
 
 private:
   bool connect_ = false;
+  bool refused_ = false;
   bool timeout_ = false;
   bool reset_ = false;
   StatusMatcher statuses_;

@@ -6,9 +6,14 @@
 #include <optional>
 
 #include "sluice/admin/control.hpp"
+#include "sluice/runtime/history.hpp"
 #include "sluice/runtime/snapshot.hpp"
 
 namespace sluice {
+
+// The state a person reads first: "draining" / "drained" over the health state (which a drain
+// does not change), else up, slow_start, down or ejected.
+const char* shown_state(const Endpoint& endpoint);
 
 class RuntimeControl final : public admin::Control {
 public:
@@ -24,12 +29,15 @@ public:
     std::function<std::pair<std::uint64_t, std::uint64_t>()> tls_handshakes;
     std::function<std::size_t()> client_connections;
     std::function<std::optional<std::size_t>()> upstream_connections;  // nullopt: not counted
-    std::function<void(Endpoint&, bool)> drained;  // after a drain change (closes idle pools)
+    // After a drain change (logs, records the event, closes idle pools): upstream, server, drain.
+    std::function<void(const std::string&, Endpoint&, bool)> drained;
+    std::function<const History&()> history;       // the dashboard's per-second samples
     std::function<admin::UpgradeOutcome(const std::string&)> upgrade;
   };
   explicit RuntimeControl(Hooks hooks);
 
   std::string status_json() override;
+  std::string dashboard_json(const admin::DashboardQuery& query) override;  // dashboard.cpp
   std::string metrics_text() override;
   admin::ReloadOutcome reload() override;
   admin::UpgradeOutcome upgrade(const std::string& binary) override { return hooks_.upgrade(binary); }

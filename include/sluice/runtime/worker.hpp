@@ -7,6 +7,7 @@
 #include <future>
 #include <memory>
 #include <thread>
+#include <functional>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -29,10 +30,15 @@ public:
   Worker& operator=(const Worker&) = delete;
 
   boost::asio::io_context& io() noexcept { return io_; }
-  // Before start(): an acceptor opened on io(), bound and listening. `tls_listener`: index of its
-  // [[server.tls]] entry (connections get that listener's certificates from the snapshot current
-  // when they are accepted), or -1 for plain HTTP.
-  void add_listener(boost::asio::ip::tcp::acceptor acceptor, int tls_listener = -1);
+  // Any thread, before or after start(): accept on `fd`, a bound, listening socket this worker
+  // now owns, under `id` (for remove_listener). `tls_listener`: index of its [[server.tls]]
+  // entry (connections get that listener's certificates from the snapshot current when they are
+  // accepted), or -1 for plain HTTP.
+  void add_listener(std::uint64_t id, boost::asio::ip::tcp protocol, int fd, int tls_listener);
+  // Any thread. Stops accepting on listener `id` and closes it; its connections go on.
+  void remove_listener(std::uint64_t id);
+  // Any thread. This worker's share of server.max_connections (a reload may change it).
+  void set_max_connections(std::uint32_t max_connections);
   void start();
   void join();
 
@@ -51,6 +57,9 @@ public:
   // Counted on the worker's thread when asked (a metrics scrape), so the data path keeps no
   // counter for it; the future is ready once the worker ran the count.
   std::future<std::size_t> count_upstream_connections();
+  // Any thread. Runs `done` on the worker's thread with its pool's idle connections by endpoint
+  // id (the dashboard's "pooled" column, once a second); nothing is counted on the data path.
+  void count_pooled(std::function<void(std::vector<std::uint32_t>)> done);
   // Any thread: TLS handshakes on this worker's listeners, completed and failed.
   std::uint64_t tls_handshakes() const noexcept { return ctx_.tls_handshakes.load(std::memory_order_relaxed); }
   std::uint64_t tls_handshake_failures() const noexcept {
@@ -58,7 +67,13 @@ public:
   }
 
 private:
-  boost::asio::awaitable<void> accept_loop(boost::asio::ip::tcp::acceptor& acceptor, int tls_listener);
+  struct Listener {
+    std::uint64_t id = 0;
+    std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor;  // shared with its accept loop
+  };
+
+  boost::asio::awaitable<void> accept_loop(std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor,
+                                           int tls_listener);
   boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket, int tls_listener);
   boost::asio::awaitable<void> tick_loop();
 
@@ -67,11 +82,10 @@ private:
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   proxy::WorkerContext ctx_;
-  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
-  std::vector<int> acceptor_tls_;  // per acceptor: its TLS listener index, or -1
+  std::vector<Listener> listeners_;  // worker thread only
   boost::asio::steady_timer slot_free_;  // wakes the accept loops when below max_connections
   boost::asio::steady_timer tick_timer_;  // session deadlines and pool expiry
-  std::uint32_t max_connections_;
+  std::uint32_t max_connections_;  // worker thread only
   std::atomic<std::size_t> active_{0};
   std::thread thread_;
 };

@@ -2,6 +2,7 @@
 // One line per request, through spdlog (text or JSON), written off the data path's critical
 // section: formatting happens on the worker, the write on spdlog's async thread. Errors and
 // lifecycle events go to the default (error) logger instead.
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,15 +35,24 @@ class AccessLog {
 public:
   explicit AccessLog(config::AccessLogFormat format);
   ~AccessLog();
-  bool enabled() const noexcept { return format_ != config::AccessLogFormat::off; }
+  bool enabled() const noexcept { return format() != config::AccessLogFormat::off; }
+  // Control thread (reload): records written after this use `format`. A worker may finish the
+  // record it is formatting in the old one.
+  void set_format(config::AccessLogFormat format);
   // Thread-safe (spdlog loggers are).
   void write(const AccessRecord& r);
   void flush();
 
 private:
-  config::AccessLogFormat format_;
+  config::AccessLogFormat format() const noexcept { return format_.load(std::memory_order_relaxed); }
+
+  // Written only by a reload, read per request (a load, no write on the data path).
+  std::atomic<config::AccessLogFormat> format_;
   std::shared_ptr<spdlog::logger> logger_;
 };
+
+// "text", "json", "off": the name [log] access uses.
+std::string_view access_format_name(config::AccessLogFormat format);
 
 // Error-log set-up: level from [log] level; lines go to stderr.
 void configure_error_log(std::string_view level);

@@ -35,6 +35,8 @@ public:
   void close_all();
 
   std::size_t idle_count() const noexcept;
+  // Idle connections by endpoint id ([id] = count; ids beyond the end have none).
+  std::vector<std::uint32_t> idle_by_endpoint() const;
 
 private:
   struct Idle {

@@ -1,0 +1,108 @@
+"""The admin listener against a browser on the same host (issue #14, "Admin listener"): with no
+token (the shipped config), a cross-site form POST, a text/plain fetch() and a DNS-rebinding page
+(a foreign Host) change nothing; 100 idle connections cannot starve /healthz; the CLI still works.
+Raw sockets on loopback, what a browser would send."""
+import socket
+import time
+
+from conftest import Conn, sluice_cli, sluice_config, timed_request, toml_table
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
+DRAIN = "/api/upstreams/app/servers/app-1/drain"
+
+
+def post(s, path, headers, host=None, body=b""):
+    return timed_request(s.admin_port, "POST", path, headers=headers, body=body,
+                         host=host or s.admin_address)[0]
+
+
+def test_a_cross_site_form_post_is_refused_and_drains_nothing(origins, sluice):
+    s = sluice(sluice_config(origins(2), top=ADMIN))
+    form = [("Content-Type", "application/x-www-form-urlencoded"), ("Origin", "http://evil.example"),
+            ("Sec-Fetch-Site", "cross-site")]
+    r = post(s, DRAIN, form, body=b"x=1")
+    assert r.status == 403, r
+    assert "cross-site" in r.json()["error"], r
+    # An older browser without Fetch Metadata still sends Origin on a cross-site POST.
+    r = post(s, DRAIN, [("Content-Type", "application/x-www-form-urlencoded"),
+                        ("Origin", "http://evil.example")], body=b"x=1")
+    assert r.status == 403, r
+    assert s.server_status("app-1")["draining"] is False
+
+
+def test_a_text_plain_post_is_415_and_reloads_nothing(origins, sluice):
+    s = sluice(sluice_config(origins(2), top=ADMIN))
+    for headers in ([("Content-Type", "text/plain")], []):
+        r = post(s, "/api/reload", headers, body=b"{}")
+        assert r.status == 415, r
+        r = post(s, DRAIN, headers)
+        assert r.status == 415, r
+    assert s.status()["config_version"] == 1
+    assert s.server_status("app-1")["draining"] is False
+
+
+def test_a_foreign_host_is_421_for_reading_and_for_changing(origins, sluice):
+    """A DNS-rebinding page runs under its own name: the browser sends that name as Host."""
+    s = sluice(sluice_config(origins(2), top=ADMIN))
+    for method, path in (("GET", "/api/status"), ("GET", "/"), ("POST", DRAIN)):
+        r = timed_request(s.admin_port, method, path, host=f"rebind.evil.example:{s.admin_port}",
+                          headers=[("Content-Type", "application/json")])[0]
+        assert r.status == 421, (method, path, r)
+    assert s.server_status("app-1")["draining"] is False
+    # The listener's own names work: localhost and the listen address.
+    for host in (f"localhost:{s.admin_port}", s.admin_address):
+        assert timed_request(s.admin_port, "GET", "/api/status", host=host)[0].status == 200
+
+
+def test_allowed_hosts_adds_a_name(origins, sluice):
+    s = sluice(sluice_config(origins(1), top=toml_table(
+        "admin", listen="127.0.0.1:0", allowed_hosts=["sluice.internal"])))
+    assert timed_request(s.admin_port, "GET", "/healthz", host="sluice.internal:9901")[0].status == 200
+    assert timed_request(s.admin_port, "GET", "/healthz", host="other.internal")[0].status == 421
+
+
+def test_a_json_post_from_the_same_origin_is_accepted(origins, sluice):
+    s = sluice(sluice_config(origins(2), top=ADMIN))
+    r = post(s, DRAIN, [("Content-Type", "application/json"),
+                        ("Origin", f"http://{s.admin_address}"), ("Sec-Fetch-Site", "same-origin")],
+             body=b"{}")
+    assert r.status == 200, r
+    assert s.server_status("app-1")["draining"] is True
+
+
+def test_the_cli_still_drains_undrains_and_reloads(origins, sluice):
+    s = sluice(sluice_config(origins(2), top=ADMIN))
+    where = ["--admin", s.admin_address]
+    r = sluice_cli("drain", "--upstream", "app", "--server", "app-1", "--wait", *where)
+    assert r.returncode == 0, r
+    assert s.server_status("app-1")["draining"] is True
+    r = sluice_cli("undrain", "--upstream", "app", "--server", "app-1", *where)
+    assert r.returncode == 0, r
+    r = sluice_cli("reload", *where)
+    assert r.returncode == 0 and "config version 2" in r.stdout, r
+
+
+def test_a_hundred_idle_connections_do_not_starve_healthz(origins, sluice):
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    idle = []
+    try:
+        for _ in range(100):
+            idle.append(socket.create_connection(("127.0.0.1", s.admin_port), timeout=5))
+        # The probe queues behind all 100 in the accept backlog; idle ones make way for it.
+        for _ in range(5):
+            start = time.monotonic()
+            r = timed_request(s.admin_port, "GET", "/healthz", host=s.admin_address, timeout=2)[0]
+            elapsed = time.monotonic() - start
+            assert r.status == 200, r
+            assert elapsed < 0.1, elapsed
+    finally:
+        for c in idle:
+            c.close()
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(origins, sluice):
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    with Conn(s.admin_port, timeout=10) as c:
+        start = time.monotonic()
+        assert c.wait_closed(timeout=8)
+        assert 4 < time.monotonic() - start < 7.5

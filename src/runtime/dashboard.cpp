@@ -1,0 +1,108 @@
+// GET /api/dashboard: what the dashboard page shows, built on the control thread from the
+// snapshot, the health states, the per-second History and the events ring. Sized for 1,000
+// servers: one compact row per server, and only the history samples and events the page does not
+// have yet (docs/dashboard.md has the measured cost).
+#include <boost/json.hpp>
+
+#include "sluice/health/server_health.hpp"
+#include "sluice/runtime/control.hpp"
+#include "sluice/telemetry/event_ring.hpp"
+
+namespace sluice {
+
+namespace json = boost::json;
+
+namespace {
+
+double ms_between(Clock::time_point earlier, Clock::time_point now) {
+  return std::chrono::duration<double, std::milli>(now - earlier).count();
+}
+
+// Latencies and rates to 0.1: the page shows no more, and the payload stays small.
+json::value rounded(std::optional<double> v) {
+  if (!v) return nullptr;
+  return std::round(*v * 10.0) / 10.0;
+}
+
+json::object server_row(const Endpoint& ep, const History& history, Clock::time_point now) {
+  json::object so;
+  so["identity"] = ep.identity();
+  so["address"] = ep.address_text();
+  so["state"] = shown_state(ep);
+  so["draining"] = ep.draining();
+  so["weight"] = ep.weight();
+  so["effective_weight"] = static_cast<double>(ep.effective_weight_milli()) / 1000.0;
+  so["backup"] = ep.backup();
+  so["in_flight"] = ep.in_flight();
+  const ServerRates r = history.rates(ep);
+  so["rps"] = rounded(r.rps);
+  so["error_rate"] = std::round(r.error_rate * 10000.0) / 10000.0;
+  so["p50_ms"] = rounded(r.p50_ms);
+  so["p99_ms"] = rounded(r.p99_ms);
+  so["retries"] = r.retries;
+  so["pooled"] = r.pooled;
+  if (ep.has_health()) {
+    const auto h = ep.health().status();
+    so["health_state"] = to_string(h.state);
+    so["reason"] = h.reason;
+    so["since_ms_ago"] = std::round(ms_between(h.since, now));
+    so["ejections"] = h.ejections;
+  }
+  return so;
+}
+
+// The seconds of `ring` after tick `after`, as three parallel arrays.
+json::object chart(const telemetry::SampleRing<UpstreamSecond>* ring, std::uint64_t after) {
+  json::array rps, errors, p99;
+  std::uint64_t first = 0;
+  for (std::size_t i = 0; ring != nullptr && i < ring->size(); ++i) {
+    const auto& s = (*ring)[i];
+    if (s.tick <= after) continue;
+    if (first == 0) first = s.tick;
+    rps.emplace_back(s.requests);
+    errors.emplace_back(s.errors);
+    p99.emplace_back(rounded(s.p99_ms));
+  }
+  return {{"first_tick", first}, {"rps", std::move(rps)}, {"errors", std::move(errors)},
+          {"p99_ms", std::move(p99)}};
+}
+
+json::array events_after(std::uint64_t after, Clock::time_point now) {
+  json::array out;
+  for (const auto& e : telemetry::events().since(after)) {
+    out.push_back(json::object{{"seq", e.seq},
+                               {"ms_ago", std::round(ms_between(e.at, now))},
+                               {"kind", e.kind},
+                               {"upstream", e.upstream},
+                               {"server", e.server},
+                               {"text", e.text}});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
+  const auto snapshot = hooks_.snapshot();
+  const History& history = hooks_.history();
+  const auto now = steady_clock().now();
+  json::object root;
+  root["config_version"] = snapshot->version;
+  root["config_file"] = snapshot->config->source;
+  root["tick"] = history.tick();
+  json::array upstreams;
+  for (const auto& u : snapshot->upstreams) {
+    json::array servers;
+    servers.reserve(u->endpoints().size());
+    for (const Endpoint* ep : u->endpoints()) servers.push_back(server_row(*ep, history, now));
+    upstreams.push_back(json::object{{"name", u->name()},
+                                     {"balance", u->config().balance},
+                                     {"servers", std::move(servers)},
+                                     {"history", chart(history.seconds(u->name()), query.after_tick)}});
+  }
+  root["upstreams"] = std::move(upstreams);
+  root["events"] = events_after(query.after_event, now);
+  return json::serialize(root);
+}
+
+}  // namespace sluice

@@ -1,0 +1,154 @@
+#include "sluice/runtime/listeners.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+#include <boost/asio/ip/v6_only.hpp>
+#include <spdlog/spdlog.h>
+
+#include "sluice/runtime/listen_fds.hpp"
+#include "sluice/runtime/worker.hpp"
+#include "sluice/upstream/upstream.hpp"
+
+namespace sluice {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using reuse_port = net::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+namespace {
+
+// "Address already in use" -> "address already in use": it follows a colon in our messages.
+std::string reason(const boost::system::error_code& ec) {
+  std::string text = ec.message();
+  if (!text.empty()) text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+  return text;
+}
+
+std::string shown(const tcp::endpoint& ep) {
+  const auto address = ep.address().to_string();
+  return (ep.address().is_v6() ? "[" + address + "]" : address) + ":" + std::to_string(ep.port());
+}
+
+// A bound, listening socket on `io`; every worker binds its own on one address (SO_REUSEPORT),
+// so that the kernel spreads connections across them.
+tcp::acceptor bind_one(net::io_context& io, const tcp::endpoint& ep, const std::string& what) {
+  tcp::acceptor a(io);
+  boost::system::error_code ec;
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) a.set_option(reuse_port(true), ec);
+  if (!ec && ep.address().is_v6()) a.set_option(net::ip::v6_only(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(4096, ec);
+  if (ec) throw ListenError("cannot listen on " + what + ": " + reason(ec));
+  return a;
+}
+
+// Inherited listening sockets `fds` (all bound to one address, now owned here), on `io`: each
+// kept as it is (a binary upgrade's old workers each had one accept queue, none may close), and
+// a dup() of one for every worker beyond their number, so that every worker accepts.
+std::vector<tcp::acceptor> adopt(net::io_context& io, const std::vector<int>& fds, std::size_t workers,
+                                 const std::string& what) {
+  std::vector<tcp::acceptor> out;
+  const auto assign = [&](int fd) {
+    const auto bound = bound_endpoint(fd);
+    tcp::acceptor a(io);
+    boost::system::error_code ec;
+    a.assign(bound && bound->address().is_v6() ? tcp::v6() : tcp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      throw ListenError("cannot listen on " + what + " (inherited socket): " + reason(ec));
+    }
+    out.push_back(std::move(a));
+  };
+  for (const int fd : fds) assign(fd);
+  for (std::size_t i = fds.size(); i < workers; ++i) {
+    const int copy = ::dup(fds[i % fds.size()]);
+    if (copy < 0) throw ListenError("cannot listen on " + what + " (inherited socket): dup: " + std::strerror(errno));
+    assign(copy);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string Listeners::Address::key() const {
+  return address.to_string() + (tls_listener < 0 ? "" : " tls[" + std::to_string(tls_listener) + "]");
+}
+
+std::vector<Listeners::Address> Listeners::of(const config::Config& config) {
+  std::vector<Address> out;
+  for (const auto& hp : config.server.listen) out.push_back({hp, -1});
+  for (std::size_t t = 0; t < config.server.tls.size(); ++t)
+    for (const auto& hp : config.server.tls[t].listen) out.push_back({hp, static_cast<int>(t)});
+  return out;
+}
+
+Listeners::Pending Listeners::bind_new(net::io_context& io, const std::vector<Address>& wanted,
+                                       std::size_t workers, InheritedListeners* inherited) const {
+  Pending pending;
+  for (const auto& want : wanted) {
+    const auto key = want.key();
+    if (std::any_of(open_.begin(), open_.end(), [&](const Open& o) { return o.key == key; })) continue;
+    const auto what = want.address.to_string();
+    tcp::endpoint ep;
+    try {
+      ep = resolve_host_port(want.address);
+    } catch (const std::exception& e) {
+      throw ListenError("cannot listen on " + what + ": " + e.what());
+    }
+    Pending::Entry entry{want, {}, {}};
+    if (const auto fds = inherited ? inherited->take_all(ep) : std::vector<int>(); !fds.empty()) {
+      entry.per_worker = adopt(io, fds, workers, what);
+      entry.inherited = true;
+      ep = entry.per_worker.front().local_endpoint();
+    }
+    for (std::size_t i = entry.per_worker.size(); i < workers; ++i) {
+      entry.per_worker.push_back(bind_one(io, ep, what));
+      ep = entry.per_worker.back().local_endpoint();  // port 0 is now the port the first bind got
+    }
+    entry.shown = shown(ep);
+    pending.entries.push_back(std::move(entry));
+  }
+  return pending;
+}
+
+void Listeners::apply(Pending pending, const std::vector<Address>& wanted,
+                      std::span<const std::unique_ptr<Worker>> workers) {
+  for (auto& entry : pending.entries) {
+    const auto id = next_id_++;
+    std::vector<int> fds;
+    for (std::size_t i = 0; i < entry.per_worker.size(); ++i) {
+      auto& acceptor = entry.per_worker[i];
+      const auto protocol = acceptor.local_endpoint().protocol();
+      fds.push_back(acceptor.release());
+      workers[i % workers.size()]->add_listener(id, protocol, fds.back(), entry.address.tls_listener);
+    }
+    const int tls = entry.address.tls_listener;
+    std::string shown = entry.shown;
+    if (tls >= 0) shown += " (TLS, server.tls[" + std::to_string(tls) + "])";
+    spdlog::info("listening on {}{}", shown, entry.inherited ? " (inherited socket)" : "");
+    open_.push_back({entry.address.key(), id, std::move(shown), std::move(fds)});
+  }
+  std::erase_if(open_, [&](const Open& o) {
+    const bool kept = std::any_of(wanted.begin(), wanted.end(), [&](const Address& a) { return a.key() == o.key; });
+    if (kept) return false;
+    for (const auto& w : workers) w->remove_listener(o.id);
+    spdlog::info("stopped listening on {}", o.shown);
+    return true;
+  });
+}
+
+std::vector<int> Listeners::fds() const {
+  std::vector<int> out;
+  for (const auto& o : open_) out.insert(out.end(), o.fds.begin(), o.fds.end());
+  return out;
+}
+
+}  // namespace sluice
