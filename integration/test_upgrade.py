@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from conftest import SLUICE, Conn, sluice_config, toml_table, wait_until
+from conftest import SLUICE, Conn, closed_port, sluice_config, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
@@ -179,6 +179,38 @@ def test_sigusr2_upgrades_to_the_same_binary(sluice, origins):
         with Conn(s.port) as conn:
             assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
         assert s.admin("GET", "/readyz").status == 200  # the admin socket came along
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
+
+
+def test_upgrade_after_a_reload_hands_over_the_listeners_and_admin_api_that_run(sluice, origins):
+    """The sockets passed are those the reloads left open: an added listener and a moved admin
+    API come along (adopted, not bound again), a removed listener does not."""
+    a, = origins(1)
+    s = sluice(sluice_config([a], workers=2, top=ADMIN))
+    extra, admin_port = closed_port(), closed_port()
+    s.config_path.write_text(
+        sluice_config([a], workers=2, top=toml_table("admin", listen=f"127.0.0.1:{admin_port}"))
+        .replace('listen = ["127.0.0.1:0"]', f'listen = ["127.0.0.1:{extra}"]'))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()) == (200, {"ok": True, "version": 2}), r
+    s.log.wait_for(rf"stopped listening on 127\.0\.0\.1:{s.port}$")
+    s.admin_port = admin_port
+
+    r = cli("upgrade", "--admin", s.admin_address)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pid = int(re.search(r"upgraded: pid (\d+)", r.stdout).group(1))
+    try:
+        assert s.proc.wait(timeout=20) == 0
+        s.log.wait_for(rf"listening on 127\.0\.0\.1:{extra} \(inherited socket\)$")
+        s.log.wait_for(rf"admin listening on 127\.0\.0\.1:{admin_port}")
+        assert not [l for l in s.log.poll() if "matches no listen address" in l], s.log.lines
+        with Conn(extra) as conn:
+            assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+        assert s.admin("GET", "/readyz").status == 200
+        with socket.socket() as c:
+            assert c.connect_ex(("127.0.0.1", s.port)) != 0  # removed by the reload: not passed
     finally:
         os.kill(pid, signal.SIGTERM)
         wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
