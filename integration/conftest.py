@@ -151,16 +151,20 @@ ADMIN_LISTENING = re.compile(r"admin listening on 127\.0\.0\.1:(\d+)")
 class Sluice:
     """A running sluice with a config written from `upstreams` and `extra` TOML text."""
 
-    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True, nofile=None):
-        """`nofile`: the RLIMIT_NOFILE (soft and hard) sluice runs with; None inherits ours."""
+    def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True, nofile=None,
+                 env=None, launcher=(), pass_fds=()):
+        """`nofile`: the RLIMIT_NOFILE (soft and hard) sluice runs with; None inherits ours.
+        `env`: extra environment variables. `launcher`: a command that execs sluice's command line
+        (appended to it), with `pass_fds` inherited (socket activation)."""
         self.config_path = tmp_path / name
         self.config_path.write_text(toml_text)
 
         def limit_fds():
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
         self.proc = subprocess.Popen(
-            [str(SLUICE), "run", "--config", str(self.config_path)],
+            [*launcher, str(SLUICE), "run", "--config", str(self.config_path)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, **env} if env else None, pass_fds=pass_fds,
             preexec_fn=limit_fds if nofile is not None else None)
         self.log = LogReader(self.proc, self.proc.stderr)
         self._access = None  # stdout, read on demand by access_records()
@@ -605,8 +609,8 @@ def origins():
 def sluice(tmp_path):
     started = []
 
-    def start(toml_text, name="sluice.toml", nofile=None):
-        s = Sluice(tmp_path, toml_text, name, nofile=nofile)
+    def start(toml_text, name="sluice.toml", nofile=None, **kwargs):
+        s = Sluice(tmp_path, toml_text, name, nofile=nofile, **kwargs)
         started.append(s)
         return s
 

@@ -7,8 +7,11 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libssl-dev openssl libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libsystemd-dev  # sd_notify, sd_listen_fds (src/runtime/systemd.cpp, listen_fds.cpp)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl python3 python3-pytest python3-prometheus-client
+  systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)
+  dpkg-dev lintian man-db  # scripts/package.sh (dpkg-shlibdeps), its lint and `man -l` in the tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
 )

@@ -49,13 +49,19 @@ Usage:
                                   (exit 0 drained, 1 refused or timed out, 2 admin API unreachable)
   sluice undrain --upstream U --server S [--config FILE] [--admin HOST:PORT] [--token-file F]
                                   put server S back into rotation
+  sluice upgrade [--binary PATH] [--config FILE] [--admin HOST:PORT] [--token-file F]
+                                  replace the running process with PATH (default: the binary it
+                                  runs) without refusing a connection: the new process inherits
+                                  the listening sockets; the old one drains and exits
+                                  (exit 0 upgraded, 1 the new process failed and the old one
+                                  keeps serving, 2 admin API unreachable)
   sluice --version                print the version
   sluice --help                   this text
 
-reload, drain, undrain and check --diff-running talk to the admin API: at --admin, else at FILE's [admin] listen; with
+reload, drain, undrain, upgrade and check --diff-running talk to the admin API: at --admin, else at FILE's [admin] listen; with
 the token in --token-file, else in FILE's [admin] token_file.
 
-Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully.
+Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully; SIGUSR2 upgrades to the same binary path (as `sluice upgrade`).
 )";
 
 // Exit codes of the admin commands.
@@ -75,12 +81,13 @@ struct Options {
   bool wait = false;       // --wait
   std::string timeout;     // --timeout D
   std::string diff;        // check --diff OLD
+  std::string binary;      // upgrade --binary PATH
   bool diff_running = false;  // check --diff-running
   std::string error;
 };
 
 bool is_admin_command(std::string_view command) {
-  return command == "reload" || command == "drain" || command == "undrain";
+  return command == "reload" || command == "drain" || command == "undrain" || command == "upgrade";
 }
 
 Options parse_args(int argc, char** argv) {
@@ -106,6 +113,7 @@ Options parse_args(int argc, char** argv) {
   for (; i < args.size() && o.error.empty(); ++i) {
     const auto a = args[i];
     if (value_flag("--diff", o.diff)) continue;
+    if (value_flag("--binary", o.binary)) continue;
     if (value_flag("--config", o.config) || value_flag("-c", o.config)) {
       o.config_given = true;
     } else if (value_flag("--admin", o.admin) || value_flag("--token-file", o.token_file) ||
@@ -139,6 +147,8 @@ Options parse_args(int argc, char** argv) {
     o.error = "--admin and --token-file apply to reload, drain, undrain and check --diff-running";
   } else if (!drain_like && (!o.upstream.empty() || !o.server.empty())) {
     o.error = "--upstream and --server apply to drain and undrain";
+  } else if (o.command != "upgrade" && !o.binary.empty()) {
+    o.error = "--binary applies to upgrade";
   } else if (!drain && (o.wait || !o.timeout.empty())) {
     o.error = "--wait and --timeout apply to drain";
   } else if (drain_like && (o.upstream.empty() || o.server.empty())) {
@@ -310,6 +320,35 @@ int reload(const Options& o) {
                "sluice: reload rejected: %zu error(s); the previous configuration keeps serving\n",
                count);
   return exit_failed;
+}
+
+// The running process starts the new binary itself (it holds the sockets to hand over) and
+// answers once the new process accepts, or with why it did not come up.
+int upgrade(const Options& o) {
+  std::optional<config::Config> cfg;
+  if (!load_for_admin(o, "upgrading", cfg)) return exit_failed;
+  const auto target = admin_target(o, cfg);
+  if (!target) return exit_unreachable;
+  std::string binary = o.binary;
+  if (!binary.empty()) {
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(binary, ec);  // the process has its own cwd
+    if (!ec) binary = absolute.string();
+  }
+  admin::Client client(target->address, target->token, 60s);
+  const auto res = client.post("/api/upgrade" +
+                               (binary.empty() ? std::string() : "?binary=" + admin::encode_path_segment(binary)));
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200) return refused(*res, "upgrade");
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(res->body, ec);
+  const auto* pid = !ec && body.is_object() ? body.as_object().if_contains("pid") : nullptr;
+  if (pid != nullptr && pid->is_number()) {
+    std::printf("upgraded: pid %lld serves\n", pid->to_number<long long>());
+  } else {
+    std::printf("upgraded\n");
+  }
+  return exit_ok;
 }
 
 int set_drain(const Options& o, bool drain) {
@@ -490,6 +529,7 @@ int main(int argc, char** argv) {
   if (o.command == "reload") return reload(o);
   if (o.command == "drain") return set_drain(o, true);
   if (o.command == "undrain") return set_drain(o, false);
+  if (o.command == "upgrade") return upgrade(o);
   std::fprintf(stderr, "sluice: unknown command '%s'\n\n%.*s", o.command.c_str(),
                static_cast<int>(usage.size()), usage.data());
   return 2;

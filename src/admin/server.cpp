@@ -102,13 +102,14 @@ Reply error_reply(http::status status, std::string message) {
 }
 
 enum class Route {
-  none, status, config, drain, undrain, reload, metrics, healthz, readyz, asset, dashboard
+  none, status, config, drain, undrain, reload, upgrade, metrics, healthz, readyz, asset, dashboard
 };
 
 struct Match {
   Route route = Route::none;
   std::string upstream;  // drain/undrain
   std::string server;
+  std::string binary;  // upgrade: ?binary=PATH ("" = the running binary)
   const Asset* asset = nullptr;  // asset
   DashboardQuery query;          // dashboard
 };
@@ -130,7 +131,8 @@ DashboardQuery dashboard_query(const boost::urls::url_view& url) {
 }
 
 // Segments are percent-decoded by Boost.URL, so "127.0.0.1%3A9001" names "127.0.0.1:9001" and
-// an encoded '/' stays inside its segment. The query string is ignored but by /api/dashboard.
+// an encoded '/' stays inside its segment. The query string is ignored but by /api/dashboard and
+// /api/upgrade.
 std::optional<Match> match_route(std::string_view target) {
   const auto url = boost::urls::parse_origin_form(target);
   if (!url) return std::nullopt;
@@ -146,7 +148,10 @@ std::optional<Match> match_route(std::string_view target) {
     m.route = Route::config;
   else if (is({"api", "reload"}))
     m.route = Route::reload;
-  else if (is({"metrics"}))
+  else if (is({"api", "upgrade"})) {
+    m.route = Route::upgrade;
+    if (auto it = url->params().find("binary"); it != url->params().end()) m.binary = (*it).value;
+  } else if (is({"metrics"}))
     m.route = Route::metrics;
   else if (is({"healthz"}))
     m.route = Route::healthz;
@@ -170,7 +175,8 @@ std::optional<Match> match_route(std::string_view target) {
 }
 
 bool is_post_route(Route route) {
-  return route == Route::drain || route == Route::undrain || route == Route::reload;
+  return route == Route::drain || route == Route::undrain || route == Route::reload ||
+         route == Route::upgrade;
 }
 
 // RFC 9110 §11.6.2 / RFC 6750 §2.1: `Authorization: Bearer <token>`; the scheme is
@@ -548,6 +554,12 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
       return json_reply(http::status::unprocessable_entity,
                         {{"ok", false}, {"errors", std::move(errors)}});
     }
+    case Route::upgrade: {
+      spdlog::info("admin: upgrade to {} requested by {}", m.binary.empty() ? "the same binary" : m.binary, peer);
+      const UpgradeOutcome outcome = control.upgrade(m.binary);
+      if (outcome.ok) return json_reply(http::status::ok, {{"ok", true}, {"pid", outcome.pid}});
+      return json_reply(http::status::internal_server_error, {{"ok", false}, {"error", outcome.error}});
+    }
     case Route::drain:
     case Route::undrain: {
       const bool drain = m.route == Route::drain;
@@ -602,12 +614,19 @@ Server::Server(net::io_context& control, const config::HostPort& listen, Control
 
 Server::~Server() { stop(); }
 
-void Server::start() {
+void Server::start(int inherited_fd) {
   auto& s = *state_;
   if (s.started) throw std::logic_error("admin::Server::start called twice");
   s.started = true;
   try {
     const tcp::endpoint endpoint = resolve_host_port(s.listen);
+    if (inherited_fd >= 0) {
+      s.acceptor.assign(endpoint.protocol(), inherited_fd);
+      s.port = s.acceptor.local_endpoint().port();
+      net::co_spawn(s.io, State::accept_loop(state_),
+                    [](std::exception_ptr e) { log_failure("listener", e); });
+      return;
+    }
     s.acceptor.open(endpoint.protocol());
     s.acceptor.set_option(tcp::acceptor::reuse_address(true));
     if (endpoint.address().is_v6()) s.acceptor.set_option(net::ip::v6_only(true));
@@ -635,6 +654,11 @@ void Server::stop() {
   s.connections.clear();
 }
 
+void Server::stop_accepting() {
+  boost::system::error_code ignored;
+  state_->acceptor.close(ignored);
+}
+
 void Server::set_token(std::string token) { state_->token = std::move(token); }
 
 void Server::set_allowed_hosts(std::vector<std::string> hosts) {
@@ -643,6 +667,8 @@ void Server::set_allowed_hosts(std::vector<std::string> hosts) {
 }
 
 std::uint16_t Server::local_port() const { return state_->port; }
+
+int Server::listener_fd() { return state_->acceptor.native_handle(); }
 
 std::string read_token_file(const std::string& path) {
   std::string text;

@@ -45,10 +45,10 @@ constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must 
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
 constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
-constexpr std::array<std::string_view, 13> server_keys{
+constexpr std::array<std::string_view, 15> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
-    "watch_config",     "tunnel_drain_timeout", "tls"};
+    "watch_config",     "tunnel_drain_timeout", "tls", "health_ready_timeout", "state_file"};
 constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certificates", "min_version",
                                                             "ciphers"};
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
@@ -815,6 +815,16 @@ private:
       read_bool(*table, "watch_config", "server.watch_config", out.watch_config);
       read_duration(*table, "tunnel_drain_timeout", "server.tunnel_drain_timeout",
                     out.tunnel_drain_timeout, false);
+      read_duration(*table, "health_ready_timeout", "server.health_ready_timeout",
+                    out.health_ready_timeout, true);
+      // The wait before the one READY=1 of a start; a running process is past it.
+      needs_restart("server.health_ready_timeout");
+      if (const auto* file = read_string(*table, "state_file", "server.state_file", out.state_file);
+          file != nullptr && out.state_file.empty()) {
+        error(*file, "server.state_file", "must not be empty; remove the key to keep no state");
+      }
+      // Read once at start-up (restore) and owned by this process until it stops.
+      needs_restart("server.state_file");
       read_tls_listeners(*table, out.tls);
       // The request line is part of the head, so a longer URI limit could never be reached.
       if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {

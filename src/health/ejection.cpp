@@ -63,6 +63,18 @@ void Ejection::set_limits(Clock::duration fail_timeout, Clock::duration max_ejec
   max_ejection_time_ = max_ejection_time;
 }
 
+void Ejection::restore(Clock::time_point now, unsigned level, Clock::time_point until) noexcept {
+  level_ = std::min(level, max_level);
+  if (until > now) {
+    phase_ = Phase::ejected;
+    until_ = until;
+  } else {
+    // Back in service from now: the level decays after max_ejection_time, as after an expiry.
+    phase_ = Phase::serving;
+    back_since_ = now;
+  }
+}
+
 const char* to_string(Ejection::Phase phase) {
   switch (phase) {
     case Ejection::Phase::serving: return "serving";

@@ -219,7 +219,9 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   }();
   // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
   // head. A new connection gets header_timeout from the start (slowloris protection).
-  idle_ = in_.size() == 0;
+  // A new connection is not idle: its client is sending its first request, and closing it at
+  // shutdown or at a binary upgrade's handover would fail a request already on its way.
+  idle_ = in_.size() == 0 && !first_request_;
   expire_after(first_request_ || !idle_ ? limits.header_timeout : limits.idle_timeout);
   first_request_ = false;
   for (;;) {

@@ -1,13 +1,17 @@
 #include "sluice/runtime/listeners.hpp"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 
 #include <boost/asio/ip/v6_only.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
 
@@ -46,6 +50,32 @@ tcp::acceptor bind_one(net::io_context& io, const tcp::endpoint& ep, const std::
   return a;
 }
 
+// Inherited listening sockets `fds` (all bound to one address, now owned here), on `io`: each
+// kept as it is (a binary upgrade's old workers each had one accept queue, none may close), and
+// a dup() of one for every worker beyond their number, so that every worker accepts.
+std::vector<tcp::acceptor> adopt(net::io_context& io, const std::vector<int>& fds, std::size_t workers,
+                                 const std::string& what) {
+  std::vector<tcp::acceptor> out;
+  const auto assign = [&](int fd) {
+    const auto bound = bound_endpoint(fd);
+    tcp::acceptor a(io);
+    boost::system::error_code ec;
+    a.assign(bound && bound->address().is_v6() ? tcp::v6() : tcp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      throw ListenError("cannot listen on " + what + " (inherited socket): " + reason(ec));
+    }
+    out.push_back(std::move(a));
+  };
+  for (const int fd : fds) assign(fd);
+  for (std::size_t i = fds.size(); i < workers; ++i) {
+    const int copy = ::dup(fds[i % fds.size()]);
+    if (copy < 0) throw ListenError("cannot listen on " + what + " (inherited socket): dup: " + std::strerror(errno));
+    assign(copy);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string Listeners::Address::key() const {
@@ -61,7 +91,7 @@ std::vector<Listeners::Address> Listeners::of(const config::Config& config) {
 }
 
 Listeners::Pending Listeners::bind_new(net::io_context& io, const std::vector<Address>& wanted,
-                                       std::size_t workers) const {
+                                       std::size_t workers, InheritedListeners* inherited) const {
   Pending pending;
   for (const auto& want : wanted) {
     const auto key = want.key();
@@ -74,7 +104,12 @@ Listeners::Pending Listeners::bind_new(net::io_context& io, const std::vector<Ad
       throw ListenError("cannot listen on " + what + ": " + e.what());
     }
     Pending::Entry entry{want, {}, {}};
-    for (std::size_t i = 0; i < workers; ++i) {
+    if (const auto fds = inherited ? inherited->take_all(ep) : std::vector<int>(); !fds.empty()) {
+      entry.per_worker = adopt(io, fds, workers, what);
+      entry.inherited = true;
+      ep = entry.per_worker.front().local_endpoint();
+    }
+    for (std::size_t i = entry.per_worker.size(); i < workers; ++i) {
       entry.per_worker.push_back(bind_one(io, ep, what));
       ep = entry.per_worker.back().local_endpoint();  // port 0 is now the port the first bind got
     }
@@ -88,16 +123,18 @@ void Listeners::apply(Pending pending, const std::vector<Address>& wanted,
                       std::span<const std::unique_ptr<Worker>> workers) {
   for (auto& entry : pending.entries) {
     const auto id = next_id_++;
-    for (std::size_t i = 0; i < workers.size(); ++i) {
+    std::vector<int> fds;
+    for (std::size_t i = 0; i < entry.per_worker.size(); ++i) {
       auto& acceptor = entry.per_worker[i];
       const auto protocol = acceptor.local_endpoint().protocol();
-      workers[i]->add_listener(id, protocol, acceptor.release(), entry.address.tls_listener);
+      fds.push_back(acceptor.release());
+      workers[i % workers.size()]->add_listener(id, protocol, fds.back(), entry.address.tls_listener);
     }
     const int tls = entry.address.tls_listener;
     std::string shown = entry.shown;
     if (tls >= 0) shown += " (TLS, server.tls[" + std::to_string(tls) + "])";
-    spdlog::info("listening on {}", shown);
-    open_.push_back({entry.address.key(), id, std::move(shown)});
+    spdlog::info("listening on {}{}", shown, entry.inherited ? " (inherited socket)" : "");
+    open_.push_back({entry.address.key(), id, std::move(shown), std::move(fds)});
   }
   std::erase_if(open_, [&](const Open& o) {
     const bool kept = std::any_of(wanted.begin(), wanted.end(), [&](const Address& a) { return a.key() == o.key; });
@@ -106,6 +143,12 @@ void Listeners::apply(Pending pending, const std::vector<Address>& wanted,
     spdlog::info("stopped listening on {}", o.shown);
     return true;
   });
+}
+
+std::vector<int> Listeners::fds() const {
+  std::vector<int> out;
+  for (const auto& o : open_) out.insert(out.end(), o.fds.begin(), o.fds.end());
+  return out;
 }
 
 }  // namespace sluice

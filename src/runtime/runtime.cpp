@@ -1,10 +1,12 @@
 #include "sluice/runtime/runtime.hpp"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -21,7 +23,11 @@
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/fd_budget.hpp"
+#include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/listeners.hpp"
+#include "sluice/runtime/state_file.hpp"
+#include "sluice/runtime/systemd.hpp"
+#include "sluice/runtime/upgrade.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/telemetry/event_ring.hpp"
 #include "sluice/upstream/upstream.hpp"
@@ -52,6 +58,10 @@ struct Runtime::State {
   std::uint64_t reloads_failed = 0;
   std::atomic<bool> shutdown_flag{false};  // read by every worker
   History history;                         // the dashboard's per-second samples
+  ServiceNotifier notifier{control};
+  std::unique_ptr<StateFile> state_file;  // [server] state_file; restart-only
+  bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
+  std::string binary = own_binary();  // what SIGUSR2 starts again
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -83,13 +93,15 @@ std::uint32_t connections_per_worker(const config::Config& cfg, unsigned workers
   return (max_connections + workers - 1) / workers;
 }
 
-// The admin listener of `admin`, bound and serving, with its token read. Throws (bind, token)
-// std::runtime_error naming what failed.
-std::unique_ptr<admin::Server> open_admin(Runtime::State& s, const config::AdminSection& admin) {
+// The admin listener of `admin`, bound and serving, with its token read; at start-up it may take
+// the socket a binary upgrade passed (`inherited_fd`, owned by it from now on) instead of
+// binding. Throws (bind, token) std::runtime_error naming what failed.
+std::unique_ptr<admin::Server> open_admin(Runtime::State& s, const config::AdminSection& admin,
+                                          int inherited_fd = -1) {
   const auto token = admin.token_file.empty() ? std::string() : admin::read_token_file(admin.token_file);
   auto server = std::make_unique<admin::Server>(s.control, admin.listen, *s.control_api, token);
   server->set_allowed_hosts(admin.allowed_hosts);
-  server->start();
+  server->start(inherited_fd);
   spdlog::info("admin listening on {}:{}", admin.listen.host, server->local_port());
   return server;
 }
@@ -168,9 +180,55 @@ void update_probes(Runtime::State& s) {
   s.probed_upstreams = std::move(probed);
 }
 
+// systemd's STATUS= line: what `systemctl status` shows.
+std::string status_line(const Runtime::State& s) {
+  std::size_t up = 0;
+  std::size_t total = 0;
+  for (const auto& u : s.snapshot->upstreams)
+    for (const Endpoint* ep : u->endpoints()) {
+      ++total;
+      up += ep->available() ? 1 : 0;
+    }
+  return "config version " + std::to_string(s.version) + ", " + std::to_string(up) + "/" +
+         std::to_string(total) + " servers up";
+}
+
+// True once every health-checked server has had its first probe: before that a server that is
+// down still counts as up, and a service manager told "ready" would send traffic to it.
+bool first_probe_round_done(const Runtime::State& s) {
+  for (const auto& u : s.snapshot->upstreams) {
+    if (!u->config().health) continue;
+    for (const Endpoint* ep : u->endpoints())
+      if (ep->probes_passed.load(std::memory_order_relaxed) +
+              ep->probes_failed.load(std::memory_order_relaxed) ==
+          0)
+        return false;
+  }
+  return true;
+}
+
+void notify_ready(Runtime::State& s, std::string_view why) {
+  if (s.notified_ready || s.shutting_down) return;
+  s.notified_ready = true;
+  spdlog::info("ready ({})", why);
+  s.notifier.ready(status_line(s));
+  report_upgrade_ready();  // a binary upgrade's old process may stop accepting now
+}
+
 // Parse, validate, bind what is new, build, publish: all or nothing. Requests in flight keep
 // their snapshot; a key that needs a restart refuses the whole file.
+admin::ReloadOutcome reload_config(Runtime::State& s);
+
+// A reload as systemd sees it: RELOADING=1, then READY=1 whatever the outcome (a rejected
+// config leaves the previous one serving, which is ready).
 admin::ReloadOutcome reload(Runtime::State& s) {
+  if (s.notified_ready) s.notifier.reloading();
+  auto out = reload_config(s);
+  if (s.notified_ready) s.notifier.ready(status_line(s));
+  return out;
+}
+
+admin::ReloadOutcome reload_config(Runtime::State& s) {
   admin::ReloadOutcome out;
   auto result = config::load_file(s.config_path);
   if (result.ok()) result.errors = restart_changes(*s.config, *result.config);
@@ -255,10 +313,16 @@ int Runtime::run() {
     spdlog::error("{}: {}", s.config_path, e.what());
     return 1;
   }
+  // Before any request or probe: a server drained or down at the last stop starts that way.
+  if (!cfg.server.state_file.empty()) {
+    s.state_file = std::make_unique<StateFile>(cfg.server.state_file);
+    s.state_file->restore(*s.snapshot);
+  }
 
   // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
   // graceful shutdown, not the default action.
   net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
+  signals.add(SIGUSR2);
 
   const unsigned n = cfg.server.worker_count();
   const std::uint32_t per_worker = connections_per_worker(cfg, n);
@@ -266,13 +330,47 @@ int Runtime::run() {
     s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
                                                  s.shutdown_flag));
 
+  // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
+  // A socket inherited from systemd or from the process we replace (listen_fds.hpp) is taken
+  // instead of bound: a binary upgrade passes every old worker's socket, each keeping its accept
+  // queue (Listeners::bind_new).
+  auto inherited = InheritedListeners::from_environment();
+  auto admin_fd = inherited.take_named(admin_fd_name);
   try {
     const auto wanted = Listeners::of(cfg);
-    s.listeners.apply(s.listeners.bind_new(s.control, wanted, s.workers.size()), wanted, s.workers);
+    s.listeners.apply(s.listeners.bind_new(s.control, wanted, s.workers.size(), &inherited), wanted,
+                      s.workers);
+    inherited.close_unused();
   } catch (const ListenError& e) {
     spdlog::error("{}", e.what());
     return 1;
   }
+
+  // Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
+  // (admin included) and the state file as of now; once it accepts, this one stops accepting
+  // and drains like at SIGTERM. Until then, and if it fails, this one serves as before.
+  std::function<void()> hand_over;  // set below, with the shutdown machinery
+  const auto upgrade = [&](const std::string& requested) -> admin::UpgradeOutcome {
+    if (s.shutting_down) return {false, 0, "this process is shutting down"};
+    const std::string binary = requested.empty() ? s.binary : requested;
+    std::vector<PassedSocket> sockets;
+    for (int fd : s.listeners.fds()) sockets.push_back({fd, "listen"});
+    if (s.admin_server) sockets.push_back({s.admin_server->listener_fd(), std::string(admin_fd_name)});
+    if (s.state_file) s.state_file->write(*s.snapshot);
+    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+        s.config->server.health_ready_timeout + std::chrono::seconds(10));
+    const auto r = spawn_upgrade(binary, {"run", "--config", s.config_path}, sockets, timeout);
+    if (!r.ok) {
+      spdlog::error("upgrade to {} failed: {}; this process keeps serving", binary, r.error);
+      return {false, 0, r.error};
+    }
+    spdlog::info("upgrade: pid {} accepts; this process stops accepting and drains", r.pid);
+    s.notifier.main_pid(r.pid);
+    s.state_file.reset();  // the new process owns it from now on
+    // After the admin answer is on its way: the upgrade request came on this process's listener.
+    net::post(s.control, [&] { hand_over(); });
+    return {true, r.pid, ""};
+  };
 
   // The admin API (control thread), when configured.
   RuntimeControl control({
@@ -322,16 +420,19 @@ int Runtime::run() {
               for (auto& w : s.workers) w->close_idle(ep);
           },
       .history = [&]() -> const History& { return s.history; },
+      .upgrade = upgrade,
   });
   s.control_api = &control;
   if (cfg.admin.enabled) {
     try {
-      s.admin_server = open_admin(s, cfg.admin);
+      s.admin_server = open_admin(s, cfg.admin, admin_fd.value_or(-1));
+      admin_fd.reset();
     } catch (const std::exception& e) {
       spdlog::error("admin: {}", e.what());
       return 1;
     }
   }
+  if (admin_fd) ::close(*admin_fd);  // passed by the old process, but no [admin] here any more
 
   for (auto& w : s.workers) w->start();
   s.loaded_at = steady_clock().now();
@@ -340,12 +441,23 @@ int Runtime::run() {
   s.prober->on_transition = [](const health::ProbeTarget& t, const health::Transition& tr) {
     health::log_transition(t.upstream, *t.endpoint, tr);
   };
-  s.prober->on_probe = [](const health::ProbeTarget& t, const health::ProbeResult& r) {
+  s.prober->on_probe = [&s](const health::ProbeTarget& t, const health::ProbeResult& r) {
     (r.passed ? t.endpoint->probes_passed : t.endpoint->probes_failed).fetch_add(1, std::memory_order_relaxed);
+    if (!s.notified_ready && first_probe_round_done(s)) notify_ready(s, "first health probes done");
   };
   update_probes(s);
   spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
                s.config_path, s.version);
+  net::steady_timer ready_timer(s.control);
+  if (first_probe_round_done(s) || cfg.server.health_ready_timeout.count() == 0) {
+    notify_ready(s, "listening");
+  } else {
+    ready_timer.expires_after(cfg.server.health_ready_timeout);
+    ready_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) notify_ready(s, "health_ready_timeout passed before every server was probed");
+    });
+  }
+  s.notifier.start_watchdog();
 
   net::steady_timer drain_timer(s.control);
 
@@ -359,6 +471,7 @@ int Runtime::run() {
         // next_deadline() is "now + one ramp step" while ramping: tick whenever there is work.
         if (ep->has_health() && ep->health().next_deadline() != Clock::time_point::max())
           if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
+    if (s.state_file) s.state_file->update(*s.snapshot);  // changes of the last 100 ms: one write
     if (s.shutting_down) return;
     health_timer.expires_after(std::chrono::milliseconds(100));
     health_timer.async_wait([&](boost::system::error_code ec) {
@@ -405,6 +518,8 @@ int Runtime::run() {
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
       history_timer.cancel();
+      ready_timer.cancel();
+      s.notifier.stop_watchdog();
       s.prober->stop();
       if (s.admin_server) s.admin_server->stop();
       if (s.watch) s.watch->stop();
@@ -414,27 +529,37 @@ int Runtime::run() {
     drain_timer.async_wait([&](boost::system::error_code) { poll_drained(); });
   };
 
+  // Stop accepting; in-flight requests get shutdown_timeout; then run() returns.
+  const auto stop_accepting = [&] {
+    // Logged so that the end of shutdown_delay is observable on sluice's own clock.
+    spdlog::info("shutdown: no longer accepting connections");
+    deadline = steady_clock().now() + s.config->server.shutdown_timeout;
+    s.shutdown_flag.store(true, std::memory_order_relaxed);
+    for (auto& w : s.workers) w->begin_shutdown();
+    poll_drained();
+  };
+  hand_over = [&] {
+    s.shutting_down = true;
+    s.ready = false;
+    if (s.admin_server) s.admin_server->stop_accepting();  // the new process answers the API now
+    stop_accepting();  // no shutdown_delay: the new process accepts already
+  };
+
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
     if (ec) return;
-    if (sig == SIGHUP) {
-      reload(s);
+    if (sig == SIGHUP || sig == SIGUSR2) {
+      if (sig == SIGHUP) reload(s);
+      else upgrade("");
       signals.async_wait(on_signal);
       return;
     }
     if (s.shutting_down) return;  // a second SIGTERM changes nothing: the deadline stands
     s.shutting_down = true;
     s.ready = false;  // readiness fails at once; listeners keep accepting for shutdown_delay
+    s.notifier.stopping();
     const auto delay = s.config->server.shutdown_delay;
     spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
                  s.config->server.shutdown_timeout.count());
-    auto stop_accepting = [&] {
-      // Logged so that the end of shutdown_delay is observable on sluice's own clock.
-      spdlog::info("shutdown: no longer accepting connections");
-      deadline = steady_clock().now() + s.config->server.shutdown_timeout;
-      s.shutdown_flag.store(true, std::memory_order_relaxed);
-      for (auto& w : s.workers) w->begin_shutdown();
-      poll_drained();
-    };
     if (delay.count() == 0) {
       stop_accepting();
     } else {
@@ -446,6 +571,7 @@ int Runtime::run() {
 
   s.control.run();
   for (auto& w : s.workers) w->join();
+  if (s.state_file) s.state_file->write(*s.snapshot);
   s.access_log->flush();
   spdlog::info("sluice stopped");
   return 0;

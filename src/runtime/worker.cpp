@@ -164,7 +164,8 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
       co_await pause.async_wait(nothrow);
       continue;
     }
-    if (ctx_.is_stopping()) co_return;  // accepted in the race with shutdown: closed, not served
+    // Accepted in the race with shutdown: served all the same (its request is on its way; the
+    // answer says Connection: close), like a connection already open.
     active_.fetch_add(1, std::memory_order_acq_rel);
     net::co_spawn(io_, serve(std::move(socket), tls_listener), net::detached);
   }

@@ -88,6 +88,19 @@ TEST(RestartChanges, AKeyThatNeedsARestartIsAnErrorAtTheKey) {
                                             servers({{"a", 2}}))).empty());
 }
 
+// Read once at start-up (the state file restored, the wait before READY=1): a reload refuses them.
+TEST(RestartChanges, StateFileAndHealthReadyTimeoutNeedARestart) {
+  const auto running = load("[server]\nstate_file = \"/tmp/a.json\"\n" + servers({{"a", 1}}));
+  const auto file = load("[server]\nstate_file = \"/tmp/b.json\"\nhealth_ready_timeout = \"3s\"\n" +
+                         servers({{"a", 1}}));
+  const auto errors = restart_changes(running, file);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].to_string(), "t.toml:3:24: server.health_ready_timeout: changing this needs a "
+                                   "restart (running: 10s, file: 3s)");
+  EXPECT_EQ(errors[1].to_string(), "t.toml:2:14: server.state_file: changing this needs a restart "
+                                   "(running: \"/tmp/a.json\", file: \"/tmp/b.json\")");
+}
+
 TEST(RunningDrainDiff, AnApiDrainStaysUnlessTheFileChangesThatServersDrain) {
   const auto running = load(servers({{"a", 1}, {"b", 1}}));
   const std::vector<RunningServer> state{{"app", "a", true}, {"app", "b", false}};

@@ -14,6 +14,12 @@ struct ReloadOutcome {
   unsigned long long version = 0;   // config version now serving
 };
 
+struct UpgradeOutcome {
+  bool ok = false;
+  long pid = 0;       // the new process
+  std::string error;  // why it did not take over
+};
+
 enum class DrainOutcome { done, no_such_upstream, no_such_server };
 
 // GET /api/dashboard?tick=N&event=M: what the page already holds, so that only newer history
@@ -34,6 +40,12 @@ public:
   // Prometheus text exposition 0.0.4 of GET /metrics.
   virtual std::string metrics_text() = 0;
   virtual ReloadOutcome reload() = 0;
+  // POST /api/upgrade: start `binary` ("" = the running one) with the listening sockets; the
+  // answer comes once it serves (this process then drains and exits) or failed to start.
+  virtual UpgradeOutcome upgrade(const std::string& binary) {
+    (void)binary;
+    return {false, 0, "binary upgrade is not supported here"};
+  }
   // GET /api/config: the TOML text of the configuration now serving, and the file it came from.
   virtual std::string config_text() = 0;
   virtual std::string config_source() = 0;

@@ -55,10 +55,13 @@ public:
 
   // Resolves and binds the listen address (port 0 = an ephemeral port, see local_port()) and
   // starts accepting. Throws std::runtime_error when it cannot bind (a start-up error).
-  void start();
+  // `inherited_fd` >= 0: accept on that listening socket (a binary upgrade passed it) instead.
+  void start(int inherited_fd = -1);
   // Closes the acceptor and every connection; a request being answered gets no response. No
   // Control call happens afterwards. Idempotent. Control thread.
   void stop();
+  // Closes the listener only; connections already open are answered (binary upgrade).
+  void stop_accepting();
 
   // Replaces the token (e.g. the token file was re-read on reload); "" opens POSTs. Takes effect
   // for the next request. Control thread.
@@ -69,6 +72,8 @@ public:
 
   // The bound port (after start()); 0 before.
   std::uint16_t local_port() const;
+  // The listening socket, to pass to a new process on a binary upgrade.
+  int listener_fd();
 
 private:
   struct State;

@@ -69,6 +69,11 @@ struct ServerSection {
   // Upgrade tunnels (WebSocket) still open when their server is drained or the config reloaded
   // are closed this long after (like HAProxy's hard-stop-after / nginx's worker_shutdown_timeout).
   Duration tunnel_drain_timeout{std::chrono::minutes(10)};
+  // systemd readiness (READY=1) waits for the first probe of every health-checked server, at
+  // most this long after the listeners are open. 0 = ready as soon as the listeners are.
+  Duration health_ready_timeout{std::chrono::seconds(10)};
+  // Drains, health and slow start kept across restarts (runtime/state_file); "" = none.
+  std::string state_file;
 };
 
 enum class AccessLogFormat { text, json, off };

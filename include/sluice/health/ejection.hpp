@@ -47,6 +47,9 @@ public:
   std::uint64_t ejections() const noexcept { return ejections_; }
 
   void set_limits(Clock::duration fail_timeout, Clock::duration max_ejection_time) noexcept;
+  // Puts back a state saved by a previous process (runtime/state_file): the back-off level and,
+  // when `until` is after `now`, an ejection in place until then.
+  void restore(Clock::time_point now, unsigned level, Clock::time_point until) noexcept;
 
 private:
   unsigned level_after(Clock::time_point now) const noexcept;

@@ -148,6 +148,14 @@ struct HealthStatus {
   std::uint32_t weight_share = Endpoint::full_weight_share;
 };
 
+// What a state file (runtime/state_file) keeps of one server across a restart.
+struct SavedHealth {
+  std::optional<bool> active_up;  // the probes' verdict; nullopt: no active checks
+  unsigned ejection_level = 0;    // passive back-off exponent
+  Clock::duration ejected_for{};  // ejection time left; 0 = not ejected
+  std::optional<Clock::duration> slow_start_elapsed;  // ramping, this far along
+};
+
 class ServerHealth {
 public:
   // guard may be null (no max_ejected_percent). Sets the endpoint's initial state (up, or down
@@ -185,6 +193,13 @@ public:
 
   HealthStatus status() const;
   Endpoint& endpoint() const noexcept { return endpoint_; }
+
+  // Control thread (saved_health.cpp). saved(): this server as a state file keeps it.
+  // restore(): at start-up, before any probe or request, puts back what a previous process
+  // saved; a saved probe verdict replaces initial_state (a server down at stop starts down and
+  // needs `rise` passing probes), an ejection resumes for the time it had left.
+  SavedHealth saved() const;
+  void restore(const SavedHealth& saved);
 
   // Rate limit for one kind of this server's repetitive log lines (failure notices, refused
   // ejections: one limit each): one line per second, with the count of those it held back.

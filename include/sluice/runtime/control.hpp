@@ -32,6 +32,7 @@ public:
     // After a drain change (logs, records the event, closes idle pools): upstream, server, drain.
     std::function<void(const std::string&, Endpoint&, bool)> drained;
     std::function<const History&()> history;       // the dashboard's per-second samples
+    std::function<admin::UpgradeOutcome(const std::string&)> upgrade;
   };
   explicit RuntimeControl(Hooks hooks);
 
@@ -39,6 +40,7 @@ public:
   std::string dashboard_json(const admin::DashboardQuery& query) override;  // dashboard.cpp
   std::string metrics_text() override;
   admin::ReloadOutcome reload() override;
+  admin::UpgradeOutcome upgrade(const std::string& binary) override { return hooks_.upgrade(binary); }
   std::string config_text() override;
   std::string config_source() override;
   admin::DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) override;

@@ -3,7 +3,9 @@
 // and how start-up and every reload open them: an address already open stays open (same
 // sockets, no connection lost); a new one is bound, on every worker, before any old one closes;
 // and a reload binds all of its new addresses or none (a port that cannot be bound fails the
-// reload and the old listeners keep serving). Control thread only.
+// reload and the old listeners keep serving). At start-up an address may instead take the
+// sockets this process inherited (socket activation, binary upgrade: listen_fds.hpp). Control
+// thread only.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -19,6 +21,7 @@
 namespace sluice {
 
 class Worker;
+class InheritedListeners;
 
 // "cannot listen on 127.0.0.1:8080: address already in use": the address and the reason, no
 // source location.
@@ -43,26 +46,35 @@ public:
     struct Entry {
       Address address;
       std::string shown;  // the bound address, "127.0.0.1:8080" (port 0 resolved)
+      // Entry i goes to worker i % workers: one per worker when bound; when inherited, as many
+      // as were passed (a binary upgrade passes one per old worker, none of which may close).
       std::vector<boost::asio::ip::tcp::acceptor> per_worker;
+      bool inherited = false;
     };
     std::vector<Entry> entries;
   };
 
   // Binds each address of `wanted` that is not open: one SO_REUSEPORT socket per worker (port 0:
   // the first bind picks the port, the others share it), on `io` (no I/O is done on them there).
+  // An address with sockets in `inherited` (start-up only) adopts them instead of binding: one
+  // per worker, a worker taking several when more were passed, or a dup() when fewer.
   // Throws ListenError; nothing new stays bound then.
   Pending bind_new(boost::asio::io_context& io, const std::vector<Address>& wanted,
-                   std::size_t workers) const;
+                   std::size_t workers, InheritedListeners* inherited = nullptr) const;
   // Hands the pending sockets to the workers, then closes the open addresses that `wanted` no
   // longer has. Logs each address opened and closed.
   void apply(Pending pending, const std::vector<Address>& wanted,
              std::span<const std::unique_ptr<Worker>> workers);
+  // The native descriptors of every listening socket handed to the workers, for a binary
+  // upgrade to pass on.
+  std::vector<int> fds() const;
 
 private:
   struct Open {
     std::string key;
     std::uint64_t id = 0;
     std::string shown;
+    std::vector<int> fds;  // the workers' sockets (owned by them)
   };
   std::vector<Open> open_;
   std::uint64_t next_id_ = 1;

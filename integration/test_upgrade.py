@@ -1,0 +1,216 @@
+"""Binary upgrade (`sluice upgrade`, SIGUSR2): a new process takes over the listening sockets and
+the old one drains, under load, without refusing a connection or failing a request; a new binary
+that does not come up leaves the old one serving."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from conftest import SLUICE, Conn, closed_port, sluice_config, toml_table, wait_until
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
+
+
+def cli(*args, timeout=60):
+    return subprocess.run([str(SLUICE), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def gone(pid):
+    """True once `pid` has exited (a zombie counts: it serves nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+class Load:
+    """Bounded load on one port: keep-alive clients, one-connection-per-request clients and slow
+    requests (1.5 s at the origin) that are in flight across upgrades. Every outcome counted."""
+
+    def __init__(self, port, seconds):
+        self.port, self.until = port, time.monotonic() + seconds
+        self.lock = threading.Lock()
+        self.ok = self.failed = self.refused = self.slow_ok = self.reconnects = 0
+        self.errors = []
+        self.threads = [threading.Thread(target=f, daemon=True) for f in
+                        [self.keep_alive] * 2 + [self.fresh] * 2 + [self.slow] * 2]
+
+    def count(self, field, error=None):
+        with self.lock:
+            setattr(self, field, getattr(self, field) + 1)
+            if error is not None and len(self.errors) < 20:
+                self.errors.append(error)
+
+    def request(self, conn, target="/"):
+        r = conn.request(f"GET {target} HTTP/1.1\r\nHost: t\r\n\r\n".encode(), timeout=10)
+        return r.status, (r.header("connection") or "").lower() == "close"
+
+    def keep_alive(self):
+        conn, used = None, False
+        for _ in range(20000):
+            if time.monotonic() > self.until:
+                break
+            try:
+                if conn is None:
+                    conn, used = Conn(self.port), False
+                status, close = self.request(conn)
+                used = True
+                self.count("ok" if status == 200 else "failed", None if status == 200 else status)
+                if close:
+                    conn.close()
+                    conn = None
+            except ConnectionRefusedError as e:
+                self.count("refused", repr(e))
+                conn = None
+            except (OSError, EOFError) as e:
+                # RFC 9112 §9.3.1: an idle keep-alive connection the server closed before any
+                # byte of a response may be retried by the client on a new connection (the old
+                # process closes idle connections when it drains). Not a failure if that was a
+                # reused connection; any other error is one.
+                nothing_read = not isinstance(e, EOFError) or "have b''" in str(e)
+                if conn is not None and used and nothing_read:
+                    self.count("reconnects")
+                else:
+                    self.count("failed", repr(e))
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def one_request(self, target, ok_field, timeout):
+        """One request on a new connection, counted."""
+        try:
+            with Conn(self.port, timeout=timeout) as conn:
+                status, _ = self.request(conn, target)
+            self.count(ok_field if status == 200 else "failed", None if status == 200 else status)
+        except ConnectionRefusedError as e:
+            self.count("refused", repr(e))
+        except (OSError, EOFError) as e:
+            self.count("failed", repr(e))
+
+    def fresh(self):
+        for _ in range(20000):
+            if time.monotonic() > self.until:
+                break
+            self.one_request("/", "ok", 5)
+
+    def slow(self):
+        for _ in range(100):
+            if time.monotonic() > self.until:
+                break
+            self.one_request("/?delay=1500", "slow_ok", 10)
+
+    def __enter__(self):
+        self.started = time.monotonic()
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        for t in self.threads:
+            t.join(timeout=30)
+        self.elapsed = time.monotonic() - self.started
+
+
+def test_five_upgrades_under_load_refuse_nothing_and_fail_nothing(sluice, origins):
+    s = sluice(sluice_config(origins(2), workers=2, top=ADMIN))
+    pids = [s.proc.pid]
+    with Load(s.port, seconds=14) as load:
+        for _ in range(5):
+            time.sleep(0.5)  # load on the current process before the next upgrade (a pacing gap)
+            r = cli("upgrade", "--admin", s.admin_address)
+            assert r.returncode == 0, r.stdout + r.stderr
+            pid = int(re.search(r"upgraded: pid (\d+)", r.stdout).group(1))
+            # The old process drains its in-flight (slow) requests and exits.
+            wait_until(lambda: gone(pids[-1]), timeout=20, what=f"old pid {pids[-1]} to exit")
+            assert not gone(pid)
+            pids.append(pid)
+    try:
+        assert load.refused == 0, load.errors
+        assert load.failed == 0, load.errors
+        assert load.slow_ok >= 10
+        rate = (load.ok + load.slow_ok) / load.elapsed
+        assert rate >= 200, f"{rate:.0f} req/s"
+        # The first process exited 0 after draining.
+        assert s.proc.wait(timeout=5) == 0
+        print(f"{load.ok + load.slow_ok} requests ({rate:.0f}/s), {load.slow_ok} slow, "
+              f"{load.reconnects} keep-alive reconnects, 5 upgrades")
+    finally:
+        os.kill(pids[-1], signal.SIGTERM)
+        wait_until(lambda: gone(pids[-1]), timeout=20, what="last sluice to stop")
+
+
+def test_upgrade_to_a_binary_that_exits_keeps_the_old_process_serving(sluice, origins, tmp_path):
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    bad = tmp_path / "sluice-broken"
+    bad.write_text("#!/bin/sh\nexit 3\n")
+    bad.chmod(0o755)
+    r = cli("upgrade", "--binary", str(bad), "--admin", s.admin_address)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "exited with status 3" in r.stderr, r.stderr
+    assert s.proc.poll() is None
+    with Conn(s.port) as conn:
+        assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+    s.log.wait_for(r"upgrade to .* failed: the new process exited with status 3")
+
+
+def test_upgrade_with_a_bad_config_keeps_the_old_process_serving(sluice, origins):
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    good = s.config_path.read_text()
+    s.config_path.write_text(good + "\n[server.nonsense]\n")
+    r = cli("upgrade", "--admin", s.admin_address)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "exited with status 1" in r.stderr
+    with Conn(s.port) as conn:
+        assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+    assert s.proc.poll() is None
+
+
+def test_sigusr2_upgrades_to_the_same_binary(sluice, origins):
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    s.proc.send_signal(signal.SIGUSR2)
+    line = s.log.wait_for(r"upgrade: pid (\d+) accepts")
+    pid = int(re.search(r"pid (\d+)", line).group(1))
+    try:
+        assert s.proc.wait(timeout=20) == 0
+        with Conn(s.port) as conn:
+            assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+        assert s.admin("GET", "/readyz").status == 200  # the admin socket came along
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
+
+
+def test_upgrade_after_a_reload_hands_over_the_listeners_and_admin_api_that_run(sluice, origins):
+    """The sockets passed are those the reloads left open: an added listener and a moved admin
+    API come along (adopted, not bound again), a removed listener does not."""
+    a, = origins(1)
+    s = sluice(sluice_config([a], workers=2, top=ADMIN))
+    extra, admin_port = closed_port(), closed_port()
+    s.config_path.write_text(
+        sluice_config([a], workers=2, top=toml_table("admin", listen=f"127.0.0.1:{admin_port}"))
+        .replace('listen = ["127.0.0.1:0"]', f'listen = ["127.0.0.1:{extra}"]'))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()) == (200, {"ok": True, "version": 2}), r
+    s.log.wait_for(rf"stopped listening on 127\.0\.0\.1:{s.port}$")
+    s.admin_port = admin_port
+
+    r = cli("upgrade", "--admin", s.admin_address)
+    assert r.returncode == 0, r.stdout + r.stderr
+    pid = int(re.search(r"upgraded: pid (\d+)", r.stdout).group(1))
+    try:
+        assert s.proc.wait(timeout=20) == 0
+        s.log.wait_for(rf"listening on 127\.0\.0\.1:{extra} \(inherited socket\)$")
+        s.log.wait_for(rf"admin listening on 127\.0\.0\.1:{admin_port}")
+        assert not [l for l in s.log.poll() if "matches no listen address" in l], s.log.lines
+        with Conn(extra) as conn:
+            assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+        assert s.admin("GET", "/readyz").status == 200
+        with socket.socket() as c:
+            assert c.connect_ex(("127.0.0.1", s.port)) != 0  # removed by the reload: not passed
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")

@@ -1,0 +1,139 @@
+#include "sluice/runtime/upgrade.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+extern char** environ;
+
+namespace sluice {
+
+namespace {
+
+constexpr std::string_view ready_env = "SLUICE_UPGRADE_READY_FD";
+
+bool is_listen_var(std::string_view var) {
+  return var.starts_with("LISTEN_PID=") || var.starts_with("LISTEN_FDS=") ||
+         var.starts_with("LISTEN_FDNAMES=") || var.starts_with("SLUICE_UPGRADE_READY_FD=");
+}
+
+// Writes `value` in decimal into `out` (at least 21 bytes) without allocating: runs after fork.
+void write_decimal(char* out, long value) {
+  char digits[24];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value > 0);
+  for (int i = 0; i < n; ++i) out[i] = digits[n - 1 - i];
+  out[n] = '\0';
+}
+
+// The child between fork and exec: only async-signal-safe calls (the parent has threads).
+[[noreturn]] void exec_child(const char* binary, char* const* argv, char* const* envp,
+                             char* pid_value, const std::vector<int>& fds, int ready_fd) {
+  write_decimal(pid_value, static_cast<long>(::getpid()));
+  const int n = static_cast<int>(fds.size());
+  // Move every source out of the way first, so that dup2 onto 3.. never clobbers one.
+  int moved[64];
+  for (int i = 0; i < n; ++i) moved[i] = ::fcntl(fds[static_cast<std::size_t>(i)], F_DUPFD, 3 + n + 1);
+  const int ready = ::fcntl(ready_fd, F_DUPFD, 3 + n + 1);
+  for (int i = 0; i < n; ++i) ::dup2(moved[i], 3 + i);  // dup2: not close-on-exec
+  ::dup2(ready, 3 + n);
+  ::execve(binary, argv, envp);
+  _exit(127);
+}
+
+}  // namespace
+
+UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::string>& args,
+                            const std::vector<PassedSocket>& sockets,
+                            std::chrono::milliseconds timeout) {
+  if (sockets.size() > 60) return {false, 0, "too many listening sockets to pass"};
+  if (::access(binary.c_str(), X_OK) != 0)
+    return {false, 0, binary + ": " + std::strerror(errno)};
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {false, 0, std::string("pipe: ") + std::strerror(errno)};
+
+  // Everything the child needs is built before fork: it may not allocate.
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (!is_listen_var(*e)) env.emplace_back(*e);
+  std::string names;
+  for (const auto& s : sockets) names += (names.empty() ? "" : ":") + s.name;
+  env.push_back("LISTEN_FDS=" + std::to_string(sockets.size()));
+  env.push_back("LISTEN_FDNAMES=" + names);
+  env.push_back(std::string(ready_env) + "=" + std::to_string(3 + sockets.size()));
+  env.push_back("LISTEN_PID=" + std::string(24, '\0'));
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char* pid_value = env.back().data() + std::strlen("LISTEN_PID=");
+  std::vector<std::string> argv_text{binary};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_text) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<int> fds;
+  for (const auto& s : sockets) fds.push_back(s.fd);
+
+  const pid_t pid = ::fork();
+  if (pid == 0) exec_child(binary.c_str(), argv.data(), envp.data(), pid_value, fds, pipe_fds[1]);
+  ::close(pipe_fds[1]);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    return {false, 0, std::string("fork: ") + std::strerror(errno)};
+  }
+  spdlog::info("upgrade: started {} (pid {}) with {} listening socket(s)", binary, pid, sockets.size());
+
+  // One line on the pipe = ready; end of file = the child exited (or closed it) before that.
+  char buf[16];
+  pollfd p{pipe_fds[0], POLLIN, 0};
+  const int polled = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  const auto n = polled > 0 ? ::read(pipe_fds[0], buf, sizeof buf) : 0;
+  ::close(pipe_fds[0]);
+  if (n > 0) return {true, static_cast<long>(pid), ""};
+  std::string why;
+  if (polled == 0) {
+    ::kill(pid, SIGKILL);
+    why = "the new process was not ready within " + std::to_string(timeout.count()) + "ms: killed";
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (why.empty()) {
+    why = WIFEXITED(status) ? "the new process exited with status " + std::to_string(WEXITSTATUS(status))
+                            : "the new process was killed by signal " + std::to_string(WTERMSIG(status));
+    why += " before it was ready (its log says why)";
+  }
+  return {false, 0, why};
+}
+
+void report_upgrade_ready() {
+  static int fd = [] {
+    const char* v = std::getenv(std::string(ready_env).c_str());
+    const int parsed = v != nullptr ? std::atoi(v) : -1;
+    ::unsetenv(std::string(ready_env).c_str());
+    if (parsed > 2) ::fcntl(parsed, F_SETFD, FD_CLOEXEC);
+    return parsed > 2 ? parsed : -1;
+  }();
+  if (fd < 0) return;
+  [[maybe_unused]] const auto w = ::write(fd, "ready\n", 6);
+  ::close(fd);
+  fd = -1;
+}
+
+std::string own_binary() {
+  char path[PATH_MAX];
+  const auto n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<std::size_t>(n)) : std::string();
+}
+
+}  // namespace sluice
