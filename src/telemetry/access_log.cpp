@@ -52,10 +52,13 @@ void append_text_escaped(std::string& out, std::string_view s) {
 }
 
 // The logger exists even while the format is "off", so that a reload can turn it on.
-AccessLog::AccessLog(config::AccessLogFormat format) : format_(format) {
-  spdlog::init_thread_pool(8192, 1);
+// Its own thread pool (not spdlog's global one), so that the destructor can join the writing
+// thread before the logger goes: a message in flight holds the logger, and its last reference
+// must not be dropped on two threads at once.
+AccessLog::AccessLog(config::AccessLogFormat format)
+    : format_(format), pool_(std::make_shared<spdlog::details::thread_pool>(8192, 1)) {
   logger_ = std::make_shared<spdlog::async_logger>(
-      "access", std::make_shared<spdlog::sinks::stdout_sink_mt>(), spdlog::thread_pool(),
+      "access", std::make_shared<spdlog::sinks::stdout_sink_mt>(), pool_,
       spdlog::async_overflow_policy::overrun_oldest);
   set_format(format);
 }
@@ -75,7 +78,11 @@ std::string_view access_format_name(config::AccessLogFormat format) {
   return "off";
 }
 
-AccessLog::~AccessLog() { flush(); }
+AccessLog::~AccessLog() {
+  flush();
+  pool_.reset();  // writes what is queued, then joins the thread
+  logger_.reset();
+}
 
 void AccessLog::flush() {
   if (logger_) logger_->flush();

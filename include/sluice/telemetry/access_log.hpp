@@ -11,7 +11,10 @@
 
 #include "sluice/config/config.hpp"
 
-namespace spdlog { class logger; }
+namespace spdlog {
+class logger;
+namespace details { class thread_pool; }
+}  // namespace spdlog
 
 namespace sluice {
 
@@ -48,6 +51,7 @@ private:
 
   // Written only by a reload, read per request (a load, no write on the data path).
   std::atomic<config::AccessLogFormat> format_;
+  std::shared_ptr<spdlog::details::thread_pool> pool_;  // the one thread that writes the lines
   std::shared_ptr<spdlog::logger> logger_;
 };
 
