@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import metric, metric_samples
 from conftest import (LOG_RESOLUTION, SLUICE, Background, Conn, Load, assert_expired_on_time,
                       run_client, sluice_cli, sluice_config,
                       timed_request, toml_table, wait_until, closed_port)
@@ -24,20 +24,8 @@ GET = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
 ERROR_LINE = re.compile(r"^(?P<file>/\S+):(?P<line>\d+):(?P<col>\d+): (?P<key>\S+): .+$")
 
 
-def samples(s, name, **labels):
-    """The values of every sample called `name` whose labels include `labels`, parsed from
-    /metrics by prometheus_client (which also proves the exposition is well formed)."""
-    return [sample.value
-            for family in text_string_to_metric_families(s.metrics_text())
-            for sample in family.samples
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())]
 
 
-def metric(s, name, **labels):
-    """The one sample called `name` with exactly these labels (0 if sluice does not print it)."""
-    values = samples(s, name, **labels)
-    assert len(values) <= 1, (name, labels, values)
-    return values[0] if values else 0
 
 
 def reload_via(s, how, version):
@@ -326,7 +314,7 @@ def test_metrics_and_status_count_what_the_test_sent(origins, sluice):
         st = s.server_status(o.name)
         assert (st["requests"], st["failures"]) == (10, 0), st
     assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 30
-    assert sum(samples(s, "sluice_requests_total")) == 30
+    assert sum(metric_samples(s, "sluice_requests_total")) == 30
 
     # Passive checks off (they are on by default and would eject the dead server after 3).
     s.config_path.write_text(sluice_config([*fleet, dead], top=ADMIN, workers=2,
@@ -341,8 +329,8 @@ def test_metrics_and_status_count_what_the_test_sent(origins, sluice):
         assert s.server_status(o.name)["failures"] == 0
     st = s.server_status(dead)
     assert (st["requests"], st["failures"]) == (10, 10), st
-    assert sum(samples(s, "sluice_requests_total", server=dead)) == 10
-    assert sum(samples(s, "sluice_requests_total")) == 70
+    assert sum(metric_samples(s, "sluice_requests_total", server=dead)) == 10
+    assert sum(metric_samples(s, "sluice_requests_total")) == 70
     assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 70
 
 
@@ -359,8 +347,8 @@ def test_metrics_count_the_503s_sluice_answers_itself_when_every_server_is_down(
     for _ in range(5):
         r = timed_request(s.port)[0]
         assert (r.status, r.header("Sluice-Error")) == (503, "no healthy server"), r
-    assert sum(samples(s, "sluice_requests_total", upstream="app")) == 5
-    assert sum(samples(s, "sluice_requests_total", upstream="app", server="")) == 5
+    assert sum(metric_samples(s, "sluice_requests_total", upstream="app")) == 5
+    assert sum(metric_samples(s, "sluice_requests_total", upstream="app", server="")) == 5
     assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 5
 
 

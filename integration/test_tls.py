@@ -13,8 +13,8 @@ import subprocess
 import time
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import metric
 from conftest import (Conn, assert_expired_on_time, sluice_config, timed_request, toml_table,
                       wait_until)
 
@@ -69,13 +69,6 @@ def tls_port(s):
     raise AssertionError("no TLS listener in the log")
 
 
-def metric(s, name, **labels):
-    values = [sample.value
-              for family in text_string_to_metric_families(s.metrics_text())
-              for sample in family.samples
-              if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())]
-    assert len(values) <= 1, (name, values)
-    return values[0] if values else 0
 
 
 def served_cert(port, servername, ca):

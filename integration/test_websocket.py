@@ -12,8 +12,8 @@ import signal
 import subprocess
 import time
 
-from prometheus_client.parser import text_string_to_metric_families
 
+from conftest import metric
 from conftest import (CLIENT, LOG_RESOLUTION, SCHEDULING_SLACK, SLUICE, TICK, Conn,
                       assert_expired_on_time, run_client, sluice_cli, sluice_config, toml_table,
                       wait_until)
@@ -25,13 +25,6 @@ HANDSHAKE = ("GET {target} HTTP/1.1\r\nHost: t\r\nConnection: keep-alive, Upgrad
              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
 
 
-def metric(s, name, **labels):
-    values = [sample.value
-              for family in text_string_to_metric_families(s.metrics_text())
-              for sample in family.samples
-              if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items())]
-    assert len(values) <= 1, (name, labels, values)
-    return values[0] if values else 0
 
 
 class WsScript:
