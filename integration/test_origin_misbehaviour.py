@@ -101,8 +101,8 @@ def cut_after(raw):
 
 def test_body_cut_after_the_head_is_a_failure(raw_origin, sluice):
     """A short Content-Length body then close: the client has the 200 head already, so its
-    connection is cut; the access log says `upstream body cut` and /metrics counts it under
-    code="cut" (not 2xx)."""
+    connection is cut; the access log says `upstream body cut`, /metrics counts it under
+    code="cut" (not 2xx) and the server's failure count (passive health) has it."""
     origin = raw_origin(respond=cut_after(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"))
     s = sluice(sluice_config([origin.address], access="json", top=ADMIN))
     access = LogReader(s.proc, s.proc.stdout)
@@ -116,6 +116,8 @@ def test_body_cut_after_the_head_is_a_failure(raw_origin, sluice):
     metrics = s.metrics_text()
     assert re.search(r'sluice_requests_total\{[^}]*code="cut"[^}]*\} 1', metrics), metrics
     assert not re.search(r'sluice_requests_total\{[^}]*code="2xx"[^}]*\} [1-9]', metrics)
+    entry = s.status()["upstreams"][0]["servers"][0]
+    assert entry["failures"] == 1, entry
 
 
 def test_bad_first_chunk_is_a_bad_response(raw_origin, sluice):

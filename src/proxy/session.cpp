@@ -93,6 +93,8 @@ struct Session::Exchange {
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
+  // The origin's body failed (after its head arrived): counted against the server (forward()).
+  UpstreamFailure body_failure = UpstreamFailure::none;
   std::size_t kept_body = 0;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
@@ -434,6 +436,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
           !may_retry(x, facts_now, facts, deadline, tried)) {
         const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
         upstream_ = nullptr;
+        if (x.body_failure != UpstreamFailure::none)
+          report_live(x, ep, live_result_of(x.body_failure));
         if (upstream_reusable) {
           // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
           // shorter one: a connection it is about to close is never reused.
@@ -1063,12 +1067,13 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502
 // with the failure); after, the client connection is cut, and the exchange is logged as
-// `upstream body cut` and counted in its own status class.
+// `upstream body cut`, counted in its own status class and against the server (forward()).
 net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_written,
                                           UpstreamFailure failure) {
   spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
                 x.server->identity(), ec.message());
   x.client_keep_alive = false;
+  x.body_failure = failure;
   if (!head_written) {
     co_await send_error(&x, {502, describe(failure)});
     co_return;
