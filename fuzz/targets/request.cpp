@@ -94,7 +94,9 @@ bool exchange(std::string_view& in, ExchangeArena& arena, http::RequestIdGenerat
   http::RequestParser parser(std::piecewise_construct, std::make_tuple(),
                              std::make_tuple(http::Allocator(arena.get())));
   if (const auto r = http::parse_request_head(parser, in.substr(0, scan.head_size))) {
-    check(r.status == 400 || r.status == 414 || r.status == 431, "rejection status");
+    // 501: a transfer coding before chunked that sluice does not implement (RFC 9112 §6.1).
+    check(r.status == 400 || r.status == 414 || r.status == 431 || r.status == 501,
+          "rejection status");
     check(!r.reason.empty(), "rejection without a reason");
     return false;
   }
