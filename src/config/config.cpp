@@ -12,6 +12,33 @@ std::string HostPort::to_string() const {
   return text + ":" + std::to_string(port);
 }
 
+namespace {
+constexpr std::string_view hash_key_kinds[] = {"client_ip", "uri", "header", "cookie", "query"};
+}  // namespace
+
+std::optional<HashKeySpec> HashKeySpec::parse(std::string_view text) {
+  const auto colon = text.find(':');
+  const auto kind = text.substr(0, colon);
+  for (std::size_t i = 0; i < std::size(hash_key_kinds); ++i) {
+    if (kind != hash_key_kinds[i]) continue;
+    const bool named = i >= static_cast<std::size_t>(Kind::header);
+    // client_ip and uri take no name; the others need one.
+    if (named != (colon != std::string_view::npos) || (named && colon + 1 == text.size()))
+      return std::nullopt;
+    HashKeySpec spec;
+    spec.kind = static_cast<Kind>(i);
+    if (named) spec.name = std::string(text.substr(colon + 1));
+    return spec;
+  }
+  return std::nullopt;
+}
+
+std::string HashKeySpec::to_string() const {
+  std::string text(hash_key_kinds[static_cast<std::size_t>(kind)]);
+  if (!name.empty()) text.append(":").append(name);
+  return text;
+}
+
 unsigned ServerSection::worker_count() const {
   return workers != 0 ? workers : std::max(1u, std::thread::hardware_concurrency());
 }

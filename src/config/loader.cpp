@@ -75,7 +75,6 @@ constexpr std::array<std::string_view, 12> retry_keys{
 constexpr std::array<std::string_view, 2> probe_methods{"GET", "HEAD"};
 constexpr std::array<std::string_view, 2> initial_states{"up", "down"};
 constexpr std::array<std::string_view, 2> all_down_policies{"fail", "panic"};
-constexpr std::array<std::string_view, 2> hash_key_kinds{"client_ip", "uri"};
 constexpr std::int64_t max_attempts = 10;
 constexpr std::array<std::string_view, 5> log_levels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 3> access_formats{"text", "json", "off"};
@@ -627,10 +626,13 @@ private:
     }
     read_integer(*table, "rise", p + ".rise", h.rise, 1, 100);
     read_integer(*table, "fall", p + ".fall", h.fall, 1, 100);
-    if (const auto* node = read_string(*table, "expect_status", p + ".expect_status", h.expect_status)) {
+    std::string expect;
+    if (const auto* node = take_string(*table, "expect_status", p + ".expect_status", expect)) {
       std::string why;
-      if (!health::StatusMatcher::parse(h.expect_status, &why)) error(*node, p + ".expect_status", why);
+      if (auto statuses = health::StatusMatcher::parse(expect, &why)) h.expect_status = *statuses;
+      else error(*node, p + ".expect_status", why);
     }
+    note(*table, "expect_status", p + ".expect_status", quoted(h.expect_status.to_string()));
     if (const auto* node = read_string(*table, "expect_body", p + ".expect_body", h.expect_body);
         node != nullptr && h.method == "HEAD" && !h.expect_body.empty()) {
       error(*node, p + ".expect_body", "a HEAD probe has no body to match; use method = \"GET\"");
@@ -653,8 +655,12 @@ private:
     read_duration(*table, "fail_timeout", p + ".fail_timeout", c.fail_timeout, false);
     read_duration(*table, "max_ejection_time", p + ".max_ejection_time", c.max_ejection_time, false);
     read_integer(*table, "max_ejected_percent", p + ".max_ejected_percent", c.max_ejected_percent, 0, 100);
-    if (const auto* node = read_strings(*table, "fail_on", p + ".fail_on", c.fail_on))
-      check_failure_items(*node, p + ".fail_on", c.fail_on, nullptr);
+    std::vector<std::string> fail_on;
+    if (const auto* node = take_strings(*table, "fail_on", p + ".fail_on", fail_on)) {
+      check_failure_items(*node, p + ".fail_on", fail_on, nullptr);
+      if (auto parsed = health::FailOn::parse(fail_on)) c.fail_on = *parsed;
+    }
+    note(*table, "fail_on", p + ".fail_on", c.fail_on.to_string());
     out = std::move(c);
   }
 
@@ -1182,19 +1188,15 @@ private:
     read_choice(table, "when_all_down", path + ".when_all_down", "when_all_down policy",
                 all_down_policies, all_down);
     upstream.panic_when_all_down = all_down == "panic";
-    if (const auto* node = read_string(table, "hash_key", path + ".hash_key", upstream.hash_key)) {
-      const auto& k = upstream.hash_key;
-      const auto colon = k.find(':');
-      const auto kind = k.substr(0, colon);
-      const bool named = kind == "header" || kind == "cookie" || kind == "query";
-      const bool ok = colon == std::string::npos
-                          ? std::find(hash_key_kinds.begin(), hash_key_kinds.end(), k) != hash_key_kinds.end()
-                          : named && colon + 1 < k.size();
-      if (!ok)
+    std::string hash_key;
+    if (const auto* node = take_string(table, "hash_key", path + ".hash_key", hash_key)) {
+      if (auto spec = HashKeySpec::parse(hash_key)) upstream.hash_key = std::move(*spec);
+      else
         error(*node, path + ".hash_key",
-              "unknown hash key '" + k +
+              "unknown hash key '" + hash_key +
                   "'; expected client_ip, uri, header:NAME, cookie:NAME or query:NAME");
     }
+    note(table, "hash_key", path + ".hash_key", quoted(upstream.hash_key.to_string()));
     read_number(table, "hash_balance_factor", path + ".hash_balance_factor",
                 upstream.hash_balance_factor, 0.0, 100.0);
     if (upstream.hash_balance_factor != 0 && upstream.hash_balance_factor < 1.0)

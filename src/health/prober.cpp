@@ -73,7 +73,6 @@ std::string exchange_detail(const error_code& ec, bool timed_out) {
 
 struct Prober::Settings {
   config::HealthCheckConfig config;
-  StatusMatcher expect;
   bool head = false;  // HEAD: the response has no body whatever its framing says (RFC 9110 §9.3.2)
 };
 
@@ -140,15 +139,6 @@ void Prober::set_upstream(const std::string& name, const config::HealthCheckConf
   update_pacer();
   auto settings = std::make_shared<Settings>();
   settings->config = config;
-  std::string error;
-  if (auto expect = StatusMatcher::parse(config.expect_status, &error)) {
-    settings->expect = *expect;
-  } else {
-    // The loader rejects this; a hand-built config falls back to the default rather than throw.
-    spdlog::warn("upstream {}: health expect_status: {}; using 200-399", name, error);
-    settings->expect = default_expect_status();
-    settings->config.expect_status = "200-399";
-  }
   settings->head = config.method == "HEAD";
 
   auto& current = upstreams_[name];
@@ -422,8 +412,8 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
   // Kept only when this response is complete and nothing else arrived with it.
   if (!parser->is_done() || !parser->keep_alive() || buffer.size() != 0 || status == 101) close();
 
-  if (!settings->expect.match(status))
-    co_return failed("status " + std::to_string(status) + " not in " + config.expect_status);
+  if (!settings->config.expect_status.match(status))
+    co_return failed("status " + std::to_string(status) + " not in " + config.expect_status.to_string());
   if (want_body && body.find(config.expect_body) == std::string::npos)
     co_return failed("body does not contain '" + config.expect_body + "'");
   co_return ProbeResult{true, {}, {}};

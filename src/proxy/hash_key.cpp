@@ -27,18 +27,6 @@ std::optional<std::string_view> find_pair(std::string_view list, std::string_vie
 
 }  // namespace
 
-HashKey HashKey::parse(std::string_view text) {
-  HashKey k;
-  const auto colon = text.find(':');
-  const auto kind = text.substr(0, colon);
-  if (colon != std::string_view::npos) k.name_ = std::string(text.substr(colon + 1));
-  if (kind == "uri") k.kind_ = Kind::uri;
-  else if (kind == "header") k.kind_ = Kind::header;
-  else if (kind == "cookie") k.kind_ = Kind::cookie;
-  else if (kind == "query") k.kind_ = Kind::query;
-  return k;
-}
-
 std::optional<std::string_view> HashKey::extract(const http::Fields& fields, std::string_view target,
                                                  std::string_view client_ip) const {
   switch (kind_) {

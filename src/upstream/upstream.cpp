@@ -13,25 +13,15 @@ namespace sluice {
 
 namespace net = boost::asio;
 
-namespace {
-
-health::FailOn fail_on_of(const config::UpstreamConfig& c) {
-  auto parsed = health::FailOn::parse(c.passive.fail_on);
-  return parsed ? *parsed : health::FailOn::defaults();  // validated by the loader
-}
-
-}  // namespace
-
 Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<Endpoint>> endpoints,
                    std::shared_ptr<EndpointCounters[]> unserved, unsigned workers)
     : config_(std::move(config)),
       endpoints_(std::move(endpoints)),
-      fail_on_(fail_on_of(config_)),
       budget_(config_.retry, workers) {
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());
   balancer_ = make_balancer(config_.balance, raw_, config_);
-  if (config_.balance == "hash") hash_key_ = proxy::HashKey::parse(config_.hash_key);
+  if (config_.balance == "hash") hash_key_.emplace(config_.hash_key);
   unserved_ = unserved ? std::move(unserved)
                        : std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]);
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");

@@ -62,7 +62,7 @@ drain = true
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].to_string());
   const auto& u = r.config->upstreams.at(0);
   EXPECT_EQ(u.balance, "hash");
-  EXPECT_EQ(u.hash_key, "cookie:session");
+  EXPECT_EQ(u.hash_key.to_string(), "cookie:session");
   EXPECT_DOUBLE_EQ(u.hash_balance_factor, 1.25);
   EXPECT_EQ(u.queue_size, 5u);
   EXPECT_EQ(u.queue_timeout, seconds(2));
@@ -77,7 +77,7 @@ drain = true
   EXPECT_EQ(u.health->timeout, milliseconds(500));
   EXPECT_EQ(u.health->rise, 3u);
   EXPECT_EQ(u.health->fall, 4u);
-  EXPECT_EQ(u.health->expect_status, "200,204,300-399");
+  EXPECT_EQ(u.health->expect_status.to_string(), "200,204,300-399");
   EXPECT_EQ(u.health->expect_body, "ok");
   EXPECT_DOUBLE_EQ(u.health->jitter, 0.2);
   EXPECT_FALSE(u.health->initially_up);
@@ -85,7 +85,7 @@ drain = true
   EXPECT_EQ(u.passive.fail_timeout, seconds(20));
   EXPECT_EQ(u.passive.max_ejection_time, seconds(60));
   EXPECT_EQ(u.passive.max_ejected_percent, 30u);
-  EXPECT_EQ(u.passive.fail_on, (std::vector<std::string>{"connect", "503"}));
+  EXPECT_EQ(u.passive.fail_on.to_string(), "connect,503");
   EXPECT_EQ(u.retry.attempts, 3u);
   EXPECT_TRUE(u.retry.on_refused);
   EXPECT_FALSE(u.retry.on_connect);
@@ -123,7 +123,7 @@ TEST(ConfigUpstreamOptions, DefaultsWhenAbsent) {
   EXPECT_EQ(u.retry.attempts, 2u);
   EXPECT_EQ(u.retry.on_status, (std::vector<unsigned>{502, 503, 504}));
   EXPECT_EQ(u.retry.buffer, 64 * KiB);
-  EXPECT_EQ(u.hash_key, "client_ip");
+  EXPECT_EQ(u.hash_key.to_string(), "client_ip");
   EXPECT_EQ(u.queue_size, 0u);
 }
 

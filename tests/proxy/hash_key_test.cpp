@@ -11,20 +11,30 @@ http::Fields fields(std::initializer_list<std::pair<std::string_view, std::strin
   return f;
 }
 
+// A key as the loader builds it from its config text.
+HashKey key(std::string_view text) { return HashKey(config::HashKeySpec::parse(text).value()); }
+
+TEST(HashKeySpec, GrammarAndCanonicalText) {
+  for (const std::string_view ok : {"client_ip", "uri", "header:X-User", "cookie:s", "query:u"})
+    EXPECT_EQ(config::HashKeySpec::parse(ok).value().to_string(), ok);
+  for (const std::string_view bad : {"", "body", "header", "header:", "uri:x", "client_ip:", "Header:x"})
+    EXPECT_FALSE(config::HashKeySpec::parse(bad)) << bad;
+}
+
 TEST(HashKey, ClientIpAndUri) {
   const auto f = fields({});
-  EXPECT_EQ(HashKey::parse("client_ip").extract(f, "/a?b", "10.0.0.1"), "10.0.0.1");
-  EXPECT_EQ(HashKey::parse("uri").extract(f, "/a?b", "10.0.0.1"), "/a?b");
+  EXPECT_EQ(key("client_ip").extract(f, "/a?b", "10.0.0.1"), "10.0.0.1");
+  EXPECT_EQ(key("uri").extract(f, "/a?b", "10.0.0.1"), "/a?b");
 }
 
 TEST(HashKey, HeaderByNameCaseInsensitively) {
-  const auto k = HashKey::parse("header:X-User");
+  const auto k = key("header:X-User");
   EXPECT_EQ(k.extract(fields({{"x-user", "alice"}}), "/", ""), "alice");
   EXPECT_EQ(k.extract(fields({{"X-Other", "bob"}}), "/", ""), std::nullopt);
 }
 
 TEST(HashKey, CookieByExactNameAcrossCookieLines) {
-  const auto k = HashKey::parse("cookie:session");
+  const auto k = key("cookie:session");
   EXPECT_EQ(k.extract(fields({{"Cookie", "a=1; session=s42; b=2"}}), "/", ""), "s42");
   EXPECT_EQ(k.extract(fields({{"Cookie", "a=1"}, {"Cookie", "session=x"}}), "/", ""), "x");
   EXPECT_EQ(k.extract(fields({{"Cookie", "xsession=1; sessionx=2"}}), "/", ""), std::nullopt);
@@ -32,7 +42,7 @@ TEST(HashKey, CookieByExactNameAcrossCookieLines) {
 }
 
 TEST(HashKey, QueryParameter) {
-  const auto k = HashKey::parse("query:user");
+  const auto k = key("query:user");
   EXPECT_EQ(k.extract(fields({}), "/p?x=1&user=u7&y=2", ""), "u7");
   EXPECT_EQ(k.extract(fields({}), "/p?user=u7#frag", ""), "u7");
   EXPECT_EQ(k.extract(fields({}), "/p?users=1", ""), std::nullopt);

@@ -9,6 +9,11 @@
 #include <string_view>
 #include <vector>
 
+// Policy values are parsed once, by the loader, into the types their users read (statuses, the
+// failure set); nothing downstream re-parses a string.
+#include "sluice/health/expect_status.hpp"
+#include "sluice/health/fail_on.hpp"
+
 namespace sluice::config {
 
 using Duration = std::chrono::milliseconds;
@@ -16,6 +21,16 @@ using Duration = std::chrono::milliseconds;
 inline constexpr std::uint64_t KiB = 1024;
 inline constexpr std::uint64_t MiB = 1024 * KiB;
 inline constexpr std::uint64_t GiB = 1024 * MiB;
+
+// Defaults that another module's own policy types start from too (health::ActivePolicy,
+// health::PassivePolicy): written once, here.
+namespace defaults {
+inline constexpr std::uint32_t rise = 2;
+inline constexpr std::uint32_t fall = 3;
+inline constexpr std::uint32_t max_fails = 3;
+inline constexpr Duration fail_timeout = std::chrono::seconds(10);
+inline constexpr Duration max_ejection_time = std::chrono::seconds(300);
+}  // namespace defaults
 
 // Where a value came from, for error messages and `sluice check`.
 struct SourceLocation {
@@ -101,6 +116,18 @@ struct RouteConfig {
   SourceLocation where;
 };
 
+// `hash_key`: which part of a request a `hash` upstream balances on (proxy::HashKey extracts it).
+struct HashKeySpec {
+  enum class Kind : std::uint8_t { client_ip, uri, header, cookie, query };
+  Kind kind = Kind::client_ip;
+  std::string name;  // the header, cookie or query parameter
+
+  // "client_ip", "uri", "header:NAME", "cookie:NAME", "query:NAME"; nullopt on anything else.
+  static std::optional<HashKeySpec> parse(std::string_view text);
+  std::string to_string() const;
+  bool operator==(const HashKeySpec&) const = default;
+};
+
 struct ServerConfig {
   HostPort address;
   std::string name;  // "" = identity is the address
@@ -123,9 +150,9 @@ struct HealthCheckConfig {
   std::uint16_t port = 0;      // probe another port; 0 = the server's port
   Duration interval{std::chrono::seconds(2)};
   Duration timeout{std::chrono::seconds(1)};  // < interval
-  std::uint32_t rise = 2;
-  std::uint32_t fall = 3;
-  std::string expect_status = "200-399";  // "200,204,300-399"
+  std::uint32_t rise = defaults::rise;
+  std::uint32_t fall = defaults::fall;
+  health::StatusMatcher expect_status = health::default_expect_status();  // "200,204,300-399"
   std::string expect_body;                // substring the body must contain; "" = any
   double jitter = 0.1;
   bool initially_up = true;  // initial_state = "up" | "down"
@@ -135,11 +162,11 @@ struct HealthCheckConfig {
 // these defaults, as nginx's max_fails=1 fail_timeout=10s is on with no configuration);
 // max_fails = 0 turns passive ejection off.
 struct PassiveConfig {
-  std::uint32_t max_fails = 3;
-  Duration fail_timeout{std::chrono::seconds(10)};
-  Duration max_ejection_time{std::chrono::seconds(300)};
+  std::uint32_t max_fails = defaults::max_fails;
+  Duration fail_timeout = defaults::fail_timeout;
+  Duration max_ejection_time = defaults::max_ejection_time;
   std::uint32_t max_ejected_percent = 50;
-  std::vector<std::string> fail_on{"connect", "timeout", "reset", "502", "503", "504"};
+  health::FailOn fail_on = health::FailOn::defaults();  // connect, timeout, reset, 502-504
 };
 
 // [upstreams.NAME.retry]
@@ -181,7 +208,7 @@ struct UpstreamConfig {
   Duration slow_start{0};
   bool panic_when_all_down = false;  // when_all_down = "fail" | "panic"
   // Balancing (see docs/balancing.md).
-  std::string hash_key = "client_ip";  // client_ip | uri | header:NAME | cookie:NAME | query:NAME
+  HashKeySpec hash_key;                // client_ip | uri | header:NAME | cookie:NAME | query:NAME
   double hash_balance_factor = 0;      // 0 = off
   std::uint32_t queue_size = 0;
   Duration queue_timeout{std::chrono::seconds(5)};

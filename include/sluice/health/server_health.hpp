@@ -52,6 +52,7 @@
 #include <optional>
 #include <string>
 
+#include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/health/ejection.hpp"
 #include "sluice/health/ejection_guard.hpp"
@@ -66,16 +67,16 @@ namespace sluice::health {
 // [upstreams.X.health]: the state-machine part (interval, timeout, jitter and expect_status belong
 // to the prober and ProbeSchedule).
 struct ActivePolicy {
-  unsigned rise = 2;
-  unsigned fall = 3;
+  unsigned rise = config::defaults::rise;
+  unsigned fall = config::defaults::fall;
   bool initially_up = true;  // initial_state = "up"
 };
 
 // [upstreams.X.passive] (fail_on is applied by the caller, see fail_on.hpp).
 struct PassivePolicy {
-  unsigned max_fails = 3;  // 0 = never eject
-  Clock::duration fail_timeout = std::chrono::seconds(10);
-  Clock::duration max_ejection_time = std::chrono::seconds(300);
+  unsigned max_fails = config::defaults::max_fails;  // 0 = never eject
+  Clock::duration fail_timeout = config::defaults::fail_timeout;
+  Clock::duration max_ejection_time = config::defaults::max_ejection_time;
 };
 
 struct HealthPolicy {

@@ -7,16 +7,16 @@
 #include <string>
 #include <string_view>
 
+#include "sluice/config/config.hpp"
 #include "sluice/http/message.hpp"
 
 namespace sluice::proxy {
 
 class HashKey {
 public:
-  enum class Kind { client_ip, uri, header, cookie, query };
+  using Kind = config::HashKeySpec::Kind;
 
-  // From the config value (already validated by the loader); unknown text means client_ip.
-  static HashKey parse(std::string_view text);
+  explicit HashKey(config::HashKeySpec spec) : kind_(spec.kind), name_(std::move(spec.name)) {}
 
   // The key's bytes for this request, pointing into `fields`, `target` or `client_ip`.
   std::optional<std::string_view> extract(const http::Fields& fields, std::string_view target,

@@ -64,7 +64,7 @@ public:
   Pick pick(const PickContext& ctx) const { return balancer_->pick(ctx); }
 
   // Which live results count as failures for passive health ([passive] fail_on).
-  const health::FailOn& fail_on() const noexcept { return fail_on_; }
+  const health::FailOn& fail_on() const noexcept { return config_.passive.fail_on; }
   // This worker's slice of the upstream's retry budget (touched by that worker only).
   proxy::RetryBudget& retry_budget(unsigned worker) const noexcept { return budget_.slice(worker); }
   // Counters of answers that no server gave (no server available, no healthy server), per
@@ -81,7 +81,6 @@ private:
   std::vector<std::shared_ptr<Endpoint>> endpoints_;  // keeps them alive for this snapshot
   std::vector<Endpoint*> raw_;                         // what the balancer iterates
   std::unique_ptr<Balancer> balancer_;
-  health::FailOn fail_on_;
   std::optional<proxy::HashKey> hash_key_;
   std::shared_ptr<EndpointCounters[]> unserved_;
   mutable WaitQueue queue_;
