@@ -2,7 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <optional>
+#include <regex>
+#include <sstream>
 
 #include "sluice/config/loader.hpp"
 
@@ -73,6 +77,76 @@ TEST(ConfigFiles, DemoConfigIsTheDocumentedOne) {
   const std::string path = (*root / "conf" / "sluice.toml").string();
   EXPECT_EQ(summary(config),
             path + ": ok: 1 listener, 1 upstream (3 servers), 0 routes, admin 127.0.0.1:9901");
+}
+
+
+// docs/configuration.md gives every key a reload class in its table's `reload` column; the
+// loader declares it where it reads the key. For every key of conf/full-example.toml (which sets
+// every key), the row must exist and say the loader's class, so the docs cannot drift.
+std::string doc_path_of(std::string path) {
+  path = std::regex_replace(path, std::regex(R"(\[\d+\])"), "[]");
+  return std::regex_replace(path, std::regex(R"(^upstreams\.[^.\[]+)"), "upstreams.NAME");
+}
+
+// Section prefix ("upstreams.NAME.retry.") + key -> the row's reload cell.
+std::map<std::string, std::string> documented_reload_classes(const fs::path& file) {
+  std::ifstream in(file);
+  std::map<std::string, std::string> out;
+  std::string line, prefix;
+  int reload_column = -1;
+  const std::regex heading(R"(^#+ `\[+([A-Za-z.]+)\]+`)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, heading)) {
+      const bool array = line.find("[[") != std::string::npos;
+      prefix = m[1].str() + (array ? "[]." : ".");
+      reload_column = -1;
+      continue;
+    }
+    if (line.rfind("|", 0) != 0) {
+      reload_column = -1;
+      continue;
+    }
+    std::vector<std::string> cells;
+    std::stringstream row(line.substr(1));
+    for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
+    if (cells.size() > 1 && cells[0] == " key ") {
+      reload_column = -1;
+      for (std::size_t i = 0; i < cells.size(); ++i)
+        if (cells[i].find("reload") != std::string::npos) reload_column = static_cast<int>(i);
+      continue;
+    }
+    if (reload_column < 0 || static_cast<int>(cells.size()) <= reload_column) continue;
+    const std::regex name("`([a-z_]+)`");
+    for (std::sregex_iterator it(cells[0].begin(), cells[0].end(), name), end; it != end; ++it)
+      out[prefix + (*it)[1].str()] = cells[static_cast<std::size_t>(reload_column)];
+  }
+  return out;
+}
+
+TEST(ConfigFiles, EveryKeysReloadClassIsDocumented) {
+  const auto root = find_repo_root();
+  ASSERT_TRUE(root.has_value());
+  const auto documented = documented_reload_classes(*root / "docs" / "configuration.md");
+  const auto result = load_file((*root / "conf" / "full-example.toml").string());
+  ASSERT_TRUE(result.ok());
+  int checked = 0;
+  for (const auto& key : result.config->keys) {
+    const auto path = doc_path_of(key.path);
+    // A whole section (`admin`, `upstreams.NAME.health`) is documented by its heading.
+    const auto below = documented.lower_bound(path + ".");
+    if (below != documented.end() && below->first.rfind(path + ".", 0) == 0) continue;
+    const auto it = documented.find(path);
+    if (it == documented.end()) {
+      ADD_FAILURE() << path << ": no row with a reload column in docs/configuration.md";
+      continue;
+    }
+    const char* expected = key.reload == Reload::restart ? "restart" : "live";
+    EXPECT_NE(it->second.find(expected), std::string::npos)
+        << path << ": docs say '" << it->second << "', the loader says " << expected;
+    ++checked;
+  }
+  EXPECT_GE(checked, 50);
 }
 
 }  // namespace
