@@ -301,6 +301,34 @@ def test_fd_limit_below_max_connections_clamps_the_accept_limit(origin, sluice):
     assert not any("Too many open files" in l for l in s.log.poll())
 
 
+def test_each_of_two_workers_accepts_its_share_of_max_connections(origin, sluice):
+    """max_connections = 3 with workers = 2: each worker accepts ceil(3 / 2) = 2 connections
+    (docs/configuration.md), so 20 silent connections leave exactly 4 accepted (a cap over the
+    whole process would hold 3, none at all 20) and the rest in the backlog; as the flood
+    leaves, a new client is served."""
+    s = sluice(sluice_config([origin], workers=2, server_extra="max_connections = 3",
+                             top=toml_table("admin", listen="127.0.0.1:0")))
+
+    def client_connections():
+        m = re.search(r'^sluice_connections\{side="client"\} (\S+)$', s.metrics_text(), re.M)
+        return int(float(m.group(1)))
+
+    flood = adversary("flood", s.port, 20, 30)
+    try:
+        assert json.loads(flood.stdout.readline())["connected"] == 20
+        # SO_REUSEPORT spreads 20 connections over both workers: each fills its 2 slots.
+        wait_until(lambda: client_connections() == 4, timeout=5, what="both workers at their share")
+        with Conn(s.port, timeout=10) as waiting:
+            waiting.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            with pytest.raises(TimeoutError):
+                waiting.read_response(timeout=0.5)  # in the backlog behind the flood
+            assert client_connections() == 4
+    finally:
+        flood.stdin.close()
+        flood.wait(timeout=10)
+    assert latencies(s.port, 0.01)[0] < 2.0  # the flood gone, a new client is served
+
+
 HEADER_BOMBS = {
     # 10,000 tiny header lines (60 KB): 431 as soon as max_header_bytes (16 KiB) is passed.
     "10k_tiny_headers": (b"GET / HTTP/1.1\r\nHost: a\r\n" + b"X: y\r\n" * 10_000 + b"\r\n", 431,
