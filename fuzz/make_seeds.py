@@ -61,6 +61,15 @@ REQUESTS = {
     "cl-list": "POST / HTTP/1.1\r\n" + H + "Content-Length: 5, 5\r\n\r\nhello",
     "chunk-size-overflow": "POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n10000000000000001\r\nx\r\n0\r\n\r\n",
     "chunk-size-0x": "POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+    # A chunked body longer than the fuzz target's 29-byte relay streams: chunks leave before a
+    # later one turns out bad, so the origin must see an unfinished request with nothing of it.
+    "chunked-streamed-then-bad": ("POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n"
+                                  "20\r\n" + "a" * 32 + "\r\n10\r\n" + "b" * 16 + "\r\nzz\r\n0\r\n\r\n"),
+    "chunked-streamed-then-missing-crlf": ("POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n"
+                                           "20\r\n" + "a" * 32 + "\r\n4\r\nbbbbX\r\n0\r\n\r\n"),
+    "chunked-streamed": ("POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n"
+                         "40\r\n" + "a" * 64 + "\r\n3\r\nbcd\r\n0\r\nX-T: 1\r\n\r\nGET /2 HTTP/1.1\r\n" + H + "\r\n"),
+    "absolute-form-userinfo": "GET http://user@a.example/ HTTP/1.1\r\n" + H + "\r\n",
     "chunk-size-negative": "POST / HTTP/1.1\r\n" + H + "Transfer-Encoding: chunked\r\n\r\n-1\r\nx\r\n0\r\n\r\n",
     "bare-lf": "GET / HTTP/1.1\n" + H + "\r\n",
     "bare-cr": "GET / HTTP/1.1\r\nHost: a\rX: y\r\n\r\n",

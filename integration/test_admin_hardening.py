@@ -2,10 +2,11 @@
 token (the shipped config), a cross-site form POST, a text/plain fetch() and a DNS-rebinding page
 (a foreign Host) change nothing; 100 idle connections cannot starve /healthz; the CLI still works.
 Raw sockets on loopback, what a browser would send."""
+import re
 import socket
 import time
 
-from conftest import Conn, sluice_cli, sluice_config, timed_request, toml_table
+from conftest import Conn, assert_expired_on_time, sluice_cli, sluice_config, timed_request, toml_table
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 DRAIN = "/api/upstreams/app/servers/app-1/drain"
@@ -102,7 +103,80 @@ def test_a_hundred_idle_connections_do_not_starve_healthz(origins, sluice):
 
 def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(origins, sluice):
     s = sluice(sluice_config(origins(1), top=ADMIN))
+    start = time.monotonic()  # before the connect: sluice's timer cannot start earlier
     with Conn(s.admin_port, timeout=10) as c:
-        start = time.monotonic()
         assert c.wait_closed(timeout=8)
-        assert 4 < time.monotonic() - start < 7.5
+        assert_expired_on_time(time.monotonic() - start, 5.0, "admin header_timeout")
+
+
+def admin_connections(s, n, source="127.0.0.1"):
+    """`n` connections to the admin listener from `source`, each accepted (its eviction turn
+    taken) before the next is made: a request and its answer go over it, and it stays open,
+    waiting for its next request."""
+    conns = []
+    for _ in range(n):
+        c = socket.create_connection(("127.0.0.1", s.admin_port), timeout=5, source_address=(source, 0))
+        c.sendall(f"GET /healthz HTTP/1.1\r\nHost: {s.admin_address}\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += c.recv(65536)
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?im)^content-length: *(\d+)", head).group(1))
+        while len(body) < length:
+            body += c.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200") and len(body) == length, data
+        conns.append(c)
+    return conns
+
+
+def closed_now(c, timeout=2.0):
+    """True when the admin listener closed `c` (within `timeout`), False when it is still open."""
+    c.settimeout(timeout)
+    try:
+        return c.recv(1) == b""
+    except socket.timeout:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_one_client_holds_at_most_16_admin_connections_the_oldest_idle_makes_way(origins, sluice):
+    """The 17th to 20th connections from one address each close that address's oldest
+    connection waiting for a request: connections 1 to 4 are closed, 5 to 20 stay open."""
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    conns = admin_connections(s, 20)
+    try:
+        assert [closed_now(c) for c in conns[:4]] == [True] * 4
+        assert [closed_now(c, timeout=0.2) for c in conns[4:]] == [False] * 16
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_the_admin_listener_holds_at_most_64_connections_the_oldest_idle_makes_way(origins, sluice):
+    """16 connections from each of 127.0.0.2 to 127.0.0.5 fill the 64; one more from 127.0.0.6
+    closes the oldest connection of all (127.0.0.2's first) and nothing else."""
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    conns = []
+    try:
+        for k in range(2, 6):
+            conns += admin_connections(s, 16, source=f"127.0.0.{k}")
+        assert not any(closed_now(c, timeout=0.05) for c in conns)
+        conns += admin_connections(s, 1, source="127.0.0.6")
+        assert closed_now(conns[0])
+        assert [closed_now(c, timeout=0.05) for c in conns[1:]] == [False] * 64
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_a_later_request_must_be_complete_5s_after_its_first_byte(origins, sluice):
+    """On a kept-alive connection the next request may wait idle (60 s) for its first byte; from
+    that byte on its head must be complete within 5 s, else the connection is closed."""
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    [c] = admin_connections(s, 1)
+    with c:
+        start = time.monotonic()  # before the byte: sluice's timer cannot start earlier
+        c.sendall(b"GET /healthz HTTP/1.1\r\n")
+        assert closed_now(c, timeout=8)
+        assert_expired_on_time(time.monotonic() - start, 5.0, "admin header_timeout")

@@ -2,7 +2,7 @@
 and header bombs. Each shows that sluice answers the attacker as it should, keeps its memory and
 file descriptors bounded, and that normal clients do not notice.
 
-Latency comparisons ("p99 within 2x of the baseline") are made against a twin: a second sluice
+Latency comparisons ("p99 within 5 ms of the baseline") are made against a twin: a second sluice
 with the same config in front of the same origin, that is not attacked. The client sends its
 requests to the attacked sluice and to the twin in turn, request by request, so both samples see
 exactly the same machine (a build running on the shared 2-core machine hits both alike; measuring
@@ -68,18 +68,19 @@ def paired(targets, seconds, rate=200, while_=None, each=None, max_samples=4000)
     return out
 
 
-def assert_p99_within_2x(baseline, attacked, what):
-    """p99 under attack at most twice the baseline's (the unattacked twin's), the baseline's p99
-    taken as at least 5 ms. The floor is for the shared 2-core machine: with a load average
-    around 7 (four other engineers building), the busier of two processes waits a few ms longer
-    in the run queue now and then, whatever it does. Measured there (attacked / twin p99, ms):
-    slowloris 3.1/4.1, 3.7/1.4, 4.7/2.0; slow reader 3.9/0.9, 1.1/0.6; flood 1.0/0.8, 2.4/0.6.
-    A real regression (head-of-line blocking behind the attack, buffering the slow body) costs
-    tens of ms and fails this."""
+def assert_p99_within_5ms(baseline, attacked, what):
+    """p99 under attack at most 5 ms above the baseline's (the unattacked twin's). An allowance
+    rather than a ratio: on the shared 2-core machine (load average 7 to 16) the busier of two
+    processes waits a few ms longer in the run queue now and then, whatever it does, and a ratio
+    to a sub-millisecond twin either fails on that or (floored) lets a 16 x slowdown pass.
+    Measured there (attacked / twin p99, ms): slowloris 3.1/4.1, 4.7/2.0, 11.5/17.0, 12.4/9.1;
+    slow reader 3.9/0.9, 4.2/3.1, 12.3/8.2; flood 2.4/0.6, 6.5/2.8, 0.5/0.3: at most 4.1 ms
+    above. A worker blocked 7 ms per request while the attack lasts measured 28.1/8.0.
+    Head-of-line blocking behind the attack, or a worker busy with it, costs more and fails this."""
     b, a = p99(baseline), p99(attacked)
     print(f"{what}: baseline p99 {b * 1000:.2f} ms ({len(baseline)}), "
           f"attacked p99 {a * 1000:.2f} ms ({len(attacked)})")
-    assert a <= 2 * max(b, 0.005), (what, b, a)
+    assert a <= b + 0.005, (what, b, a)
 
 
 def adversary(*args):
@@ -114,7 +115,7 @@ def origin():
 def test_slowloris_is_closed_with_408_at_header_timeout_and_others_do_not_notice(origin, sluice):
     """500 connections trickling in over a second, each sending a header byte per second: every
     one gets 408 and is closed at header_timeout (2 s), while fresh-connection GETs (100/s) keep
-    their p99 within 2x of the unattacked twin's. Two rounds; sluice's RSS stays bounded."""
+    their p99 within 5 ms of the unattacked twin's. Two rounds; sluice's RSS stays bounded."""
     config = sluice_config([origin], server_extra='header_timeout = "2s"')
     s = sluice(config)
     twin = sluice(config, name="twin.toml")
@@ -140,7 +141,7 @@ def test_slowloris_is_closed_with_408_at_header_timeout_and_others_do_not_notice
         assert times[0] >= 1.95 and times[-1] <= 3.0, (times[0], times[-1])
         # Each trickled 2 or 3 bytes: the timeout is on the whole head, not between bytes.
         assert max(c["bytes_sent"] for c in conns) <= 4
-    assert_p99_within_2x(baseline, attacked, "slowloris")
+    assert_p99_within_5ms(baseline, attacked, "slowloris")
     # 500 half-read heads cost at most one head buffer each (32 KiB): well under 32 MiB.
     assert s.peak_rss_kib() - rss_before < 32 * 1024, (rss_before, s.peak_rss_kib())
 
@@ -149,7 +150,7 @@ def test_slow_reader_gets_back_pressure_not_buffering(origin, sluice):
     """A client reads a 100 MiB answer at 1 MiB/s. Scaled down in time: it reads for 3 s (3 MiB)
     and leaves. Meanwhile sluice's RSS grows by less than 8 MiB (it holds one relay block, not
     the body), the origin is still writing (it could send 100 MiB in a tenth of a second, so the
-    back-pressure reached it), and other clients' p99 stays within 2x of the unattacked twin's.
+    back-pressure reached it), and other clients' p99 stays within 5 ms of the unattacked twin's.
     When the reader leaves, sluice closes the upstream connection."""
     s = sluice(sluice_config([origin]))
     twin = sluice(sluice_config([origin]), name="twin.toml")
@@ -186,7 +187,7 @@ def test_slow_reader_gets_back_pressure_not_buffering(origin, sluice):
     growth = s.peak_rss_kib() - rss_before
     assert growth < 8 * 1024, (rss_before, s.peak_rss_kib())
     reader.close()
-    assert_p99_within_2x(baseline, attacked, "slow reader")
+    assert_p99_within_5ms(baseline, attacked, "slow reader")
     # The reader is gone: sluice stops relaying and closes the upstream connection.
     wait_until(lambda: origin.stats()["in_flight"] == 0, timeout=5, what="the origin's write to end")
 
@@ -196,7 +197,7 @@ def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, slu
     sluice never holds more than 64 client connections (its fd count stays bounded), nothing
     crashes, the excess waits in the kernel's backlog and is taken as slots free up (an accepted
     silent connection is closed at header_timeout, 0.5 s), and 8 clients already connected keep
-    being served (200/s, keep-alive) with their p99 within 2x of an unattacked twin's. Two
+    being served (200/s, keep-alive) with their p99 within 5 ms of an unattacked twin's. Two
     rounds."""
     config = sluice_config([origin], server_extra='max_connections = 64\nheader_timeout = "500ms"')
     s = sluice(config)
@@ -238,7 +239,7 @@ def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, slu
         # connection; the flood can add only the 56 client slots left.
         print(f"fds: {fds_before} before, at most {max_fds} under the flood")
         assert max_fds == fds_before + 56, (fds_before, max_fds)  # exactly its 64, no more
-        assert_p99_within_2x(baseline, attacked, "connection flood")
+        assert_p99_within_5ms(baseline, attacked, "connection flood")
     finally:
         for c in served + twin_served:
             c.close()
@@ -298,6 +299,34 @@ def test_fd_limit_below_max_connections_clamps_the_accept_limit(origin, sluice):
             flood.stdin.close()
             flood.wait(timeout=10)
     assert not any("Too many open files" in l for l in s.log.poll())
+
+
+def test_each_of_two_workers_accepts_its_share_of_max_connections(origin, sluice):
+    """max_connections = 3 with workers = 2: each worker accepts ceil(3 / 2) = 2 connections
+    (docs/configuration.md), so 20 silent connections leave exactly 4 accepted (a cap over the
+    whole process would hold 3, none at all 20) and the rest in the backlog; as the flood
+    leaves, a new client is served."""
+    s = sluice(sluice_config([origin], workers=2, server_extra="max_connections = 3",
+                             top=toml_table("admin", listen="127.0.0.1:0")))
+
+    def client_connections():
+        m = re.search(r'^sluice_connections\{side="client"\} (\S+)$', s.metrics_text(), re.M)
+        return int(float(m.group(1)))
+
+    flood = adversary("flood", s.port, 20, 30)
+    try:
+        assert json.loads(flood.stdout.readline())["connected"] == 20
+        # SO_REUSEPORT spreads 20 connections over both workers: each fills its 2 slots.
+        wait_until(lambda: client_connections() == 4, timeout=5, what="both workers at their share")
+        with Conn(s.port, timeout=10) as waiting:
+            waiting.send(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+            with pytest.raises(TimeoutError):
+                waiting.read_response(timeout=0.5)  # in the backlog behind the flood
+            assert client_connections() == 4
+    finally:
+        flood.stdin.close()
+        flood.wait(timeout=10)
+    assert latencies(s.port, 0.01)[0] < 2.0  # the flood gone, a new client is served
 
 
 HEADER_BOMBS = {

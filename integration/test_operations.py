@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import metric, metric_samples
+from conftest import SCHEDULING_SLACK, metric, metric_samples
 from conftest import (LOG_RESOLUTION, SLUICE, Background, Conn, Load, assert_expired_on_time,
                       run_client, sluice_cli, sluice_config,
                       timed_request, toml_table, wait_until, closed_port)
@@ -212,7 +212,11 @@ def test_drain_under_load_lets_ten_slow_requests_finish_and_sends_nothing_new(ho
         answers = [(r.status, r.header("X-Origin")) for r, _ in results]
         assert answers == [(200, "app-1")] * 10, results
         last_done = max(done for _, done in results)
-        assert exited and -0.05 <= exited[0] - last_done <= 0.6, (exited, last_done)
+        # Reported drained right after the last one: within one of the CLI's 100 ms polls (the
+        # test's 20 ms ones for a reload), on a loaded machine SCHEDULING_SLACK later at most.
+        # (Slightly before is possible: sluice counts the request done as its last byte leaves.)
+        print(f"drained {exited[0] - last_done:.3f} s after the last request")
+        assert exited and -0.05 <= exited[0] - last_done <= 0.1 + SCHEDULING_SLACK, (exited, last_done)
         if how == "api":
             assert waiter.returncode == 0, (waiter.stdout.read(), waiter.stderr.read())
             out = waiter.stdout.read()

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/http/head.hpp"
+#include "sluice/http/intake.hpp"
 #include "sluice/http/rewrite.hpp"
 #include "sluice/balancer/hash.hpp"
 #include "sluice/health/log.hpp"
@@ -227,10 +228,10 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   expire_after(first_request_ || !idle_ ? limits.header_timeout : limits.idle_timeout);
   first_request_ = false;
   for (;;) {
-    // RFC 9112 §2.2: ignore at least one empty line before a request-line.
-    while (in_.size() >= 2 && view(in_).starts_with(crlf)) in_.consume(2);
+    const auto step = http::next_head(view(in_), limits.max_header_bytes, limits.max_uri_bytes);
+    in_.consume(step.skipped);
     const auto bytes = view(in_);
-    const auto scan = http::scan_request_head(bytes, limits.max_header_bytes, limits.max_uri_bytes);
+    const auto& scan = step.scan;
     if (scan.result == http::HeadScan::Result::invalid) {
       error = {http::status_for(scan.violation), http::describe(scan.violation)};
       co_return HeadResult::error;
@@ -288,24 +289,10 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   x.client_version = req.version();
   x.request_done = request_->is_done();
 
-  if (const auto cl = request_->content_length();
-      cl && limits.max_body_bytes != 0 && *cl > limits.max_body_bytes) {
-    co_await send_error(&x, {413, "body too large"});
+  // 413, CONNECT (501), a bad absolute-form target (400); an absolute-form target sets Host.
+  if (const auto r = http::admit_request(*request_, limits.max_body_bytes)) {
+    co_await send_error(&x, {r.status, r.reason});
     co_return false;
-  }
-  // CONNECT asks for a tunnel (RFC 9110 §9.3.6), which a reverse proxy does not offer.
-  if (req.method() == bhttp::verb::connect) {
-    co_await send_error(&x, {501, "method not supported"});
-    co_return false;
-  }
-  // An absolute-form target names the host itself (RFC 9112 §3.2.2): routing and the origin
-  // must agree on it, so its authority replaces Host before either looks.
-  if (const auto abs = http::target_authority(req.target());
-      abs.form == http::TargetAuthority::Form::bad) {
-    co_await send_error(&x, {400, "bad target"});
-    co_return false;
-  } else if (abs.form == http::TargetAuthority::Form::ok) {
-    req.set(bhttp::field::host, abs.authority);
   }
   x.upstream = snapshot_->router.route(req[bhttp::field::host], http::path_of(req.target()));
   if (x.upstream == nullptr) {
@@ -322,13 +309,11 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
 
   // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
-  if (const auto e = req[bhttp::field::expect]; !e.empty()) {
-    x.expect_continue = beast::iequals(e, "100-continue") && req.version() == 11 && !x.request_done;
-    req.erase(bhttp::field::expect);
-  }
+  const auto shape = http::shape_forward(*request_, x.request_done);
+  x.expect_continue = shape.expect_continue;
   const bool is_head = req.method() == bhttp::verb::head;
-  x.chunked_in = request_->chunked();
-  x.upgrade = http::wants_upgrade(req, req.version(), req.method() == bhttp::verb::get, !x.request_done);
+  x.chunked_in = shape.chunked;
+  x.upgrade = shape.upgrade;
   proxy::RequestFacts facts;
   // An Upgrade request is never resent once a byte of it was written: the origin may have
   // switched already. (Connect failures are still retried.)
@@ -724,24 +709,23 @@ net::awaitable<bool> Session::keep_chunked_body(Exchange& x) {
 net::awaitable<Session::BodyStep> Session::decode_chunked(Exchange& x, std::size_t& have, bool flush) {
   const auto& limits = snapshot_->config->server;
   for (;;) {
-    const auto s = chunked_.feed(view(in_), std::span(relay_ + have, relay_size - have));
-    in_.consume(s.consumed);
-    have += s.produced;
-    x.bytes_in += s.produced;
-    if (s.status == http::ChunkedDecoder::Status::invalid) {
-      co_await send_error(&x, {http::status_for(s.violation), http::describe(s.violation)});
+    using Outcome = http::ChunkedFeed::Outcome;
+    const auto f = http::feed_chunked(chunked_, view(in_), std::span(relay_, relay_size), have,
+                                      x.bytes_in, limits.max_body_bytes, flush);
+    in_.consume(f.consumed);
+    if (f.outcome == Outcome::invalid) {
+      co_await send_error(&x, {http::status_for(f.violation), http::describe(f.violation)});
       co_return BodyStep::failed;
     }
-    if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
+    if (f.outcome == Outcome::too_large) {
       co_await send_error(&x, {413, "body too large"});
       co_return BodyStep::failed;
     }
-    if (s.status == http::ChunkedDecoder::Status::done) {
+    if (f.outcome == Outcome::done) {
       x.request_done = true;
       co_return BodyStep::done;
     }
-    if (have == relay_size || (flush && have > 0 && in_.size() == 0 && chunked_.at_boundary()))
-      co_return BodyStep::some;
+    if (f.outcome == Outcome::some) co_return BodyStep::some;
     expire_after(limits.idle_timeout);
     auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
     ec = timed(ec);

@@ -1,0 +1,70 @@
+#include "sluice/http/intake.hpp"
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/beast/http/verb.hpp>
+
+#include "sluice/http/rewrite.hpp"
+
+namespace sluice::http {
+
+namespace bhttp = boost::beast::http;
+
+HeadStep next_head(std::string_view buffered, std::size_t max_header_bytes,
+                   std::size_t max_uri_bytes) noexcept {
+  HeadStep step;
+  while (buffered.size() >= 2 && buffered.starts_with("\r\n")) {
+    buffered.remove_prefix(2);
+    step.skipped += 2;
+  }
+  step.scan = scan_request_head(buffered, max_header_bytes, max_uri_bytes);
+  return step;
+}
+
+Rejection admit_request(RequestParser& parser, std::uint64_t max_body_bytes) {
+  auto& req = parser.get();
+  if (const auto cl = parser.content_length(); cl && max_body_bytes != 0 && *cl > max_body_bytes)
+    return {413, "body too large"};
+  if (req.method() == bhttp::verb::connect) return {501, "method not supported"};
+  const auto abs = target_authority(req.target());
+  if (abs.form == TargetAuthority::Form::bad) return {400, "bad target"};
+  if (abs.form == TargetAuthority::Form::ok) req.set(bhttp::field::host, abs.authority);
+  return {};
+}
+
+ForwardShape shape_forward(RequestParser& parser, bool request_done) {
+  auto& req = parser.get();
+  ForwardShape shape;
+  if (const auto e = req[bhttp::field::expect]; !e.empty()) {
+    shape.expect_continue =
+        boost::beast::iequals(e, "100-continue") && req.version() == 11 && !request_done;
+    req.erase(bhttp::field::expect);
+  }
+  shape.chunked = parser.chunked();
+  shape.upgrade =
+      wants_upgrade(req, req.version(), req.method() == bhttp::verb::get, !request_done);
+  return shape;
+}
+
+ChunkedFeed feed_chunked(ChunkedDecoder& decoder, std::string_view buffered, std::span<char> relay,
+                         std::size_t& have, std::uint64_t& bytes_in, std::uint64_t max_body_bytes,
+                         bool flush) noexcept {
+  using Outcome = ChunkedFeed::Outcome;
+  const auto s = decoder.feed(buffered, relay.subspan(have));
+  have += s.produced;
+  bytes_in += s.produced;
+  ChunkedFeed f{Outcome::more, s.consumed, s.violation};
+  if (s.status == ChunkedDecoder::Status::invalid) {
+    f.outcome = Outcome::invalid;
+  } else if (max_body_bytes != 0 && bytes_in > max_body_bytes) {
+    f.outcome = Outcome::too_large;
+  } else if (s.status == ChunkedDecoder::Status::done) {
+    f.outcome = Outcome::done;
+  } else if (have == relay.size() ||
+             (flush && have > 0 && s.consumed == buffered.size() && decoder.at_boundary())) {
+    f.outcome = Outcome::some;
+  }
+  return f;
+}
+
+}  // namespace sluice::http
