@@ -3,7 +3,9 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 (allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json]
+
+--access: with the access log on (to a file in the scratch directory; default off).
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -50,6 +52,10 @@ def requests(sock, n):
             buf += chunk
 
 
+def access_format():
+    return next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--access=")), "off")
+
+
 def allocs(build, work, n, use_tls, plain_only=False):
     origin = subprocess.Popen([str(build / "sluice-origin"), "--listen", "127.0.0.1:0", "--name", "o"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -62,7 +68,8 @@ workers = 1
 {"" if plain_only else f'[[server.tls]]{chr(10)}listen = ["127.0.0.1:0"]{chr(10)}certificates = [ {{ cert = "{work}/cert.pem", key = "{work}/key.pem" }} ]'}
 [log]
 level = "info"
-access = "off"
+access = "{access_format()}"
+{f'access_file = "{work}/access.log"' if access_format() != "off" else ""}
 [upstreams.app]
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"

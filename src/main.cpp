@@ -61,7 +61,7 @@ Usage:
 reload, drain, undrain, upgrade and check --diff-running talk to the admin API: at --admin, else at FILE's [admin] listen; with
 the token in --token-file, else in FILE's [admin] token_file.
 
-Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully; SIGUSR2 upgrades to the same binary path (as `sluice upgrade`).
+Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully; SIGUSR2 upgrades to the same binary path (as `sluice upgrade`); SIGUSR1 reopens the log files (logrotate).
 )";
 
 // Exit codes of the admin commands.
@@ -168,7 +168,12 @@ int run(const std::string& given) {
                  result.errors.size());
     return 1;
   }
-  sluice::configure_error_log(result.config->log.level);
+  try {
+    sluice::configure_error_log(result.config->log);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice: log.error_file: %s; not starting\n", e.what());
+    return 1;
+  }
   for (const auto& w : result.warnings) spdlog::warn("{}", w.to_string());
   sluice::Runtime runtime(std::move(*result.config), path);
   return runtime.run();

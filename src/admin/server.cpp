@@ -102,7 +102,8 @@ Reply error_reply(http::status status, std::string message) {
 }
 
 enum class Route {
-  none, status, config, drain, undrain, reload, upgrade, metrics, healthz, readyz, asset, dashboard
+  none, status, config, drain, undrain, reload, upgrade, metrics, healthz, readyz, asset, dashboard,
+  logs_reopen
 };
 
 struct Match {
@@ -148,6 +149,8 @@ std::optional<Match> match_route(std::string_view target) {
     m.route = Route::config;
   else if (is({"api", "reload"}))
     m.route = Route::reload;
+  else if (is({"api", "logs", "reopen"}))
+    m.route = Route::logs_reopen;
   else if (is({"api", "upgrade"})) {
     m.route = Route::upgrade;
     if (auto it = url->params().find("binary"); it != url->params().end()) m.binary = (*it).value;
@@ -176,7 +179,7 @@ std::optional<Match> match_route(std::string_view target) {
 
 bool is_post_route(Route route) {
   return route == Route::drain || route == Route::undrain || route == Route::reload ||
-         route == Route::upgrade;
+         route == Route::upgrade || route == Route::logs_reopen;
 }
 
 // RFC 9110 §11.6.2 / RFC 6750 §2.1: `Authorization: Bearer <token>`; the scheme is
@@ -559,6 +562,15 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
       const UpgradeOutcome outcome = control.upgrade(m.binary);
       if (outcome.ok) return json_reply(http::status::ok, {{"ok", true}, {"pid", outcome.pid}});
       return json_reply(http::status::internal_server_error, {{"ok", false}, {"error", outcome.error}});
+    }
+    case Route::logs_reopen: {
+      spdlog::info("admin: log reopen requested by {}", peer);
+      const auto failed = control.reopen_logs();
+      if (failed.empty()) return json_reply(http::status::ok, {{"ok", true}});
+      json::array errors;
+      for (const auto& e : failed) errors.emplace_back(e);
+      return json_reply(http::status::internal_server_error,
+                        {{"ok", false}, {"errors", std::move(errors)}});
     }
     case Route::drain:
     case Route::undrain: {

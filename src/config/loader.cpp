@@ -19,6 +19,7 @@
 #include <toml++/toml.h>
 
 #include "sluice/core/file.hpp"
+#include "sluice/core/log_file.hpp"
 #include "sluice/balancer/registry.hpp"
 #include "sluice/config/units.hpp"
 #include "sluice/health/expect_status.hpp"
@@ -53,7 +54,8 @@ constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certifica
                                                             "ciphers"};
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
 constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
-constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
+constexpr std::array<std::string_view, 5> log_keys{"level", "access", "access_file", "error_file",
+                                                   "error_format"};
 constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
 constexpr std::array<std::string_view, 22> upstream_keys{
@@ -78,6 +80,7 @@ constexpr std::array<std::string_view, 2> all_down_policies{"fail", "panic"};
 constexpr std::int64_t max_attempts = 10;
 constexpr std::array<std::string_view, 5> log_levels{"trace", "debug", "info", "warn", "error"};
 constexpr std::array<std::string_view, 3> access_formats{"text", "json", "off"};
+constexpr std::array<std::string_view, 2> error_formats{"text", "json"};
 
 std::string_view type_name(const toml::node& node) {
   switch (node.type()) {
@@ -999,6 +1002,23 @@ private:
       out.access = access == "json"  ? AccessLogFormat::json
                    : access == "off" ? AccessLogFormat::off
                                      : AccessLogFormat::text;
+    }
+    std::string error_format = "text";
+    if (read_choice(*table, "error_format", "log.error_format", "error log format", error_formats,
+                    error_format)) {
+      out.error_format = error_format == "json" ? ErrorLogFormat::json : ErrorLogFormat::text;
+    }
+    read_log_file(*table, "access_file", out.access_file);
+    read_log_file(*table, "error_file", out.error_file);
+  }
+
+  // [log] access_file / error_file: live (a reload opens the new file). A file the process could
+  // not open is an error here, at the key, for `check` as for `run` and reload; the file itself
+  // is not created by `check`.
+  void read_log_file(const toml::table& table, std::string_view key, std::string& out) {
+    const std::string path = "log." + std::string(key);
+    if (const auto* node = read_string(table, key, path, out)) {
+      if (const auto problem = log_file_problem(out); !problem.empty()) error(*node, path, problem);
     }
   }
 

@@ -57,4 +57,9 @@ std::size_t format_error(std::span<char> out, const ProxyError& error, std::stri
   return static_cast<std::size_t>(std::clamp(n, 0, static_cast<int>(out.size()) - 1));
 }
 
+std::size_t error_body_size(std::string_view response) {
+  const auto end = response.find("\r\n\r\n");
+  return end == std::string_view::npos ? 0 : response.size() - end - 4;
+}
+
 }  // namespace sluice::proxy

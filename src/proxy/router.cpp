@@ -43,19 +43,26 @@ bool host_matches(const std::string& pattern, std::string_view host) noexcept {
 
 Router::Router(std::vector<Route> routes, const Upstream* fallback)
     : routes_(std::move(routes)), fallback_(fallback) {
-  for (auto& r : routes_)
+  for (auto& r : routes_) {
     for (auto& c : r.host) c = lower(c);
+    r.label = (r.host.empty() ? std::string("*") : r.host) + r.path_prefix;
+  }
   std::stable_sort(routes_.begin(), routes_.end(), [](const Route& a, const Route& b) {
     if (a.path_prefix.size() != b.path_prefix.size()) return a.path_prefix.size() > b.path_prefix.size();
     return host_rank(a.host) > host_rank(b.host);
   });
 }
 
-const Upstream* Router::route(std::string_view host, std::string_view target) const noexcept {
+const Upstream* Router::route(std::string_view host, std::string_view target,
+                             std::string_view* label) const noexcept {
+  if (label != nullptr) *label = {};
   if (routes_.empty()) return fallback_;
   const auto bare_host = strip_port(host);
   for (const auto& r : routes_)
-    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) return r.upstream;
+    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) {
+      if (label != nullptr) *label = r.label;
+      return r.upstream;
+    }
   return nullptr;
 }
 

@@ -101,6 +101,10 @@ struct Session::Exchange {
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
   bool has_hash = false;
   boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
+  std::string_view route;  // the matched route's label, for the access log ("" without routes)
+  // The last attempt's start, its connection ready, the first byte of its response head (access
+  // log: upstream_connect_ms, upstream_first_byte_ms); zero = not reached.
+  Clock::time_point attempt_start{}, upstream_ready{}, first_byte{};
 };
 
 Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls)
@@ -294,7 +298,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_await send_error(&x, {r.status, r.reason});
     co_return false;
   }
-  x.upstream = snapshot_->router.route(req[bhttp::field::host], http::path_of(req.target()));
+  x.upstream = snapshot_->router.route(req[bhttp::field::host], http::path_of(req.target()), &x.route);
   if (x.upstream == nullptr) {
     co_await send_error(&x, {404, "no route"});
     co_return false;  // error answers close the connection (they say Connection: close)
@@ -399,6 +403,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
 
     std::optional<socket_type> upstream;
     proxy::AttemptFacts facts_now;
+    x.attempt_start = worker_.clock.now();
+    x.upstream_ready = x.first_byte = {};
     {
       InFlight in_flight(ep);  // ends the request begun by try_begin_request()
       last_failure = co_await try_server(x, ep, upstream, is_head, try_until, facts_now);
@@ -607,6 +613,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
       }
     }
     upstream_ = &*upstream;
+    x.upstream_ready = worker_.clock.now();
 
     std::uint64_t sent = 0;
     auto failure = co_await send_request(x, *upstream, try_until, sent);
@@ -939,6 +946,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
     ec = timed(ec);
     up_in_.commit(n);
+    if (received == 0 && n > 0) x.first_byte = worker_.clock.now();
     received += n;
     if (ec) {
       // The request was written completely: whatever happens now, the origin may have it.
@@ -1160,15 +1168,22 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
     if (x->head_sent) co_return;
   } else {
     id = worker_.ids.next(id_storage);
+  }
+  char buf[1024];
+  const auto n = format_error(buf, error, id, false);
+  // The access log counts the body of our own answer, as it does an origin's.
+  const auto body = error_body_size({buf, n});
+  if (x != nullptr) {
+    x->bytes_out = body;
+  } else {
     Exchange e;
     e.start = worker_.clock.now();
     e.status = error.status;
     e.error = error.reason;
     e.request_id = id;
+    e.bytes_out = body;
     log_exchange(e);
   }
-  char buf[1024];
-  const auto n = format_error(buf, error, id, false);
   expire_after(std::chrono::seconds(5));
   co_await net::async_write(client_, net::buffer(buf, n), nothrow);
   if (x != nullptr) x->head_sent = true;
@@ -1194,8 +1209,12 @@ void Session::log_exchange(const Exchange& x) {
   AccessRecord r;
   r.client = client_ip_;
   if (request_ && request_->is_header_done()) {
-    r.method = request_->get().method_string();
-    r.target = request_->get().target();
+    const auto& req = request_->get();
+    r.method = req.method_string();
+    r.target = req.target();
+    r.protocol = req.version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
+    r.host = req[bhttp::field::host];
+    r.user_agent = req[bhttp::field::user_agent];
   } else {
     r.method = "-";
     r.target = "-";
@@ -1208,6 +1227,11 @@ void Session::log_exchange(const Exchange& x) {
   r.bytes_out = x.bytes_out;
   r.duration = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
   r.request_id = x.request_id;
+  r.route = x.route;
+  if (x.upstream_ready != Clock::time_point{})
+    r.upstream_connect = std::chrono::duration_cast<std::chrono::microseconds>(x.upstream_ready - x.attempt_start);
+  if (x.first_byte != Clock::time_point{})
+    r.upstream_first_byte = std::chrono::duration_cast<std::chrono::microseconds>(x.first_byte - x.attempt_start);
   r.error = x.error;
   if (x.skip != proxy::RetrySkip::none && !x.error.empty()) r.retry = proxy::log_token(x.skip);
   worker_.access_log.write(r);

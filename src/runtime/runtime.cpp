@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <system_error>
 #include <thread>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/v6_only.hpp>
@@ -30,6 +33,7 @@
 #include "sluice/runtime/upgrade.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/telemetry/event_ring.hpp"
+#include "sluice/telemetry/log_sink.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice {
@@ -151,8 +155,60 @@ void commit_admin(Runtime::State& s, AdminChange change) {
 // reload, so it is destroyed after the reload returns.
 void apply_watch(Runtime::State& s, bool watch);
 
-// [log] level and access: applied to the loggers at once, each change logged.
-void apply_logging(Runtime::State& s, const config::LogSection& was, const config::LogSection& now) {
+// [log] access_file / error_file as a reload changes them: the new files are opened before the
+// reload commits, so that one that cannot be opened fails it and nothing changes.
+struct LogFiles {
+  std::optional<int> access, error;  // set when the path changes: the new descriptor (-1 = stdio)
+};
+
+LogFiles open_log_files(const config::LogSection& was, const config::LogSection& now) {
+  LogFiles files;
+  const auto open = [](std::string_view key, const std::string& path) {
+    try {
+      return LogSink::open(path);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("log." + std::string(key) + ": " + e.what());
+    }
+  };
+  if (now.access_file != was.access_file) files.access = open("access_file", now.access_file);
+  try {
+    if (now.error_file != was.error_file) files.error = open("error_file", now.error_file);
+  } catch (...) {
+    if (files.access && *files.access >= 0) ::close(*files.access);
+    throw;
+  }
+  return files;
+}
+
+// Logrotate's postrotate (SIGUSR1) or POST /api/logs/reopen: each file opened again by its path,
+// between two lines. Returns what failed; a log that could not be reopened keeps its old file.
+std::vector<std::string> reopen_logs(Runtime::State& s, std::string_view why) {
+  std::vector<std::string> errors;
+  for (LogSink* sink : {&s.access_log->sink(), &error_log_sink()}) {
+    auto error = sink->reopen();
+    if (!error.empty()) errors.push_back(std::move(error));
+  }
+  // Logged after the reopen, so that the line lands in the new error file.
+  for (const auto& e : errors) spdlog::error("log reopen: {}; still writing to the previous file", e);
+  spdlog::info("logs reopened ({})", why);
+  return errors;
+}
+
+// [log] level, access, error_format and the files: applied to the loggers at once, each change
+// logged.
+void apply_logging(Runtime::State& s, const config::LogSection& was, const config::LogSection& now,
+                   LogFiles files) {
+  if (files.access) {
+    s.access_log->sink().adopt(*files.access, now.access_file);
+    spdlog::info("access log file {} -> {}", was.access_file.empty() ? "stdout" : was.access_file,
+                 now.access_file.empty() ? "stdout" : now.access_file);
+  }
+  if (files.error) {
+    spdlog::info("error log file {} -> {}", was.error_file.empty() ? "stderr" : was.error_file,
+                 now.error_file.empty() ? "stderr" : now.error_file);
+    error_log_sink().adopt(*files.error, now.error_file);
+  }
+  if (now.error_format != was.error_format) set_error_format(now.error_format);
   if (now.level != was.level) {
     spdlog::default_logger()->set_level(spdlog::level::from_str(now.level));
     spdlog::info("log level {} -> {}", was.level, now.level);
@@ -253,6 +309,7 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
     auto pending = s.listeners.bind_new(s.control, wanted, s.workers.size());
     auto admin_change = prepare_admin(s, cfg->admin);
     auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
+    auto log_files = open_log_files(s.config->log, cfg->log);  // last: nothing throws after it
     const auto was = s.config;
     s.version += 1;
     s.config = cfg;
@@ -261,7 +318,7 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
     for (auto& w : s.workers) w->publish(snapshot);
     s.listeners.apply(std::move(pending), wanted, s.workers);
     commit_admin(s, std::move(admin_change));
-    apply_logging(s, was->log, cfg->log);
+    apply_logging(s, was->log, cfg->log, log_files);
     if (cfg->server.watch_config != was->server.watch_config) apply_watch(s, cfg->server.watch_config);
     if (cfg->server.max_connections != was->server.max_connections) {
       const auto per_worker = connections_per_worker(*cfg, static_cast<unsigned>(s.workers.size()));
@@ -306,7 +363,12 @@ void apply_watch(Runtime::State& s, bool watch) {
 int Runtime::run() {
   auto& s = *state_;
   const auto& cfg = *s.config;
-  s.access_log = std::make_unique<AccessLog>(cfg.log.access);
+  try {
+    s.access_log = std::make_unique<AccessLog>(cfg.log);
+  } catch (const std::exception& e) {
+    spdlog::error("log.access_file: {}", e.what());
+    return 1;
+  }
   try {
     s.snapshot = build_snapshot(s.config, s.directory, ++s.version);
   } catch (const std::exception& e) {
@@ -323,6 +385,7 @@ int Runtime::run() {
   // graceful shutdown, not the default action.
   net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
   signals.add(SIGUSR2);
+  signals.add(SIGUSR1);  // reopen the log files (nginx's convention, for logrotate)
 
   const unsigned n = cfg.server.worker_count();
   const std::uint32_t per_worker = connections_per_worker(cfg, n);
@@ -421,6 +484,7 @@ int Runtime::run() {
           },
       .history = [&]() -> const History& { return s.history; },
       .upgrade = upgrade,
+      .reopen_logs = [&] { return reopen_logs(s, "admin API"); },
   });
   s.control_api = &control;
   if (cfg.admin.enabled) {
@@ -547,8 +611,9 @@ int Runtime::run() {
 
   std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
     if (ec) return;
-    if (sig == SIGHUP || sig == SIGUSR2) {
+    if (sig == SIGHUP || sig == SIGUSR2 || sig == SIGUSR1) {
       if (sig == SIGHUP) reload(s);
+      else if (sig == SIGUSR1) reopen_logs(s, "SIGUSR1");
       else upgrade("");
       signals.async_wait(on_signal);
       return;

@@ -238,7 +238,7 @@ TEST(ConfigLoader, UnknownKeyWithoutACloseMatchListsTheValidOnes) {
   const auto result = load_with_upstream("[log]\ncolour = true\n[upstream.x]\n");
   EXPECT_EQ(errors_of(result),
             (Errors{"test.toml:2:1: log.colour: unknown key 'colour'; expected one of: "
-                    "level, access",
+                    "level, access, access_file, error_file, error_format",
                     "test.toml:3:2: upstream: unknown key 'upstream'; did you mean "
                     "'upstreams'?"}));
 }

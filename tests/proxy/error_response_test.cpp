@@ -40,5 +40,14 @@ TEST(ErrorResponse, FailureClassesMapToStatus) {
   EXPECT_EQ(status_for(UpstreamFailure::response_timeout), 504u);
 }
 
+// The access log's bytes_out of sluice's own answers: the body, not the head.
+TEST(ErrorResponse, BodySizeIsWhatFollowsTheHead) {
+  const auto r = format({502, "connect refused"}, "id-1", false);
+  const auto body = r.substr(r.find("\r\n\r\n") + 4);
+  EXPECT_EQ(error_body_size(r), body.size());
+  EXPECT_NE(r.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
+  EXPECT_EQ(error_body_size("HTTP/1.1 400 Bad Request\r\n"), 0u);
+}
+
 }  // namespace
 }  // namespace sluice::proxy

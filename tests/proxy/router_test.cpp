@@ -40,5 +40,18 @@ TEST(Router, Ipv6HostWithPort) {
   EXPECT_EQ(r.route("[::1]:8080", "/"), fake(1));
 }
 
+// The access log's `route`: host (or "*") and prefix of the route that matched.
+TEST(Router, LabelNamesTheMatchedRoute) {
+  Router r({{"API.example.com", "/v1/", fake(1)}, {"", "/", fake(2)}}, nullptr);
+  std::string_view label = "stale";
+  EXPECT_EQ(r.route("api.example.com:443", "/v1/x", &label), fake(1));
+  EXPECT_EQ(label, "api.example.com/v1/");
+  EXPECT_EQ(r.route("other", "/x", &label), fake(2));
+  EXPECT_EQ(label, "*/");
+  Router none({}, fake(3));
+  EXPECT_EQ(none.route("h", "/", &label), fake(3));
+  EXPECT_EQ(label, "");
+}
+
 }  // namespace
 }  // namespace sluice

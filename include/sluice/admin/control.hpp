@@ -46,6 +46,9 @@ public:
     (void)binary;
     return {false, 0, "binary upgrade is not supported here"};
   }
+  // POST /api/logs/reopen: the log files opened again by their paths (logrotate). Returns what
+  // could not be reopened (those logs keep their old file); empty = done.
+  virtual std::vector<std::string> reopen_logs() { return {"log reopen is not supported here"}; }
   // GET /api/config: the TOML text of the configuration now serving, and the file it came from.
   virtual std::string config_text() = 0;
   virtual std::string config_source() = 0;

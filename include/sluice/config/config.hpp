@@ -92,10 +92,16 @@ struct ServerSection {
 };
 
 enum class AccessLogFormat { text, json, off };
+enum class ErrorLogFormat { text, json };
 
 struct LogSection {
   std::string level = "info";  // trace|debug|info|warn|error
   AccessLogFormat access = AccessLogFormat::text;
+  // "" = the standard stream (stdout for the access log, stderr for the error log). Reopened on
+  // SIGUSR1 and POST /api/logs/reopen (logrotate); a reload that changes one opens the new file.
+  std::string access_file;
+  std::string error_file;
+  ErrorLogFormat error_format = ErrorLogFormat::text;
 };
 
 struct AdminSection {

@@ -40,4 +40,7 @@ struct ProxyError {
 std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
                          bool keep_alive);
 
+// The body size of a response format_error() made (what follows its head), for the access log.
+std::size_t error_body_size(std::string_view response);
+
 }  // namespace sluice::proxy

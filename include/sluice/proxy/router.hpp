@@ -18,13 +18,16 @@ public:
     std::string host;         // lowercase; "" = any, "*.example.com" = wildcard
     std::string path_prefix;  // starts with '/'
     const Upstream* upstream = nullptr;
+    std::string label{};  // "*/api/", "example.com/": host ("*" = any) and prefix, for logs
   };
 
   Router() = default;
   explicit Router(std::vector<Route> routes, const Upstream* fallback);
 
-  // Null when nothing matches (the proxy answers 404).
-  const Upstream* route(std::string_view host, std::string_view target) const noexcept;
+  // Null when nothing matches (the proxy answers 404). `label`, when given, gets the matched
+  // route's label ("" without routes or match); it lives as long as the router.
+  const Upstream* route(std::string_view host, std::string_view target,
+                        std::string_view* label = nullptr) const noexcept;
 
 private:
   std::vector<Route> routes_;  // sorted: most specific first, so the first match wins

@@ -33,6 +33,7 @@ public:
     std::function<void(const std::string&, Endpoint&, bool)> drained;
     std::function<const History&()> history;       // the dashboard's per-second samples
     std::function<admin::UpgradeOutcome(const std::string&)> upgrade;
+    std::function<std::vector<std::string>()> reopen_logs;  // what failed, "" = none
   };
   explicit RuntimeControl(Hooks hooks);
 
@@ -41,6 +42,7 @@ public:
   std::string metrics_text() override;
   admin::ReloadOutcome reload() override;
   admin::UpgradeOutcome upgrade(const std::string& binary) override { return hooks_.upgrade(binary); }
+  std::vector<std::string> reopen_logs() override { return hooks_.reopen_logs(); }
   std::string config_text() override;
   std::string config_source() override;
   admin::DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) override;

@@ -1,0 +1,63 @@
+#pragma once
+// Where a log's lines go: a file ([log] access_file / error_file) or a standard stream, through
+// one spdlog sink that can be pointed at a new file between two lines (logrotate's postrotate
+// `kill -USR1`, POST /api/logs/reopen, a reload that changes the path) without losing either.
+//
+// Lines are written by whichever thread spdlog calls the sink on (the access log's own thread,
+// or the thread logging an error); reopen()/adopt() come from the control thread. The sink's
+// mutex orders them: a line is written to the old file or to the new one, whole.
+#include <chrono>
+#include <mutex>
+#include <string>
+
+#include <spdlog/sinks/base_sink.h>
+
+namespace sluice {
+
+class LogSink final : public spdlog::sinks::base_sink<std::mutex> {
+public:
+  // `path` "" = `standard_fd` (1 or 2), which is never closed nor reopened. Throws
+  // std::runtime_error("cannot open PATH: reason") when the file cannot be opened.
+  LogSink(std::string path, int standard_fd);
+  ~LogSink() override;
+  LogSink(const LogSink&) = delete;
+  LogSink& operator=(const LogSink&) = delete;
+
+  // Opens `path` for the log (O_APPEND, created 0644); nothing changes yet. Returns the
+  // descriptor; throws like the constructor. "" = the standard stream (returns -1).
+  static int open(const std::string& path);
+  // From now on, lines go to `fd` (from open(), owned from now on; -1 = the standard stream)
+  // named `path`; the previous file is closed after the line being written, if any.
+  void adopt(int fd, std::string path);
+  // The same path opened again: after logrotate renamed the file, a new one is created. Returns
+  // "" or why not (the old file stays in use). A standard stream has nothing to reopen.
+  std::string reopen();
+  std::string path();
+
+private:
+  void sink_it_(const spdlog::details::log_msg& msg) override;
+  void flush_() override {}
+
+  const int standard_fd_;
+  int fd_;            // standard_fd_ or a file's descriptor
+  std::string path_;  // "" for the standard stream
+  spdlog::memory_buf_t formatted_;  // keeps its capacity: no allocation per line once warm
+};
+
+// "2026-12-01T14:30:05.123Z": RFC 3339 (§5.6) in UTC with milliseconds, appended to `out`.
+// Allocation-free; the date part is cached per thread for the current second.
+void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
+
+// JSON string (RFC 8259 §7) of `s`, quotes included: `"` and `\` escaped, control bytes and DEL as
+// \u00XX. Bytes ≥ 0x80 pass as they are.
+void append_json_string(spdlog::memory_buf_t& out, std::string_view s);
+
+// The error log's JSON format ([log] error_format = "json"): one object per line,
+// {"time":"...","level":"info","message":"..."}.
+class JsonLogFormatter final : public spdlog::formatter {
+public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override;
+  std::unique_ptr<spdlog::formatter> clone() const override;
+};
+
+}  // namespace sluice

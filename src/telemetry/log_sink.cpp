@@ -1,0 +1,126 @@
+#include "sluice/telemetry/log_sink.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <stdexcept>
+#include <system_error>
+
+#include "sluice/core/log_file.hpp"
+
+namespace sluice {
+
+LogSink::LogSink(std::string path, int standard_fd)
+    : standard_fd_(standard_fd), fd_(standard_fd) {
+  const int fd = open(path);  // before `path` is moved into adopt()'s parameter
+  adopt(fd, std::move(path));
+}
+
+LogSink::~LogSink() {
+  if (fd_ != standard_fd_) ::close(fd_);
+}
+
+int LogSink::open(const std::string& path) {
+  if (path.empty()) return -1;
+  const int fd = open_log_file(path);
+  if (fd < 0) throw std::runtime_error("cannot open " + path + ": " + std::system_category().message(-fd));
+  return fd;
+}
+
+void LogSink::adopt(int fd, std::string path) {
+  int old = -1;
+  {
+    std::lock_guard lock(mutex_);  // between two lines
+    old = fd_;
+    fd_ = fd >= 0 ? fd : standard_fd_;
+    path_ = fd >= 0 ? std::move(path) : std::string();
+  }
+  if (old != standard_fd_ && old != fd_) ::close(old);
+}
+
+std::string LogSink::reopen() {
+  const std::string current = path();
+  if (current.empty()) return "";
+  try {
+    adopt(open(current), current);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string LogSink::path() {
+  std::lock_guard lock(mutex_);
+  return path_;
+}
+
+void LogSink::sink_it_(const spdlog::details::log_msg& msg) {
+  formatted_.clear();
+  formatter_->format(msg, formatted_);
+  // One write() per line, as spdlog's stdout sink flushes every line: a line is visible to
+  // `tail -f` at once, and with O_APPEND it never interleaves with another process's.
+  const char* p = formatted_.data();
+  std::size_t left = formatted_.size();
+  while (left > 0) {
+    const auto n = ::write(fd_, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // disk full, closed stream: the line is lost, the proxy goes on
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
+  const auto secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  const auto milli = static_cast<unsigned>(ms - static_cast<long long>(secs) * 1000);
+  // gmtime_r once a second per thread.
+  thread_local std::time_t cached = -1;
+  thread_local char date[20];  // "YYYY-MM-DDTHH:MM:SS"
+  if (secs != cached) {
+    std::tm tm{};
+    ::gmtime_r(&secs, &tm);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached = secs;
+  }
+  out.append(std::string_view(date, 19));
+  const char frac[5] = {'.', static_cast<char>('0' + milli / 100), static_cast<char>('0' + milli / 10 % 10),
+                        static_cast<char>('0' + milli % 10), 'Z'};
+  out.append(std::string_view(frac, 5));
+}
+
+void append_json_string(spdlog::memory_buf_t& out, std::string_view s) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7f) {
+      const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+      out.append(std::string_view(esc, 6));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  out.push_back('"');
+}
+
+void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) {
+  dest.append(std::string_view("{\"time\":\""));
+  append_rfc3339_ms(dest, msg.time);
+  dest.append(std::string_view("\",\"level\":"));
+  const auto level = spdlog::level::to_string_view(msg.level);
+  append_json_string(dest, std::string_view(level.data(), level.size()));
+  dest.append(std::string_view(",\"message\":"));
+  append_json_string(dest, std::string_view(msg.payload.data(), msg.payload.size()));
+  dest.append(std::string_view("}\n"));
+}
+
+std::unique_ptr<spdlog::formatter> JsonLogFormatter::clone() const {
+  return std::make_unique<JsonLogFormatter>();
+}
+
+}  // namespace sluice
