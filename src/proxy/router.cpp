@@ -51,12 +51,23 @@ Router::Router(std::vector<Route> routes, const Upstream* fallback)
   });
 }
 
-const Upstream* Router::route(std::string_view host, std::string_view target) const noexcept {
-  if (routes_.empty()) return fallback_;
+const Router::Route* Router::match(std::string_view host, std::string_view target) const noexcept {
   const auto bare_host = strip_port(host);
   for (const auto& r : routes_)
-    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) return r.upstream;
+    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) return &r;
   return nullptr;
+}
+
+const Upstream* Router::route(std::string_view host, std::string_view target) const noexcept {
+  if (routes_.empty()) return fallback_;
+  const Route* r = match(host, target);
+  return r != nullptr ? r->upstream : nullptr;
+}
+
+const proxy::RouteAdmission* Router::admission(std::string_view host,
+                                               std::string_view target) const noexcept {
+  const Route* r = match(host, target);
+  return r != nullptr ? r->admission : nullptr;
 }
 
 }  // namespace sluice

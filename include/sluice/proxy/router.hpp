@@ -11,6 +11,9 @@
 namespace sluice {
 
 class Upstream;
+namespace proxy {
+class RouteAdmission;
+}
 
 class Router {
 public:
@@ -18,6 +21,7 @@ public:
     std::string host;         // lowercase; "" = any, "*.example.com" = wildcard
     std::string path_prefix;  // starts with '/'
     const Upstream* upstream = nullptr;
+    const proxy::RouteAdmission* admission = nullptr;  // allow/deny/rate_limit; null = none
   };
 
   Router() = default;
@@ -25,8 +29,12 @@ public:
 
   // Null when nothing matches (the proxy answers 404).
   const Upstream* route(std::string_view host, std::string_view target) const noexcept;
+  // The matching route's admission rules (null when it has none, or nothing matches).
+  const proxy::RouteAdmission* admission(std::string_view host, std::string_view target) const noexcept;
 
 private:
+  const Route* match(std::string_view host, std::string_view target) const noexcept;
+
   std::vector<Route> routes_;  // sorted: most specific first, so the first match wins
   const Upstream* fallback_ = nullptr;
 };
