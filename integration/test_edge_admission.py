@@ -217,3 +217,38 @@ def test_forwarded_header_add(origins, sluice):
         r = c.request(get(s, extra="Forwarded: for=192.0.2.1\r\n"))
     assert seen_headers(r)["forwarded"] == [
         f'for=192.0.2.1, for=127.0.0.1;host="{s.address}";proto=http']
+
+
+def test_proxy_header_comes_before_the_tls_handshake(origins, sluice, tmp_path):
+    import ssl
+    from test_tls import Pki, tls_block, tls_port
+    pki = Pki(tmp_path / "pki")
+    cert = pki.leaf("a.test", "DNS:a.test")
+    s = sluice(sluice_config(origins(1), access="json", server_extra=(
+        'trusted_proxies = ["127.0.0.1/32"]\n'
+        + tls_block([cert], extra="proxy_protocol = true"))))
+    port = tls_port(s)
+    ctx = ssl.create_default_context(cafile=str(pki.ca))
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    raw.sendall(proxy_v2("198.51.100.23"))  # in clear, then the TLS handshake on the same socket
+    with ctx.wrap_socket(raw, server_hostname="a.test") as c:
+        c.sendall(b"GET /?echo=1 HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := c.recv(65536):
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    assert b'"X-Forwarded-For","198.51.100.23"' in data.replace(b" ", b""), data
+    assert s.access_records(1)[0]["client"] == "198.51.100.23"
+    # The plain listener has no proxy_protocol: a plain request works as ever.
+    with Conn(s.port) as c2:
+        assert c2.request(get(s)).status == 200
+
+
+def test_incomplete_proxy_header_is_closed_at_header_timeout_and_counted(origins, sluice):
+    s = sluice(sluice_config(origins(1), top=ADMIN, server_extra=(
+        'proxy_protocol = true\ntrusted_proxies = ["127.0.0.1/32"]\nheader_timeout = "300ms"')))
+    with socket.create_connection(("127.0.0.1", s.port), timeout=5) as c:
+        c.sendall(b"PROXY TCP4 203.0.113.9")
+        assert c.recv(4096) == b""  # closed by sluice, within the socket's 5 s timeout
+    wait_until(lambda: metric(s, "sluice_proxy_protocol_rejected_total", reason="timeout") == 1,
+               what="timeout counted")
