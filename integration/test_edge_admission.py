@@ -252,3 +252,30 @@ def test_incomplete_proxy_header_is_closed_at_header_timeout_and_counted(origins
         assert c.recv(4096) == b""  # closed by sluice, within the socket's 5 s timeout
     wait_until(lambda: metric(s, "sluice_proxy_protocol_rejected_total", reason="timeout") == 1,
                what="timeout counted")
+
+
+def test_reload_keeps_the_buckets_of_an_unchanged_rate_limit(origins, sluice):
+    route = """
+        [[route]]
+        path_prefix = "/"
+        upstream = "app"
+        rate_limit = {{ rate = "1/m", burst = {burst} }}
+        """
+    os_ = origins(1)
+    s = sluice(routes(os_, route.format(burst=2)))
+
+    def status():
+        with Conn(s.port) as c:
+            return c.request(get(s, "/")).status
+
+    assert [status() for _ in range(3)] == [200, 200, 429]
+    # Same route, same limit, another key elsewhere: the bucket carries over, still empty.
+    s.config_path.write_text(routes(os_, route.format(burst=2), server_extra='idle_timeout = "61s"'))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()) == (200, {"ok": True, "version": 2}), r
+    assert status() == 429
+    # A changed limit starts with full buckets; the counter goes on.
+    s.config_path.write_text(routes(os_, route.format(burst=3)))
+    assert s.admin("POST", "/api/reload").status == 200
+    assert [status() for _ in range(4)] == [200, 200, 200, 429]
+    assert metric(s, "sluice_rate_limited_total", route="/") == 3
