@@ -12,8 +12,10 @@ ip::address unmapped(const ip::address& a) noexcept {
   return a;
 }
 
-std::optional<ip::address> parse_ip(std::string_view text) noexcept {
-  // inet_pton needs a terminated string; an address is at most 45 characters (RFC 4291 §2.2).
+namespace {
+
+// inet_pton needs a terminated string; an address is at most 45 characters (RFC 4291 §2.2).
+std::optional<ip::address> address_of(std::string_view text) noexcept {
   char buf[64];
   if (text.empty() || text.size() >= sizeof buf) return std::nullopt;
   text.copy(buf, text.size());
@@ -21,18 +23,36 @@ std::optional<ip::address> parse_ip(std::string_view text) noexcept {
   boost::system::error_code ec;
   const auto a = ip::make_address(static_cast<const char*>(buf), ec);
   if (ec) return std::nullopt;
-  return unmapped(a);
+  return a;
+}
+
+// An address's bytes, IPv4 in the first four.
+std::array<std::uint8_t, 16> bytes_of(const ip::address& a) noexcept {
+  if (a.is_v6()) return a.to_v6().to_bytes();
+  std::array<std::uint8_t, 16> b{};
+  const auto four = a.to_v4().to_bytes();
+  std::copy(four.begin(), four.end(), b.begin());
+  return b;
+}
+
+// `c` with its host bits (those past the prefix) cleared.
+Cidr network_of(Cidr c, unsigned max_bits) noexcept {
+  for (unsigned b = c.prefix; b < max_bits; ++b)
+    c.bytes[b / 8] &= static_cast<std::uint8_t>(~(1u << (7 - b % 8)));
+  return c;
+}
+
+}  // namespace
+
+std::optional<ip::address> parse_ip(std::string_view text) noexcept {
+  const auto a = address_of(text);
+  if (!a) return std::nullopt;
+  return unmapped(*a);
 }
 
 bool Cidr::contains(const ip::address& a) const noexcept {
   if (a.is_v6() != v6) return false;
-  std::array<std::uint8_t, 16> b{};
-  if (v6) {
-    b = a.to_v6().to_bytes();
-  } else {
-    const auto four = a.to_v4().to_bytes();
-    std::copy(four.begin(), four.end(), b.begin());
-  }
+  const auto b = bytes_of(a);
   const unsigned whole = prefix / 8;
   for (unsigned i = 0; i < whole; ++i)
     if (b[i] != bytes[i]) return false;
@@ -59,18 +79,11 @@ std::optional<Cidr> parse_cidr(std::string_view text, std::string* why) {
     return std::nullopt;
   };
   const auto slash = text.find('/');
-  const auto address_text = text.substr(0, slash);
   // A mapped IPv6 range stays IPv6 here: only peer addresses are unmapped.
-  char buf[64];
-  if (address_text.empty() || address_text.size() >= sizeof buf)
-    return fail("'" + std::string(text) + "' is not an address or CIDR range like \"10.0.0.0/8\"");
-  address_text.copy(buf, address_text.size());
-  buf[address_text.size()] = '\0';
-  boost::system::error_code ec;
-  const auto a = ip::make_address(static_cast<const char*>(buf), ec);
-  if (ec) return fail("'" + std::string(text) + "' is not an address or CIDR range like \"10.0.0.0/8\"");
+  const auto a = address_of(text.substr(0, slash));
+  if (!a) return fail("'" + std::string(text) + "' is not an address or CIDR range like \"10.0.0.0/8\"");
   Cidr c;
-  c.v6 = a.is_v6();
+  c.v6 = a->is_v6();
   const unsigned max_bits = c.v6 ? 128 : 32;
   c.prefix = max_bits;
   if (slash != std::string_view::npos) {
@@ -82,24 +95,12 @@ std::optional<Cidr> parse_cidr(std::string_view text, std::string* why) {
                   std::to_string(max_bits));
     c.prefix = n;
   }
-  if (c.v6) {
-    c.bytes = a.to_v6().to_bytes();
-  } else {
-    const auto four = a.to_v4().to_bytes();
-    std::copy(four.begin(), four.end(), c.bytes.begin());
-  }
+  c.bytes = bytes_of(*a);
   // Host bits below the prefix must be zero.
-  for (unsigned bit = c.prefix; bit < max_bits; ++bit) {
-    if ((c.bytes[bit / 8] >> (7 - bit % 8)) & 1u) {
-      return fail("'" + std::string(text) + "' has host bits set; did you mean \"" +
-                  [&] {
-                    Cidr net = c;
-                    for (unsigned b = c.prefix; b < max_bits; ++b)
-                      net.bytes[b / 8] &= static_cast<std::uint8_t>(~(1u << (7 - b % 8)));
-                    return net.to_string();
-                  }() + "\"?");
-    }
-  }
+  const Cidr network = network_of(c, max_bits);
+  if (network.bytes != c.bytes)
+    return fail("'" + std::string(text) + "' has host bits set; did you mean \"" +
+                network.to_string() + "\"?");
   return c;
 }
 
