@@ -279,3 +279,19 @@ def test_reload_keeps_the_buckets_of_an_unchanged_rate_limit(origins, sluice):
     assert s.admin("POST", "/api/reload").status == 200
     assert [status() for _ in range(4)] == [200, 200, 200, 429]
     assert metric(s, "sluice_rate_limited_total", route="/") == 3
+
+
+def test_hashing_on_client_ip_uses_the_client_behind_a_trusted_proxy(origins, sluice):
+    """Every request comes from 127.0.0.1 (the trusted proxy): without trusted_proxies they would
+    all hash to one server; with it, each real client sticks to its own."""
+    s = sluice(sluice_config(origins(3), balance="hash",
+                             server_extra='trusted_proxies = ["127.0.0.1/32"]'))
+
+    def origin_for(client):
+        with Conn(s.port) as c:
+            return c.request(get(s, "/", f"X-Forwarded-For: {client}\r\n")).header("X-Origin")
+
+    homes = {f"198.51.100.{i}": origin_for(f"198.51.100.{i}") for i in range(1, 31)}
+    assert len(set(homes.values())) > 1, homes
+    for client, home in homes.items():
+        assert origin_for(client) == home
