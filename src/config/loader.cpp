@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <limits>
@@ -46,18 +47,22 @@ constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must 
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
 constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
-constexpr std::array<std::string_view, 15> server_keys{
+constexpr std::array<std::string_view, 18> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
-    "watch_config",     "tunnel_drain_timeout", "tls", "health_ready_timeout", "state_file"};
-constexpr std::array<std::string_view, 4> tls_listener_keys{"listen", "certificates", "min_version",
-                                                            "ciphers"};
+    "watch_config",     "tunnel_drain_timeout", "tls", "health_ready_timeout", "state_file",
+    "proxy_protocol", "trusted_proxies", "forwarded_header"};
+constexpr std::array<std::string_view, 5> tls_listener_keys{"listen", "certificates", "min_version",
+                                                            "ciphers", "proxy_protocol"};
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
 constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 5> log_keys{"level", "access", "access_file", "error_file",
                                                    "error_format"};
 constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
-constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
+constexpr std::array<std::string_view, 6> route_keys{"host", "path_prefix", "upstream",
+                                                     "allow", "deny", "rate_limit"};
+constexpr std::array<std::string_view, 4> rate_limit_keys{"rate", "burst", "key", "max_keys"};
+constexpr std::array<std::string_view, 2> forwarded_header_modes{"off", "add"};
 constexpr std::array<std::string_view, 22> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
@@ -216,6 +221,12 @@ bool upstream_name_char(char c) {
 bool server_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
          c == ':';
+}
+
+// RFC 9110 §5.6.2 tchar: what a header name is made of.
+bool header_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
 bool dns_char(char c) {
@@ -835,6 +846,7 @@ private:
       // Read once at start-up (restore) and owned by this process until it stops.
       needs_restart("server.state_file");
       read_tls_listeners(*table, out.tls);
+      read_edge(*table, out);
       // The request line is part of the head, so a longer URI limit could never be reached.
       if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
         error(*uri, "server.max_uri_bytes",
@@ -883,6 +895,7 @@ private:
       if (const auto* ciphers = read_string(*table, "ciphers", path + ".ciphers", tls.ciphers)) {
         if (auto bad = tls::check_cipher_list(tls.ciphers)) error(*ciphers, path + ".ciphers", *bad);
       }
+      read_bool(*table, "proxy_protocol", path + ".proxy_protocol", tls.proxy_protocol);
       if (require(*table, "certificates", path, "at least one { cert, key } pair")) {
         read_certificates(*table->get("certificates"), path + ".certificates", tls.certificates);
       }
@@ -1129,12 +1142,114 @@ private:
       } else {
         route_upstreams_.push_back(nullptr);
       }
+      read_admission(*table, path, route);
       const auto [it, inserted] = seen.try_emplace(route.host + '\n' + route.path_prefix, path);
       if (!inserted) {
         error(*table, path, "duplicate route: same host and path_prefix as " + it->second);
       }
       out.push_back(std::move(route));
     }
+  }
+
+  // ---- Edge: PROXY protocol, trusted proxies, admission (docs/edge.md) -----------------------
+  // All live: a session reads them from the snapshot current when it starts (proxy_protocol,
+  // trusted_proxies) or when its request is routed (the rest).
+  void read_edge(const toml::table& server, ServerSection& out) {
+    read_bool(server, "proxy_protocol", "server.proxy_protocol", out.proxy_protocol);
+    read_cidrs(server, "trusted_proxies", "server.trusted_proxies", out.trusted_proxies);
+    std::string mode = "off";
+    read_choice(server, "forwarded_header", "server.forwarded_header", "forwarded_header mode",
+                forwarded_header_modes, mode);
+    out.forwarded_header = mode == "add";
+    const bool any_proxy_listener =
+        out.proxy_protocol ||
+        std::any_of(out.tls.begin(), out.tls.end(), [](const auto& t) { return t.proxy_protocol; });
+    // Without a trusted peer every connection would be refused: surely not what was meant.
+    if (any_proxy_listener && out.trusted_proxies.empty()) {
+      const toml::node* at = server.get("proxy_protocol");
+      error(at != nullptr ? at->source() : server.source(), "server.trusted_proxies",
+            "proxy_protocol is on but trusted_proxies is empty: every connection would be "
+            "refused; list the balancers' addresses, e.g. [\"10.0.0.0/8\"]");
+    }
+  }
+
+  // An array of "ADDRESS[/BITS]" strings.
+  void read_cidrs(const toml::table& table, std::string_view key, const std::string& path,
+                  CidrSet& out) {
+    const toml::node* node = table.get(key);
+    std::vector<std::string> written;
+    if (node != nullptr) {
+      if (const toml::array* array = node->as_array()) {
+        for (std::size_t i = 0; i < array->size(); ++i) {
+          const auto* text = array->get(i)->as_string();
+          std::string why;
+          if (text == nullptr) {
+            type_error(*array->get(i), index_path(path, i), "a string like \"10.0.0.0/8\"");
+          } else if (auto cidr = parse_cidr(text->get(), &why)) {
+            out.push_back(*cidr);
+            written.push_back(quoted(cidr->to_string()));
+          } else {
+            error(*array->get(i), index_path(path, i), why);
+          }
+        }
+      } else {
+        type_error(*node, path, "an array of addresses or ranges like [\"10.0.0.0/8\"]");
+      }
+    }
+    note(table, key, path, "[" + join_strings(written) + "]");
+  }
+
+  void read_admission(const toml::table& route_table, const std::string& path, RouteConfig& route) {
+    read_cidrs(route_table, "allow", path + ".allow", route.allow);
+    read_cidrs(route_table, "deny", path + ".deny", route.deny);
+    const toml::node* node = route_table.get("rate_limit");
+    if (node == nullptr) return;
+    const toml::table* table = node->as_table();
+    if (table == nullptr) {
+      type_error(*node, path + ".rate_limit",
+                 "a table like { rate = \"100/s\", burst = 200, key = \"client_ip\" }");
+      return;
+    }
+    const std::string p = path + ".rate_limit";
+    check_keys(*table, p, rate_limit_keys);
+    RateLimitConfig limit;
+    bool ok = require(*table, "rate", p, "requests per unit, like \"100/s\"");
+    const auto* rate = typed<std::string>(*table, "rate", p + ".rate", "a string like \"100/s\"");
+    if (rate != nullptr && !parse_rate(rate->get(), limit)) {
+      error(*rate, p + ".rate",
+            "expected COUNT/s, COUNT/m or COUNT/h with COUNT 1..1000000, got '" + rate->get() + "'");
+    }
+    ok = ok && rate != nullptr && parse_rate(rate->get(), limit);
+    limit.burst = static_cast<std::uint32_t>(std::min<std::uint64_t>(limit.count, 10'000'000));
+    ok &= table->get("burst") == nullptr ||
+          take_integer(*table, "burst", p + ".burst", limit.burst, 1, 10'000'000, {}) != nullptr;
+    ok &= table->get("max_keys") == nullptr ||
+          take_integer(*table, "max_keys", p + ".max_keys", limit.max_keys, 16, 16'777'216, {}) != nullptr;
+    if (const auto* key = take_string(*table, "key", p + ".key", limit.key)) {
+      const bool header = limit.key.starts_with("header:") && limit.key.size() > 7 &&
+                          all_of_chars(std::string_view(limit.key).substr(7), header_name_char);
+      if (limit.key != "client_ip" && !header) {
+        error(*key, p + ".key", "unknown key '" + limit.key + "'; expected client_ip or header:NAME");
+        ok = false;
+      }
+    }
+    if (ok) route.rate_limit = limit;
+  }
+
+  // "100/s", "20/m", "1000/h".
+  static bool parse_rate(std::string_view text, RateLimitConfig& out) {
+    const auto slash = text.find('/');
+    if (slash == std::string_view::npos || slash == 0) return false;
+    std::uint64_t n = 0;
+    const auto [end, err] = std::from_chars(text.data(), text.data() + slash, n);
+    if (err != std::errc() || end != text.data() + slash || n < 1 || n > 1'000'000) return false;
+    const auto unit = text.substr(slash + 1);
+    if (unit == "s") out.period = std::chrono::seconds(1);
+    else if (unit == "m") out.period = std::chrono::minutes(1);
+    else if (unit == "h") out.period = std::chrono::hours(1);
+    else return false;
+    out.count = n;
+    return true;
   }
 
   void read_upstreams(const toml::table& root, std::vector<UpstreamConfig>& out) {

@@ -1,5 +1,7 @@
 #include "sluice/http/rewrite.hpp"
 
+#include <algorithm>
+#include <initializer_list>
 #include <string>
 
 #include <boost/beast/core/string.hpp>
@@ -143,6 +145,33 @@ void strip_hop_by_hop(Fields& fields) {
     it = is_hop_by_hop(it->name()) ? fields.erase(it) : std::next(it);
 }
 
+namespace {
+
+// Joins the lines of list field `name` into one, in arrival order, then appends one element made
+// of `parts` (none when they are all empty). Built in the fields' own allocator (the request's
+// arena on the data path).
+void append_hop(Fields& fields, std::string_view name, std::initializer_list<std::string_view> parts) {
+  std::basic_string<char, std::char_traits<char>, Allocator> chain(fields.get_allocator());
+  const auto [first, last] = fields.equal_range(name);  // in arrival order
+  for (auto line = first; line != last; ++line) {
+    if (line->value().empty()) continue;
+    if (!chain.empty()) chain += ", ";
+    chain += line->value();
+  }
+  const bool has_element = std::any_of(parts.begin(), parts.end(), [](auto p) { return !p.empty(); });
+  if (has_element) {
+    if (!chain.empty()) chain += ", ";
+    for (const auto part : parts) chain += part;
+  }
+  if (chain.empty()) {
+    fields.erase(name);
+  } else {
+    fields.set(name, std::string_view(chain));
+  }
+}
+
+}  // namespace
+
 void rewrite_request(Fields& fields, const ForwardedFor& info) {
   // The protocols offered, less h2c, as one line (in the fields' allocator: the arena).
   std::basic_string<char, std::char_traits<char>, Allocator> protocols(fields.get_allocator());
@@ -161,22 +190,19 @@ void rewrite_request(Fields& fields, const ForwardedFor& info) {
   }
 
   // X-Forwarded-For: the hops already listed, in order and joined into one line, then the peer.
-  // The chain is built in the fields' own allocator (the request's arena on the data path).
-  std::basic_string<char, std::char_traits<char>, Allocator> chain(fields.get_allocator());
-  const auto [first, last] = fields.equal_range(k_forwarded_for);  // in arrival order
-  for (auto line = first; line != last; ++line) {
-    if (line->value().empty()) continue;
-    if (!chain.empty()) chain += ", ";
-    chain += line->value();
-  }
-  if (!info.client_ip.empty()) {
-    if (!chain.empty()) chain += ", ";
-    chain += info.client_ip;
-  }
-  if (chain.empty()) {
-    fields.erase(k_forwarded_for);
-  } else {
-    fields.set(k_forwarded_for, std::string_view(chain));
+  append_hop(fields, k_forwarded_for, {info.client_ip});
+  if (info.forwarded) {
+    // RFC 7239 §4, §6: an IPv6 node is "[v6]" in a quoted string; Host is quoted as it may hold
+    // a ':' (not a token character).
+    const bool v6 = info.client_ip.find(':') != std::string_view::npos;
+    const auto host = fields.find(bhttp::field::host);
+    const std::string_view host_value = host != fields.end() ? std::string_view(host->value()) : std::string_view();
+    const bool quotable = host_value.find_first_of("\"\\") == std::string_view::npos;
+    append_hop(fields, "Forwarded",
+               {"for=", v6 ? "\"[" : "", info.client_ip, v6 ? "]\"" : "",
+                !host_value.empty() && quotable ? ";host=\"" : "",
+                !host_value.empty() && quotable ? host_value : "",
+                !host_value.empty() && quotable ? "\"" : "", ";proto=", info.proto});
   }
 
   // Proto and Host describe the hop into us, so ours replace whatever the client claimed; without

@@ -45,12 +45,15 @@ std::size_t format_error(std::span<char> out, const ProxyError& error, std::stri
       static_cast<int>(reason_phrase.size()), reason_phrase.data(),
       static_cast<int>(why.size()), why.data(),
       detail.empty() ? "" : " in upstream ", static_cast<int>(detail.size()), detail.data());
+  char retry_after[40] = "";
+  if (error.retry_after > 0)
+    std::snprintf(retry_after, sizeof retry_after, "Retry-After: %u\r\n", error.retry_after);
   const int n = std::snprintf(
       out.data(), out.size(),
       "HTTP/1.1 %u %.*s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n"
-      "Sluice-Error: %.*s\r\n%s%.*s%s%s\r\n%s",
+      "Sluice-Error: %.*s\r\n%s%s%.*s%s%s\r\n%s",
       error.status, static_cast<int>(reason_phrase.size()), reason_phrase.data(), body_len,
-      static_cast<int>(why.size()), why.data(),
+      static_cast<int>(why.size()), why.data(), retry_after,
       request_id.empty() ? "" : "X-Request-Id: ", static_cast<int>(request_id.size()),
       request_id.data(), request_id.empty() ? "" : "\r\n",
       keep_alive ? "" : "Connection: close\r\n", body);

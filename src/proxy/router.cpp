@@ -53,17 +53,27 @@ Router::Router(std::vector<Route> routes, const Upstream* fallback)
   });
 }
 
+const Router::Route* Router::match(std::string_view host, std::string_view target) const noexcept {
+  const auto bare_host = strip_port(host);
+  for (const auto& r : routes_)
+    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) return &r;
+  return nullptr;
+}
+
 const Upstream* Router::route(std::string_view host, std::string_view target,
                              std::string_view* label) const noexcept {
   if (label != nullptr) *label = {};
   if (routes_.empty()) return fallback_;
-  const auto bare_host = strip_port(host);
-  for (const auto& r : routes_)
-    if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) {
-      if (label != nullptr) *label = r.label;
-      return r.upstream;
-    }
-  return nullptr;
+  const Route* r = match(host, target);
+  if (r == nullptr) return nullptr;
+  if (label != nullptr) *label = r->label;
+  return r->upstream;
+}
+
+const proxy::RouteAdmission* Router::admission(std::string_view host,
+                                               std::string_view target) const noexcept {
+  const Route* r = match(host, target);
+  return r != nullptr ? r->admission : nullptr;
 }
 
 }  // namespace sluice

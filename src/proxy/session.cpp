@@ -77,6 +77,9 @@ struct Session::Exchange {
   // which rewriting replaces.
   char id_storage[129];
   std::string_view request_id;
+  // The client address (see proxy::resolve_client), copied: it may point into X-Forwarded-For.
+  char client_storage[46];
+  std::string_view client_ip;
   const Upstream* upstream = nullptr;
   Endpoint* server = nullptr;  // the last server tried
   unsigned status = 0;
@@ -107,11 +110,15 @@ struct Session::Exchange {
   Clock::time_point attempt_start{}, upstream_ready{}, first_byte{};
 };
 
-Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls)
-    : worker_(worker), client_(std::move(client)), tls_(std::move(tls)) {
+Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls,
+                 bool proxy_protocol)
+    : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
   error_code ec;
   const auto remote = client_.socket().remote_endpoint(ec);
-  if (!ec) client_ip_ = remote.address().to_string();
+  if (!ec) {
+    client_addr_ = unmapped(remote.address());
+    client_ip_ = client_addr_.to_string();
+  }
   client_.socket().set_option(tcp::no_delay(true), ec);
   worker_.sessions.push_back(*this);
 }
@@ -175,7 +182,8 @@ net::awaitable<void> Session::run() {
   const PoolAllocator<char> blocks(&worker_.arena_blocks);
   in_ = HeadBuffer(max_header + read_chunk, blocks);
   up_in_ = HeadBuffer(max_header + read_chunk, blocks);
-  if (client_.is_tls() && !co_await tls_handshake()) {
+  if ((proxy_protocol_ && !co_await read_proxy_header()) ||
+      (client_.is_tls() && !co_await tls_handshake())) {
     deadline = Clock::time_point::max();
     close();
     co_return;
@@ -303,6 +311,12 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_await send_error(&x, {404, "no route"});
     co_return false;  // error answers close the connection (they say Connection: close)
   }
+  const auto client = client_of(req);
+  x.client_ip = std::string_view(x.client_storage, client.text.copy(x.client_storage, sizeof x.client_storage));
+  if (const auto refused = admit(req, req.target(), client); refused.status != 0) {
+    co_await send_error(&x, refused);
+    co_return false;
+  }
   co_return co_await forward(x);
 }
 
@@ -324,7 +338,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   facts.idempotent_method = http::is_idempotent(req.method()) && !x.upgrade;
   facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
                               req.count(retry.idempotency_header) != 0;
-  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade});
+  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
+                              snapshot_->config->server.forwarded_header});
 
   // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
   // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
@@ -345,7 +360,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   TriedSet tried;
   PickContext base{&tried};
   if (const auto& key = x.upstream->hash_key()) {
-    if (const auto bytes = key->extract(req, req.target(), client_ip_)) {
+    if (const auto bytes = key->extract(req, req.target(), x.client_ip)) {
       base.hash = x.hash = hash_key_bytes(*bytes);
       base.has_hash = x.has_hash = true;
     }
@@ -1207,7 +1222,7 @@ void Session::log_exchange(const Exchange& x) {
   }
   if (!worker_.access_log.enabled()) return;
   AccessRecord r;
-  r.client = client_ip_;
+  r.client = x.client_ip.empty() ? std::string_view(client_ip_) : x.client_ip;
   if (request_ && request_->is_header_done()) {
     const auto& req = request_->get();
     r.method = req.method_string();

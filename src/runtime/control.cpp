@@ -2,10 +2,13 @@
 // reload and drain. Runs on the control thread only.
 #include "sluice/runtime/control.hpp"
 
+#include <algorithm>
+
 #include <boost/json.hpp>
 
 #include "sluice/health/server_health.hpp"
 #include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/proxy_protocol.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/telemetry/metrics.hpp"
 
@@ -26,6 +29,31 @@ std::uint64_t sum(const Endpoint& ep, unsigned workers, Get get) {
   for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w)
     total += get(ep.counters(w)).load(std::memory_order_relaxed);
   return total;
+}
+
+// PROXY protocol refusals (when a listener expects it) and each admission route's refusals.
+void edge_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
+  const auto& server = snapshot.config->server;
+  const bool proxied = server.proxy_protocol ||
+                       std::any_of(server.tls.begin(), server.tls.end(),
+                                   [](const auto& t) { return t.proxy_protocol; });
+  if (proxied) {
+    const auto& r = proxy::proxy_protocol_rejections();
+    m.counter("sluice_proxy_protocol_rejected_total",
+              "Connections closed on a proxy_protocol listener, by reason (untrusted peer, "
+              "malformed header, header timeout).");
+    m.sample({{"reason", "untrusted"}}, static_cast<double>(r.untrusted.load()));
+    m.sample({{"reason", "malformed"}}, static_cast<double>(r.malformed.load()));
+    m.sample({{"reason", "timeout"}}, static_cast<double>(r.timeout.load()));
+  }
+  if (snapshot.admissions.empty()) return;
+  m.counter("sluice_admission_denied_total", "Requests answered 403 by a route's allow/deny, by route.");
+  for (const auto& a : snapshot.admissions)
+    m.sample({{"route", a->label()}}, static_cast<double>(a->counters().denied.load()));
+  m.counter("sluice_rate_limited_total", "Requests answered 429 by a route's rate_limit, by route.");
+  for (const auto& a : snapshot.admissions)
+    if (a->limiter() != nullptr)
+      m.sample({{"route", a->label()}}, static_cast<double>(a->counters().limited.load()));
 }
 
 }  // namespace
@@ -222,6 +250,7 @@ std::string RuntimeControl::metrics_text() {
               "TLS handshakes on TLS listeners that failed or timed out (logged at debug).");
     m.sample(static_cast<double>(failed));
   }
+  edge_metrics(m, *snapshot);
   m.gauge("sluice_connections", "Open connections, by side.");
   m.sample({{"side", "client"}}, static_cast<double>(hooks_.client_connections()));
   if (hooks_.upstream_connections)

@@ -11,6 +11,26 @@ namespace sluice {
 
 namespace {
 
+// A route's allow/deny/rate_limit as `check --diff` shows them: " (deny 10.0.0.0/8, rate 100/1s
+// burst 200 key client_ip)", or "" without any.
+std::string admission_text(const config::RouteConfig& r) {
+  std::string out;
+  const auto list = [&](const char* name, const CidrSet& set) {
+    if (set.empty()) return;
+    out += out.empty() ? " (" : ", ";
+    out += name;
+    for (const auto& c : set) out += " " + c.to_string();
+  };
+  list("allow", r.allow);
+  list("deny", r.deny);
+  if (const auto& l = r.rate_limit) {
+    out += out.empty() ? " (" : ", ";
+    out += "rate " + std::to_string(l->count) + "/" + std::to_string(l->period.count()) + "ms burst " +
+           std::to_string(l->burst) + " key " + l->key;
+  }
+  return out.empty() ? out : out + ")";
+}
+
 const config::ServerConfig* find_server(const config::UpstreamConfig& u, const std::string& identity) {
   for (const auto& s : u.servers)
     if (s.identity() == identity) return &s;
@@ -171,7 +191,8 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
     }
   }
   const auto route_text = [](const config::RouteConfig& r) {
-    return (r.host.empty() ? std::string("*") : r.host) + r.path_prefix + " -> " + r.upstream;
+    return (r.host.empty() ? std::string("*") : r.host) + r.path_prefix + " -> " + r.upstream +
+           admission_text(r);
   };
   for (const auto& r : a.routes) {
     bool kept = false;

@@ -308,7 +308,7 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
     const auto wanted = Listeners::of(*cfg);
     auto pending = s.listeners.bind_new(s.control, wanted, s.workers.size());
     auto admin_change = prepare_admin(s, cfg->admin);
-    auto snapshot = build_snapshot(cfg, s.directory, s.version + 1);
+    auto snapshot = build_snapshot(cfg, s.directory, s.version + 1, s.snapshot.get());
     auto log_files = open_log_files(s.config->log, cfg->log);  // last: nothing throws after it
     const auto was = s.config;
     s.version += 1;

@@ -3,7 +3,8 @@
 namespace sluice {
 
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
-                                               EndpointDirectory& directory, std::uint64_t version) {
+                                               EndpointDirectory& directory, std::uint64_t version,
+                                               const Snapshot* previous) {
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->config = config;
   snapshot->version = version;
@@ -21,7 +22,16 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     return nullptr;
   };
   std::vector<Router::Route> routes;
-  for (const auto& r : config->routes) routes.push_back({r.host, r.path_prefix, find(r.upstream)});
+  for (const auto& r : config->routes) {
+    routes.push_back({r.host, r.path_prefix, find(r.upstream)});
+    if (!proxy::RouteAdmission::needed(r)) continue;
+    const proxy::RouteAdmission* before = nullptr;
+    if (previous != nullptr)
+      for (const auto& a : previous->admissions)
+        if (a->label() == r.host + r.path_prefix) before = a.get();
+    snapshot->admissions.push_back(std::make_shared<proxy::RouteAdmission>(r, before));
+    routes.back().admission = snapshot->admissions.back().get();
+  }
   const Upstream* fallback = snapshot->upstreams.size() == 1 ? snapshot->upstreams.front().get() : nullptr;
   snapshot->router = Router(std::move(routes), fallback);
   return snapshot;

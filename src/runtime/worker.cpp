@@ -182,7 +182,12 @@ net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
       if (!tls) throw std::runtime_error("TLS listener without certificates in the current config");
       client.start_tls(tls->context());
     }
-    proxy::Session session(ctx_, std::move(client), std::move(tls));
+    const auto& server = ctx_.snapshot->config->server;
+    const bool proxy_protocol = tls_listener < 0 ? server.proxy_protocol
+                                : static_cast<std::size_t>(tls_listener) < server.tls.size()
+                                    ? server.tls[static_cast<std::size_t>(tls_listener)].proxy_protocol
+                                    : false;
+    proxy::Session session(ctx_, std::move(client), std::move(tls), proxy_protocol);
     co_await session.run();
   } catch (const std::exception& e) {
     // Nothing on the data path should throw; if something does, lose the connection, not the process.

@@ -6,7 +6,6 @@
 #include <map>
 #include <optional>
 #include <regex>
-#include <sstream>
 
 #include "sluice/config/loader.hpp"
 
@@ -107,9 +106,13 @@ std::map<std::string, std::string> documented_reload_classes(const fs::path& fil
       reload_column = -1;
       continue;
     }
-    std::vector<std::string> cells;
-    std::stringstream row(line.substr(1));
-    for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
+    // Cells split at `|`, except an escaped `\|` inside one.
+    std::vector<std::string> cells(1);
+    for (std::size_t i = 1; i < line.size(); ++i) {
+      if (line[i] == '|' && line[i - 1] != '\\') cells.emplace_back();
+      else cells.back() += line[i];
+    }
+    cells.pop_back();  // after the closing `|`
     if (cells.size() > 1 && cells[0] == " key ") {
       reload_column = -1;
       for (std::size_t i = 0; i < cells.size(); ++i)

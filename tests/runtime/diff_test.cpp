@@ -125,6 +125,16 @@ TEST(ConfigDiff, DrainAndUpstreams) {
                                       "+ route */ -> app"}));
 }
 
+TEST(ConfigDiff, RouteAdmissionChangesShow) {
+  const std::string route = "[[route]]\npath_prefix = \"/\"\nupstream = \"app\"\n";
+  const auto old = load(servers({{"a", 1}}) + route);
+  const auto next = load(servers({{"a", 1}}) + route + "deny = [\"10.0.0.0/8\"]\n" +
+                         "rate_limit = { rate = \"2/s\", burst = 4 }\n");
+  EXPECT_EQ(config_diff(old, next),
+            (std::vector<std::string>{"- route */ -> app",
+                                      "+ route */ -> app (deny 10.0.0.0/8, rate 2/1000ms burst 4 key client_ip)"}));
+}
+
 TEST(ConfigDiff, HashUpstreamReportsTheShareOfKeysThatMove) {
   const char* hash = "balance = \"hash\"";
   std::initializer_list<std::pair<const char*, int>> ten = {{"s0", 1}, {"s1", 1}, {"s2", 1}, {"s3", 1}, {"s4", 1},

@@ -13,6 +13,7 @@
 // failure set); nothing downstream re-parses a string.
 #include "sluice/health/expect_status.hpp"
 #include "sluice/health/fail_on.hpp"
+#include "sluice/core/cidr.hpp"
 
 namespace sluice::config {
 
@@ -60,6 +61,7 @@ struct TlsListenerConfig {
   std::vector<CertificateConfig> certificates;
   bool min_tls13 = false;  // min_version = "1.2" (default) | "1.3"
   std::string ciphers;     // TLS 1.2 cipher list; "" = tls::default_ciphers
+  bool proxy_protocol = false;  // a PROXY protocol header comes before the TLS handshake
   SourceLocation where;
 };
 
@@ -89,6 +91,11 @@ struct ServerSection {
   Duration health_ready_timeout{std::chrono::seconds(10)};
   // Drains, health and slow start kept across restarts (runtime/state_file); "" = none.
   std::string state_file;
+  // Edge (docs/edge.md): the plain listeners expect a PROXY protocol header, accepted only from
+  // trusted_proxies, whose addresses also make X-Forwarded-For believed (real_ip_recursive).
+  bool proxy_protocol = false;
+  CidrSet trusted_proxies;
+  bool forwarded_header = false;  // forwarded_header = "off" | "add" (RFC 7239 Forwarded)
 };
 
 enum class AccessLogFormat { text, json, off };
@@ -115,10 +122,24 @@ struct AdminSection {
   std::vector<std::string> allowed_hosts;
 };
 
+// A route's rate_limit = { rate = "100/s", burst = 200, key = "client_ip" | "header:NAME" }.
+struct RateLimitConfig {
+  std::uint64_t count = 1;             // `count` requests per `period` ...
+  Duration period{std::chrono::seconds(1)};
+  std::uint32_t burst = 1;             // ... with this many at once (default: count, at least 1)
+  std::string key = "client_ip";
+  std::uint32_t max_keys = 65536;      // keys remembered (LRU eviction of the least recent)
+  bool operator==(const RateLimitConfig&) const = default;
+};
+
 struct RouteConfig {
   std::string host;               // "" = any; exact or "*.example.com"
   std::string path_prefix = "/";  // longest prefix wins
   std::string upstream;
+  // Admission (docs/edge.md): deny, then allow (when not empty), then the rate limit.
+  CidrSet allow;
+  CidrSet deny;
+  std::optional<RateLimitConfig> rate_limit;
   SourceLocation where;
 };
 

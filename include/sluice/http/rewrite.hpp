@@ -28,11 +28,14 @@ struct ForwardedFor {
   std::string_view request_id; // value to put in X-Request-Id (already chosen by the caller)
   // wants_upgrade() said yes: keep Upgrade (less h2c) and send "Connection: upgrade".
   bool upgrade = false;
+  // server.forwarded_header = "add": append our hop to Forwarded (RFC 7239 §4) as well.
+  bool forwarded = false;
 };
 
 // Request towards the origin: strip hop-by-hop fields, append the client to X-Forwarded-For
 // (joining existing values with ", "), set X-Forwarded-Proto, set X-Forwarded-Host from Host
-// (when present), set X-Request-Id. Host itself is kept unchanged. With info.upgrade the
+// (when present), set X-Request-Id; with info.forwarded, append "for=CLIENT;host=\"HOST\";proto=P"
+// to Forwarded the same way. Host itself is kept unchanged. With info.upgrade the
 // Upgrade field survives as one line without h2c, with "Connection: upgrade" as the only option.
 void rewrite_request(Fields& fields, const ForwardedFor& info);
 

@@ -33,6 +33,7 @@ struct ProxyError {
   std::string_view detail{};  // appended to the body ("... in upstream app"); may be empty
   // Why the failure was not retried (static storage); appended as "; not retried: WHY".
   std::string_view not_retried{};
+  unsigned retry_after = 0;  // seconds; > 0 adds Retry-After (RFC 9110 §10.2.3), as a 429 needs
 };
 
 // Formats the complete response (head and body) into `out`; returns the bytes used. `keep_alive`

@@ -11,6 +11,9 @@
 namespace sluice {
 
 class Upstream;
+namespace proxy {
+class RouteAdmission;
+}
 
 class Router {
 public:
@@ -19,6 +22,7 @@ public:
     std::string path_prefix;  // starts with '/'
     const Upstream* upstream = nullptr;
     std::string label{};  // "*/api/", "example.com/": host ("*" = any) and prefix, for logs
+    const proxy::RouteAdmission* admission = nullptr;  // allow/deny/rate_limit; null = none
   };
 
   Router() = default;
@@ -28,8 +32,12 @@ public:
   // route's label ("" without routes or match); it lives as long as the router.
   const Upstream* route(std::string_view host, std::string_view target,
                         std::string_view* label = nullptr) const noexcept;
+  // The matching route's admission rules (null when it has none, or nothing matches).
+  const proxy::RouteAdmission* admission(std::string_view host, std::string_view target) const noexcept;
 
 private:
+  const Route* match(std::string_view host, std::string_view target) const noexcept;
+
   std::vector<Route> routes_;  // sorted: most specific first, so the first match wins
   const Upstream* fallback_ = nullptr;
 };

@@ -17,6 +17,7 @@
 #include "sluice/http/chunked.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/health/fail_on.hpp"
+#include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
@@ -30,7 +31,9 @@ class Session final : public SessionLink {
 public:
   // `tls`: the listener's TLS context when `client` carries TLS (the handshake is run()'s first
   // step); kept for the connection's lifetime, whatever reloads happen meanwhile.
-  Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls = {});
+  // `proxy_protocol`: a PROXY protocol header comes first (before TLS), see docs/edge.md.
+  Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls = {},
+          bool proxy_protocol = false);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -52,6 +55,12 @@ private:
   boost::asio::awaitable<UpstreamFailure> connect_tls(const Upstream& upstream, Endpoint& ep,
                                                       socket_type& stream);
   static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
+  // Edge steps, in session_edge.cpp: the PROXY protocol header, the request's client address,
+  // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
+  boost::asio::awaitable<bool> read_proxy_header();
+  ClientAddress client_of(const http::Fields& req) const noexcept;
+  ProxyError admit(const http::Fields& req, std::string_view target,
+                   const ClientAddress& client) const noexcept;
   // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
   ProxyError failure_error(UpstreamFailure f) const;
   ProxyError not_retried(const Exchange& x, UpstreamFailure f) const;
@@ -110,7 +119,9 @@ private:
   std::shared_ptr<tls::ServerContext> tls_;
   char tls_failure_[192] = {};  // Sluice-Error of the last upstream TLS failure
   socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
-  std::string client_ip_;
+  std::string client_ip_;  // the peer, or the client a PROXY protocol header named
+  boost::asio::ip::address client_addr_;  // the same, parsed
+  bool proxy_protocol_ = false;
   // Bytes not yet parsed, from the client and from the origin. Their memory comes from the
   // worker's block pool and goes back to it whenever they are empty between exchanges, so an idle
   // connection holds no buffer.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sluice/config/config.hpp"
+#include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/router.hpp"
 #include "sluice/tls/context.hpp"
 #include "sluice/upstream/upstream.hpp"
@@ -19,13 +20,17 @@ struct Snapshot {
   // One per [[server.tls]] listener, in config order (certificates loaded at this snapshot's
   // build: a reload reloads them). A connection holds its own reference for its lifetime.
   std::vector<std::shared_ptr<tls::ServerContext>> tls;
+  // One per route with allow/deny/rate_limit, in config order (docs/edge.md); read by workers.
+  std::vector<std::shared_ptr<const proxy::RouteAdmission>> admissions;
   std::uint64_t version = 0;
 };
 
-// Control thread only. `directory` carries endpoint state across reloads. Throws
+// Control thread only. `directory` carries endpoint state across reloads; `previous` (the
+// snapshot being replaced, if any) carries each kept route's rate limiter and counters. Throws
 // std::runtime_error (e.g. a host name that does not resolve, a certificate that cannot be
 // loaded any more).
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
-                                               EndpointDirectory& directory, std::uint64_t version);
+                                               EndpointDirectory& directory, std::uint64_t version,
+                                               const Snapshot* previous = nullptr);
 
 }  // namespace sluice
