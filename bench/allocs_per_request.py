@@ -2,8 +2,9 @@
 heap usage" at exit): sluice serves N and then 2N sequential requests on one client connection;
 (allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
+With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--rules]
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -16,6 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RULES = """request_headers = { set = { "X-Env" = "prod" }, add = { "X-Client" = "$client_ip $request_id $host" }, remove = ["X-Debug"] }
+response_headers = { set = { "X-Served-By" = "$server", "X-Cv" = "$config_version" }, remove = ["Server"] }"""
 
 
 def wait_line(proc, pattern, timeout=60):
@@ -64,6 +67,7 @@ workers = 1
 level = "info"
 access = "off"
 [upstreams.app]
+{RULES if "--rules" in sys.argv else ""}
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"
 """)

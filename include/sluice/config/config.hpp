@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sluice::config {
@@ -94,10 +95,32 @@ struct AdminSection {
   std::vector<std::string> allowed_hosts;
 };
 
+// request_headers / response_headers = { set = {...}, add = {...}, remove = [...] } on a route or
+// an upstream (docs/edge.md). Values are templates (http::Template), checked by the loader.
+struct HeaderRulesConfig {
+  std::vector<std::pair<std::string, std::string>> set;  // name, value; in file order
+  std::vector<std::pair<std::string, std::string>> add;
+  std::vector<std::string> remove;
+  bool empty() const { return set.empty() && add.empty() && remove.empty(); }
+};
+
+// A route's `return = { status, location, body, content_type }`: answered without an upstream.
+struct ReturnConfig {
+  unsigned status = 200;
+  std::string location;  // required for 3xx
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+};
+
 struct RouteConfig {
   std::string host;               // "" = any; exact or "*.example.com"
   std::string path_prefix = "/";  // longest prefix wins
-  std::string upstream;
+  std::string upstream;           // "" only with `answer`
+  HeaderRulesConfig request_headers;   // applied after the upstream's
+  HeaderRulesConfig response_headers;
+  bool strip_prefix = false;           // path_prefix removed ("/" kept) before forwarding
+  std::string rewrite_prefix;          // "" = none; else replaces path_prefix
+  std::optional<ReturnConfig> answer;  // `return`
   SourceLocation where;
 };
 
@@ -194,6 +217,8 @@ struct UpstreamConfig {
   std::string tls_server_name;  // SNI and the name verified; "" = each server's host
   std::string tls_cert;         // client certificate (with tls_key), optional
   std::string tls_key;
+  HeaderRulesConfig request_headers;  // before the route's (docs/edge.md)
+  HeaderRulesConfig response_headers;
   bool any_tls() const {
     for (const auto& s : servers)
       if (s.tls) return true;

@@ -1,12 +1,15 @@
 #pragma once
-// Request -> upstream group. Built once per config snapshot, then read concurrently by every
-// worker without locks. Host match: exact (case-insensitive, port ignored) or "*.suffix"; an empty
-// route host matches any. Among matching routes the longest path_prefix wins; on equal prefixes
-// an exact host beats a wildcard, which beats no host. Without routes, the single upstream takes
-// every request.
+// Request -> route (upstream group and edge rules). Built once per config snapshot, then read
+// concurrently by every worker without locks. Host match: exact (case-insensitive, port ignored)
+// or "*.suffix"; an empty route host matches any. Among matching routes the longest path_prefix
+// wins; on equal prefixes an exact host beats a wildcard, which beats no host. Without routes, the
+// single upstream takes every request (with its own header rules).
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "sluice/http/edge_rules.hpp"
 
 namespace sluice {
 
@@ -17,18 +20,28 @@ public:
   struct Route {
     std::string host;         // lowercase; "" = any, "*.example.com" = wildcard
     std::string path_prefix;  // starts with '/'
-    const Upstream* upstream = nullptr;
+    const Upstream* upstream = nullptr;  // null for a route that answers itself
+    // Edge rules (docs/edge.md), the upstream's and the route's composed into one flat form.
+    http::HeaderRules request_rules;
+    http::HeaderRules response_rules;
+    std::optional<http::PathRewrite> rewrite;
+    std::optional<http::FixedAnswer> answer;  // `return`: answered without an upstream
   };
 
   Router() = default;
-  explicit Router(std::vector<Route> routes, const Upstream* fallback);
+  explicit Router(std::vector<Route> routes, const Upstream* fallback,
+                  http::HeaderRules fallback_request = {}, http::HeaderRules fallback_response = {});
 
   // Null when nothing matches (the proxy answers 404).
-  const Upstream* route(std::string_view host, std::string_view target) const noexcept;
+  const Route* match(std::string_view host, std::string_view target) const noexcept;
+  const Upstream* route(std::string_view host, std::string_view target) const noexcept {
+    const Route* r = match(host, target);
+    return r != nullptr ? r->upstream : nullptr;
+  }
 
 private:
   std::vector<Route> routes_;  // sorted: most specific first, so the first match wins
-  const Upstream* fallback_ = nullptr;
+  Route fallback_;             // used when there are no routes (upstream null: none)
 };
 
 }  // namespace sluice
