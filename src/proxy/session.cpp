@@ -314,8 +314,8 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_return false;  // error answers close the connection (they say Connection: close)
   }
   x.upstream = x.route->upstream;
-  // One co_await for both: each would take its own slots in this frame (see forward()'s end).
-  co_return co_await (x.route->answer ? send_fixed_answer(x) : forward(x));
+  if (x.route->answer) co_return co_await send_fixed_answer(x);
+  co_return co_await forward(x);
 }
 
 net::awaitable<bool> Session::forward(Exchange& x) {
