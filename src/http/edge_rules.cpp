@@ -229,7 +229,8 @@ std::string_view host_without_port(std::string_view host) noexcept {
 // ---- fixed answers ----------------------------------------------------------------------------
 
 std::size_t append_fixed_answer(std::string& out, const FixedAnswer& answer, const Variables& vars,
-                                const HeaderRules* rules, bool keep_alive, bool head_only) {
+                                const HeaderRules* rules, bool keep_alive, bool head_only,
+                                unsigned client_version) {
   namespace bhttp = boost::beast::http;
   char number[24];
   const auto put_number = [&](std::size_t n) {
@@ -267,6 +268,7 @@ std::size_t append_fixed_answer(std::string& out, const FixedAnswer& answer, con
   }
   if (rules != nullptr) rules->append(out, vars);
   if (!keep_alive) out.append("Connection: close\r\n");
+  else if (client_version == 10) out.append("Connection: keep-alive\r\n");
   out.append("\r\n");
   if (!head_only) answer.body.append(out, vars);
   return body_size;

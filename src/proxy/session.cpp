@@ -1245,7 +1245,8 @@ net::awaitable<bool> Session::send_fixed_answer(Exchange& x) {
     head_out_.clear();
     x.status = x.route->answer->status;
     x.bytes_out = http::append_fixed_answer(head_out_, *x.route->answer, vars, &x.route->response_rules,
-                                            keep, request_->get().method() == bhttp::verb::head);
+                                            keep, request_->get().method() == bhttp::verb::head,
+                                            x.client_version);
   }
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);

@@ -179,6 +179,9 @@ TEST(EdgeFixedAnswer, BodyRulesAndClose) {
   out.clear();
   http::append_fixed_answer(out, a, sample_variables(), &rules, true, true);  // HEAD: no body
   EXPECT_TRUE(out.ends_with("Retry-After: 120\r\n\r\n")) << out;
+  out.clear();
+  http::append_fixed_answer(out, a, sample_variables(), &rules, true, true, 10);  // HTTP/1.0 keep-alive
+  EXPECT_TRUE(out.ends_with("Retry-After: 120\r\nConnection: keep-alive\r\n\r\n")) << out;
 }
 
 TEST(EdgeFixedAnswer, AResponseRuleOverridesTheAnswersOwnField) {
