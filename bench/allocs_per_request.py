@@ -2,8 +2,9 @@
 heap usage" at exit): sluice serves N and then 2N sequential requests on one client connection;
 (allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
+With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules]
 
 --access: with the access log on (to a file in the scratch directory; default off).
 
@@ -18,6 +19,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+RULES = """request_headers = { set = { "X-Env" = "prod" }, add = { "X-Client" = "$client_ip $request_id $host" }, remove = ["X-Debug"] }
+response_headers = { set = { "X-Served-By" = "$server", "X-Cv" = "$config_version" }, remove = ["Server"] }"""
 
 
 def wait_line(proc, pattern, timeout=60):
@@ -71,6 +74,7 @@ level = "info"
 access = "{access_format()}"
 {f'access_file = "{work}/access.log"' if access_format() != "off" else ""}
 [upstreams.app]
+{RULES if "--rules" in sys.argv else ""}
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"
 """)

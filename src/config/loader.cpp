@@ -25,6 +25,7 @@
 #include "sluice/config/units.hpp"
 #include "sluice/health/expect_status.hpp"
 #include "sluice/health/fail_on.hpp"
+#include "sluice/http/edge_rules.hpp"
 #include "sluice/tls/context.hpp"
 
 namespace sluice::config {
@@ -59,16 +60,20 @@ constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 5> log_keys{"level", "access", "access_file", "error_file",
                                                    "error_format"};
 constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
-constexpr std::array<std::string_view, 6> route_keys{"host", "path_prefix", "upstream",
-                                                     "allow", "deny", "rate_limit"};
+constexpr std::array<std::string_view, 11> route_keys{
+    "host",           "path_prefix",      "upstream",     "request_headers",
+    "response_headers", "strip_prefix",   "rewrite_prefix", "return",
+    "allow",          "deny",             "rate_limit"};
+constexpr std::array<std::string_view, 3> header_rule_keys{"set", "add", "remove"};
+constexpr std::array<std::string_view, 4> return_keys{"status", "location", "body", "content_type"};
 constexpr std::array<std::string_view, 4> rate_limit_keys{"rate", "burst", "key", "max_keys"};
 constexpr std::array<std::string_view, 2> forwarded_header_modes{"off", "add"};
-constexpr std::array<std::string_view, 22> upstream_keys{
+constexpr std::array<std::string_view, 24> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
     "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
     "tls",      "tls_verify",          "tls_ca_file",      "tls_server_name", "tls_cert",
-    "tls_key",  "tunnel_idle_timeout"};
+    "tls_key",  "tunnel_idle_timeout", "request_headers", "response_headers"};
 constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
                                                             "backup",  "max_conns", "drain"};
 constexpr std::array<std::string_view, 12> health_keys{
@@ -1136,13 +1141,17 @@ private:
           error(*prefix, path + ".path_prefix", "must not contain '?', '#' or whitespace");
         }
       }
-      if (require(*table, "upstream", path, "the upstream this route sends to")) {
+      read_route_edge(*table, path, route);
+      if (table->contains("return")) {
+        route_upstreams_.push_back(nullptr);  // answers itself: no upstream (read_route_edge)
+      } else if (require(*table, "upstream", path, "the upstream this route sends to")) {
         route_upstreams_.push_back(
             read_string(*table, "upstream", path + ".upstream", route.upstream));
       } else {
         route_upstreams_.push_back(nullptr);
       }
       read_admission(*table, path, route);
+      answers_only_ = (i == 0 || answers_only_) && table->contains("return");
       const auto [it, inserted] = seen.try_emplace(route.host + '\n' + route.path_prefix, path);
       if (!inserted) {
         error(*table, path, "duplicate route: same host and path_prefix as " + it->second);
@@ -1225,11 +1234,15 @@ private:
           take_integer(*table, "burst", p + ".burst", limit.burst, 1, 10'000'000, {}) != nullptr;
     ok &= table->get("max_keys") == nullptr ||
           take_integer(*table, "max_keys", p + ".max_keys", limit.max_keys, 16, 16'777'216, {}) != nullptr;
-    if (const auto* key = take_string(*table, "key", p + ".key", limit.key)) {
-      const bool header = limit.key.starts_with("header:") && limit.key.size() > 7 &&
-                          all_of_chars(std::string_view(limit.key).substr(7), header_name_char);
-      if (limit.key != "client_ip" && !header) {
-        error(*key, p + ".key", "unknown key '" + limit.key + "'; expected client_ip or header:NAME");
+    std::string key_text;
+    if (const auto* key = take_string(*table, "key", p + ".key", key_text)) {
+      using Kind = HashKeySpec::Kind;
+      const auto spec = HashKeySpec::parse(key_text);
+      const bool fits = spec && (spec->kind == Kind::client_ip ||
+                                 (spec->kind == Kind::header && all_of_chars(spec->name, header_name_char)));
+      if (fits) limit.key = *spec;
+      else {
+        error(*key, p + ".key", "unknown key '" + key_text + "'; expected client_ip or header:NAME");
         ok = false;
       }
     }
@@ -1257,7 +1270,8 @@ private:
     const std::string no_upstream =
         "no upstream defined; add an [upstreams.NAME] section with its servers";
     if (node == nullptr) {
-      error(root, "upstreams", no_upstream);
+      // A front door that only answers itself (an HTTP -> HTTPS redirector) needs no upstream.
+      if (!answers_only_) error(root, "upstreams", no_upstream);
       return;
     }
     const toml::table* table = node->as_table();
@@ -1342,6 +1356,8 @@ private:
     read_retry(table, path, upstream.retry);
     check_retry_rules(table, path, upstream);
     read_upstream_tls(table, path, upstream);
+    read_header_rules(table, "request_headers", path + ".request_headers", upstream.request_headers);
+    read_header_rules(table, "response_headers", path + ".response_headers", upstream.response_headers);
     warn_unused_policy_keys(table, path, upstream.balance);
 
     // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
@@ -1446,6 +1462,140 @@ private:
     }
   }
 
+  // ---- edge rules (docs/edge.md): header rules, path rewrites, fixed answers. All live: the
+  // snapshot built from the new config compiles them, and the next request uses it.
+
+  // `key` = { set = { "Name" = "value" }, add = { ... }, remove = ["Name"] }.
+  void read_header_rules(const toml::table& table, std::string_view key, const std::string& path,
+                         HeaderRulesConfig& out) {
+    const toml::node* node = table.get(key);
+    if (node != nullptr && !node->is_table()) {
+      type_error(*node, path, "a table like { set = { \"X-Env\" = \"prod\" }, remove = [\"Server\"] }");
+    } else if (node != nullptr) {
+      const toml::table& rules = *node->as_table();
+      check_keys(rules, path, header_rule_keys);
+      read_rule_pairs(rules, "set", path + ".set", out.set);
+      read_rule_pairs(rules, "add", path + ".add", out.add);
+      if (const auto* names = take_strings(rules, "remove", path + ".remove", out.remove)) {
+        for (std::size_t i = 0; i < out.remove.size(); ++i)
+          check_rule_name(names->as_array()->get(i)->source(), index_path(path + ".remove", i), out.remove[i]);
+      }
+    }
+    note(table, key, path, header_rules_text(out));
+  }
+
+  void read_rule_pairs(const toml::table& rules, std::string_view key, const std::string& path,
+                       std::vector<std::pair<std::string, std::string>>& out) {
+    const toml::node* node = rules.get(key);
+    if (node == nullptr) return;
+    const toml::table* table = node->as_table();
+    if (table == nullptr) {
+      type_error(*node, path, "a table of \"Name\" = \"value\"");
+      return;
+    }
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (auto&& [name, value] : *table) entries.emplace_back(&name, &value);
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const auto& a, const auto& b) { return is_before(*a.second, *b.second); });
+    for (const auto& [name, value] : entries) {
+      const std::string item_path = path + "." + std::string(name->str());
+      check_rule_name(name->source(), item_path, name->str());
+      const auto* text = value->as_string();
+      if (text == nullptr) {
+        type_error(*value, item_path, "a string");
+        continue;
+      }
+      std::string why;
+      if (!http::Template::parse(text->get(), http::TemplateText::field_value, &why))
+        error(*value, item_path, why);
+      out.emplace_back(std::string(name->str()), text->get());
+    }
+  }
+
+  void check_rule_name(const toml::source_region& where, const std::string& path, std::string_view name) {
+    if (!http::is_token(name)) {
+      error(where, path, "'" + std::string(name) +
+                             "' is not a header name (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)");
+    } else if (const auto why = http::reserved_header(name)) {
+      error(where, path, "header '" + std::string(name) + "' cannot be changed by a rule: it " + std::string(*why));
+    }
+  }
+
+  static std::string header_rules_text(const HeaderRulesConfig& rules) {
+    const auto table = [](const std::vector<std::pair<std::string, std::string>>& pairs) {
+      std::vector<std::string> items;
+      for (const auto& [name, value] : pairs) items.push_back(quoted(name) + " = " + quoted(value));
+      return "{ " + join_strings(items) + " }";
+    };
+    std::vector<std::string> removed;
+    for (const auto& name : rules.remove) removed.push_back(quoted(name));
+    return "{ set = " + table(rules.set) + ", add = " + table(rules.add) + ", remove = [" +
+           join_strings(removed) + "] }";
+  }
+
+  // A route's rules, path rewrite and `return`; a route that answers itself forwards nothing, so
+  // the keys about forwarding are refused there rather than silently ignored.
+  void read_route_edge(const toml::table& table, const std::string& path, RouteConfig& route) {
+    read_header_rules(table, "request_headers", path + ".request_headers", route.request_headers);
+    read_header_rules(table, "response_headers", path + ".response_headers", route.response_headers);
+    read_bool(table, "strip_prefix", path + ".strip_prefix", route.strip_prefix);
+    if (const auto* node = read_string(table, "rewrite_prefix", path + ".rewrite_prefix", route.rewrite_prefix)) {
+      const auto& r = route.rewrite_prefix;
+      const bool visible = std::all_of(r.begin(), r.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+      if (!r.starts_with('/') || !visible || r.find_first_of("?#") != std::string::npos) {
+        error(*node, path + ".rewrite_prefix",
+              "must start with '/' and hold no '?', '#', spaces or control characters, got '" + r + "'");
+      } else if (route.strip_prefix) {
+        error(*node, path + ".rewrite_prefix",
+              "strip_prefix and rewrite_prefix exclude each other (strip_prefix = true is rewrite_prefix = \"/\")");
+      }
+    }
+    read_return(table, path, route);
+    if (!route.answer) return;
+    for (const std::string_view key : {"upstream", "strip_prefix", "rewrite_prefix", "request_headers"}) {
+      if (const toml::node* node = table.get(key))
+        error(*node, path + "." + std::string(key),
+              "a route with return answers itself and forwards nothing; remove " + std::string(key));
+    }
+  }
+
+  // return = { status = 301, location = "https://$host$request_uri" } | { status = 503, body = "..." }
+  void read_return(const toml::table& table, const std::string& path, RouteConfig& route) {
+    const toml::node* node = table.get("return");
+    if (node == nullptr) return;
+    const std::string p = path + ".return";
+    const toml::table* t = node->as_table();
+    if (t == nullptr) {
+      type_error(*node, p, "a table like { status = 301, location = \"https://$host$request_uri\" }");
+      return;
+    }
+    check_keys(*t, p, return_keys);
+    ReturnConfig r;
+    const toml::node* status = nullptr;
+    if (require(*t, "status", p, "the status to answer with"))
+      status = take_integer(*t, "status", p + ".status", r.status, 200, 599,
+                            "; a 1xx is an interim answer, not a final one");
+    std::string why;
+    const toml::node* location = take_string(*t, "location", p + ".location", r.location);
+    if (location != nullptr && !http::Template::parse(r.location, http::TemplateText::uri, &why))
+      error(*location, p + ".location", why);
+    const bool redirect = r.status >= 300 && r.status < 400;
+    if (status != nullptr && redirect && r.location.empty())
+      error(*status, p + ".status", "a " + std::to_string(r.status) + " answer needs a location");
+    const toml::node* body = take_string(*t, "body", p + ".body", r.body);
+    if (body != nullptr && !http::Template::parse(r.body, http::TemplateText::body, &why))
+      error(*body, p + ".body", why);
+    if (body != nullptr && !r.body.empty() && (r.status == 204 || r.status == 304))
+      error(*body, p + ".body", "a " + std::to_string(r.status) + " answer has no body (RFC 9110 §15.3.5, §15.4.5)");
+    if (const auto* type = take_string(*t, "content_type", p + ".content_type", r.content_type);
+        type != nullptr && (r.content_type.empty() ||
+                            !http::Template::parse(r.content_type, http::TemplateText::field_value, &why) ||
+                            r.content_type.find('$') != std::string::npos)) {
+      error(*type, p + ".content_type", "must be a media type like \"text/html; charset=utf-8\" (no variables)");
+    }
+    route.answer = std::move(r);
+  }
+
   std::string file_;
   std::vector<ConfigError> errors_;
   std::vector<ConfigError> warnings_;
@@ -1454,6 +1604,7 @@ private:
   std::unordered_map<std::string, std::string> listeners_;
   // Per route, its `upstream` value node (nullptr when missing or mistyped), for check_routing.
   std::vector<const toml::node*> route_upstreams_;
+  bool answers_only_ = false;  // there are routes, and every one has `return`
 };
 
 std::string plural(std::size_t count, std::string_view noun) {

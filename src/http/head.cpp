@@ -28,6 +28,17 @@ void append_status_line(std::string& out, unsigned status, std::string_view reas
   out.append(crlf);
 }
 
+template <class Keep>
+void append_fields_if(std::string& out, const Fields& fields, Keep keep) {
+  for (const auto& f : fields) {
+    if (!keep(f.name_string())) continue;
+    out.append(f.name_string());
+    out.append(": ");
+    out.append(f.value());
+    out.append(crlf);
+  }
+}
+
 }  // namespace
 
 Rejection parse_request_head(RequestParser& parser, std::string_view head) {
@@ -56,24 +67,34 @@ bool parse_response_head(ResponseParser& parser, std::string_view head, bool is_
 }
 
 void append_fields(std::string& out, const Fields& fields) {
-  for (const auto& f : fields) {
-    out.append(f.name_string());
-    out.append(": ");
-    out.append(f.value());
-    out.append(crlf);
-  }
+  append_fields_if(out, fields, [](std::string_view) { return true; });
 }
 
-void append_request_head(std::string& out, const RequestHeader& req, bool chunked) {
+void append_fields(std::string& out, const Fields& fields, const HeaderRules& rules,
+                   const Variables& vars) {
+  append_fields_if(out, fields, [&](std::string_view name) { return !rules.drops(name); });
+  rules.append(out, vars);
+}
+
+void append_request_head(std::string& out, const RequestHeader& req, bool chunked,
+                         const RequestEdits& edits) {
   out.append(req.method_string());
   out.push_back(' ');
-  out.append(req.target());
+  if (edits.path != nullptr) {
+    append_rewritten_target(out, req.target(), *edits.path);
+  } else {
+    out.append(req.target());
+  }
   out.append(" HTTP/1.1\r\n");
   // An HTTP/1.0 request may come without Host; forwarded as HTTP/1.1 it needs one, and with no
   // authority to name it is empty (RFC 9110 §7.2), else the origin must answer 400 (RFC 9112
   // §3.2). Found by fuzz_request.
   if (req.count(bhttp::field::host) == 0) out.append("Host: \r\n");
-  append_fields(out, req);
+  if (edits.rules != nullptr) {
+    append_fields(out, req, *edits.rules, *edits.vars);
+  } else {
+    append_fields(out, req);
+  }
   if (chunked) out.append("Transfer-Encoding: chunked\r\n");
   out.append(crlf);
 }
@@ -101,10 +122,15 @@ ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned 
 }
 
 void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,
-                          unsigned client_version, unsigned attempts) {
+                          unsigned client_version, unsigned attempts, const HeaderRules* rules,
+                          const Variables* vars) {
   const auto reason = res.reason();
   append_status_line(out, res.result_int(), reason.empty() ? bhttp::obsolete_reason(res.result()) : reason);
-  append_fields(out, res);
+  if (rules != nullptr) {
+    append_fields(out, res, *rules, *vars);
+  } else {
+    append_fields(out, res);
+  }
   // rewrite_response() kept a Transfer-Encoding only when it lists codings before chunked.
   if (plan.chunked_out && res.count(bhttp::field::transfer_encoding) == 0)
     out.append("Transfer-Encoding: chunked\r\n");

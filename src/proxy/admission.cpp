@@ -83,7 +83,7 @@ RouteAdmission::RouteAdmission(const config::RouteConfig& route, const RouteAdmi
       label_(route.host + route.path_prefix) {
   counters_ = previous != nullptr ? previous->counters_ : std::make_shared<AdmissionCounters>();
   if (!rate_) return;
-  key_ = HashKey::parse(rate_->key);
+  key_ = HashKey(rate_->key);
   if (previous != nullptr && previous->rate_ == rate_) {
     limiter_ = previous->limiter_;
     return;

@@ -15,16 +15,6 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
-// Host header without its port: "Example.com:8080" -> "Example.com", "[::1]:80" -> "[::1]".
-std::string_view strip_port(std::string_view host) noexcept {
-  if (!host.empty() && host.front() == '[') {
-    const auto close = host.find(']');
-    return close == std::string_view::npos ? host : host.substr(0, close + 1);
-  }
-  const auto colon = host.rfind(':');
-  return colon == std::string_view::npos ? host : host.substr(0, colon);
-}
-
 int host_rank(const std::string& h) noexcept {
   if (h.empty()) return 0;
   return h.front() == '*' ? 1 : 2;
@@ -41,8 +31,12 @@ bool host_matches(const std::string& pattern, std::string_view host) noexcept {
 
 }  // namespace
 
-Router::Router(std::vector<Route> routes, const Upstream* fallback)
-    : routes_(std::move(routes)), fallback_(fallback) {
+Router::Router(std::vector<Route> routes, const Upstream* fallback,
+               http::HeaderRules fallback_request, http::HeaderRules fallback_response)
+    : routes_(std::move(routes)) {
+  fallback_.upstream = fallback;
+  fallback_.request_rules = std::move(fallback_request);
+  fallback_.response_rules = std::move(fallback_response);
   for (auto& r : routes_) {
     for (auto& c : r.host) c = lower(c);
     r.label = (r.host.empty() ? std::string("*") : r.host) + r.path_prefix;
@@ -54,26 +48,11 @@ Router::Router(std::vector<Route> routes, const Upstream* fallback)
 }
 
 const Router::Route* Router::match(std::string_view host, std::string_view target) const noexcept {
-  const auto bare_host = strip_port(host);
+  if (routes_.empty()) return fallback_.upstream != nullptr ? &fallback_ : nullptr;
+  const auto bare_host = http::host_without_port(host);
   for (const auto& r : routes_)
     if (target.starts_with(r.path_prefix) && host_matches(r.host, bare_host)) return &r;
   return nullptr;
-}
-
-const Upstream* Router::route(std::string_view host, std::string_view target,
-                             std::string_view* label) const noexcept {
-  if (label != nullptr) *label = {};
-  if (routes_.empty()) return fallback_;
-  const Route* r = match(host, target);
-  if (r == nullptr) return nullptr;
-  if (label != nullptr) *label = r->label;
-  return r->upstream;
-}
-
-const proxy::RouteAdmission* Router::admission(std::string_view host,
-                                               std::string_view target) const noexcept {
-  const Route* r = match(host, target);
-  return r != nullptr ? r->admission : nullptr;
 }
 
 }  // namespace sluice

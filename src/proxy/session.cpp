@@ -81,6 +81,7 @@ struct Session::Exchange {
   char client_storage[46];
   std::string_view client_ip;
   const Upstream* upstream = nullptr;
+  const Router::Route* route = nullptr;  // its edge rules (docs/edge.md)
   Endpoint* server = nullptr;  // the last server tried
   unsigned status = 0;
   unsigned attempts = 0;
@@ -104,7 +105,6 @@ struct Session::Exchange {
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
   bool has_hash = false;
   boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
-  std::string_view route;  // the matched route's label, for the access log ("" without routes)
   // The last attempt's start, its connection ready, the first byte of its response head (access
   // log: upstream_connect_ms, upstream_first_byte_ms); zero = not reached.
   Clock::time_point attempt_start{}, upstream_ready{}, first_byte{};
@@ -306,17 +306,20 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_await send_error(&x, {r.status, r.reason});
     co_return false;
   }
-  x.upstream = snapshot_->router.route(req[bhttp::field::host], http::path_of(req.target()), &x.route);
-  if (x.upstream == nullptr) {
+  x.route = snapshot_->router.match(req[bhttp::field::host], http::path_of(req.target()));
+  if (x.route == nullptr) {
     co_await send_error(&x, {404, "no route"});
     co_return false;  // error answers close the connection (they say Connection: close)
   }
+  x.upstream = x.route->upstream;
   const auto client = client_of(req);
   x.client_ip = std::string_view(x.client_storage, client.text.copy(x.client_storage, sizeof x.client_storage));
-  if (const auto refused = admit(req, req.target(), client); refused.status != 0) {
+  // Admission before a route's own answer: deny and rate limits hold for `return` routes too.
+  if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0) {
     co_await send_error(&x, refused);
     co_return false;
   }
+  if (x.route->answer) co_return co_await send_fixed_answer(x);
   co_return co_await forward(x);
 }
 
@@ -813,9 +816,7 @@ void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
 net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream,
                                                       Clock::time_point try_until,
                                                       std::uint64_t& sent) {
-  const auto& req = request_->get();
-  head_out_.clear();
-  http::append_request_head(head_out_, req, x.chunked_in);
+  write_request_head(x);
 
   // No body, or the whole body kept in relay_: one write, repeatable on a retry. Streaming a body
   // is another coroutine, so that this common path's frame stays small enough for Asio to
@@ -996,8 +997,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   }
   http::rewrite_response(res, x.request_id);
   http::strip_origin_claims(res, x.status);
-  head_out_.clear();
-  http::append_response_head(head_out_, res, plan, x.client_version, x.attempts);
+  write_response_head(x, plan);
 
   bool done = !body_expected;
   bool head_written = false;
@@ -1204,6 +1204,70 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
   if (x != nullptr) x->head_sent = true;
 }
 
+// ---- edge rules (docs/edge.md): applied while a head is written, in plain functions so that
+// their locals stay off the coroutine frames.
+
+http::Variables Session::rule_variables(const Exchange& x, std::span<char, 24> version) const {
+  using V = http::Variable;
+  const auto& req = request_->get();
+  http::Variables v;
+  v[V::request_id] = x.request_id;
+  v[V::host] = http::host_without_port(req[bhttp::field::host]);
+  v[V::client_ip] = client_ip_;
+  if (x.upstream != nullptr) v[V::upstream] = x.upstream->name();
+  if (x.server != nullptr) v[V::server] = x.server->identity();
+  const auto r = std::to_chars(version.data(), version.data() + version.size(), snapshot_->version);
+  v[V::config_version] = std::string_view(version.data(), static_cast<std::size_t>(r.ptr - version.data()));
+  v[V::request_uri] = http::path_of(req.target());
+  return v;
+}
+
+void Session::write_request_head(const Exchange& x) {
+  const auto& route = *x.route;
+  head_out_.clear();
+  if (route.request_rules.empty()) {
+    http::append_request_head(head_out_, request_->get(), x.chunked_in,
+                              {route.rewrite ? &*route.rewrite : nullptr});
+    return;
+  }
+  char version[24];
+  const auto vars = rule_variables(x, version);
+  http::append_request_head(head_out_, request_->get(), x.chunked_in,
+                            {route.rewrite ? &*route.rewrite : nullptr, &route.request_rules, &vars});
+}
+
+void Session::write_response_head(const Exchange& x, const http::ResponsePlan& plan) {
+  const auto& rules = x.route->response_rules;
+  head_out_.clear();
+  if (rules.empty()) {
+    http::append_response_head(head_out_, response_->get(), plan, x.client_version, x.attempts);
+    return;
+  }
+  char version[24];
+  const auto vars = rule_variables(x, version);
+  http::append_response_head(head_out_, response_->get(), plan, x.client_version, x.attempts,
+                             &rules, &vars);
+}
+
+// `return`: the route's own answer, no upstream involved. The connection stays open only when the
+// request was read whole (a body we did not read would be taken for the next request).
+net::awaitable<bool> Session::send_fixed_answer(Exchange& x) {
+  const bool keep = x.client_keep_alive && x.request_done && !worker_.is_stopping();
+  {
+    char version[24];
+    const auto vars = rule_variables(x, version);
+    head_out_.clear();
+    x.status = x.route->answer->status;
+    x.bytes_out = http::append_fixed_answer(head_out_, *x.route->answer, vars, &x.route->response_rules,
+                                            keep, request_->get().method() == bhttp::verb::head,
+                                            x.client_version);
+  }
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  co_return !timed(ec) && keep;
+}
+
 void Session::log_exchange(const Exchange& x) {
   if (x.server != nullptr || x.upstream != nullptr) {
     // Per-worker counters of the last server tried (or of the upstream, when no server was):
@@ -1242,7 +1306,7 @@ void Session::log_exchange(const Exchange& x) {
   r.bytes_out = x.bytes_out;
   r.duration = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
   r.request_id = x.request_id;
-  r.route = x.route;
+  r.route = x.route != nullptr ? std::string_view(x.route->label) : std::string_view();
   if (x.upstream_ready != Clock::time_point{})
     r.upstream_connect = std::chrono::duration_cast<std::chrono::microseconds>(x.upstream_ready - x.attempt_start);
   if (x.first_byte != Clock::time_point{})

@@ -76,11 +76,8 @@ ClientAddress Session::client_of(const http::Fields& req) const noexcept {
 }
 
 // The answer for a request the route turns away, or status 0 to let it in.
-ProxyError Session::admit(const http::Fields& req, std::string_view target,
-                          const ClientAddress& client) const noexcept {
-  if (snapshot_->admissions.empty()) return {};
-  namespace bhttp = boost::beast::http;
-  const auto* admission = snapshot_->router.admission(req[bhttp::field::host], http::path_of(target));
+ProxyError Session::admit(const RouteAdmission* admission, const http::Fields& req,
+                          std::string_view target, const ClientAddress& client) const noexcept {
   if (admission == nullptr) return {};
   const auto result = admission->admit(client, req, target, worker_.clock.now());
   switch (result.verdict) {

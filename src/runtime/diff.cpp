@@ -26,7 +26,7 @@ std::string admission_text(const config::RouteConfig& r) {
   if (const auto& l = r.rate_limit) {
     out += out.empty() ? " (" : ", ";
     out += "rate " + std::to_string(l->count) + "/" + std::to_string(l->period.count()) + "ms burst " +
-           std::to_string(l->burst) + " key " + l->key;
+           std::to_string(l->burst) + " key " + l->key.to_string();
   }
   return out.empty() ? out : out + ")";
 }
@@ -191,7 +191,8 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
     }
   }
   const auto route_text = [](const config::RouteConfig& r) {
-    return (r.host.empty() ? std::string("*") : r.host) + r.path_prefix + " -> " + r.upstream +
+    return (r.host.empty() ? std::string("*") : r.host) + r.path_prefix +
+           (r.answer ? " -> return " + std::to_string(r.answer->status) : " -> " + r.upstream) +
            admission_text(r);
   };
   for (const auto& r : a.routes) {

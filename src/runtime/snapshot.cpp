@@ -1,6 +1,48 @@
 #include "sluice/runtime/snapshot.hpp"
 
+#include <stdexcept>
+
 namespace sluice {
+
+namespace {
+
+void apply(http::HeaderRules& rules, const config::HeaderRulesConfig& block) {
+  rules.apply(block.remove, block.set, block.add);
+}
+
+http::Template compile(const std::string& text, http::TemplateText kind) {
+  std::string why;
+  auto t = http::Template::parse(text, kind, &why);
+  if (!t) throw std::runtime_error("template '" + text + "': " + why);  // the loader checked it
+  return std::move(*t);
+}
+
+}  // namespace
+
+// The route's edge rules in their flat form (docs/edge.md): the upstream's header rules first,
+// then the route's, so that a route can override what its upstream sets.
+Router::Route compile_route(const config::RouteConfig& r, const Upstream* upstream) {
+  Router::Route route;
+  route.host = r.host;
+  route.path_prefix = r.path_prefix;
+  route.upstream = upstream;
+  if (upstream != nullptr) {
+    apply(route.request_rules, upstream->config().request_headers);
+    apply(route.response_rules, upstream->config().response_headers);
+  }
+  apply(route.request_rules, r.request_headers);
+  apply(route.response_rules, r.response_headers);
+  if (r.strip_prefix || !r.rewrite_prefix.empty())
+    route.rewrite = http::PathRewrite{r.path_prefix.size(), r.strip_prefix ? "/" : r.rewrite_prefix};
+  if (r.answer) {
+    route.answer.emplace();
+    route.answer->status = r.answer->status;
+    route.answer->location = compile(r.answer->location, http::TemplateText::uri);
+    route.answer->body = compile(r.answer->body, http::TemplateText::body);
+    route.answer->content_type = r.answer->content_type;
+  }
+  return route;
+}
 
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
                                                EndpointDirectory& directory, std::uint64_t version,
@@ -23,7 +65,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
   };
   std::vector<Router::Route> routes;
   for (const auto& r : config->routes) {
-    routes.push_back({r.host, r.path_prefix, find(r.upstream)});
+    routes.push_back(compile_route(r, find(r.upstream)));
     if (!proxy::RouteAdmission::needed(r)) continue;
     const proxy::RouteAdmission* before = nullptr;
     if (previous != nullptr)
@@ -33,7 +75,13 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     routes.back().admission = snapshot->admissions.back().get();
   }
   const Upstream* fallback = snapshot->upstreams.size() == 1 ? snapshot->upstreams.front().get() : nullptr;
-  snapshot->router = Router(std::move(routes), fallback);
+  if (fallback != nullptr) {
+    auto only = compile_route({}, fallback);
+    snapshot->router = Router(std::move(routes), fallback, std::move(only.request_rules),
+                              std::move(only.response_rules));
+  } else {
+    snapshot->router = Router(std::move(routes), nullptr);
+  }
   return snapshot;
 }
 

@@ -1,87 +1,142 @@
-// Edge keys (docs/edge.md): PROXY protocol, trusted proxies, Forwarded, and a route's
-// allow/deny/rate_limit. Bad values name FILE:LINE:COL and the key.
+// Keys of the edge rules (docs/edge.md): request_headers / response_headers on a route and an
+// upstream, strip_prefix / rewrite_prefix and return on a route.
 #include <gtest/gtest.h>
+
+#include "sluice/config/loader.hpp"
 
 #include "load_helpers.hpp"
 
 namespace sluice::config {
 namespace {
 
-using namespace testing;  // load, errors_of
+using testing::Errors;
+using testing::errors_of;
 
-constexpr std::string_view route_head = "[[route]]\nupstream = \"app\"\n";
-
-TEST(ConfigEdge, DefaultsAreOff) {
-  const auto r = load_with_upstream("");
-  ASSERT_TRUE(r.config) << errors_of(r).front();
-  EXPECT_FALSE(r.config->server.proxy_protocol);
-  EXPECT_TRUE(r.config->server.trusted_proxies.empty());
-  EXPECT_FALSE(r.config->server.forwarded_header);
+TEST(ConfigEdgeOptions, RulesAreReadInFileOrder) {
+  const auto result = testing::load(R"([upstreams.app]
+request_headers = { set = { "X-Env" = "prod", "A-First" = "$host" }, remove = ["X-Debug"] }
+response_headers = { add = { "Via" = "1.1 sluice" } }
+[[upstreams.app.servers]]
+address = "127.0.0.1:9001"
+[[route]]
+path_prefix = "/api"
+upstream = "app"
+strip_prefix = true
+response_headers = { set = { "X-Served-By" = "$server" }, remove = ["Server"] }
+)");
+  ASSERT_TRUE(result.ok()) << ::testing::PrintToString(errors_of(result));
+  const auto& u = result.config->upstreams[0];
+  ASSERT_EQ(u.request_headers.set.size(), 2u);
+  EXPECT_EQ(u.request_headers.set[0].first, "X-Env");  // file order, not key order
+  EXPECT_EQ(u.request_headers.set[1].second, "$host");
+  EXPECT_EQ(u.request_headers.remove, std::vector<std::string>{"X-Debug"});
+  EXPECT_EQ(u.response_headers.add[0].first, "Via");
+  const auto& r = result.config->routes[0];
+  EXPECT_TRUE(r.strip_prefix);
+  EXPECT_EQ(r.response_headers.set[0].second, "$server");
+  EXPECT_EQ(r.response_headers.remove, std::vector<std::string>{"Server"});
+  const auto* key = result.config->find_key("upstreams.app.request_headers");
+  ASSERT_NE(key, nullptr);
+  EXPECT_EQ(key->reload, Reload::live);
 }
 
-TEST(ConfigEdge, ServerKeysAreRead) {
-  const auto r = load_with_upstream(
-      "[server]\nproxy_protocol = true\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n"
-      "forwarded_header = \"add\"\n");
-  ASSERT_TRUE(r.config) << errors_of(r).front();
-  EXPECT_TRUE(r.config->server.proxy_protocol);
-  ASSERT_EQ(r.config->server.trusted_proxies.size(), 2u);
-  EXPECT_EQ(r.config->server.trusted_proxies[1].to_string(), "::1/128");
-  EXPECT_TRUE(r.config->server.forwarded_header);
-  EXPECT_EQ(r.config->find_key("server.trusted_proxies")->value, "[\"10.0.0.0/8\", \"::1/128\"]");
+TEST(ConfigEdgeOptions, FramingAndHopByHopNamesAreRefusedAtTheirKey) {
+  const auto result = testing::load_with_upstream(R"([[route]]
+upstream = "app"
+request_headers = { set = { "Content-Length" = "5" }, remove = ["Connection"] }
+response_headers = { add = { "Transfer_Encoding" = "chunked", "X Bad" = "1" } }
+)");
+  EXPECT_EQ(errors_of(result),
+            (Errors{"test.toml:3:29: route[0].request_headers.set.Content-Length: header "
+                    "'Content-Length' cannot be changed by a rule: it frames the message (RFC 9112 §6.2)",
+                    "test.toml:3:65: route[0].request_headers.remove[0]: header 'Connection' cannot be "
+                    "changed by a rule: it is hop-by-hop (RFC 9110 §7.6.1)",
+                    "test.toml:4:30: route[0].response_headers.add.Transfer_Encoding: header "
+                    "'Transfer_Encoding' cannot be changed by a rule: it frames the message (RFC 9112 §6.1)",
+                    "test.toml:4:63: route[0].response_headers.add.X Bad: 'X Bad' is not a header name "
+                    "(RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)"}));
 }
 
-TEST(ConfigEdge, BadServerValuesNameTheirPlace) {
-  EXPECT_EQ(errors_of(load_with_upstream("[server]\ntrusted_proxies = [\"10.0.0.1/8\", 3]\n")),
-            (Errors{"test.toml:2:20: server.trusted_proxies[0]: '10.0.0.1/8' has host bits set; "
-                    "did you mean \"10.0.0.0/8\"?",
-                    "test.toml:2:34: server.trusted_proxies[1]: expected a string like "
-                    "\"10.0.0.0/8\", got integer"}));
-  EXPECT_EQ(errors_of(load_with_upstream("[server]\nforwarded_header = \"yes\"\n")).size(), 1u);
-  const auto lonely = errors_of(load_with_upstream("[server]\nproxy_protocol = true\n"));
-  ASSERT_EQ(lonely.size(), 1u);
-  EXPECT_TRUE(lonely[0].starts_with("test.toml:2:18: server.trusted_proxies: proxy_protocol is on"))
-      << lonely[0];
+TEST(ConfigEdgeOptions, BadValuesAreRefused) {
+  const auto result = testing::load_with_upstream(R"([[route]]
+upstream = "app"
+request_headers = { set = { "X-A" = "$nope", "X-B" = "a\r\nX-C: 1", "X-D" = 5 }, oops = [] }
+)");
+  const auto errors = errors_of(result);
+  ASSERT_EQ(errors.size(), 4u) << ::testing::PrintToString(errors);
+  EXPECT_EQ(errors[0].rfind("test.toml:3:37: route[0].request_headers.set.X-A: unknown variable '$nope'", 0), 0u)
+      << errors[0];
+  EXPECT_EQ(errors[1], "test.toml:3:54: route[0].request_headers.set.X-B: byte 0x0d at offset 1 is not "
+                       "allowed in a header value");
+  EXPECT_EQ(errors[2], "test.toml:3:77: route[0].request_headers.set.X-D: expected a string, got integer");
+  EXPECT_EQ(errors[3].rfind("test.toml:3:82: route[0].request_headers.oops: unknown key 'oops'", 0), 0u)
+      << errors[3];
 }
 
-TEST(ConfigEdge, RouteAdmissionIsRead) {
-  const auto r = load_with_upstream(std::string(route_head) +
-                                    "allow = [\"192.0.2.0/24\"]\ndeny = [\"192.0.2.7\"]\n"
-                                    "rate_limit = { rate = \"100/s\", burst = 200, key = \"header:X-Key\" }\n");
-  ASSERT_TRUE(r.config) << errors_of(r).front();
-  const auto& route = r.config->routes.at(0);
-  EXPECT_EQ(route.allow.at(0).to_string(), "192.0.2.0/24");
-  EXPECT_EQ(route.deny.at(0).to_string(), "192.0.2.7/32");
-  ASSERT_TRUE(route.rate_limit);
-  EXPECT_EQ(route.rate_limit->count, 100u);
-  EXPECT_EQ(route.rate_limit->period, std::chrono::seconds(1));
-  EXPECT_EQ(route.rate_limit->burst, 200u);
-  EXPECT_EQ(route.rate_limit->key, "header:X-Key");
-  EXPECT_EQ(route.rate_limit->max_keys, 65536u);
-
-  const auto d = load_with_upstream(std::string(route_head) + "rate_limit = { rate = \"30/m\" }\n");
-  ASSERT_TRUE(d.config) << errors_of(d).front();
-  EXPECT_EQ(d.config->routes.at(0).rate_limit->burst, 30u);  // burst defaults to the count
-  EXPECT_EQ(d.config->routes.at(0).rate_limit->period, std::chrono::minutes(1));
+TEST(ConfigEdgeOptions, StripAndRewriteExcludeEachOther) {
+  EXPECT_TRUE(testing::load_with_upstream(
+                  "[[route]]\nupstream = \"app\"\npath_prefix = \"/api\"\nrewrite_prefix = \"/v2/\"\n")
+                  .ok());
+  EXPECT_EQ(errors_of(testing::load_with_upstream(
+                "[[route]]\nupstream = \"app\"\nstrip_prefix = true\nrewrite_prefix = \"/v2/\"\n")),
+            (Errors{"test.toml:4:18: route[0].rewrite_prefix: strip_prefix and rewrite_prefix exclude "
+                    "each other (strip_prefix = true is rewrite_prefix = \"/\")"}));
+  EXPECT_EQ(errors_of(testing::load_with_upstream("[[route]]\nupstream = \"app\"\nrewrite_prefix = \"v2?\"\n")),
+            (Errors{"test.toml:3:18: route[0].rewrite_prefix: must start with '/' and hold no '?', '#', "
+                    "spaces or control characters, got 'v2?'"}));
 }
 
-TEST(ConfigEdge, BadRateLimitsNameTheirKey) {
-  const auto bad = [](std::string limit) {
-    return errors_of(load_with_upstream(std::string(route_head) + "rate_limit = " + limit + "\n"));
-  };
-  EXPECT_EQ(bad("{ rate = \"100/d\" }"),
-            (Errors{"test.toml:3:23: route[0].rate_limit.rate: expected COUNT/s, COUNT/m or COUNT/h "
-                    "with COUNT 1..1000000, got '100/d'"}));
-  EXPECT_EQ(bad("{ rate = \"0/s\" }").size(), 1u);
-  EXPECT_EQ(bad("{ burst = 5 }"),
-            (Errors{"test.toml:3:14: route[0].rate_limit.rate: required key is missing (requests per "
-                    "unit, like \"100/s\")"}));
-  EXPECT_EQ(bad("{ rate = \"1/s\", burst = 0 }").size(), 1u);
-  EXPECT_EQ(bad("{ rate = \"1/s\", key = \"cookie:x\" }"),
-            (Errors{"test.toml:3:36: route[0].rate_limit.key: unknown key 'cookie:x'; expected "
-                    "client_ip or header:NAME"}));
-  EXPECT_EQ(bad("{ rate = \"1/s\", speed = 1 }").size(), 1u);
-  EXPECT_EQ(bad("\"100/s\"").size(), 1u);
+TEST(ConfigEdgeOptions, ReturnNeedsNoUpstream) {
+  const auto result = testing::load(R"([[route]]
+path_prefix = "/"
+return = { status = 301, location = "https://$host$request_uri" }
+)");
+  ASSERT_TRUE(result.ok()) << ::testing::PrintToString(errors_of(result));
+  EXPECT_TRUE(result.config->upstreams.empty());
+  ASSERT_TRUE(result.config->routes[0].answer);
+  EXPECT_EQ(result.config->routes[0].answer->status, 301u);
+  EXPECT_EQ(result.config->routes[0].answer->location, "https://$host$request_uri");
+}
+
+TEST(ConfigEdgeOptions, ReturnIsChecked) {
+  const auto result = testing::load_with_upstream(R"([[route]]
+path_prefix = "/a"
+return = { status = 302 }
+[[route]]
+path_prefix = "/b"
+return = { status = 99 }
+[[route]]
+path_prefix = "/c"
+return = { status = 204, body = "x" }
+[[route]]
+path_prefix = "/d"
+upstream = "app"
+strip_prefix = true
+return = { status = 503, body = "maintenance", location = "a b" }
+[[route]]
+path_prefix = "/e"
+return = "503"
+)");
+  EXPECT_EQ(errors_of(result),
+            (Errors{"test.toml:3:21: route[0].return.status: a 302 answer needs a location",
+                    "test.toml:6:21: route[1].return.status: must be between 200 and 599, got 99; a 1xx "
+                    "is an interim answer, not a final one",
+                    "test.toml:9:33: route[2].return.body: a 204 answer has no body (RFC 9110 §15.3.5, §15.4.5)",
+                    "test.toml:12:12: route[3].upstream: a route with return answers itself and forwards "
+                    "nothing; remove upstream",
+                    "test.toml:13:16: route[3].strip_prefix: a route with return answers itself and forwards "
+                    "nothing; remove strip_prefix",
+                    "test.toml:14:59: route[3].return.location: byte 0x20 at offset 1 is not allowed in a URI",
+                    "test.toml:17:10: route[4].return: expected a table like { status = 301, location = "
+                    "\"https://$host$request_uri\" }, got string"}));
+}
+
+TEST(ConfigEdgeOptions, ARouteWithoutReturnStillNeedsItsUpstream) {
+  EXPECT_EQ(errors_of(testing::load_with_upstream("[[route]]\npath_prefix = \"/\"\n")),
+            (Errors{"test.toml:1:1: route[0].upstream: required key is missing (the upstream this route "
+                    "sends to)"}));
+  // Without upstreams, only a config whose every route answers itself is complete.
+  EXPECT_FALSE(testing::load("[[route]]\nreturn = { status = 200 }\n[[route]]\npath_prefix = \"/x\"\n").ok());
 }
 
 }  // namespace

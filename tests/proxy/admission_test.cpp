@@ -87,7 +87,7 @@ config::RateLimitConfig limit(std::uint32_t burst, std::string key = "client_ip"
   l.count = 1;
   l.period = std::chrono::seconds(2);
   l.burst = burst;
-  l.key = std::move(key);
+  l.key = config::HashKeySpec::parse(key).value();
   return l;
 }
 

@@ -43,14 +43,14 @@ TEST(Router, Ipv6HostWithPort) {
 // The access log's `route`: host (or "*") and prefix of the route that matched.
 TEST(Router, LabelNamesTheMatchedRoute) {
   Router r({{"API.example.com", "/v1/", fake(1)}, {"", "/", fake(2)}}, nullptr);
-  std::string_view label = "stale";
-  EXPECT_EQ(r.route("api.example.com:443", "/v1/x", &label), fake(1));
-  EXPECT_EQ(label, "api.example.com/v1/");
-  EXPECT_EQ(r.route("other", "/x", &label), fake(2));
-  EXPECT_EQ(label, "*/");
+  const auto* api = r.match("api.example.com:443", "/v1/x");
+  ASSERT_NE(api, nullptr);
+  EXPECT_EQ(api->upstream, fake(1));
+  EXPECT_EQ(api->label, "api.example.com/v1/");
+  EXPECT_EQ(r.match("other", "/x")->label, "*/");
   Router none({}, fake(3));
-  EXPECT_EQ(none.route("h", "/", &label), fake(3));
-  EXPECT_EQ(label, "");
+  EXPECT_EQ(none.match("h", "/")->upstream, fake(3));
+  EXPECT_EQ(none.match("h", "/")->label, "");
 }
 
 }  // namespace

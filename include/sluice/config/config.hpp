@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 // Policy values are parsed once, by the loader, into the types their users read (statuses, the
@@ -122,27 +123,6 @@ struct AdminSection {
   std::vector<std::string> allowed_hosts;
 };
 
-// A route's rate_limit = { rate = "100/s", burst = 200, key = "client_ip" | "header:NAME" }.
-struct RateLimitConfig {
-  std::uint64_t count = 1;             // `count` requests per `period` ...
-  Duration period{std::chrono::seconds(1)};
-  std::uint32_t burst = 1;             // ... with this many at once (default: count, at least 1)
-  std::string key = "client_ip";
-  std::uint32_t max_keys = 65536;      // keys remembered (LRU eviction of the least recent)
-  bool operator==(const RateLimitConfig&) const = default;
-};
-
-struct RouteConfig {
-  std::string host;               // "" = any; exact or "*.example.com"
-  std::string path_prefix = "/";  // longest prefix wins
-  std::string upstream;
-  // Admission (docs/edge.md): deny, then allow (when not empty), then the rate limit.
-  CidrSet allow;
-  CidrSet deny;
-  std::optional<RateLimitConfig> rate_limit;
-  SourceLocation where;
-};
-
 // `hash_key`: which part of a request a `hash` upstream balances on (proxy::HashKey extracts it).
 struct HashKeySpec {
   enum class Kind : std::uint8_t { client_ip, uri, header, cookie, query };
@@ -153,6 +133,49 @@ struct HashKeySpec {
   static std::optional<HashKeySpec> parse(std::string_view text);
   std::string to_string() const;
   bool operator==(const HashKeySpec&) const = default;
+};
+
+// A route's rate_limit = { rate = "100/s", burst = 200, key = "client_ip" | "header:NAME" }.
+struct RateLimitConfig {
+  std::uint64_t count = 1;             // `count` requests per `period` ...
+  Duration period{std::chrono::seconds(1)};
+  std::uint32_t burst = 1;             // ... with this many at once (default: count, at least 1)
+  HashKeySpec key;                     // client_ip | header:NAME
+  std::uint32_t max_keys = 65536;      // keys remembered (LRU eviction of the least recent)
+  bool operator==(const RateLimitConfig&) const = default;
+};
+
+// request_headers / response_headers = { set = {...}, add = {...}, remove = [...] } on a route or
+// an upstream (docs/edge.md). Values are templates (http::Template), checked by the loader.
+struct HeaderRulesConfig {
+  std::vector<std::pair<std::string, std::string>> set;  // name, value; in file order
+  std::vector<std::pair<std::string, std::string>> add;
+  std::vector<std::string> remove;
+  bool empty() const { return set.empty() && add.empty() && remove.empty(); }
+};
+
+// A route's `return = { status, location, body, content_type }`: answered without an upstream.
+struct ReturnConfig {
+  unsigned status = 200;
+  std::string location;  // required for 3xx
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+};
+
+struct RouteConfig {
+  std::string host;               // "" = any; exact or "*.example.com"
+  std::string path_prefix = "/";  // longest prefix wins
+  std::string upstream;           // "" only with `answer`
+  // Admission (docs/edge.md): deny, then allow (when not empty), then the rate limit.
+  CidrSet allow;
+  CidrSet deny;
+  std::optional<RateLimitConfig> rate_limit;
+  HeaderRulesConfig request_headers;   // applied after the upstream's
+  HeaderRulesConfig response_headers;
+  bool strip_prefix = false;           // path_prefix removed ("/" kept) before forwarding
+  std::string rewrite_prefix;          // "" = none; else replaces path_prefix
+  std::optional<ReturnConfig> answer;  // `return`
+  SourceLocation where;
 };
 
 struct ServerConfig {
@@ -248,6 +271,8 @@ struct UpstreamConfig {
   std::string tls_server_name;  // SNI and the name verified; "" = each server's host
   std::string tls_cert;         // client certificate (with tls_key), optional
   std::string tls_key;
+  HeaderRulesConfig request_headers;  // before the route's (docs/edge.md)
+  HeaderRulesConfig response_headers;
   bool any_tls() const {
     for (const auto& s : servers)
       if (s.tls) return true;

@@ -10,6 +10,7 @@
 
 #include <boost/beast/http/message.hpp>
 
+#include "sluice/http/edge_rules.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/http/strict.hpp"
 
@@ -34,13 +35,24 @@ Rejection parse_request_head(RequestParser& parser, std::string_view head);
 // the parser is told there is no body.
 bool parse_response_head(ResponseParser& parser, std::string_view head, bool is_head);
 
-// "name: value\r\n" for every field, in order.
+// "name: value\r\n" for every field, in order. With `rules`: the fields they drop are left out
+// and their lines follow (docs/edge.md), in the same pass.
 void append_fields(std::string& out, const Fields& fields);
+void append_fields(std::string& out, const Fields& fields, const HeaderRules& rules,
+                   const Variables& vars);
+
+// What a route changes in the request head it forwards, applied while the head is written.
+struct RequestEdits {
+  const PathRewrite* path = nullptr;  // nullptr: the target as received
+  const HeaderRules* rules = nullptr;
+  const Variables* vars = nullptr;  // required with `rules`
+};
 
 // The request head towards the origin, after rewrite_request(): always HTTP/1.1, the framing
 // line (Transfer-Encoding: chunked) when the body is relayed chunked, and a Host (empty when the
 // client sent none, as HTTP/1.0 may: HTTP/1.1 requires one).
-void append_request_head(std::string& out, const RequestHeader& req, bool chunked);
+void append_request_head(std::string& out, const RequestHeader& req, bool chunked,
+                         const RequestEdits& edits = {});
 
 // The interim (1xx) response head passed on to an HTTP/1.1 client, after strip_hop_by_hop().
 void append_interim_head(std::string& out, const ResponseHeader& res);
@@ -62,9 +74,10 @@ ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned 
                            bool client_keep_alive);
 
 // The final response head towards the client, after rewrite_response(). `attempts` > 1 adds
-// Sluice-Attempts.
+// Sluice-Attempts. `rules` (with `vars`): the response header rules, applied in the same pass.
 void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,
-                          unsigned client_version, unsigned attempts);
+                          unsigned client_version, unsigned attempts,
+                          const HeaderRules* rules = nullptr, const Variables* vars = nullptr);
 
 // "1a2b\r\n": the chunk-size line for n bytes (RFC 9112 §7.1).
 struct ChunkHeader {

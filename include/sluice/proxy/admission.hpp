@@ -77,7 +77,7 @@ private:
   CidrSet allow_;
   CidrSet deny_;
   std::optional<config::RateLimitConfig> rate_;
-  HashKey key_;
+  HashKey key_{config::HashKeySpec{}};  // the rate limit's key (client_ip without one)
   std::shared_ptr<RateLimiter> limiter_;
   std::shared_ptr<AdmissionCounters> counters_;
   std::string label_;

@@ -8,6 +8,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
@@ -15,6 +16,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "sluice/http/chunked.hpp"
+#include "sluice/http/head.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
@@ -26,6 +28,8 @@
 #include "sluice/tls/stream.hpp"
 
 namespace sluice::proxy {
+
+class RouteAdmission;
 
 class Session final : public SessionLink {
 public:
@@ -59,8 +63,8 @@ private:
   // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
   boost::asio::awaitable<bool> read_proxy_header();
   ClientAddress client_of(const http::Fields& req) const noexcept;
-  ProxyError admit(const http::Fields& req, std::string_view target,
-                   const ClientAddress& client) const noexcept;
+  ProxyError admit(const RouteAdmission* admission, const http::Fields& req,
+                   std::string_view target, const ClientAddress& client) const noexcept;
   // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
   ProxyError failure_error(UpstreamFailure f) const;
   ProxyError not_retried(const Exchange& x, UpstreamFailure f) const;
@@ -103,6 +107,11 @@ private:
   // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
   void watch_tunnel();
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
+  // Edge rules (docs/edge.md): the heads written with the route's rules, and `return` answers.
+  http::Variables rule_variables(const Exchange& x, std::span<char, 24> version) const;
+  void write_request_head(const Exchange& x);
+  void write_response_head(const Exchange& x, const http::ResponsePlan& plan);
+  boost::asio::awaitable<bool> send_fixed_answer(Exchange& x);
   void log_exchange(const Exchange& x);
 
   // Every I/O runs under the session's deadline; an operation that expire() cancelled reports

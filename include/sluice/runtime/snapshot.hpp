@@ -25,6 +25,10 @@ struct Snapshot {
   std::uint64_t version = 0;
 };
 
+// A route as the data path uses it: its upstream (null when it answers itself) and its edge rules
+// compiled (docs/edge.md). A config without routes is one route over its single upstream.
+Router::Route compile_route(const config::RouteConfig& route, const Upstream* upstream);
+
 // Control thread only. `directory` carries endpoint state across reloads; `previous` (the
 // snapshot being replaced, if any) carries each kept route's rate limiter and counters. Throws
 // std::runtime_error (e.g. a host name that does not resolve, a certificate that cannot be
