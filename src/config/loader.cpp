@@ -56,12 +56,12 @@ constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 2> log_keys{"level", "access"};
 constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
 constexpr std::array<std::string_view, 3> route_keys{"host", "path_prefix", "upstream"};
-constexpr std::array<std::string_view, 22> upstream_keys{
+constexpr std::array<std::string_view, 23> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
     "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
     "tls",      "tls_verify",          "tls_ca_file",      "tls_server_name", "tls_cert",
-    "tls_key",  "tunnel_idle_timeout"};
+    "tls_key",  "tunnel_idle_timeout", "send_timeout"};
 constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
                                                             "backup",  "max_conns", "drain"};
 constexpr std::array<std::string_view, 12> health_keys{
@@ -1169,6 +1169,7 @@ private:
                   false);
     read_duration(table, "response_timeout", path + ".response_timeout", upstream.response_timeout,
                   false);
+    read_duration(table, "send_timeout", path + ".send_timeout", upstream.send_timeout, false);
     // keepalive = 0 turns pooling off; the timeout still has to be a real one.
     read_integer(table, "keepalive", path + ".keepalive", upstream.keepalive, 0, max_keepalive);
     read_duration(table, "keepalive_timeout", path + ".keepalive_timeout",
