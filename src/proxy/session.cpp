@@ -134,7 +134,7 @@ void Session::expire() {
     watch_tunnel();
     return;
   }
-  if (upload_ != nullptr && upload_->draining && look_at_drain()) return;
+  if (upload_ != nullptr && upload_->sending && !upload_->reading_client && look_at_drain()) return;
   if (upload_ != nullptr) upload_->expired();
   deadline = Clock::time_point::max();
   timed_out_ = true;
@@ -919,7 +919,7 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
   }
   // Every byte is written; the response deadline starts once the origin took them all.
   up.draining = true;
-  up.last_progress = worker_.clock.now();
+  up.wrote(worker_.clock.now());
   timed_out_ = false;
   look_at_drain();
   co_return UpstreamFailure::none;

@@ -24,7 +24,7 @@ using boost::system::error_code;
 
 namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
-// How often the socket buffer is looked at while the origin drains it (one ioctl per look).
+// How often the socket buffer is looked at while waiting for the origin (one ioctl per look).
 constexpr std::chrono::milliseconds drain_look{50};
 }
 
@@ -92,14 +92,16 @@ void Session::stop_upload(socket_type& upstream) {
   }
 }
 
-// Writes `out` to the origin step by step: each step that moved bytes re-arms send_timeout, so a
-// slow but steady reader is never cut, a stopped one is.
+// Writes `out` to the origin step by step: each step, and each look (look_at_drain()) finding
+// fewer bytes queued in the socket, is progress, so a slow but steady reader is never cut, a
+// stopped one is after send_timeout.
 net::awaitable<error_code> Session::write_upstream(socket_type& upstream,
                                                    std::span<const net::const_buffer> out,
                                                    std::uint64_t& sent) {
   beast::buffers_suffix<std::span<const net::const_buffer>> rest(out);
   while (beast::buffer_bytes(rest) != 0) {
-    expire_after(upload_->send_timeout);
+    upload_->wrote(worker_.clock.now());
+    expire_after(std::min<Clock::duration>(drain_look, upload_->send_timeout));
     auto [ec, n] = co_await upstream.async_write_some(rest, nothrow);
     rest.consume(n);
     sent += n;

@@ -86,7 +86,8 @@ TEST(Upload, TheResponseDeadlineWaitsUntilTheOriginTookEveryByte) {
   UploadState s;
   s.send_timeout = 1s;
   s.response_budget = 2s;
-  s.last_progress = Clock::time_point{10s};
+  s.draining = true;
+  s.wrote(Clock::time_point{10s});
   EXPECT_EQ(s.drain_step(3'000'000, Clock::time_point{10s}), UploadState::Drain::progressing);
   EXPECT_EQ(s.drain_step(2'000'000, Clock::time_point{10s + 900ms}), UploadState::Drain::progressing);
   // Still moving, so never a stall, however long it takes in total.
@@ -97,10 +98,24 @@ TEST(Upload, TheResponseDeadlineWaitsUntilTheOriginTookEveryByte) {
   EXPECT_EQ(s.response_until, Clock::time_point{14s});
 }
 
+TEST(Upload, AWriteWaitingForRoomProgressesWhileTheOriginTakesBytes) {
+  // The kernel reports room only once a third of the buffer is free: between two such wake-ups
+  // a slow origin still takes bytes, and that is progress.
+  UploadState s;
+  s.send_timeout = 1s;
+  s.wrote(Clock::time_point{10s});
+  EXPECT_EQ(s.drain_step(4'000'000, Clock::time_point{10s + 50ms}), UploadState::Drain::progressing);
+  EXPECT_EQ(s.drain_step(3'900'000, Clock::time_point{11s}), UploadState::Drain::progressing);
+  EXPECT_EQ(s.drain_step(3'800'000, Clock::time_point{11s + 950ms}), UploadState::Drain::progressing);
+  EXPECT_EQ(s.drain_step(0, Clock::time_point{12s}), UploadState::Drain::progressing);  // not the last write
+  EXPECT_FALSE(s.fully_sent);
+  EXPECT_EQ(s.drain_step(0, Clock::time_point{13s}), UploadState::Drain::stalled);
+}
+
 TEST(Upload, AnOriginThatStopsTakingBytesStallsAfterSendTimeout) {
   UploadState s;
   s.send_timeout = 1s;
-  s.last_progress = Clock::time_point{10s};
+  s.wrote(Clock::time_point{10s});
   EXPECT_EQ(s.drain_step(500, Clock::time_point{10s + 100ms}), UploadState::Drain::progressing);
   EXPECT_EQ(s.drain_step(500, Clock::time_point{11s}), UploadState::Drain::progressing);
   EXPECT_EQ(s.drain_step(500, Clock::time_point{11s + 100ms}), UploadState::Drain::stalled);

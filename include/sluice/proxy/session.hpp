@@ -92,8 +92,8 @@ private:
                                                          std::uint64_t& sent);
   // Stops the upload's pending read or write (the response side finished first).
   void stop_upload(socket_type& upstream);
-  // After the last write: looks at the bytes the origin has not taken yet (upload.hpp) and sets
-  // the deadline of the next look, or of the response. False: the origin stalled.
+  // While waiting for the origin to take request bytes: looks at the bytes it has not taken yet
+  // (upload.hpp) and sets the deadline of the next look, or of the response. False: it stalled.
   bool look_at_drain();
   boost::asio::awaitable<UpstreamFailure> stream_request(Exchange& x, socket_type& upstream,
                                                          std::uint64_t& sent);

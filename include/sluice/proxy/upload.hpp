@@ -9,9 +9,11 @@
 // without progress (a byte read from the client or written to the origin), not by its total
 // duration; once the last byte is sent, the response gets what the attempt had left when sending
 // began (response_timeout, counted from the last request byte). "Sent" means taken by the
-// origin's TCP: the last write only hands the bytes to sluice's socket buffer (megabytes on a
-// fast link), which a slow origin may take seconds to drain; sluice watches that buffer empty
-// (SIOCOUTQ) before the response deadline starts.
+// origin's TCP: a write only hands the bytes to sluice's socket buffer (megabytes on a fast
+// link), which a slow origin may take seconds to drain, and the kernel reports room in it only
+// once a third is free. So while waiting for the origin, sluice looks at that buffer (SIOCOUTQ):
+// fewer bytes queued than at the last look is progress, and the response deadline starts once
+// it is empty.
 #include <cstddef>
 
 #include "sluice/core/clock.hpp"
@@ -41,10 +43,16 @@ struct UploadState {
   Clock::time_point last_progress{};
 
   enum class Drain : unsigned char { done, progressing, stalled };
-  // A look at the bytes still `queued_now` in sluice's socket buffer after the last write: done
-  // (the response deadline starts), progressing (look again), or stalled for send_timeout.
+  // A write to the origin made progress at `now`: the next look sets the queue's baseline.
+  void wrote(Clock::time_point now) noexcept {
+    last_progress = now;
+    queued = static_cast<std::size_t>(-1);
+  }
+  // A look at the bytes `queued_now` in sluice's socket buffer while waiting for the origin:
+  // done (after the last write, all taken: the response deadline starts), progressing (look
+  // again), or stalled (nothing taken for send_timeout).
   Drain drain_step(std::size_t queued_now, Clock::time_point now) noexcept {
-    if (queued_now == 0) {
+    if (draining && queued_now == 0) {
       sent_all(now);
       return Drain::done;
     }
