@@ -140,7 +140,11 @@ void Session::arm_response(Clock::time_point try_until) {
   if (upload_ == nullptr) {
     deadline = try_until;
   } else if (upload_->sending) {
-    deadline = worker_.clock.now() + upload_->send_timeout;  // the upload's deadline stands
+    // The upload's own bound again (an interim answer's write to the client replaced it): the
+    // client's idle time, or the next look at what the origin took.
+    deadline = worker_.clock.now() + (upload_->reading_client
+                                          ? upload_->send_timeout
+                                          : std::min<Clock::duration>(drain_look, upload_->send_timeout));
   } else {
     deadline = upload_->response_until;
   }
