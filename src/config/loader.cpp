@@ -68,12 +68,12 @@ constexpr std::array<std::string_view, 3> header_rule_keys{"set", "add", "remove
 constexpr std::array<std::string_view, 4> return_keys{"status", "location", "body", "content_type"};
 constexpr std::array<std::string_view, 4> rate_limit_keys{"rate", "burst", "key", "max_keys"};
 constexpr std::array<std::string_view, 2> forwarded_header_modes{"off", "add"};
-constexpr std::array<std::string_view, 24> upstream_keys{
+constexpr std::array<std::string_view, 25> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
     "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
     "tls",      "tls_verify",          "tls_ca_file",      "tls_server_name", "tls_cert",
-    "tls_key",  "tunnel_idle_timeout", "request_headers", "response_headers"};
+    "tls_key",  "tunnel_idle_timeout", "request_headers", "response_headers", "send_timeout"};
 constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
                                                             "backup",  "max_conns", "drain"};
 constexpr std::array<std::string_view, 12> health_keys{
@@ -1324,6 +1324,7 @@ private:
                   false);
     read_duration(table, "response_timeout", path + ".response_timeout", upstream.response_timeout,
                   false);
+    read_duration(table, "send_timeout", path + ".send_timeout", upstream.send_timeout, false);
     // keepalive = 0 turns pooling off; the timeout still has to be a real one.
     read_integer(table, "keepalive", path + ".keepalive", upstream.keepalive, 0, max_keepalive);
     read_duration(table, "keepalive_timeout", path + ".keepalive_timeout",

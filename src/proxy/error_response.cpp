@@ -19,12 +19,13 @@ std::string_view describe(UpstreamFailure f) {
     case UpstreamFailure::bad_response: return "bad response";
     case UpstreamFailure::client_failed: return "client failed";
     case UpstreamFailure::tls_failed: return "upstream tls handshake failed";
+    case UpstreamFailure::send_timeout: return "upstream send timeout";
   }
   return "upstream error";
 }
 
 unsigned status_for(UpstreamFailure f) {
-  return f == UpstreamFailure::response_timeout ? 504 : 502;
+  return f == UpstreamFailure::response_timeout || f == UpstreamFailure::send_timeout ? 504 : 502;
 }
 
 std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,

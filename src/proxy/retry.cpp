@@ -66,7 +66,8 @@ bool is_listed(const config::RetryConfig& p, const AttemptFacts& a) {
     case F::tls_failed: return p.on_connect;  // part of setting the connection up
     case F::reset_before_send:
     case F::reset_after_send: return p.on_reset;
-    case F::response_timeout: return p.on_timeout;
+    case F::response_timeout:
+    case F::send_timeout: return p.on_timeout;
     case F::bad_response: return p.on_reset;  // a broken answer is as good as a reset one
     case F::client_failed: return false;
     case F::none: break;

@@ -98,6 +98,7 @@ struct Session::Exchange {
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
+  bool request_unsent = false;   // the origin answered before the whole request reached it
   // The origin's body failed (after its head arrived): counted against the server (forward()).
   UpstreamFailure body_failure = UpstreamFailure::none;
   std::size_t kept_body = 0;
@@ -145,6 +146,8 @@ void Session::expire() {
     watch_tunnel();
     return;
   }
+  if (upload_ != nullptr && upload_->sending && !upload_->reading_client && look_at_drain()) return;
+  if (upload_ != nullptr) upload_->expired();
   deadline = Clock::time_point::max();
   timed_out_ = true;
   error_code ignored;
@@ -634,11 +637,9 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
     x.upstream_ready = worker_.clock.now();
 
     std::uint64_t sent = 0;
-    auto failure = co_await send_request(x, *upstream, try_until, sent);
-    facts.request_bytes_sent = sent > 0;
     std::size_t received = 0;
-    if (failure == UpstreamFailure::none)
-      failure = co_await read_response_head(x, *upstream, is_head, try_until, received);
+    auto failure = co_await send_request(x, *upstream, is_head, try_until, sent, received);
+    facts.request_bytes_sent = sent > 0;
     if (failure == UpstreamFailure::none) co_return failure;
 
     upstream_ = nullptr;
@@ -649,6 +650,7 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
     // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
     // connection to the same server. Not the server's fault, not a retry.
     const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
+                       failure != UpstreamFailure::send_timeout &&
                        failure != UpstreamFailure::bad_response &&
                        failure != UpstreamFailure::client_failed;
     if (stale && http::is_idempotent(req.method()) && (x.body_kept || !x.body_consumed)) {
@@ -751,8 +753,9 @@ net::awaitable<Session::BodyStep> Session::decode_chunked(Exchange& x, std::size
       co_return BodyStep::done;
     }
     if (f.outcome == Outcome::some) co_return BodyStep::some;
-    expire_after(limits.idle_timeout);
+    arm_body_read();
     auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
+    if (upload_ != nullptr) upload_->reading_client = false;
     ec = timed(ec);
     in_.commit(n);
     if (ec) {
@@ -781,6 +784,7 @@ health::LiveResult Session::live_result_of(UpstreamFailure f) {
     case UpstreamFailure::connect_timeout: return health::LiveResult::timeout("connect timeout");
     case UpstreamFailure::connect_error: return health::LiveResult::connect_failure("connect failed");
     case UpstreamFailure::response_timeout: return health::LiveResult::timeout("response timeout");
+    case UpstreamFailure::send_timeout: return health::LiveResult::timeout("send timeout");
     case UpstreamFailure::bad_response: return health::LiveResult::response(502);
     default: return health::LiveResult::reset("connection reset");
   }
@@ -810,52 +814,60 @@ void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
         x.server->counters(worker_.index).retry_skips[static_cast<std::size_t>(skip)]);
 }
 
-// Head and body towards the origin. The body streams through relay_: Content-Length bodies as
-// they are, chunked bodies decoded by Beast's parser (which enforces the chunk grammar) and
+// Head and body towards the origin, then the response head. The body streams through relay_:
+// Content-Length bodies as they are, chunked bodies validated chunk by chunk by chunked_ and
 // re-encoded, so that what the origin sees is exactly what we validated.
 net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream,
-                                                      Clock::time_point try_until,
-                                                      std::uint64_t& sent) {
+                                                      bool is_head, Clock::time_point try_until,
+                                                      std::uint64_t& sent, std::size_t& received) {
   write_request_head(x);
 
-  // No body, or the whole body kept in relay_: one write, repeatable on a retry. Streaming a body
-  // is another coroutine, so that this common path's frame stays small enough for Asio to
-  // recycle (a frame over 1,020 bytes is a malloc per request).
-  if (x.body_kept || (x.request_done && !x.chunked_in)) {
-    const std::array<net::const_buffer, 2> out{net::buffer(head_out_),
-                                               net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
-    deadline = try_until;
-    timed_out_ = false;
-    auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
-    sent = n;
-    if (!timed(ec)) co_return UpstreamFailure::none;
-    co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+  // A body still to be read from the client streams while the answer is read (full duplex).
+  // Another coroutine, so that the common path's frame stays small enough for Asio to recycle
+  // (a frame over 1,020 bytes is a malloc per request).
+  if (!x.body_kept && (!x.request_done || x.chunked_in)) {
+    bool fully_sent = false;
+    const auto failure = co_await send_streamed(x, upstream, is_head, try_until,
+                                                x.upstream->config().send_timeout, sent, received,
+                                                fully_sent);
+    x.request_unsent = !fully_sent;
+    co_return failure;
   }
-  co_return co_await stream_request(x, upstream, try_until, sent);
+  // No body, or the whole body kept in relay_: one write, repeatable on a retry.
+  const std::array<net::const_buffer, 2> out{net::buffer(head_out_),
+                                             net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
+  deadline = try_until;
+  timed_out_ = false;
+  auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
+  sent = n;
+  if (timed(ec))
+    co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+  co_return co_await read_response_head(x, upstream, is_head, try_until, received);
 }
 
-// The head and a body read from the client as it comes, piece by piece (re-chunked when chunked).
+// The head and a body read from the client as it comes, piece by piece (re-chunked when
+// chunked), while response_side() reads the answer: ends when the body is sent, when the origin
+// answered first (upload_->stop) or when either side failed (upload.hpp).
 net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type& upstream,
-                                                        Clock::time_point try_until,
                                                         std::uint64_t& sent) {
   const auto& limits = snapshot_->config->server;
-  const auto fail = [&] {
-    return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
-  };
+  auto& up = *upload_;
+  // A read or write the response side cancelled (stop) is no failure; a stall is (expire()).
+  const auto stopped = [&] { return up.stop && up.stall == UploadState::Stall::none; };
   bool head_written = false;
   auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
 
   while (!x.request_done || !head_written) {
+    if (up.stop) co_return UpstreamFailure::none;
     // Next piece of body, if any.
     std::string_view piece;
     if (!x.request_done) {
       if (!co_await send_continue(x)) co_return UpstreamFailure::client_failed;
-      expire_after(limits.idle_timeout);
       if (x.chunked_in) {
         // What keep_chunked_body() decoded first, then validated chunks as they complete.
         std::size_t have = std::exchange(chunked_pending_, 0);
         if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
-          co_return UpstreamFailure::client_failed;
+          co_return stopped() ? UpstreamFailure::none : UpstreamFailure::client_failed;
         piece = {relay_, have};
         x.request_done = chunked_.done();
         x.body_consumed = true;
@@ -865,10 +877,14 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
         piece = view(in_).substr(0, take);
       } else {
         const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
+        arm_body_read();
         auto [ec, n] = co_await client_.async_read_some(net::buffer(relay_, want), nothrow);
+        up.reading_client = false;
         ec = timed(ec);
         if (ec) {
-          if (ec == beast::error::timeout) co_await send_error(&x, {408, "body timeout"});
+          if (stopped()) co_return UpstreamFailure::none;
+          if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
+            co_await send_error(&x, {408, "body timeout"});
           co_return UpstreamFailure::client_failed;
         }
         piece = {relay_, n};
@@ -895,18 +911,24 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
     if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
     if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
     if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
-    deadline = try_until;
-    timed_out_ = false;
-    auto [ec, n] = co_await net::async_write(upstream, std::span(out.data(), k), nothrow);
-    ec = timed(ec);
-    sent += n;
-    if (ec) co_return fail();
+    if (const auto ec = co_await write_upstream(upstream, std::span(out.data(), k), sent)) {
+      if (stopped()) co_return UpstreamFailure::none;
+      up.send_failed(worker_.clock.now());
+      if (up.stall == UploadState::Stall::origin) co_return UpstreamFailure::send_timeout;
+      arm_response({});  // the origin may still have said why
+      co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+    }
     head_written = true;
     if (!x.chunked_in && !piece.empty() && piece.data() == view(in_).data()) {
       in_.consume(piece.size());
       x.body_consumed = true;
     }
   }
+  // Every byte is written; the response deadline starts once the origin took them all.
+  up.draining = true;
+  up.wrote(worker_.clock.now());
+  timed_out_ = false;
+  look_at_drain();
   co_return UpstreamFailure::none;
 }
 
@@ -915,8 +937,9 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
                                                             bool is_head, Clock::time_point try_until,
                                                             std::size_t& received) {
   const auto& limits = snapshot_->config->server;
-  deadline = try_until;
-  timed_out_ = false;
+  // While uploading, the upload may fail on the client's side: nothing more to read then.
+  const auto client_gone = [this] { return upload_ != nullptr && upload_->client_failed; };
+  arm_response(try_until);
   for (;;) {
     const auto bytes = view(up_in_);
     const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
@@ -944,9 +967,8 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
-        if (ec1) co_return UpstreamFailure::client_failed;
-        deadline = try_until;
-        timed_out_ = false;
+        if (ec1 || client_gone()) co_return UpstreamFailure::client_failed;
+        arm_response(try_until);
       }
       response_.reset();
       continue;
@@ -954,6 +976,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     if (up_in_.size() == 0) {
       // The answer takes a round trip: wait for it instead of a read that would find nothing.
       auto [wec] = co_await upstream.async_wait_readable(nothrow);
+      if (client_gone()) co_return UpstreamFailure::client_failed;
       if (wec) {
         co_return timed(wec) == beast::error::timeout ? UpstreamFailure::response_timeout
                                                       : UpstreamFailure::reset_after_send;
@@ -964,8 +987,9 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     up_in_.commit(n);
     if (received == 0 && n > 0) x.first_byte = worker_.clock.now();
     received += n;
+    if (client_gone()) co_return UpstreamFailure::client_failed;
     if (ec) {
-      // The request was written completely: whatever happens now, the origin may have it.
+      // The request was (at least partly) written: whatever happens now, the origin may have it.
       co_return ec == beast::error::timeout ? UpstreamFailure::response_timeout
                                             : UpstreamFailure::reset_after_send;
     }
@@ -982,8 +1006,9 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   const bool upstream_keep_alive = response_->keep_alive();
   x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
   const auto length = response_->content_length();
+  // An answer that came before the client's body was read to the end closes the connection.
   const auto plan = http::plan_response(*response_, is_head, x.client_version,
-                                        x.client_keep_alive && !worker_.is_stopping());
+                                        x.client_keep_alive && x.request_done && !worker_.is_stopping());
   const bool body_expected = plan.body_expected;
   const bool chunked_from_origin = plan.chunked_in;
   // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
@@ -1069,7 +1094,8 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
     if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
   }
   if (!keep) x.client_keep_alive = false;
-  co_return upstream_keep_alive && !until_close && up_in_.size() == 0;
+  // A request the origin answered before it had all of it leaves the connection mid-message.
+  co_return upstream_keep_alive && !until_close && up_in_.size() == 0 && !x.request_unsent;
 }
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502

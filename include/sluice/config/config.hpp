@@ -247,7 +247,10 @@ struct UpstreamConfig {
   std::string name;
   std::string balance = "round_robin";
   Duration connect_timeout{std::chrono::seconds(1)};
-  Duration response_timeout{std::chrono::seconds(30)};  // time to the first response byte
+  Duration response_timeout{std::chrono::seconds(30)};  // last request byte sent -> first response byte
+  // A request body being forwarded with no progress (no byte read from the client, none written
+  // to the origin) for this long ends the attempt (nginx's proxy_send_timeout, client_body_timeout).
+  Duration send_timeout{std::chrono::seconds(30)};
   std::uint32_t keepalive = 32;                          // idle pooled connections per server, per worker
   Duration keepalive_timeout{std::chrono::seconds(30)};
   // An Upgrade tunnel with no byte either way for this long is closed (HAProxy's `timeout tunnel`).

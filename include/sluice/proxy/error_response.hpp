@@ -21,11 +21,12 @@ enum class UpstreamFailure : unsigned char {
   bad_response,
   client_failed,  // not the origin's fault: the client went away or broke framing mid-request
   tls_failed,     // the TLS handshake with the origin failed (certificate rejected, protocol)
+  send_timeout,   // the origin stopped reading the request body for send_timeout
 };
-inline constexpr std::size_t upstream_failure_count = 10;
+inline constexpr std::size_t upstream_failure_count = 11;
 
 std::string_view describe(UpstreamFailure f);
-unsigned status_for(UpstreamFailure f);  // 502, or 504 for response_timeout
+unsigned status_for(UpstreamFailure f);  // 502, or 504 for response_timeout and send_timeout
 
 struct ProxyError {
   unsigned status = 0;

@@ -23,6 +23,7 @@
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
+#include "sluice/proxy/upload.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/tls/context.hpp"
 #include "sluice/tls/stream.hpp"
@@ -53,6 +54,7 @@ private:
   enum class HeadResult { ok, closed, error };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
+  using error_code_type = boost::system::error_code;
 
   // TLS steps, in session_tls.cpp.
   boost::asio::awaitable<bool> tls_handshake();
@@ -81,12 +83,36 @@ private:
   boost::asio::awaitable<bool> send_continue(Exchange& x);
   boost::asio::awaitable<bool> keep_chunked_body(Exchange& x);
   boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
+  // The request, then the response head into response_ (full duplex for a streamed body).
   boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream,
-                                                       Clock::time_point try_until,
-                                                       std::uint64_t& sent);
-  boost::asio::awaitable<UpstreamFailure> stream_request(Exchange& x, socket_type& upstream,
-                                                         Clock::time_point try_until,
+                                                       bool is_head, Clock::time_point try_until,
+                                                       std::uint64_t& sent, std::size_t& received);
+  // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
+  // `fully_sent`: every request byte reached the origin (else its connection is not reused).
+  boost::asio::awaitable<UpstreamFailure> send_streamed(Exchange& x, socket_type& upstream,
+                                                        bool is_head, Clock::time_point try_until,
+                                                        Clock::duration send_timeout,
+                                                        std::uint64_t& sent, std::size_t& received,
+                                                        bool& fully_sent);
+  boost::asio::awaitable<UpstreamFailure> upload_side(Exchange& x, socket_type& upstream,
+                                                      std::uint64_t& sent);
+  boost::asio::awaitable<UpstreamFailure> response_side(Exchange& x, socket_type& upstream,
+                                                        bool is_head, Clock::time_point try_until,
+                                                        std::size_t& received);
+  boost::asio::awaitable<error_code_type> write_upstream(socket_type& upstream,
+                                                         std::span<const boost::asio::const_buffer> out,
                                                          std::uint64_t& sent);
+  // Stops the upload's pending read or write (the response side finished first).
+  void stop_upload(socket_type& upstream);
+  // While waiting for the origin to take request bytes: looks at the bytes it has not taken yet
+  // (upload.hpp) and sets the deadline of the next look, or of the response. False: it stalled.
+  bool look_at_drain();
+  boost::asio::awaitable<UpstreamFailure> stream_request(Exchange& x, socket_type& upstream,
+                                                         std::uint64_t& sent);
+  // Deadlines of an attempt: a client body read (send_timeout while uploading, else
+  // idle_timeout), the response head (try_until, or from the last request byte when streamed).
+  void arm_body_read();
+  void arm_response(Clock::time_point try_until);
   boost::asio::awaitable<UpstreamFailure> read_response_head(Exchange& x, socket_type& upstream,
                                                              bool is_head, Clock::time_point try_until,
                                                              std::size_t& received);
@@ -156,6 +182,9 @@ private:
   TunnelWatch* tunnel_ = nullptr;
   Endpoint* tunnel_server_ = nullptr;
   TunnelWatch::Verdict tunnel_verdict_ = TunnelWatch::Verdict::keep;
+  // While a streamed body and the response head overlap: their shared state (on send_streamed()'s
+  // frame), for expire() to say whose stall it was.
+  UploadState* upload_ = nullptr;
 };
 
 }  // namespace sluice::proxy

@@ -35,7 +35,7 @@ struct alignas(64) EndpointCounters {
   std::atomic<std::uint64_t> responses[7]{};
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
   // Retries made after an attempt here failed, by proxy::UpstreamFailure ([0]: a status in `on`).
-  std::atomic<std::uint64_t> retries[10]{};
+  std::atomic<std::uint64_t> retries[11]{};
   std::atomic<std::uint64_t> retry_skips[9]{};  // retries not made, by proxy::RetrySkip
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};
