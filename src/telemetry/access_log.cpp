@@ -119,6 +119,10 @@ void AccessLog::write(const AccessRecord& r) {
       line.append(std::string_view(",\"retry\":"));
       append_json_string(line, r.retry);
     }
+    if (!r.idempotency.empty()) {
+      line.append(std::string_view(",\"idempotency\":"));
+      append_json_string(line, r.idempotency);
+    }
     line.push_back('}');
   } else {
     // Method and target passed the strict scan (tokens, VCHAR) but may hold `"` or `\`; the id
@@ -133,6 +137,7 @@ void AccessLog::write(const AccessRecord& r) {
     if (!r.error.empty())
       fmt::format_to(std::back_inserter(line), " error=\"{}\"", text(error, r.error));
     if (!r.retry.empty()) fmt::format_to(std::back_inserter(line), " retry={}", r.retry);
+    if (!r.idempotency.empty()) fmt::format_to(std::back_inserter(line), " idempotency={}", r.idempotency);
   }
   logger_->info(std::string_view(line.data(), line.size()));
 }

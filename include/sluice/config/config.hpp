@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/idempotency/config.hpp"
+
 namespace sluice::config {
 
 using Duration = std::chrono::milliseconds;
@@ -186,6 +188,8 @@ struct UpstreamConfig {
   std::uint32_t queue_size = 0;
   Duration queue_timeout{std::chrono::seconds(5)};
   RetryConfig retry;
+  // [upstreams.NAME.idempotency]: Idempotency-Key requests collapsed and replayed.
+  idempotency::Config idempotency;
   // TLS towards the servers (see docs/tls.md): `tls = true` for all of them, or "https://" on an
   // address for one.
   bool tls = false;

@@ -32,6 +32,7 @@ struct AccessRecord {
   std::string_view request_id;
   std::string_view error;  // Sluice-Error value when the proxy answered itself
   std::string_view retry;  // why the failure was not retried (budget, not_idempotent, ...), or ""
+  std::string_view idempotency;  // the Idempotency-Key outcome (first, replayed, ...), or ""
 };
 
 class AccessLog {
