@@ -3,7 +3,10 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 (allocs(2N) - allocs(N)) / N is what one more request costs in steady state (0 expected).
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--idempotency]
+
+With --idempotency the upstream has `[idempotency] mode = "replay"` and the requests carry no
+key: what a request without a key costs once the feature is on (0 allocations expected).
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -16,6 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+IDEMPOTENCY = '[upstreams.app.idempotency]\nmode = "replay"\n'
 
 
 def wait_line(proc, pattern, timeout=60):
@@ -66,7 +70,7 @@ access = "off"
 [upstreams.app]
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"
-""")
+{IDEMPOTENCY if "--idempotency" in sys.argv else ""}""")
         tool = (["--tool=callgrind", f"--callgrind-out-file={work}/cg.out", "--dump-instr=no", "--dump-line=no"]
                 if "--instr" in sys.argv else ["--tool=memcheck"])
         proxy = subprocess.Popen(["valgrind", *tool, str(build / "sluice"), "run", "--config", str(conf)],
