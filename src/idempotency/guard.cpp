@@ -253,11 +253,15 @@ void Ticket::store_failed(unsigned worker) {
             "the idempotency store could not be reached in time; retry later", 1);
 }
 
-void Ticket::answer_stored(unsigned status, std::string_view fields, std::string_view body, Outcome o) {
-  outcome_ = o;
+void Ticket::start_head(unsigned status) {
   status_ = status;
   head_.assign("HTTP/1.1 ").append(std::to_string(status)).append(" ");
   head_.append(bhttp::obsolete_reason(static_cast<bhttp::status>(status))).append("\r\n");
+}
+
+void Ticket::answer_stored(unsigned status, std::string_view fields, std::string_view body, Outcome o) {
+  outcome_ = o;
+  start_head(status);
   head_.append(fields);
   head_.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
   head_.append("Idempotent-Replayed: true\r\n");
@@ -275,24 +279,28 @@ void Ticket::refuse_too_large(unsigned worker) {
 // An answer of sluice's own, as problem details (RFC 9457).
 void Ticket::problem(unsigned status, std::string_view title, std::string_view detail,
                      unsigned retry_after) {
-  status_ = status;
   body_.assign(R"({"type":"about:blank","title":")").append(title);
   body_.append(R"(","status":)").append(std::to_string(status));
   body_.append(R"(,"detail":")").append(detail).append("\"}");
-  head_.assign("HTTP/1.1 ").append(std::to_string(status)).append(" ");
-  head_.append(bhttp::obsolete_reason(static_cast<bhttp::status>(status))).append("\r\n");
+  start_head(status);
   head_.append("Content-Type: application/problem+json\r\n");
-  head_.append("Sluice-Error: idempotency ").append(to_string(status == 422   ? Outcome::mismatch
-                                                              : status == 413 ? Outcome::too_large
-                                                              : status == 503 ? Outcome::store_error
-                                                                              : Outcome::conflict));
-  head_.append("\r\n");
   if (retry_after != 0) head_.append("Retry-After: ").append(std::to_string(retry_after)).append("\r\n");
   head_.append("Content-Length: ").append(std::to_string(body_.size())).append("\r\n");
 }
 
+std::string_view Ticket::refusal() const noexcept {
+  switch (outcome_) {
+    case Outcome::conflict: return "idempotency conflict";
+    case Outcome::mismatch: return "idempotency mismatch";
+    case Outcome::store_error: return "idempotency store_error";
+    case Outcome::too_large: return "idempotency too_large";
+    default: return {};
+  }
+}
+
 std::string_view Ticket::response(std::string_view request_id, bool keep_alive) {
   out_.assign(head_);
+  if (const auto why = refusal(); !why.empty()) out_.append("Sluice-Error: ").append(why).append("\r\n");
   if (!request_id.empty()) out_.append("X-Request-Id: ").append(request_id).append("\r\n");
   if (!keep_alive) out_.append("Connection: close\r\n");
   out_.append("\r\n").append(body_);

@@ -518,6 +518,7 @@ net::awaitable<bool> Session::idempotency_gate(Exchange& x) {
     co_return true;
   }
   x.status = ticket.status();
+  x.error = ticket.refusal();
   if (!ticket.keeps_connection()) x.client_keep_alive = false;
   const auto out = ticket.response(x.request_id, x.client_keep_alive && !worker_.is_stopping());
   expire_after(snapshot_->config->server.idle_timeout);

@@ -106,6 +106,8 @@ public:
   // Sets the answer's request id and connection handling; call before writing response().
   std::string_view response(std::string_view request_id, bool keep_alive);
   unsigned status() const noexcept { return status_; }
+  // The Sluice-Error of a refusal (static storage), "" for a replayed answer.
+  std::string_view refusal() const noexcept;
   bool keeps_connection() const noexcept { return outcome_ != Outcome::too_large; }
 
   // The origin's answer as it is relayed: its head (fields), each body piece, and its end (the
@@ -127,6 +129,7 @@ public:
 private:
   enum class Step { claimed, answered, retry, wait };
   Step decide(std::string_view value, bool waited);
+  void start_head(unsigned status);  // the status line, into head_
   void answer_stored(unsigned status, std::string_view fields, std::string_view body, Outcome o);
   void problem(unsigned status, std::string_view title, std::string_view detail,
                unsigned retry_after = 0);
