@@ -116,8 +116,8 @@ def outcome(s, name):
 def test_two_concurrent_duplicates_execute_once(sluice, logged_origin):
     o = logged_origin()
     s = sluice(config([o], mode="collapse"))
-    # The origin takes 400 ms: the second arrives while the first is in flight.
-    slow = "/pay?echo=1&delay=400"
+    # The origin takes 1 s: the second arrives while the first is in flight.
+    slow = "/pay?echo=1&delay=1000"
     (a, _), (b, _) = concurrently(lambda: post(s.port, "k-1", target=slow),
                                   lambda: post(s.port, "k-1", target=slow))
     assert a.status == b.status == 200
@@ -201,7 +201,7 @@ def test_two_sluice_processes_share_one_redis(sluice, logged_origin, redis):
     text = config([o], store=r.url)
     a = sluice(text, name="a.toml")
     b = sluice(text, name="b.toml")
-    slow = "/pay?echo=1&delay=400"
+    slow = "/pay?echo=1&delay=1000"
     (ra, _), (rb, _) = concurrently(lambda: post(a.port, "k-7", target=slow),
                                     lambda: post(b.port, "k-7", target=slow))
     assert ra.status == rb.status == 200
