@@ -677,8 +677,8 @@ private:
     c.mode = mode == "replay" ? idempotency::Mode::replay
              : mode == "collapse" ? idempotency::Mode::collapse : idempotency::Mode::off;
     if (const auto* node = read_string(*table, "header", p + ".header", c.header);
-        node != nullptr && (c.header.empty() || !all_of_chars(c.header, header_name_char)))
-      error(*node, p + ".header", "must be a header name (a token), got '" + c.header + "'");
+        node != nullptr && !c.header.empty() && !all_of_chars(c.header, header_name_char))
+      error(*node, p + ".header", "must be a header name (a token) or \"\" (the retry section's idempotency_header), got '" + c.header + "'");
     read_duration(*table, "replay_window", p + ".replay_window", c.replay_window, false);
     read_size(*table, "max_stored_body", p + ".max_stored_body", c.max_stored_body, 0, 64 * MiB);
     if (const auto* node = read_strings(*table, "store_statuses", p + ".store_statuses", c.store_statuses))
