@@ -1,7 +1,9 @@
 #include "sluice/idempotency/redis_store.hpp"
 
 #include <array>
+#include <atomic>
 #include <charconv>
+#include <unordered_map>
 #include <stdexcept>
 
 #include <boost/asio/as_tuple.hpp>
@@ -29,6 +31,8 @@ std::string milliseconds(Clock::duration d) {
   const auto ms = std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
   return std::to_string(ms);
 }
+
+std::atomic<std::uint64_t> next_store_id{1};
 
 }  // namespace
 
@@ -86,7 +90,7 @@ struct RedisStore::Connection : std::enable_shared_from_this<Connection> {
 };
 
 RedisStore::RedisStore(const RedisAddress& address, Clock::duration timeout)
-    : db_(address.db), timeout_(timeout) {
+    : db_(address.db), timeout_(timeout), id_(next_store_id.fetch_add(1, std::memory_order_relaxed)) {
   error_code ec;
   const auto ip = net::ip::make_address(address.host, ec);
   if (!ec) {
@@ -101,7 +105,13 @@ RedisStore::RedisStore(const RedisAddress& address, Clock::duration timeout)
   endpoint_ = found.begin()->endpoint();
 }
 
+// Pools of stores a reload dropped stay until their thread exits: a few idle connections.
 RedisStore::~RedisStore() = default;
+
+RedisStore::Pool& RedisStore::pool() {
+  thread_local std::unordered_map<std::uint64_t, Pool> pools;
+  return pools[id_];
+}
 
 net::awaitable<error_code> RedisStore::connect(Connection& c, Clock::time_point deadline) {
   c.arm(deadline);
@@ -146,9 +156,9 @@ net::awaitable<result<std::shared_ptr<RedisStore::Connection>>> RedisStore::acqu
   }
 }
 
-net::awaitable<result<Reply>> RedisStore::command(unsigned worker,
+net::awaitable<result<Reply>> RedisStore::command(unsigned,
                                                   std::span<const std::string_view> args) {
-  auto& pool = pools_[worker % max_workers];
+  auto& pool = this->pool();
   const auto deadline = steady_clock().now() + timeout_;
   const auto bytes = format_command(args);
   // A pooled connection may have died with a Redis restart: one more try on a fresh one.

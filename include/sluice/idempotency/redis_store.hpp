@@ -6,7 +6,9 @@
 //   release  EVAL "if GET == ARGV[1] then DEL" (only the claim's holder releases it)
 // I/O on Asio, on the calling worker's executor; hiredis only encodes and parses (resp.hpp).
 // Each worker has its own bounded pool of connections (max_connections), touched only by that
-// worker's thread. Every operation, connect included, ends within `timeout`: a Redis that is
+// worker's thread: it is thread-local, so that the connections are closed on their own thread
+// when it exits, while its io_context still exists (a store released last by the control
+// thread, after the workers, would otherwise close sockets of a destroyed io_context). Every operation, connect included, ends within `timeout`: a Redis that is
 // down or slow costs a request at most that, then an error the guard turns into on_store_error.
 #include <array>
 #include <memory>
@@ -22,7 +24,6 @@ namespace sluice::idempotency {
 
 class RedisStore final : public Store {
 public:
-  static constexpr unsigned max_workers = 64;  // Endpoint::max_worker_slots
   static constexpr unsigned max_connections = 8;
 
   // Control thread: resolves the host (may block on DNS). Throws std::runtime_error.
@@ -48,6 +49,7 @@ private:
     std::vector<std::shared_ptr<Connection>> idle;
     unsigned open = 0;
   };
+  Pool& pool();  // the calling thread's
   // One command, its reply; an error when Redis cannot be reached or answers with an error.
   boost::asio::awaitable<boost::system::result<Reply>> command(unsigned worker,
                                                                std::span<const std::string_view> args);
@@ -58,7 +60,7 @@ private:
   boost::asio::ip::tcp::endpoint endpoint_;
   unsigned db_;
   Clock::duration timeout_;
-  std::array<Pool, max_workers> pools_;
+  std::uint64_t id_;  // keys the thread-local pools (never reused, unlike an address)
 };
 
 }  // namespace sluice::idempotency
