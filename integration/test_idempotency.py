@@ -282,3 +282,20 @@ def test_100000_keys_into_a_1mib_memory_store_stay_bounded(sluice, logged_origin
     assert s.rss_kib() - rss_before < 32 * 1024, "RSS grew by more than 32 MiB"
     # The oldest were evicted, the newest are still replayed.
     assert post(s.port, f"bulk-{n - 1}", body=b"", target="/k")[0].header("Idempotent-Replayed") == "true"
+
+
+def test_a_reload_keeps_the_memory_store_and_a_store_change_starts_afresh(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o], wait="10s"))
+    assert post(s.port, "k-8")[0].status == 200
+    # The same section, another unrelated key: the answers survive the reload.
+    s.config_path.write_text(config([o], wait="20s"))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()["ok"]) == (200, True), r
+    assert post(s.port, "k-8")[0].header("Idempotent-Replayed") == "true"
+    # Another memory_limit is another store: empty.
+    s.config_path.write_text(config([o], wait="20s", memory_limit="2MiB"))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()["ok"]) == (200, True), r
+    assert post(s.port, "k-8")[0].header("Idempotent-Replayed") is None
+    assert o.executions("k-8") == 2
