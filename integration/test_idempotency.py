@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import (Conn, Origin, closed_port, metric, sluice_config, timed_request,
+from conftest import (SANITIZED, Conn, Origin, closed_port, metric, sluice_config, timed_request,
                       wait_for_line, wait_until)
 
 REDIS = "/usr/bin/redis-server"
@@ -262,7 +262,8 @@ def test_100000_keys_into_a_1mib_memory_store_stay_bounded(sluice, logged_origin
     o = logged_origin()
     s = sluice(config([o], memory_limit="1MiB", max_stored_body="64KiB"))
     rss_before = s.rss_kib()
-    n, batch, sent = 100_000, 200, 0
+    # Under a sanitizer 20,000 (still six times what the store holds), within the time bound.
+    n, batch, sent = 20_000 if SANITIZED else 100_000, 200, 0
     deadline = time.monotonic() + 240
     with Conn(s.port, timeout=30) as c:
         while sent < n and time.monotonic() < deadline:
@@ -279,7 +280,8 @@ def test_100000_keys_into_a_1mib_memory_store_stay_bounded(sluice, logged_origin
     assert status["bytes"] <= 1024 * 1024
     assert status["evictions"] == n - status["entries"]
     assert metric(s, "sluice_idempotency_evictions_total", upstream="app") == status["evictions"]
-    assert s.rss_kib() - rss_before < 32 * 1024, "RSS grew by more than 32 MiB"
+    if not SANITIZED:  # ASan's quarantine keeps freed memory on purpose
+        assert s.rss_kib() - rss_before < 32 * 1024, "RSS grew by more than 32 MiB"
     # The oldest were evicted, the newest are still replayed.
     assert post(s.port, f"bulk-{n - 1}", body=b"", target="/k")[0].header("Idempotent-Replayed") == "true"
 
