@@ -4,9 +4,12 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency]
 
 --access: with the access log on (to a file in the scratch directory; default off).
+
+With --idempotency the upstream has `[idempotency] mode = "replay"` and the requests carry no
+key: what a request without a key costs once the feature is on (0 allocations expected).
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -21,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RULES = """request_headers = { set = { "X-Env" = "prod" }, add = { "X-Client" = "$client_ip $request_id $host" }, remove = ["X-Debug"] }
 response_headers = { set = { "X-Served-By" = "$server", "X-Cv" = "$config_version" }, remove = ["Server"] }"""
+IDEMPOTENCY = '[upstreams.app.idempotency]\nmode = "replay"\n'
 
 
 def wait_line(proc, pattern, timeout=60):
@@ -77,7 +81,7 @@ access = "{access_format()}"
 {RULES if "--rules" in sys.argv else ""}
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"
-""")
+{IDEMPOTENCY if "--idempotency" in sys.argv else ""}""")
         tool = (["--tool=callgrind", f"--callgrind-out-file={work}/cg.out", "--dump-instr=no", "--dump-line=no"]
                 if "--instr" in sys.argv else ["--tool=memcheck"])
         proxy = subprocess.Popen(["valgrind", *tool, str(build / "sluice"), "run", "--config", str(conf)],

@@ -13,6 +13,8 @@ packages=(
   systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)
   dpkg-dev lintian man-db  # scripts/package.sh (dpkg-shlibdeps), its lint and `man -l` in the tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
+  libhiredis-dev  # the Redis protocol codec of the idempotency store (src/idempotency/resp.cpp)
+  redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
 )
 if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy wrk valgrind); fi

@@ -26,6 +26,8 @@
 #include "sluice/health/expect_status.hpp"
 #include "sluice/health/fail_on.hpp"
 #include "sluice/http/edge_rules.hpp"
+#include "sluice/http/chars.hpp"
+#include "sluice/idempotency/config.hpp"
 #include "sluice/tls/context.hpp"
 
 namespace sluice::config {
@@ -68,12 +70,13 @@ constexpr std::array<std::string_view, 3> header_rule_keys{"set", "add", "remove
 constexpr std::array<std::string_view, 4> return_keys{"status", "location", "body", "content_type"};
 constexpr std::array<std::string_view, 4> rate_limit_keys{"rate", "burst", "key", "max_keys"};
 constexpr std::array<std::string_view, 2> forwarded_header_modes{"off", "add"};
-constexpr std::array<std::string_view, 25> upstream_keys{
+constexpr std::array<std::string_view, 26> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
     "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
     "tls",      "tls_verify",          "tls_ca_file",      "tls_server_name", "tls_cert",
-    "tls_key",  "tunnel_idle_timeout", "request_headers", "response_headers", "send_timeout"};
+    "tls_key",  "tunnel_idle_timeout", "request_headers", "response_headers", "send_timeout",
+    "idempotency"};
 constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
                                                             "backup",  "max_conns", "drain"};
 constexpr std::array<std::string_view, 12> health_keys{
@@ -84,6 +87,11 @@ constexpr std::array<std::string_view, 5> passive_keys{
 constexpr std::array<std::string_view, 12> retry_keys{
     "attempts", "on", "idempotency_header", "per_try_timeout", "deadline",
     "backoff",  "backoff_max", "budget", "budget_min", "buffer", "budget_window", "budget_min_per_sec"};
+constexpr std::array<std::string_view, 11> idempotency_keys{
+    "mode", "header", "replay_window", "max_stored_body", "store_statuses", "scope", "wait",
+    "store", "memory_limit", "on_store_error", "store_timeout"};
+constexpr std::array<std::string_view, 3> idempotency_modes{"off", "collapse", "replay"};
+constexpr std::array<std::string_view, 2> store_error_policies{"forward", "reject"};
 constexpr std::array<std::string_view, 2> probe_methods{"GET", "HEAD"};
 constexpr std::array<std::string_view, 2> initial_states{"up", "down"};
 constexpr std::array<std::string_view, 2> all_down_policies{"fail", "panic"};
@@ -681,6 +689,70 @@ private:
     }
     note(*table, "fail_on", p + ".fail_on", c.fail_on.to_string());
     out = std::move(c);
+  }
+
+  // [upstreams.NAME.idempotency] (docs/idempotency.md). Every key is live; a change of store,
+  // memory_limit or store_timeout starts a new, empty store (idempotency::make_guard).
+  void read_idempotency(const toml::table& upstream, const std::string& path, idempotency::Config& c) {
+    const toml::table* table = &section_or_empty(upstream, "idempotency");
+    const std::string p = path + ".idempotency";
+    check_keys(*table, p, idempotency_keys);
+    std::string mode = "off";
+    read_choice(*table, "mode", p + ".mode", "idempotency mode", idempotency_modes, mode);
+    c.mode = mode == "replay" ? idempotency::Mode::replay
+             : mode == "collapse" ? idempotency::Mode::collapse : idempotency::Mode::off;
+    if (const auto* node = read_string(*table, "header", p + ".header", c.header);
+        node != nullptr && !c.header.empty() && !all_of_chars(c.header, header_name_char))
+      error(*node, p + ".header", "must be a header name (a token) or \"\" (the retry section's idempotency_header), got '" + c.header + "'");
+    read_duration(*table, "replay_window", p + ".replay_window", c.replay_window, false);
+    read_size(*table, "max_stored_body", p + ".max_stored_body", c.max_stored_body, 0, 64 * MiB);
+    if (const auto* node = read_strings(*table, "store_statuses", p + ".store_statuses", c.store_statuses))
+      check_store_statuses(*node, p + ".store_statuses", c);
+    if (const auto* node = read_strings(*table, "scope", p + ".scope", c.scope)) {
+      for (std::size_t i = 0; i < c.scope.size(); ++i) {
+        const auto& s = c.scope[i];
+        const bool header = s.starts_with("header:") && s.size() > 7 &&
+                            all_of_chars(std::string_view(s).substr(7), header_name_char);
+        if (!header && s != "client_ip")
+          error(*node->as_array()->get(i), index_path(p + ".scope", i),
+                "expected \"header:NAME\" or \"client_ip\", got '" + s + "'");
+      }
+    }
+    read_duration(*table, "wait", p + ".wait", c.wait, false);
+    if (const auto* node = read_string(*table, "store", p + ".store", c.store); node != nullptr && c.store != "memory") {
+      if (const auto a = idempotency::parse_redis_url(c.store); !a.ok) error(*node, p + ".store", a.why);
+    }
+    const auto* limit = read_size(*table, "memory_limit", p + ".memory_limit", c.memory_limit, 64 * KiB, 64 * GiB);
+    if (c.store == "memory" && c.mode != idempotency::Mode::off && c.memory_limit < 4 * c.max_stored_body)
+      error(limit != nullptr ? *limit : static_cast<const toml::node&>(*table), p + ".memory_limit",
+            "must hold at least 4 answers of max_stored_body (" + format_size(c.max_stored_body) +
+                "), got " + format_size(c.memory_limit));
+    std::string on_error = "forward";
+    read_choice(*table, "on_store_error", p + ".on_store_error", "on_store_error policy",
+                store_error_policies, on_error);
+    c.on_store_error = on_error == "reject" ? idempotency::OnStoreError::reject : idempotency::OnStoreError::forward;
+    read_duration(*table, "store_timeout", p + ".store_timeout", c.store_timeout, false);
+  }
+
+  static bool header_name_char(char c) { return http::chars::is(c, http::chars::k_tchar); }
+
+  // store_statuses: classes ("2xx") or codes ("409"), each reported at its index.
+  void check_store_statuses(const toml::node& node, const std::string& path, idempotency::Config& c) {
+    c.store_classes = 0;
+    c.store_codes.clear();
+    for (std::size_t i = 0; i < c.store_statuses.size(); ++i) {
+      const auto& s = c.store_statuses[i];
+      unsigned code = 0;
+      const auto r = std::from_chars(s.data(), s.data() + s.size(), code);
+      if (s.size() == 3 && s[0] >= '1' && s[0] <= '5' && s[1] == 'x' && s[2] == 'x') {
+        c.store_classes |= 1u << (s[0] - '0');
+      } else if (r.ec == std::errc() && r.ptr == s.data() + s.size() && code >= 100 && code <= 599) {
+        c.store_codes.push_back(code);
+      } else {
+        error(*node.as_array()->get(i), index_path(path, i),
+              "expected a status class like \"2xx\" or a code like \"409\", got '" + s + "'");
+      }
+    }
   }
 
   void read_retry(const toml::table& upstream, const std::string& path, RetryConfig& r) {
@@ -1356,6 +1428,7 @@ private:
     read_duration(table, "queue_timeout", path + ".queue_timeout", upstream.queue_timeout, false);
     read_retry(table, path, upstream.retry);
     check_retry_rules(table, path, upstream);
+    read_idempotency(table, path, upstream.idempotency);
     read_upstream_tls(table, path, upstream);
     read_header_rules(table, "request_headers", path + ".request_headers", upstream.request_headers);
     read_header_rules(table, "response_headers", path + ".response_headers", upstream.response_headers);

@@ -17,6 +17,7 @@
 #include "sluice/http/rewrite.hpp"
 #include "sluice/balancer/hash.hpp"
 #include "sluice/health/log.hpp"
+#include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
 
 namespace sluice::proxy {
@@ -109,6 +110,7 @@ struct Session::Exchange {
   // The last attempt's start, its connection ready, the first byte of its response head (access
   // log: upstream_connect_ms, upstream_first_byte_ms); zero = not reached.
   Clock::time_point attempt_start{}, upstream_ready{}, first_byte{};
+  std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
 };
 
 Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls,
@@ -323,7 +325,9 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_return false;
   }
   if (x.route->answer) co_return co_await send_fixed_answer(x);
-  co_return co_await forward(x);
+  const bool keep = co_await forward(x);
+  if (x.idem) x.idem->finish(worker_.index, worker_.io.get_executor(), x.status);
+  co_return keep;
 }
 
 net::awaitable<bool> Session::forward(Exchange& x) {
@@ -338,6 +342,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   const bool is_head = req.method() == bhttp::verb::head;
   x.chunked_in = shape.chunked;
   x.upgrade = shape.upgrade;
+  x.idem = idempotency::Ticket::make(x.upstream->shared_idempotency(), req, req.method(), x.upgrade);
   proxy::RequestFacts facts;
   // An Upgrade request is never resent once a byte of it was written: the origin may have
   // switched already. (Connect failures are still retried.)
@@ -350,12 +355,14 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
   // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
   // consumed yet.
-  if (!x.request_done && !x.chunked_in && retry.attempts > 1) {
-    const auto limit = std::min<std::uint64_t>(retry.buffer, relay_size);
+  // A guarded keyed body is kept too: its fingerprint needs all of it before forwarding.
+  if (!x.request_done && !x.chunked_in && (retry.attempts > 1 || x.idem)) {
+    const auto limit = x.idem ? relay_size : std::min<std::uint64_t>(retry.buffer, relay_size);
     if (request_->content_length().value_or(limit + 1) <= limit && !co_await keep_body(x))
       co_return false;
   }
   if (!x.request_done && x.chunked_in && !co_await keep_chunked_body(x)) co_return false;
+  if (x.idem && !co_await idempotency_gate(x)) co_return x.client_keep_alive && x.request_done;
 
   x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
 
@@ -505,6 +512,31 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   // coroutine takes its own slots in the frame, and with one per error the frame outgrew what
   // Asio recycles (1,020 bytes), costing a malloc per request.
   co_await send_error(&x, error);
+  co_return false;
+}
+
+// Idempotency-Key (docs/idempotency.md): claims the key, or answers from the store or with a
+// refusal (problem+json). True: forward the request.
+net::awaitable<bool> Session::idempotency_gate(Exchange& x) {
+  auto& ticket = *x.idem;
+  const auto& req = request_->get();
+  // The fingerprint needs the whole body before the first byte leaves: a body larger than the
+  // relay block is refused (413), never forwarded unprotected.
+  if (!x.request_done || x.chunked_in) {
+    ticket.refuse_too_large(worker_.index);
+  } else if (co_await ticket.begin(worker_.index, req, req.method_string(), req.target(),
+                                   std::string_view(relay_, x.kept_body), client_ip_, closed_) ==
+             idempotency::Ticket::Verdict::forward) {
+    co_return true;
+  }
+  x.status = ticket.status();
+  x.error = ticket.refusal();
+  if (!ticket.keeps_connection()) x.client_keep_alive = false;
+  const auto out = ticket.response(x.request_id, x.client_keep_alive && !worker_.is_stopping());
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(out.data(), out.size()), nothrow);
+  if (n > 0) x.head_sent = true;
+  if (timed(ec)) x.client_keep_alive = false;
   co_return false;
 }
 
@@ -1022,6 +1054,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   }
   http::rewrite_response(res, x.request_id);
   http::strip_origin_claims(res, x.status);
+  if (x.idem) x.idem->capture_head(res);
   write_response_head(x, plan);
 
   bool done = !body_expected;
@@ -1091,8 +1124,10 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
     head_written = true;
     x.head_sent = true;
     x.bytes_out += piece.size();
+    if (x.idem) x.idem->capture_body(piece);
     if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
   }
+  if (x.idem) x.idem->capture_end();
   if (!keep) x.client_keep_alive = false;
   // A request the origin answered before it had all of it leaves the connection mid-message.
   co_return upstream_keep_alive && !until_close && up_in_.size() == 0 && !x.request_unsent;
@@ -1339,6 +1374,7 @@ void Session::log_exchange(const Exchange& x) {
     r.upstream_first_byte = std::chrono::duration_cast<std::chrono::microseconds>(x.first_byte - x.attempt_start);
   r.error = x.error;
   if (x.skip != proxy::RetrySkip::none && !x.error.empty()) r.retry = proxy::log_token(x.skip);
+  if (x.idem) r.idempotency = idempotency::to_string(x.idem->outcome());
   worker_.access_log.write(r);
 }
 

@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 
 #include "sluice/health/server_health.hpp"
+#include "sluice/idempotency/guard.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/proxy_protocol.hpp"
 #include "sluice/proxy/retry.hpp"
@@ -54,6 +55,49 @@ void edge_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
   for (const auto& a : snapshot.admissions)
     if (a->limiter() != nullptr)
       m.sample({{"route", a->label()}}, static_cast<double>(a->counters().limited.load()));
+}
+
+}  // namespace
+
+namespace {
+
+// /api/status: an upstream's idempotency policy and its store's size (memory; Redis keeps its
+// own numbers).
+json::object idempotency_status(const idempotency::Guard& g) {
+  json::object o;
+  o["mode"] = idempotency::to_string(g.config().mode);
+  o["header"] = g.header();
+  o["store"] = g.backing().store_name;
+  const auto stats = g.backing().store->stats();
+  if (stats.known) {
+    o["entries"] = stats.entries;
+    o["bytes"] = stats.bytes;
+    o["evictions"] = stats.evictions;
+  }
+  return o;
+}
+
+void idempotency_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
+  m.counter("sluice_idempotency_total",
+            "Requests with an Idempotency-Key, by upstream and outcome (docs/idempotency.md).");
+  for (const auto& u : snapshot.upstreams)
+    if (const auto* g = u->idempotency())
+      for (std::size_t o = 1; o < idempotency::outcome_count; ++o) {
+        const auto outcome = static_cast<idempotency::Outcome>(o);
+        m.sample({{"upstream", u->name()}, {"outcome", idempotency::to_string(outcome)}},
+                 static_cast<double>(g->backing().total(outcome)));
+      }
+  m.gauge("sluice_idempotency_store_bytes", "Bytes held by an upstream's memory idempotency store.");
+  for (const auto& u : snapshot.upstreams)
+    if (const auto* g = u->idempotency())
+      if (const auto stats = g->backing().store->stats(); stats.known)
+        m.sample({{"upstream", u->name()}}, static_cast<double>(stats.bytes));
+  m.counter("sluice_idempotency_evictions_total",
+            "Entries evicted from an upstream's memory idempotency store to stay within memory_limit.");
+  for (const auto& u : snapshot.upstreams)
+    if (const auto* g = u->idempotency())
+      if (const auto stats = g->backing().store->stats(); stats.known)
+        m.sample({{"upstream", u->name()}}, static_cast<double>(stats.evictions));
 }
 
 }  // namespace
@@ -123,6 +167,7 @@ std::string RuntimeControl::status_json() {
       servers.push_back(std::move(so));
     }
     uo["servers"] = std::move(servers);
+    if (const auto* g = u->idempotency()) uo["idempotency"] = idempotency_status(*g);
     upstreams.push_back(std::move(uo));
   }
   root["upstreams"] = std::move(upstreams);
@@ -216,6 +261,7 @@ std::string RuntimeControl::metrics_text() {
       m.sample({{"upstream", u->name()}, {"reason", proxy::describe(static_cast<proxy::RetrySkip>(r))}},
                static_cast<double>(v));
     }
+  idempotency_metrics(m, *snapshot);
   m.counter("sluice_health_checks_total", "Active probes, by result.");
   for (const auto& u : snapshot->upstreams)
     for (Endpoint* ep : u->endpoints()) {

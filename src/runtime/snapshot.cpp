@@ -1,6 +1,7 @@
 #include "sluice/runtime/snapshot.hpp"
 
 #include <stdexcept>
+#include "sluice/idempotency/guard.hpp"
 
 namespace sluice {
 
@@ -56,6 +57,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     snapshot->upstreams.push_back(
         std::make_unique<Upstream>(u, directory.obtain(u), directory.unserved_counters(u.name),
                                    config->server.worker_count()));
+    snapshot->upstreams.back()->set_idempotency(idempotency::make_guard(u, steady_clock()));
   }
   directory.prune();
   auto find = [&](const std::string& name) -> const Upstream* {

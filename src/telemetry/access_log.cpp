@@ -81,6 +81,7 @@ void format_json(Buffer& out, const AccessRecord& r) {
   key(out, "request_id"); append_json_string(out, r.request_id);
   key(out, "error"); add_json_or_null(out, r.error);
   key(out, "retry"); add_json_or_null(out, r.retry);
+  key(out, "idempotency"); add_json_or_null(out, r.idempotency);
   out.push_back('}');
 }
 
@@ -133,6 +134,10 @@ void format_text(Buffer& out, const AccessRecord& r) {
   if (!r.retry.empty()) {
     add(out, " retry=");
     add(out, r.retry);
+  }
+  if (!r.idempotency.empty()) {
+    add(out, " idempotency=");
+    add(out, r.idempotency);
   }
 }
 

@@ -83,7 +83,7 @@ TEST(AccessLogJson, CarriesEveryFieldWithMillisecondTimes) {
             "\"status\":200,\"route\":\"*/api/\",\"upstream\":\"app\",\"server\":\"app-1,app-2\","
             "\"attempts\":2,\"upstream_connect_ms\":0.412,\"upstream_first_byte_ms\":12.877,"
             "\"bytes_in\":5,\"bytes_out\":1234,\"duration_ms\":13.301,\"request_id\":\"id-1\","
-            "\"error\":null,\"retry\":\"budget\"}");
+            "\"error\":null,\"retry\":\"budget\",\"idempotency\":null}");
 }
 
 TEST(AccessLogJson, AbsentValuesAreNull) {

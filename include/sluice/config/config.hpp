@@ -15,6 +15,7 @@
 #include "sluice/health/expect_status.hpp"
 #include "sluice/health/fail_on.hpp"
 #include "sluice/core/cidr.hpp"
+#include "sluice/idempotency/config.hpp"
 
 namespace sluice::config {
 
@@ -266,6 +267,8 @@ struct UpstreamConfig {
   std::uint32_t queue_size = 0;
   Duration queue_timeout{std::chrono::seconds(5)};
   RetryConfig retry;
+  // [upstreams.NAME.idempotency]: Idempotency-Key requests collapsed and replayed.
+  idempotency::Config idempotency;
   // TLS towards the servers (see docs/tls.md): `tls = true` for all of them, or "https://" on an
   // address for one.
   bool tls = false;

@@ -78,6 +78,7 @@ private:
                                                      bool is_head, Clock::time_point try_until,
                                                      proxy::AttemptFacts& facts);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
+  boost::asio::awaitable<bool> idempotency_gate(Exchange& x);
   // Chunked request bodies: validated by chunked_ before any of their bytes leave.
   enum class BodyStep { done, some, failed };
   boost::asio::awaitable<bool> send_continue(Exchange& x);

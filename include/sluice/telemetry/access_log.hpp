@@ -42,6 +42,7 @@ struct AccessRecord {
   // a pooled one) and to the first byte of the response head; negative = not reached.
   std::chrono::microseconds upstream_connect{-1};
   std::chrono::microseconds upstream_first_byte{-1};
+  std::string_view idempotency;  // the Idempotency-Key outcome (first, replayed, ...), or ""
 };
 
 class LogSink;

@@ -19,6 +19,10 @@
 #include "sluice/tls/context.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
+namespace sluice::idempotency {
+class Guard;
+}
+
 namespace sluice {
 
 // Requests waiting for a server slot when every candidate is at max_conns (HAProxy's maxconn +
@@ -73,6 +77,11 @@ public:
     return unserved_[worker % Endpoint::max_worker_slots];
   }
   WaitQueue& queue() const noexcept { return queue_; }
+  // The idempotency policy ([idempotency] mode != "off"), else nullptr. Set once by the snapshot
+  // build, before any worker sees the upstream.
+  const idempotency::Guard* idempotency() const noexcept { return idempotency_.get(); }
+  const std::shared_ptr<const idempotency::Guard>& shared_idempotency() const noexcept { return idempotency_; }
+  void set_idempotency(std::shared_ptr<const idempotency::Guard> guard) { idempotency_ = std::move(guard); }
   // Set for `balance = "hash"`: the request key to hash.
   const std::optional<proxy::HashKey>& hash_key() const noexcept { return hash_key_; }
 
@@ -86,6 +95,7 @@ private:
   mutable WaitQueue queue_;
   mutable proxy::RetryBudgets budget_;  // retries of this snapshot's upstream, per worker
   std::shared_ptr<tls::ClientContext> tls_;
+  std::shared_ptr<const idempotency::Guard> idempotency_;
 };
 
 health::HealthPolicy health_policy(const config::UpstreamConfig& config);

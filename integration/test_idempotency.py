@@ -1,0 +1,310 @@
+"""Idempotency-Key requests collapsed and replayed (docs/idempotency.md): in one process with the
+memory store, and across two sluice processes through a real Redis (Debian's redis-server,
+started here on a loopback port with no persistence, stopped by PID). The origin's execution log
+(`sluice-origin --exec-log`) counts how many times each keyed request really ran."""
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import (SANITIZED, Conn, Origin, closed_port, metric, sluice_config, timed_request,
+                      wait_for_line, wait_until)
+
+REDIS = "/usr/bin/redis-server"
+
+
+class RedisServer:
+    """redis-server on 127.0.0.1:`port` (a free one when 0), no persistence."""
+
+    def __init__(self, port=0):
+        if port == 0:
+            port = closed_port()
+        self.port = port
+        self.proc = subprocess.Popen(
+            [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--protected-mode", "no"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wait_for_line(self.proc, self.proc.stdout, r"Ready to accept connections")
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self, sig=signal.SIGKILL):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def redis():
+    started = []
+
+    def start(port=0):
+        r = RedisServer(port)
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        if r.proc.poll() is None:
+            r.proc.send_signal(signal.SIGCONT)
+        r.stop()
+
+
+@pytest.fixture
+def logged_origin(tmp_path):
+    """One sluice-origin with an execution log; `executions(key)` counts a key's runs."""
+    started = []
+
+    def start(name="app-1"):
+        log = tmp_path / f"{name}.exec"
+        o = Origin(name, ["--exec-log", str(log)])
+        o.exec_log = log
+
+        def executions(key=None):
+            if not log.exists():
+                return 0
+            lines = log.read_text().splitlines()
+            return sum(1 for line in lines if key is None or line.split(" ")[3] == key)
+        o.executions = executions
+        started.append(o)
+        return o
+
+    yield start
+    for o in started:
+        o.stop()
+
+
+def config(origins, admin=True, **idem):
+    keys = {"mode": "replay", **idem}
+    section = "[upstreams.app.idempotency]\n" + "".join(
+        f"{k} = {v if isinstance(v, list) else repr(v).replace(chr(39), chr(34))}\n"
+        for k, v in keys.items())
+    top = '[admin]\nlisten = "127.0.0.1:0"\n' if admin else ""
+    return sluice_config(origins, workers=2, access="json", top=top) + "\n" + section
+
+
+def post(port, key, body=b'{"amount":1}', target="/pay?echo=1", headers=(), timeout=10.0):
+    h = [("Idempotency-Key", key), *headers] if key else list(headers)
+    return timed_request(port, "POST", target, headers=h, body=body, timeout=timeout)
+
+
+def concurrently(*calls):
+    """Runs the calls at once, each on its own thread; returns their results in order."""
+    results = [None] * len(calls)
+
+    def run(i, fn):
+        results[i] = fn()
+    threads = [threading.Thread(target=run, args=(i, fn)) for i, fn in enumerate(calls)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    return results
+
+
+def outcome(s, name):
+    return metric(s, "sluice_idempotency_total", upstream="app", outcome=name)
+
+
+def test_two_concurrent_duplicates_execute_once(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o], mode="collapse"))
+    # The origin takes 1 s: the second arrives while the first is in flight.
+    slow = "/pay?echo=1&delay=1000"
+    (a, _), (b, _) = concurrently(lambda: post(s.port, "k-1", target=slow),
+                                  lambda: post(s.port, "k-1", target=slow))
+    assert a.status == b.status == 200
+    assert a.body == b.body, "both get the first execution's answer"
+    assert [a.header("Idempotent-Replayed"), b.header("Idempotent-Replayed")].count("true") == 1
+    assert o.executions("k-1") == 1
+    assert outcome(s, "first") == 1
+    assert outcome(s, "collapsed") == 1
+
+
+def test_replay_a_second_later_then_executed_again_after_the_window(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o], replay_window="2500ms"))
+    first, _ = post(s.port, "k-2")
+    assert first.status == 200
+    started = time.monotonic()
+    time.sleep(1.0)  # the story: the client resends a second later
+    again, _ = post(s.port, "k-2")
+    assert again.status == 200
+    assert again.header("Idempotent-Replayed") == "true"
+    assert again.body == first.body
+    assert again.header("X-Request-Id") != first.header("X-Request-Id"), "each answer its own id"
+    assert o.executions("k-2") == 1, "the origin was not contacted"
+    records = s.access_records(2)
+    assert [r.get("idempotency") for r in records[-2:]] == ["first", "replayed"]
+    # After replay_window the key is forgotten: the same request runs again.
+    time.sleep(max(0.0, started + 2.6 - time.monotonic()))
+    late, _ = post(s.port, "k-2")
+    assert late.status == 200 and late.header("Idempotent-Replayed") is None
+    assert o.executions("k-2") == 2
+
+
+def test_same_key_other_body_is_422_and_never_forwarded(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o]))
+    assert post(s.port, "k-3", body=b'{"amount":1}')[0].status == 200
+    r, _ = post(s.port, "k-3", body=b'{"amount":1000}')
+    assert r.status == 422
+    assert r.header("Content-Type") == "application/problem+json"
+    assert r.json()["status"] == 422
+    assert o.executions("k-3") == 1
+    assert outcome(s, "mismatch") == 1
+
+
+def test_two_tenants_with_the_same_key_are_both_executed(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o]))
+    alice, _ = post(s.port, "k-4", headers=[("Authorization", "Bearer alice")])
+    bob, _ = post(s.port, "k-4", body=b'{"other":2}', headers=[("Authorization", "Bearer bob")])
+    assert alice.status == bob.status == 200
+    assert bob.header("Idempotent-Replayed") is None
+    assert o.executions("k-4") == 2
+
+
+def test_a_keyed_body_larger_than_the_buffer_is_refused_not_forwarded(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o]))
+    r, _ = post(s.port, "k-5", body=b"x" * (65 * 1024))
+    assert r.status == 413
+    assert r.header("Content-Type") == "application/problem+json"
+    assert o.executions() == 0
+    # Without a key the same body goes through.
+    assert post(s.port, None, body=b"x" * (65 * 1024))[0].status == 200
+
+
+def test_a_keyed_request_retried_on_another_server_keeps_its_claim(sluice, logged_origin):
+    o = logged_origin()
+    # The first server refuses connections: a keyed POST that tries it first is retried on the
+    # second (round robin: within two keys one does).
+    s = sluice(config([f"127.0.0.1:{closed_port()}", o]))
+    for i in range(10):
+        key = f"k-6-{i}"
+        retries = metric(s, "sluice_retries_total", upstream="app", reason="connect refused")
+        assert post(s.port, key)[0].status == 200
+        if metric(s, "sluice_retries_total", upstream="app", reason="connect refused") > retries:
+            break
+    else:
+        pytest.fail("no request tried the refusing server first")
+    for _ in range(2):
+        r, _ = post(s.port, key)
+        assert r.status == 200 and r.header("Idempotent-Replayed") == "true"
+    assert o.executions(key) == 1
+
+
+def test_two_sluice_processes_share_one_redis(sluice, logged_origin, redis):
+    o = logged_origin()
+    r = redis()
+    text = config([o], store=r.url)
+    a = sluice(text, name="a.toml")
+    b = sluice(text, name="b.toml")
+    slow = "/pay?echo=1&delay=1000"
+    (ra, _), (rb, _) = concurrently(lambda: post(a.port, "k-7", target=slow),
+                                    lambda: post(b.port, "k-7", target=slow))
+    assert ra.status == rb.status == 200
+    assert ra.body == rb.body
+    assert [ra.header("Idempotent-Replayed"), rb.header("Idempotent-Replayed")].count("true") == 1
+    assert o.executions("k-7") == 1
+    # A replay through the other instance than the one that executed it.
+    for s in (a, b):
+        again, _ = post(s.port, "k-7", target=slow)
+        assert again.status == 200 and again.header("Idempotent-Replayed") == "true"
+        assert again.body == ra.body
+    assert o.executions("k-7") == 1
+
+
+def test_redis_killed_forward_serves_every_request_and_protection_resumes(sluice, logged_origin,
+                                                                         redis):
+    o = logged_origin()
+    r = redis()
+    s = sluice(config([o], store=r.url))
+    assert post(s.port, "before")[0].status == 200
+    assert post(s.port, "before")[0].header("Idempotent-Replayed") == "true"
+    port = r.port
+    r.stop()  # SIGKILL mid-run
+    for i in range(20):
+        resp, took = post(s.port, f"down-{i}")
+        assert resp.status == 200, resp
+        assert took < 2.0
+    assert post(s.port, None)[0].status == 200
+    assert outcome(s, "store_error") >= 20
+    assert s.log.wait_for(r"idempotency store .* failed")
+    # Redis back on the same address: protection resumes without a sluice restart.
+    redis(port)
+    wait_until(lambda: post(s.port, "after")[0].status == 200 and
+               post(s.port, "after")[0].header("Idempotent-Replayed") == "true",
+               timeout=10, what="replays through the restarted Redis")
+    assert o.executions("after") == 1
+
+
+def test_redis_down_or_stalled_with_reject_answers_503_quickly(sluice, logged_origin, redis):
+    o = logged_origin()
+    r = redis()
+    s = sluice(config([o], store=r.url, on_store_error="reject", store_timeout="300ms"))
+    assert post(s.port, "ok")[0].status == 200
+    # Stalled (SIGSTOP): connections are accepted by the kernel, nothing answers.
+    r.proc.send_signal(signal.SIGSTOP)
+    resp, took = post(s.port, "stalled")
+    assert resp.status == 503 and resp.header("Retry-After") == "1"
+    assert took < 1.5, f"answered after {took:.2f}s; store_timeout is 300ms"
+    assert post(s.port, None)[0].status == 200, "a request without a key is not concerned"
+    r.proc.send_signal(signal.SIGCONT)
+    r.stop()
+    resp, took = post(s.port, "killed")
+    assert resp.status == 503 and took < 1.5
+    assert o.executions("stalled") == 0 and o.executions("killed") == 0
+
+
+def test_100000_keys_into_a_1mib_memory_store_stay_bounded(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o], memory_limit="1MiB", max_stored_body="64KiB"))
+    rss_before = s.rss_kib()
+    # Under a sanitizer 20,000 (still six times what the store holds), within the time bound.
+    n, batch, sent = 20_000 if SANITIZED else 100_000, 200, 0
+    deadline = time.monotonic() + 240
+    with Conn(s.port, timeout=30) as c:
+        while sent < n and time.monotonic() < deadline:
+            data = b"".join(
+                f"POST /k HTTP/1.1\r\nHost: t\r\nIdempotency-Key: bulk-{sent + i}\r\n"
+                f"Content-Length: 0\r\n\r\n".encode() for i in range(batch))
+            c.send(data)
+            for _ in range(batch):
+                assert c.read_response().status == 200
+            sent += batch
+    assert sent == n, f"only {sent} requests within the time bound"
+    status = next(u for u in s.status()["upstreams"] if u["name"] == "app")["idempotency"]
+    assert status["store"] == "memory"
+    assert status["bytes"] <= 1024 * 1024
+    assert status["evictions"] == n - status["entries"]
+    assert metric(s, "sluice_idempotency_evictions_total", upstream="app") == status["evictions"]
+    if not SANITIZED:  # ASan's quarantine keeps freed memory on purpose
+        assert s.rss_kib() - rss_before < 32 * 1024, "RSS grew by more than 32 MiB"
+    # The oldest were evicted, the newest are still replayed.
+    assert post(s.port, f"bulk-{n - 1}", body=b"", target="/k")[0].header("Idempotent-Replayed") == "true"
+
+
+def test_a_reload_keeps_the_memory_store_and_a_store_change_starts_afresh(sluice, logged_origin):
+    o = logged_origin()
+    s = sluice(config([o], wait="10s"))
+    assert post(s.port, "k-8")[0].status == 200
+    # The same section, another unrelated key: the answers survive the reload.
+    s.config_path.write_text(config([o], wait="20s"))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()["ok"]) == (200, True), r
+    assert post(s.port, "k-8")[0].header("Idempotent-Replayed") == "true"
+    # Another memory_limit is another store: empty.
+    s.config_path.write_text(config([o], wait="20s", memory_limit="2MiB"))
+    r = s.admin("POST", "/api/reload")
+    assert (r.status, r.json()["ok"]) == (200, True), r
+    assert post(s.port, "k-8")[0].header("Idempotent-Replayed") is None
+    assert o.executions("k-8") == 2
