@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import (ORIGIN, Background, Conn, Load, Origin, sluice_config, timed_request,
+from conftest import (ORIGIN, SLUICE, Background, Conn, Load, Origin, sluice_config, timed_request,
                       wait_for_line, wait_until)
 from dns_responder import DnsResponder
 
@@ -237,3 +237,56 @@ def test_two_instances_seeing_answers_in_different_orders_route_every_key_alike(
         mappings.append(mapping)
     assert mappings[0] == mappings[1]
     assert set(mappings[0]) == {o.name for o in fleet}  # every server owns keys
+
+
+def test_check_resolve_prints_the_servers_and_fails_on_a_name_that_gives_none(dns, tmp_path):
+    responder = dns()
+    responder.set("app.test", a=["127.0.0.3", "127.0.0.2"], ttl=30)
+    path = tmp_path / "sluice.toml"
+    path.write_text(resolved_config(responder, 8080).replace("[admin]\n", "[x]\n").replace(
+        '[x]\nlisten = "127.0.0.1:0"\n', ""))
+    r = subprocess.run([str(SLUICE), "check", str(path), "--resolve"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[1:] == [
+        "upstream app: server app.test@127.0.0.2:8080 weight 1 (dns app.test, ttl 30s)",
+        "upstream app: server app.test@127.0.0.3:8080 weight 1 (dns app.test, ttl 30s)"]
+    path.write_text(path.read_text().replace("app.test:8080", "gone.test:8080"))
+    r = subprocess.run([str(SLUICE), "check", str(path), "--resolve"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-1].startswith("upstream app: dns gone.test: ")
+    assert r.stdout.splitlines()[-1].endswith("; no servers")
+
+
+def test_check_diff_says_a_server_becomes_resolved(dns, tmp_path):
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    base = '[upstreams.app]\n[[upstreams.app.servers]]\naddress = "localhost:8080"\n'
+    old.write_text(base)
+    new.write_text(base + "resolve = true\n")
+    r = subprocess.run([str(SLUICE), "check", str(new), "--diff", str(old)], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("upstream app: ~ server localhost:8080 resolved through DNS (every A/AAAA record a "
+            "server)") in r.stdout.splitlines()
+
+
+def test_reload_keeps_a_names_servers_and_their_state(dns, ip_origins, sluice):
+    """A reload that keeps a name keeps its servers (same identity: same server, with its
+    drain) without asking DNS again; the file's new settings apply to them."""
+    responder = dns()
+    a1, a2 = ip_origins(2)
+    responder.set("app.test", a=[a1.ip, a2.ip], ttl=300)
+    s = sluice(resolved_config(responder, a1.port))
+    wait_servers(s, [a1.address, a2.address])
+    asked = responder.count("app.test")
+    ident = f"app.test@{a1.address}"
+    assert s.admin("POST", f"/api/upstreams/app/servers/{ident}/drain").status == 200
+    s.config_path.write_text(s.config_path.read_text() + "max_conns = 5\n")
+    r = s.admin("POST", "/api/reload")
+    assert r.status == 200, r
+    st = servers(s)
+    assert st[a1.address]["draining"] and not st[a2.address]["draining"]
+    assert st[a1.address]["max_conns"] == 5 and st[a2.address]["max_conns"] == 5
+    assert responder.count("app.test") == asked
+    assert spread(s.port, 10) == {"app-2": 10}

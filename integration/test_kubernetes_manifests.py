@@ -46,8 +46,14 @@ def test_deployment_probes_the_admin_listener_and_drains_before_it_stops():
 
 def test_configmap_config_passes_check_and_resolves_the_headless_service(tmp_path):
     toml = one("ConfigMap", "sluice-config")["data"]["sluice.toml"]
+    # The admin token comes from the Secret mounted at /var/run/sluice (its key "token").
+    (c,) = one("Deployment", "sluice")["spec"]["template"]["spec"]["containers"]
+    assert {"name": "token", "mountPath": "/var/run/sluice", "readOnly": True} in c["volumeMounts"]
+    assert 'token_file = "/var/run/sluice/token"' in toml
+    token = tmp_path / "token"
+    token.write_text("secret\n")
     path = tmp_path / "sluice.toml"
-    path.write_text(toml)
+    path.write_text(toml.replace("/var/run/sluice/token", str(token)))
     r = subprocess.run([str(SLUICE), "check", str(path)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stdout + r.stderr
     headless = one("Service", "app-headless")

@@ -212,6 +212,9 @@ void Discovery::metrics(telemetry::MetricsText& m) const {
 }
 
 ResolveReport resolve_once(const config::Config& config) {
+  // The report says it all: the changes and warnings a running process would log are not.
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::err);
   net::io_context io;
   Discovery discovery(io, steady_clock(), config.dns);
   discovery.configure(config);
@@ -236,6 +239,7 @@ ResolveReport resolve_once(const config::Config& config) {
   }
   if (discovery.followed_.empty()) report.lines.push_back("no server is resolved through DNS");
   discovery.stop();
+  spdlog::set_level(level);
   return report;
 }
 
