@@ -101,8 +101,8 @@ attempts = 0
   EXPECT_EQ(errors_of(load(R"([upstreams.app]
 discover = { name = "x" }
 )")),
-            (Errors{"test.toml:2:14: upstreams.app.discover.name: unknown key 'name'; expected one of srv, resolve_interval",
-                    "test.toml:2:12: upstreams.app.discover.srv: required key is missing (the SRV name to follow)"}));
+            (Errors{"test.toml:2:12: upstreams.app.discover.srv: required key is missing (the SRV name to follow)",
+                    "test.toml:2:14: upstreams.app.discover.name: unknown key 'name'; expected one of: srv, resolve_interval"}));
 }
 
 TEST(ConfigDnsOptions, ResolveIntervalWithoutResolveIsAWarning) {
