@@ -290,3 +290,17 @@ def test_reload_keeps_a_names_servers_and_their_state(dns, ip_origins, sluice):
     assert st[a1.address]["max_conns"] == 5 and st[a2.address]["max_conns"] == 5
     assert responder.count("app.test") == asked
     assert spread(s.port, 10) == {"app-2": 10}
+
+
+def test_graceful_stop_while_the_resolver_is_silent(dns, ip_origins, sluice):
+    """A query in flight does not hold the process up at SIGTERM."""
+    responder = dns()
+    (a1,) = ip_origins(1)
+    responder.set("app.test", a=[a1.ip], ttl=TTL)
+    s = sluice(resolved_config(responder, a1.port).replace('timeout = "200ms"', 'timeout = "5s"'))
+    wait_servers(s, [a1.address])
+    responder.mode = "drop"
+    wait_until(lambda: responder.count("app.test") >= 2, timeout=TTL + 3, what="a query out")
+    started = time.monotonic()
+    assert s.stop(timeout=10) == 0
+    assert time.monotonic() - started < 3

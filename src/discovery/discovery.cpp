@@ -166,6 +166,7 @@ std::vector<std::string> Discovery::failures() const {
 void Discovery::stop() {
   *alive_ = false;
   for (auto& f : followed_) f.timer->cancel();
+  resolver_.cancel();
 }
 
 boost::json::array Discovery::status(const std::string& upstream) const {

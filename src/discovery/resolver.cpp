@@ -183,6 +183,12 @@ Resolver::~Resolver() {
   for (auto& [fd, w] : sockets_) w.descriptor->release();  // c-ares closes its own sockets
 }
 
+void Resolver::cancel() {
+  *alive_ = false;  // ARES_ECANCELLED answers call nobody back
+  ares_cancel(channel_of(channel_));
+  timer_.cancel();
+}
+
 void Resolver::resolve_host(const std::string& host, Done done) {
   ares_addrinfo_hints hints{};
   hints.ai_family = AF_UNSPEC;

@@ -33,6 +33,10 @@ public:
   // The SRV records of `name` (RFC 2782), each target resolved to its addresses.
   void resolve_srv(const std::string& name, Done done);
 
+  // Ends every query in flight without calling back, for good (shutdown: nothing keeps the
+  // loop running).
+  void cancel();
+
   // Called by c-ares (through a static trampoline).
   void on_socket_state(int fd, bool readable, bool writable);
 
