@@ -99,12 +99,14 @@ void Discovery::on_answer(const std::string& key, Answer answer) {
   f->querying = false;
   Source& s = *f->source;
   const bool was_stale = s.stale_since().has_value();
+  const std::string previous_error = s.last_error();
   const auto change = s.apply(answer, dns_, clock_.now());
   const bool failed = !s.last_error().empty();
+  // Once per outage (and per new error), not at every retry.
   if (failed && !was_stale && !s.servers().empty())
     spdlog::warn("upstream {}: resolving {} failed ({}); keeping its {} server(s) for up to stale_ttl",
                  s.upstream(), s.name(), s.last_error(), s.servers().size());
-  else if (failed && s.servers().empty() && change.empty())
+  else if (failed && s.servers().empty() && change.empty() && s.last_error() != previous_error)
     spdlog::warn("upstream {}: resolving {} failed ({})", s.upstream(), s.name(), s.last_error());
   else if (!failed && was_stale)
     spdlog::info("upstream {}: {} resolves again", s.upstream(), s.name());
