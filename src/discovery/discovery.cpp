@@ -66,16 +66,26 @@ void Discovery::configure(const config::Config& config) {
     if (Followed* old = find(source->key())) {
       // Kept: its servers stay, with the file's new settings.
       old->source->update(source->server(), source->interval());
+      old->wanted = true;
       next.push_back(std::move(*old));
     } else {
       next.push_back({std::move(source), std::make_unique<net::steady_timer>(io_)});
     }
   }
   for (auto& f : followed_)
-    if (f.timer) f.timer->cancel();  // a source that went
+    if (f.source) {  // not in `config`: aside until prune()
+      f.wanted = false;
+      next.push_back(std::move(f));
+    }
   followed_ = std::move(next);
   for (auto& f : followed_)
     if (!f.source->answered() && !f.querying) query(f);
+}
+
+void Discovery::prune() {
+  for (auto& f : followed_)
+    if (!f.wanted) f.timer->cancel();
+  std::erase_if(followed_, [](const Followed& f) { return !f.wanted; });
 }
 
 Discovery::Followed* Discovery::find(const std::string& key) {
@@ -152,14 +162,14 @@ std::shared_ptr<const config::Config> Discovery::expand(const std::shared_ptr<co
 
 bool Discovery::settled() const {
   for (const auto& f : followed_)
-    if (!f.source->answered()) return false;
+    if (f.wanted && !f.source->answered()) return false;
   return true;
 }
 
 std::vector<std::string> Discovery::failures() const {
   std::vector<std::string> out;
   for (const auto& f : followed_)
-    if (f.source->servers().empty())
+    if (f.wanted && f.source->servers().empty())
       out.push_back(f.source->upstream() + ": " + f.source->name() + ": " +
                     (f.source->answered() ? f.source->last_error() : "no answer yet"));
   return out;
@@ -176,7 +186,7 @@ boost::json::array Discovery::status(const std::string& upstream) const {
   boost::json::array out;
   for (const auto& f : followed_) {
     const Source& s = *f.source;
-    if (s.upstream() != upstream) continue;
+    if (s.upstream() != upstream || !f.wanted) continue;
     boost::json::object o;
     o["kind"] = s.kind() == Source::Kind::srv ? "srv" : "dns";
     o["name"] = s.name();

@@ -348,13 +348,17 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
       const auto per_worker = connections_per_worker(*cfg, static_cast<unsigned>(s.workers.size()));
       for (auto& w : s.workers) w->set_max_connections(per_worker);
     }
+    if (s.discovery) s.discovery->prune();  // names the new file no longer has
     ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
     telemetry::events().push("reload", "", "", "config version " + std::to_string(s.version),
                              steady_clock().now());
     out.ok = true;
   } catch (const std::exception& e) {
-    if (s.discovery) s.discovery->configure(*s.config);  // back to the running config's names
+    if (s.discovery) {  // back to the running config's names, with their servers
+      s.discovery->configure(*s.config);
+      s.discovery->prune();
+    }
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
     out.errors.push_back(s.config_path + ": " + e.what());

@@ -32,8 +32,10 @@ public:
   ~Discovery();
 
   // Follows the sources of `config` (start, reload): a source that stays keeps its servers and
-  // its schedule; a new one is resolved at once; one that went is dropped.
+  // its schedule; a new one is resolved at once; one that went is kept aside until prune(), so
+  // that a reload that fails can configure() the running config again and lose nothing.
   void configure(const config::Config& config);
+  void prune();
   // `config` with every `resolve` server replaced by the servers its name has now and the
   // `discover` servers appended: what snapshots are built from.
   std::shared_ptr<const config::Config> expand(const std::shared_ptr<const config::Config>& config) const;
@@ -56,6 +58,7 @@ private:
     std::unique_ptr<Source> source;
     std::unique_ptr<boost::asio::steady_timer> timer;
     bool querying = false;
+    bool wanted = true;  // false: the last configure() left it out
   };
   void query(Followed& f);
   void on_answer(const std::string& key, Answer answer);
