@@ -304,3 +304,24 @@ def test_graceful_stop_while_the_resolver_is_silent(dns, ip_origins, sluice):
     started = time.monotonic()
     assert s.stop(timeout=10) == 0
     assert time.monotonic() - started < 3
+
+
+def test_reload_to_another_name_swaps_its_servers(dns, ip_origins, sluice):
+    """A reload that replaces a name: the new one is resolved at once, its servers join when it
+    answers, and the old name's servers leave; no request fails on the way."""
+    responder = dns()
+    a1, a2 = ip_origins(2)
+    responder.set("old.test", a=[a1.ip], ttl=300)
+    responder.set("new.test", a=[a2.ip], ttl=300)
+    s = sluice(resolved_config(responder, a1.port, name="old.test"))
+    wait_servers(s, [a1.address])
+    with Load(s.port, rate=100, max_seconds=20) as load:
+        load.wait_for_more(30)
+        s.config_path.write_text(s.config_path.read_text().replace("old.test", "new.test"))
+        assert s.admin("POST", "/api/reload").status == 200
+        wait_servers(s, [a2.address], timeout=3)
+        since = load.now()
+        load.wait_for_more(60)
+        assert load.origins(since=since) == {"app-2": len([r for r in load.records if r.sent >= since])}
+    assert [srv["identity"] for srv in servers(s).values()] == [f"new.test@{a2.address}"]
+    assert load.failures() == []

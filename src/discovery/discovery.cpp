@@ -82,10 +82,25 @@ void Discovery::configure(const config::Config& config) {
     if (!f.source->answered() && !f.querying) query(f);
 }
 
+// Make before break: the servers of a name a reload dropped keep serving their upstream until
+// every new name of that upstream has answered (or failed once).
 void Discovery::prune() {
+  const auto leaves = [this](const Followed& f) { return !f.wanted && !pending(f.source->upstream()); };
   for (auto& f : followed_)
-    if (!f.wanted) f.timer->cancel();
-  std::erase_if(followed_, [](const Followed& f) { return !f.wanted; });
+    if (leaves(f)) f.timer->cancel();
+  std::erase_if(followed_, leaves);
+}
+
+bool Discovery::pending(const std::string& upstream) const {
+  for (const auto& f : followed_)
+    if (f.wanted && f.source->upstream() == upstream && !f.source->answered()) return true;
+  return false;
+}
+
+bool Discovery::aside(const std::string& upstream) const {
+  for (const auto& f : followed_)
+    if (!f.wanted && f.source->upstream() == upstream) return true;
+  return false;
 }
 
 Discovery::Followed* Discovery::find(const std::string& key) {
@@ -120,11 +135,13 @@ void Discovery::on_answer(const std::string& key, Answer answer) {
     spdlog::warn("upstream {}: resolving {} failed ({})", s.upstream(), s.name(), s.last_error());
   else if (!failed && was_stale)
     spdlog::info("upstream {}: {} resolves again", s.upstream(), s.name());
-  if (!change.empty()) {
-    spdlog::info("{}", describe(s.upstream(), s, change));
-    if (on_change) on_change(s.upstream(), s.name(), change);
-  }
   schedule(*f);
+  const std::string upstream = s.upstream(), name = s.name();
+  if (!change.empty()) spdlog::info("{}", describe(upstream, s, change));
+  // The last new name of a reload answered: the dropped names' servers leave now.
+  const bool swapped = aside(upstream) && !pending(upstream);
+  if (swapped) prune();  // `f` and `s` may move
+  if ((!change.empty() || swapped) && on_change) on_change(upstream, name, change);
 }
 
 void Discovery::schedule(Followed& f) {
@@ -145,7 +162,7 @@ std::shared_ptr<const config::Config> Discovery::expand(const std::shared_ptr<co
     const auto add = [&](Source::Kind kind, const std::string& key_name) {
       for (const auto& f : followed_) {
         const Source& s = *f.source;
-        if (s.upstream() != u.name || s.kind() != kind) continue;
+        if (s.upstream() != u.name || s.kind() != kind || !f.wanted) continue;
         if (kind == Source::Kind::name && s.server().address.to_string() != key_name) continue;
         servers.insert(servers.end(), s.servers().begin(), s.servers().end());
       }
@@ -155,6 +172,10 @@ std::shared_ptr<const config::Config> Discovery::expand(const std::shared_ptr<co
       else servers.push_back(s);
     }
     if (!u.discover_srv.empty()) add(Source::Kind::srv, u.discover_srv);
+    if (pending(u.name))
+      for (const auto& f : followed_)
+        if (!f.wanted && f.source->upstream() == u.name)
+          servers.insert(servers.end(), f.source->servers().begin(), f.source->servers().end());
     u.servers = std::move(servers);
   }
   return out;

@@ -64,6 +64,8 @@ private:
   void on_answer(const std::string& key, Answer answer);
   void schedule(Followed& f);
   Followed* find(const std::string& key);
+  bool pending(const std::string& upstream) const;  // a followed name has not answered yet
+  bool aside(const std::string& upstream) const;    // names a reload dropped still serve
 
   boost::asio::io_context& io_;
   const Clock& clock_;
