@@ -55,14 +55,21 @@ def ip_origins():
     """ip_origins(n): origins app-1..app-n on 127.0.0.2.. sharing one port."""
     started = []
 
-    def start(n, first=1, port=0):
-        out = []
-        for i in range(first, first + n):
-            o = IpOrigin(f"app-{i}", f"127.0.0.{i + 1}", port)
-            port = o.port
-            out.append(o)
-        started.extend(out)
-        return out
+    def start(n, first=1):
+        # The first origin's port may be taken on another address: then all start again.
+        for _ in range(5):
+            out, port = [], 0
+            try:
+                for i in range(first, first + n):
+                    out.append(IpOrigin(f"app-{i}", f"127.0.0.{i + 1}", port))
+                    port = out[-1].port
+            except (EOFError, TimeoutError, OSError):
+                for o in out:
+                    o.stop()
+                continue
+            started.extend(out)
+            return out
+        raise RuntimeError(f"no common port for {n} origins")
 
     yield start
     for o in started:
