@@ -8,6 +8,8 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
   libssl-dev openssl libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsystemd-dev  # sd_notify, sd_listen_fds (src/runtime/systemd.cpp, listen_fds.cpp)
+  libc-ares-dev  # asynchronous DNS of discovered servers (src/discovery/resolver.cpp)
+  python3-dnslib python3-yaml  # the test DNS responder (integration/dns_responder.py), deploy/ manifests' check
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   curl python3 python3-pytest python3-prometheus-client
   systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)

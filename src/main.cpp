@@ -17,6 +17,7 @@
 #include "sluice/admin/server.hpp"
 #include "sluice/config/loader.hpp"
 #include "sluice/config/units.hpp"
+#include "sluice/discovery/discovery.hpp"
 #include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/runtime.hpp"
 #include "sluice/telemetry/access_log.hpp"
@@ -39,6 +40,9 @@ Usage:
                                   ...and list what a reload from OLD to FILE would change
   sluice check [--config] FILE --diff-running [--admin HOST:PORT] [--token-file F]
                                   ...the same against the config the running sluice serves
+  sluice check [--config] FILE --resolve
+                                  ...and resolve its DNS names once ([dns]), printing the servers
+                                  they give (exit 1 when a name gives none)
   sluice reload [--config FILE] [--admin HOST:PORT] [--token-file F]
                                   validate FILE, then ask the running sluice to reload its config
                                   (exit 0 reloaded, 1 invalid or rejected, 2 admin API unreachable)
@@ -83,6 +87,7 @@ struct Options {
   std::string diff;        // check --diff OLD
   std::string binary;      // upgrade --binary PATH
   bool diff_running = false;  // check --diff-running
+  bool resolve = false;       // check --resolve
   std::string error;
 };
 
@@ -124,6 +129,8 @@ Options parse_args(int argc, char** argv) {
       o.wait = true;
     } else if (a == "--diff-running") {
       o.diff_running = true;
+    } else if (a == "--resolve") {
+      o.resolve = true;
     } else if (a == "--help" || a == "-h") {
       o.command = "help";
     } else if (a == "--version" || a == "-V") {
@@ -141,6 +148,8 @@ Options parse_args(int argc, char** argv) {
   const bool talks_to_admin = is_admin_command(o.command) || o.diff_running;
   if ((!o.diff.empty() || o.diff_running) && o.command != "check") {
     o.error = "--diff and --diff-running apply to check";
+  } else if (o.resolve && o.command != "check") {
+    o.error = "--resolve applies to check";
   } else if (!o.diff.empty() && o.diff_running) {
     o.error = "--diff and --diff-running exclude each other";
   } else if (!talks_to_admin && (!o.admin.empty() || !o.token_file.empty())) {
@@ -480,6 +489,11 @@ int check(const Options& o) {
   // Warnings do not fail the check (exit 0): stderr, so that scripts reading stdout are unchanged.
   for (const auto& w : result.warnings) std::fprintf(stderr, "warning: %s\n", w.to_string().c_str());
   std::printf("%s\n", config::summary(*result.config).c_str());
+  if (o.resolve) {
+    const auto report = sluice::discovery::resolve_once(*result.config);
+    for (const auto& line : report.lines) std::printf("%s\n", line.c_str());
+    if (report.failed != 0) return exit_failed;
+  }
   if (o.diff.empty() && !o.diff_running) return exit_ok;
 
   std::string against = o.diff;

@@ -49,7 +49,8 @@ constexpr std::uint64_t max_header_bytes_limit = 1 * MiB;
 constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must always fit
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
-constexpr std::array<std::string_view, 5> root_keys{"server", "log", "admin", "route", "upstreams"};
+constexpr std::array<std::string_view, 6> root_keys{"server", "log",       "admin",
+                                                    "route",  "upstreams", "dns"};
 constexpr std::array<std::string_view, 18> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
@@ -70,15 +71,18 @@ constexpr std::array<std::string_view, 3> header_rule_keys{"set", "add", "remove
 constexpr std::array<std::string_view, 4> return_keys{"status", "location", "body", "content_type"};
 constexpr std::array<std::string_view, 4> rate_limit_keys{"rate", "burst", "key", "max_keys"};
 constexpr std::array<std::string_view, 2> forwarded_header_modes{"off", "add"};
-constexpr std::array<std::string_view, 26> upstream_keys{
+constexpr std::array<std::string_view, 27> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
     "hash_key", "hash_balance_factor", "queue_size",       "queue_timeout", "retry",
     "tls",      "tls_verify",          "tls_ca_file",      "tls_server_name", "tls_cert",
     "tls_key",  "tunnel_idle_timeout", "request_headers", "response_headers", "send_timeout",
-    "idempotency"};
-constexpr std::array<std::string_view, 6> server_entry_keys{"address", "name",      "weight",
-                                                            "backup",  "max_conns", "drain"};
+    "idempotency", "discover"};
+constexpr std::array<std::string_view, 8> server_entry_keys{
+    "address", "name", "weight", "backup", "max_conns", "drain", "resolve", "resolve_interval"};
+constexpr std::array<std::string_view, 7> dns_keys{"servers", "timeout",   "attempts", "min_ttl",
+                                                   "max_ttl", "stale_ttl", "allow_empty"};
+constexpr std::array<std::string_view, 2> discover_keys{"srv", "resolve_interval"};
 constexpr std::array<std::string_view, 12> health_keys{
     "path", "method",        "host",        "port",   "interval",     "timeout",
     "rise", "expect_status", "expect_body", "jitter", "initial_state", "fall"};
@@ -246,6 +250,8 @@ bool dns_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
 }
 
+bool dns_name_char(char c) { return dns_char(c) || c == '.'; }
+
 // "api.example.com" or "*.example.com", lower-cased: RFC 9110 §4.2.3 compares hosts
 // case-insensitively, so the router can compare bytes.
 std::optional<std::string> normalize_host_pattern(std::string_view text) {
@@ -311,6 +317,7 @@ public:
     read_server(root, config.server);
     read_log(root, config.log);
     read_admin(root, config.admin);
+    read_dns(root, config.dns);
     read_routes(root, config.routes);
     read_upstreams(root, config.upstreams);
     check_routing(root, config);
@@ -861,8 +868,10 @@ private:
             "'" + r.idempotency_header + "' is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
   }
 
+  // `resolvable_now` false: a name resolved later through [dns] (a `resolve` server), which
+  // the system resolver that `check` would ask may not know.
   std::optional<HostPort> parse_address(const toml::node& node, const std::string& path,
-                                        bool zero_port_allowed) {
+                                        bool zero_port_allowed, bool resolvable_now = true) {
     const auto* text = node.as_string();
     if (text == nullptr) {
       type_error(node, path, "a string like \"127.0.0.1:8080\"");
@@ -871,7 +880,7 @@ private:
     std::string why;
     auto address = parse_host_port(text->get(), zero_port_allowed, &why);
     if (!address) error(node, path, why);
-    if (address && !resolvable(address->host, &why)) {
+    if (address && resolvable_now && !resolvable(address->host, &why)) {
       error(node, path, why);
       return std::nullopt;
     }
@@ -1433,6 +1442,7 @@ private:
     read_header_rules(table, "request_headers", path + ".request_headers", upstream.request_headers);
     read_header_rules(table, "response_headers", path + ".response_headers", upstream.response_headers);
     warn_unused_policy_keys(table, path, upstream.balance);
+    read_discover(table, path, upstream);
 
     // An absent or empty list is allowed: the upstream exists, the proxy answers 503.
     const toml::node* node = table.get("servers");
@@ -1486,6 +1496,7 @@ private:
     read_bool(table, "backup", path + ".backup", server.backup);
     read_integer(table, "max_conns", path + ".max_conns", server.max_conns, 0, 1'000'000);
     read_bool(table, "drain", path + ".drain", server.drain);
+    read_server_resolve(table, path, server);
     if (!require(table, "address", path, "the server's host:port")) return std::nullopt;
     const toml::node& address_node = *table.get("address");
     std::optional<HostPort> address;
@@ -1505,16 +1516,93 @@ private:
       std::string why;
       address = parse_host_port(rest, false, &why);
       if (!address) error(address_node, path + ".address", why);
-      if (address && !resolvable(address->host, &why)) {
+      if (address && !server.resolve && !resolvable(address->host, &why)) {
         error(address_node, path + ".address", why);
         address.reset();
       }
     } else {
-      address = parse_address(address_node, path + ".address", false);
+      address = parse_address(address_node, path + ".address", false, !server.resolve);
     }
     if (!address) return std::nullopt;
     server.address = std::move(*address);
+    check_resolve_address(address_node, path, server);
     return server;
+  }
+
+  // --- Discovery (discovery/, docs/discovery.md) ---
+
+  void read_server_resolve(const toml::table& table, const std::string& path, ServerConfig& server) {
+    read_bool(table, "resolve", path + ".resolve", server.resolve);
+    const auto* interval =
+        read_duration(table, "resolve_interval", path + ".resolve_interval", server.resolve_interval, false);
+    if (interval != nullptr && !server.resolve)
+      warn(*interval, path + ".resolve_interval", "has no effect without resolve = true");
+  }
+
+  // A `resolve` server's address must be a name: an IP literal has no records to follow.
+  void check_resolve_address(const toml::node& node, const std::string& path, const ServerConfig& server) {
+    if (!server.resolve) return;
+    const auto& host = server.address.host;
+    if (boost::urls::parse_ipv4_address(host) || boost::urls::parse_ipv6_address(host))
+      error(node, path + ".address",
+            "resolve = true needs a DNS name, but '" + host + "' is an IP address");
+    else if (!all_of_chars(host, dns_name_char))
+      error(node, path + ".address", "'" + host + "' is not a DNS name");
+  }
+
+  void read_dns(const toml::table& root, DnsSection& out) {
+    const toml::table& table = section_or_empty(root, "dns");
+    check_keys(table, "dns", dns_keys);
+    if (const toml::node* node = table.get("servers")) {
+      if (auto addresses = read_name_servers(*node, "dns.servers")) out.servers = std::move(*addresses);
+    }
+    note(table, "servers", "dns.servers", addresses_text(out.servers));
+    read_duration(table, "timeout", "dns.timeout", out.timeout, false);
+    read_integer(table, "attempts", "dns.attempts", out.attempts, 1, 10);
+    // The resolver (its name servers, timeout and tries) is made once, at start.
+    for (const auto* key : {"dns.servers", "dns.timeout", "dns.attempts"}) needs_restart(key);
+    read_duration(table, "min_ttl", "dns.min_ttl", out.min_ttl, false);
+    const auto* max = read_duration(table, "max_ttl", "dns.max_ttl", out.max_ttl, false);
+    if (max != nullptr && out.max_ttl < out.min_ttl)
+      error(*max, "dns.max_ttl",
+            "must be at least min_ttl (" + format_duration(out.min_ttl) + "), got " + format_duration(out.max_ttl));
+    read_duration(table, "stale_ttl", "dns.stale_ttl", out.stale_ttl, true);
+    read_bool(table, "allow_empty", "dns.allow_empty", out.allow_empty);
+  }
+
+  // Name server addresses: IP literals with a port ("127.0.0.1:53", "[::1]:53").
+  std::optional<std::vector<HostPort>> read_name_servers(const toml::node& node,
+                                                                       const std::string& path) {
+    const auto* array = node.as_array();
+    if (array == nullptr) {
+      type_error(node, path, "an array of \"ip:port\" strings");
+      return std::nullopt;
+    }
+    std::vector<HostPort> out;
+    for (std::size_t i = 0; i < array->size(); ++i) {
+      const toml::node& item = *array->get(i);
+      auto address = parse_address(item, index_path(path, i), false, false);
+      if (!address) return std::nullopt;
+      if (!boost::urls::parse_ipv4_address(address->host) && !boost::urls::parse_ipv6_address(address->host)) {
+        error(item, index_path(path, i), "a name server is an IP address, got '" + address->host + "'");
+        return std::nullopt;
+      }
+      out.push_back(std::move(*address));
+    }
+    return out;
+  }
+
+  // discover = { srv = "_http._tcp.app.service.consul", resolve_interval = "10s" }
+  void read_discover(const toml::table& table, const std::string& path, UpstreamConfig& u) {
+    const toml::table* discover = section(table, "discover");
+    if (discover == nullptr) return;
+    const std::string p = path + ".discover";
+    check_keys(*discover, p, discover_keys);
+    if (!require(*discover, "srv", p, "the SRV name to follow")) return;
+    const auto* srv = read_string(*discover, "srv", p + ".srv", u.discover_srv);
+    if (srv != nullptr && !all_of_chars(u.discover_srv, dns_name_char))
+      error(*srv, p + ".srv", "'" + u.discover_srv + "' is not a DNS name");
+    read_duration(*discover, "resolve_interval", p + ".resolve_interval", u.discover_interval, false);
   }
 
   // What goes where: with routes, every route must name an upstream that exists; without

@@ -69,6 +69,16 @@ ServerHealth::ServerHealth(Endpoint& endpoint, const HealthPolicy& policy,
 
 ServerHealth::~ServerHealth() { release_slot(); }
 
+void ServerHealth::ramp_in() {
+  const auto now = clock_.now();
+  if (!in_service(state_)) return;  // initial_state = "down": the ramp starts when it comes up
+  ramp_.start(now);
+  state_ = compute_state(now);
+  if (state_ == ServerState::slow_start) reason_ = "added to a running upstream: slow start";
+  endpoint_.set_weight_share(ramp_.share(now));
+  endpoint_.set_state(state_);
+}
+
 bool ServerHealth::LogLimit::admit(Clock::time_point now, std::uint32_t& held_back) noexcept {
   const auto t = now.time_since_epoch().count();
   auto next = next_.load(std::memory_order_relaxed);

@@ -23,6 +23,19 @@ double ms_since(Clock::time_point t, Clock::time_point now) {
   return std::chrono::duration<double, std::milli>(now - t).count();
 }
 
+// Where a server came from: the file, or a DNS name (with that name's staleness).
+void add_origin(json::object& so, const config::ServerConfig& server, const json::array& discovered) {
+  so["origin"] = server.origin.empty() ? "config" : server.origin;
+  if (server.origin.empty()) return;
+  so["source"] = server.source;
+  for (const auto& d : discovered) {
+    const auto& o = d.as_object();
+    if (o.at("name").as_string() != server.source) continue;
+    so["stale"] = o.at("stale");
+    so["stale_for_ms"] = o.at("stale_for_ms");
+  }
+}
+
 // Sum of one counter over every worker slot.
 template <class Get>
 std::uint64_t sum(const Endpoint& ep, unsigned workers, Get get) {
@@ -124,10 +137,13 @@ std::string RuntimeControl::status_json() {
     uo["balance"] = u->config().balance;
     uo["queued"] = u->queue().size();
     json::array servers;
-    for (Endpoint* ep : u->endpoints()) {
+    const auto discovered = hooks_.discovery_status ? hooks_.discovery_status(u->name()) : json::array();
+    for (std::size_t i = 0; i < u->endpoints().size(); ++i) {
+      Endpoint* ep = u->endpoint(static_cast<std::uint32_t>(i));
       json::object so;
       so["identity"] = ep->identity();
       so["address"] = ep->address_text();
+      add_origin(so, u->config().servers[i], discovered);
       so["tls"] = ep->tls();
       so["weight"] = ep->weight();
       so["effective_weight"] = static_cast<double>(ep->effective_weight_milli()) / 1000.0;
@@ -168,6 +184,7 @@ std::string RuntimeControl::status_json() {
     }
     uo["servers"] = std::move(servers);
     if (const auto* g = u->idempotency()) uo["idempotency"] = idempotency_status(*g);
+    if (!discovered.empty()) uo["discovery"] = discovered;
     upstreams.push_back(std::move(uo));
   }
   root["upstreams"] = std::move(upstreams);
@@ -285,6 +302,7 @@ std::string RuntimeControl::metrics_text() {
       if (ep->has_health()) v += ep->health().status().ejections_refused;
     m.sample({{"upstream", u->name()}}, static_cast<double>(v));
   }
+  if (hooks_.discovery_metrics) hooks_.discovery_metrics(m);
   m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
   m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
   m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));

@@ -171,7 +171,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
       const auto* os = find_server(*ou, ns.identity());
       if (os == nullptr) {
         out.push_back(prefix + "+ server " + ns.identity() + " (" + ns.address.to_string() + ", weight " +
-                      std::to_string(ns.weight) + ")");
+                      std::to_string(ns.weight) + (ns.resolve ? ", resolved through DNS" : "") + ")");
         continue;
       }
       if (os->address.to_string() != ns.address.to_string())
@@ -182,6 +182,9 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
                       " -> " + std::to_string(ns.weight));
       if (os->drain != ns.drain)
         out.push_back(prefix + "~ server " + ns.identity() + (ns.drain ? " drained" : " undrained"));
+      if (os->resolve != ns.resolve)
+        out.push_back(prefix + "~ server " + ns.identity() +
+                      (ns.resolve ? " resolved through DNS (every A/AAAA record a server)" : " no longer resolved through DNS"));
       if (os->backup != ns.backup)
         out.push_back(prefix + "~ server " + ns.identity() + (ns.backup ? " becomes a backup" : " becomes a primary"));
     }

@@ -19,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/config/loader.hpp"
+#include "sluice/discovery/discovery.hpp"
 #include "sluice/health/log.hpp"
 #include "sluice/admin/server.hpp"
 #include "sluice/health/prober.hpp"
@@ -66,6 +67,10 @@ struct Runtime::State {
   std::unique_ptr<StateFile> state_file;  // [server] state_file; restart-only
   bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
   std::string binary = own_binary();  // what SIGUSR2 starts again
+  // Servers from DNS; made when a config first asks for them ([dns] is restart-only). Declared
+  // after `control`, so destroyed before it.
+  std::unique_ptr<discovery::Discovery> discovery;
+  bool membership_pending = false;  // a rebuild for DNS changes is posted
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -271,6 +276,83 @@ void notify_ready(Runtime::State& s, std::string_view why) {
   report_upgrade_ready();  // a binary upgrade's old process may stop accepting now
 }
 
+// The snapshot of `cfg` with the servers DNS gives now (discovery/): the directory keeps the
+// state of every endpoint whose identity stays, for a reload and a DNS change alike.
+std::shared_ptr<const Snapshot> build(Runtime::State& s, const std::shared_ptr<const config::Config>& cfg,
+                                      std::uint64_t version) {
+  // The snapshot being replaced hands each kept route its rate limiter (proxy/admission).
+  return build_snapshot(s.discovery ? s.discovery->expand(cfg) : cfg, s.directory, version,
+                        s.snapshot.get());
+}
+
+// Endpoints of `old` that `now` does not have (removed from the file or gone from DNS): no new
+// request, not even a retry from a request that started on `old`; in-flight ones finish; idle
+// pooled connections close.
+void retire_removed(Runtime::State& s, const Snapshot& old, const Snapshot& now) {
+  for (const auto& u : old.upstreams)
+    for (const auto& ep : u->shared_endpoints()) {
+      bool kept = false;
+      for (const auto& n : now.upstreams)
+        for (const Endpoint* e : n->endpoints()) kept |= e == ep.get();
+      if (kept) continue;
+      ep->set_draining(true);
+      for (auto& w : s.workers) w->close_idle(ep);
+    }
+}
+
+// Makes `snapshot` the one every new request and probe uses.
+void publish(Runtime::State& s, std::shared_ptr<const Snapshot> snapshot) {
+  const auto old = std::exchange(s.snapshot, snapshot);
+  for (auto& w : s.workers) w->publish(snapshot);
+  if (old) retire_removed(s, *old, *snapshot);
+  update_probes(s);
+}
+
+// DNS changed the membership of an upstream: the running config is built again, like a reload
+// that keeps the file (one rebuild for the changes of one burst of answers).
+void apply_membership(Runtime::State& s) {
+  s.membership_pending = false;
+  if (s.shutting_down) return;
+  try {
+    publish(s, build(s, s.config, s.version + 1));
+    s.version += 1;
+  } catch (const std::exception& e) {
+    spdlog::error("applying DNS changes failed: {}; the previous servers keep serving", e.what());
+  }
+}
+
+// Starts following the DNS names of `cfg` (at start-up and at reloads).
+void follow_dns(Runtime::State& s, const config::Config& cfg) {
+  bool wanted = false;
+  for (const auto& u : cfg.upstreams) wanted |= u.discovers();
+  if (!wanted && !s.discovery) return;
+  if (!s.discovery) {
+    s.discovery = std::make_unique<discovery::Discovery>(s.control, steady_clock(), cfg.dns);
+    s.discovery->on_change = [&s](const std::string& upstream, const std::string& name,
+                                  const discovery::Change&) {
+      telemetry::events().push("dns", upstream, name, "membership changed", steady_clock().now());
+      if (s.membership_pending) return;
+      s.membership_pending = true;
+      net::post(s.control, [&s] { apply_membership(s); });
+    };
+  }
+  s.discovery->configure(cfg);
+}
+
+// At start-up, before anything listens: the first answers, so that the first snapshot has the
+// servers (bounded by what the resolver may take: SRV, then its targets).
+void await_first_answers(Runtime::State& s) {
+  if (!s.discovery) return;
+  const auto& dns = s.config->dns;
+  const auto bound = 2 * dns.timeout * dns.attempts + std::chrono::seconds(1);
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (!s.discovery->settled() && std::chrono::steady_clock::now() < until)
+    if (s.control.run_one_until(until) == 0) break;
+  s.control.restart();
+  for (const auto& f : s.discovery->failures())
+    spdlog::warn("upstream {}; no servers from it yet, resolving again", f);
+}
+
 // Parse, validate, bind what is new, build, publish: all or nothing. Requests in flight keep
 // their snapshot; a key that needs a restart refuses the whole file.
 admin::ReloadOutcome reload_config(Runtime::State& s);
@@ -308,14 +390,15 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
     const auto wanted = Listeners::of(*cfg);
     auto pending = s.listeners.bind_new(s.control, wanted, s.workers.size());
     auto admin_change = prepare_admin(s, cfg->admin);
-    auto snapshot = build_snapshot(cfg, s.directory, s.version + 1, s.snapshot.get());
+    // Names that stay keep their answers; new ones are resolved now and join when they answer.
+    follow_dns(s, *cfg);
+    auto snapshot = build(s, cfg, s.version + 1);
     auto log_files = open_log_files(s.config->log, cfg->log);  // last: nothing throws after it
     const auto was = s.config;
     s.version += 1;
     s.config = cfg;
-    s.snapshot = snapshot;
     s.loaded_at = steady_clock().now();
-    for (auto& w : s.workers) w->publish(snapshot);
+    publish(s, snapshot);
     s.listeners.apply(std::move(pending), wanted, s.workers);
     commit_admin(s, std::move(admin_change));
     apply_logging(s, was->log, cfg->log, log_files);
@@ -324,13 +407,17 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
       const auto per_worker = connections_per_worker(*cfg, static_cast<unsigned>(s.workers.size()));
       for (auto& w : s.workers) w->set_max_connections(per_worker);
     }
-    update_probes(s);
+    if (s.discovery) s.discovery->prune();  // names the new file no longer has
     ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
     telemetry::events().push("reload", "", "", "config version " + std::to_string(s.version),
                              steady_clock().now());
     out.ok = true;
   } catch (const std::exception& e) {
+    if (s.discovery) {  // back to the running config's names, with their servers
+      s.discovery->configure(*s.config);
+      s.discovery->prune();
+    }
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
     out.errors.push_back(s.config_path + ": " + e.what());
@@ -370,7 +457,9 @@ int Runtime::run() {
     return 1;
   }
   try {
-    s.snapshot = build_snapshot(s.config, s.directory, ++s.version);
+    follow_dns(s, cfg);
+    await_first_answers(s);
+    s.snapshot = build(s, s.config, ++s.version);
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", s.config_path, e.what());
     return 1;
@@ -485,6 +574,14 @@ int Runtime::run() {
       .history = [&]() -> const History& { return s.history; },
       .upgrade = upgrade,
       .reopen_logs = [&] { return reopen_logs(s, "admin API"); },
+      .discovery_status =
+          [&](const std::string& upstream) {
+            return s.discovery ? s.discovery->status(upstream) : boost::json::array();
+          },
+      .discovery_metrics =
+          [&](telemetry::MetricsText& m) {
+            if (s.discovery) s.discovery->metrics(m);
+          },
   });
   s.control_api = &control;
   if (cfg.admin.enabled) {
@@ -585,6 +682,7 @@ int Runtime::run() {
       ready_timer.cancel();
       s.notifier.stop_watchdog();
       s.prober->stop();
+      if (s.discovery) s.discovery->stop();
       if (s.admin_server) s.admin_server->stop();
       if (s.watch) s.watch->stop();
       return;

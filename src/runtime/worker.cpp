@@ -105,6 +105,10 @@ void Worker::close_idle(Endpoint& endpoint) {
   net::post(io_, [this, e = &endpoint] { ctx_.pool.close(*e); });
 }
 
+void Worker::close_idle(std::shared_ptr<Endpoint> endpoint) {
+  net::post(io_, [this, e = std::move(endpoint)] { ctx_.pool.close(*e); });
+}
+
 std::future<std::size_t> Worker::count_upstream_connections() {
   auto promise = std::make_shared<std::promise<std::size_t>>();
   auto counted = promise->get_future();

@@ -35,7 +35,9 @@ std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoin
 
 void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::uint32_t max_idle,
                              Clock::duration keepalive_timeout) {
-  if (max_idle == 0) return;  // stream closes as it goes out of scope
+  // The stream closes as it goes out of scope. A draining server (drained, or gone from DNS or
+  // the file) gets no new request, so a connection to it would only wait for its expiry.
+  if (max_idle == 0 || endpoint.draining()) return;
   if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
   auto& stack = idle_[endpoint.id()];
   if (stack.size() >= max_idle) {

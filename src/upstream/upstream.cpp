@@ -112,6 +112,7 @@ std::vector<std::shared_ptr<Endpoint>> EndpointDirectory::obtain(const config::U
     if (!endpoint) {
       endpoint = std::make_shared<Endpoint>(server.identity(), server.address, resolved, server.weight);
       endpoint->set_health(std::make_unique<health::ServerHealth>(*endpoint, policy, guard, clock_));
+      if (running_) endpoint->health().ramp_in();
       // Same identity at a new address (an instance replaced in a rollout): a drain set through
       // the API is the operator's word about this identity and carries over.
       bool api_drain = false;
@@ -140,6 +141,7 @@ std::shared_ptr<EndpointCounters[]> EndpointDirectory::unserved_counters(const s
 }
 
 void EndpointDirectory::prune() {
+  running_ = true;
   std::erase_if(known_, [](const Entry& e) { return !e.used; });
   for (auto& e : known_) e.used = false;
 }

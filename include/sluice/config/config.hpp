@@ -163,6 +163,19 @@ struct ReturnConfig {
   std::string content_type = "text/plain; charset=utf-8";
 };
 
+// [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).
+struct DnsSection {
+  std::vector<HostPort> servers;  // name servers; empty = those of /etc/resolv.conf
+  Duration timeout{std::chrono::seconds(2)};  // per try, per name server
+  std::uint32_t attempts = 2;
+  Duration min_ttl{std::chrono::seconds(1)};  // a record's TTL is clamped to [min_ttl, max_ttl]
+  Duration max_ttl{std::chrono::seconds(300)};
+  // After a failed resolution (timeout, SERVFAIL, NXDOMAIN, refused) the last good answer is kept
+  // this long; then its servers are removed.
+  Duration stale_ttl{std::chrono::hours(1)};
+  bool allow_empty = false;  // apply an answer with no records (else it counts as a failure)
+};
+
 struct RouteConfig {
   std::string host;               // "" = any; exact or "*.example.com"
   std::string path_prefix = "/";  // longest prefix wins
@@ -187,6 +200,14 @@ struct ServerConfig {
   std::uint32_t max_conns = 0; // in-flight requests to this server across workers; 0 = unlimited
   bool drain = false;          // no new requests; in-flight ones finish
   bool tls = false;            // the upstream's `tls`, or an "https://" address
+  // `resolve = true`: the address is a DNS name whose every A/AAAA record is a server, re-resolved
+  // at the records' TTL (clamped to [dns] min_ttl..max_ttl) or every resolve_interval when set.
+  bool resolve = false;
+  Duration resolve_interval{0};  // 0 = the TTL
+  // Where a server of a snapshot came from: "" = the file; "dns" (a `resolve` name) or "srv"
+  // (`discover`) with `source` the name asked. Set by discovery/, never by the loader.
+  std::string origin;
+  std::string source;
   SourceLocation where;
 
   // Stable identity: survives reordering and reloads; keys health state and hashing.
@@ -279,10 +300,21 @@ struct UpstreamConfig {
   std::string tls_key;
   HeaderRulesConfig request_headers;  // before the route's (docs/edge.md)
   HeaderRulesConfig response_headers;
+  // `discover = { srv = "_http._tcp.app.service.consul" }`: servers from SRV records (weight ->
+  // weight, the lowest priority as primaries, higher ones as backup); "" = none.
+  std::string discover_srv;
+  Duration discover_interval{0};  // `discover.resolve_interval`; 0 = the TTL
+  // Any server from DNS (a `resolve` server or `discover`)?
+  bool discovers() const {
+    if (!discover_srv.empty()) return true;
+    for (const auto& s : servers)
+      if (s.resolve) return true;
+    return false;
+  }
   bool any_tls() const {
     for (const auto& s : servers)
       if (s.tls) return true;
-    return false;
+    return tls;  // servers discovered later use the upstream's `tls`
   }
   SourceLocation where;
 };
@@ -309,6 +341,7 @@ struct Config {
   ServerSection server;
   LogSection log;
   AdminSection admin;
+  DnsSection dns;
   std::vector<RouteConfig> routes;
   std::vector<UpstreamConfig> upstreams;  // in file order
   std::vector<KeyValue> keys;             // in the order the loader read them

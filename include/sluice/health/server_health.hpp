@@ -191,6 +191,9 @@ public:
   // server stays up under new rise/fall; an ejection keeps its end time) and moves a held guard
   // slot to `guard`.
   void reconfigure(const HealthPolicy& policy, std::shared_ptr<EjectionGuard> guard);
+  // Control thread, before the server is published: a server added to a running upstream (by a
+  // reload or by DNS) that starts in service ramps in over slow_start, as one coming back does.
+  void ramp_in();
 
   HealthStatus status() const;
   Endpoint& endpoint() const noexcept { return endpoint_; }

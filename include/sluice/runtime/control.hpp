@@ -5,9 +5,13 @@
 #include <memory>
 #include <optional>
 
+#include <boost/json/array.hpp>
+
 #include "sluice/admin/control.hpp"
 #include "sluice/runtime/history.hpp"
 #include "sluice/runtime/snapshot.hpp"
+
+namespace sluice::telemetry { class MetricsText; }
 
 namespace sluice {
 
@@ -34,6 +38,9 @@ public:
     std::function<const History&()> history;       // the dashboard's per-second samples
     std::function<admin::UpgradeOutcome(const std::string&)> upgrade;
     std::function<std::vector<std::string>()> reopen_logs;  // what failed, "" = none
+    // Servers from DNS (discovery/): an upstream's sources for the status, and their metrics.
+    std::function<boost::json::array(const std::string&)> discovery_status;
+    std::function<void(telemetry::MetricsText&)> discovery_metrics;
   };
   explicit RuntimeControl(Hooks hooks);
 

@@ -46,6 +46,9 @@ public:
   void publish(std::shared_ptr<const Snapshot> snapshot);
   // Any thread. Closes this worker's idle pooled connections to `endpoint` (drain).
   void close_idle(Endpoint& endpoint);
+  // The same for an endpoint no snapshot may hold any more (gone at a reload or from DNS): kept
+  // alive until the worker has closed them.
+  void close_idle(std::shared_ptr<Endpoint> endpoint);
   // Any thread. Stop accepting, close idle connections, let in-flight requests finish.
   void begin_shutdown();
   // Any thread. Close every connection now and stop the loop.

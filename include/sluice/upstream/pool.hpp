@@ -24,7 +24,8 @@ public:
   // closed by the origin's idle timer). Discards connections found closed or expired.
   std::optional<stream_type> acquire(const Endpoint& endpoint);
 
-  // Keeps `stream` for reuse unless the pool for this endpoint already holds max_idle connections.
+  // Keeps `stream` for reuse unless the pool for this endpoint already holds max_idle connections
+  // or the endpoint is draining.
   void release(const Endpoint& endpoint, stream_type stream, std::uint32_t max_idle,
                Clock::duration keepalive_timeout);
 

@@ -123,6 +123,7 @@ private:
     bool used = false;
   };
   const Clock& clock_;
+  bool running_ = false;  // a build was published: new servers join a running upstream
   std::vector<Entry> known_;
   std::vector<std::pair<std::string, std::shared_ptr<EndpointCounters[]>>> unserved_;
 };
