@@ -492,7 +492,9 @@ def test_reload_drain_and_sigterm_during_chaos_the_books_balance(fleet, sluice):
     assert all("app-2" in {name for name, _ in runs.get(r.id, [])} for r in cut), cut[:5]
     for r in by_kind["post"]:
         assert r.ok or r.error is not None or r.status in (502, 504), r
-    assert len(load.records) >= 200
+    # The load ran through every step: at least the 180 answers the steps waited for (more when
+    # the waits in between were long; the count itself is timing, not behaviour).
+    assert len(load.records) >= 180
     # The requests in flight at SIGTERM were answered, not cut: nothing sent before it failed
     # for want of an answer.
     assert all(r.error is None or r.got_bytes > 0 for r in load.records if r.sent < stopped_at - 0.1)
