@@ -39,6 +39,12 @@ std::string HashKeySpec::to_string() const {
   return text;
 }
 
+std::string route_label(std::string_view host, std::string_view path_prefix) {
+  std::string label(host.empty() ? std::string_view("*") : host);
+  label.append(path_prefix);
+  return label;
+}
+
 unsigned ServerSection::worker_count() const {
   return workers != 0 ? workers : std::max(1u, std::thread::hardware_concurrency());
 }

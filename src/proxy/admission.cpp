@@ -80,7 +80,7 @@ bool RouteAdmission::needed(const config::RouteConfig& route) noexcept {
 
 RouteAdmission::RouteAdmission(const config::RouteConfig& route, const RouteAdmission* previous)
     : allow_(route.allow), deny_(route.deny), rate_(route.rate_limit),
-      label_(route.host + route.path_prefix) {
+      label_(config::route_label(route.host, route.path_prefix)) {
   counters_ = previous != nullptr ? previous->counters_ : std::make_shared<AdmissionCounters>();
   if (!rate_) return;
   key_ = HashKey(rate_->key);

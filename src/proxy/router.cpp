@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sluice/config/config.hpp"
+
 namespace sluice {
 
 namespace {
@@ -39,7 +41,7 @@ Router::Router(std::vector<Route> routes, const Upstream* fallback,
   fallback_.response_rules = std::move(fallback_response);
   for (auto& r : routes_) {
     for (auto& c : r.host) c = lower(c);
-    r.label = (r.host.empty() ? std::string("*") : r.host) + r.path_prefix;
+    r.label = config::route_label(r.host, r.path_prefix);
   }
   std::stable_sort(routes_.begin(), routes_.end(), [](const Route& a, const Route& b) {
     if (a.path_prefix.size() != b.path_prefix.size()) return a.path_prefix.size() > b.path_prefix.size();

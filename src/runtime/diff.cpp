@@ -194,7 +194,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
     }
   }
   const auto route_text = [](const config::RouteConfig& r) {
-    return (r.host.empty() ? std::string("*") : r.host) + r.path_prefix +
+    return config::route_label(r.host, r.path_prefix) +
            (r.answer ? " -> return " + std::to_string(r.answer->status) : " -> " + r.upstream) +
            admission_text(r);
   };

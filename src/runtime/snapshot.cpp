@@ -72,7 +72,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     const proxy::RouteAdmission* before = nullptr;
     if (previous != nullptr)
       for (const auto& a : previous->admissions)
-        if (a->label() == r.host + r.path_prefix) before = a.get();
+        if (a->label() == config::route_label(r.host, r.path_prefix)) before = a.get();
     snapshot->admissions.push_back(std::make_shared<proxy::RouteAdmission>(r, before));
     routes.back().admission = snapshot->admissions.back().get();
   }

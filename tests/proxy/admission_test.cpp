@@ -79,7 +79,7 @@ TEST(RouteAdmission, DenyBeatsAllowAndAnEmptyAllowListAllowsAll) {
   EXPECT_EQ(verdict(both, "10.6.2.3"), V::forbidden);
   EXPECT_EQ(verdict(both, "192.0.2.1"), V::forbidden);
   EXPECT_EQ(both.counters().denied.load(), 2u);
-  EXPECT_EQ(both.label(), "/api/");
+  EXPECT_EQ(both.label(), "*/api/");  // as the access log names the route
 }
 
 config::RateLimitConfig limit(std::uint32_t burst, std::string key = "client_ip") {

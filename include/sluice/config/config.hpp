@@ -176,6 +176,10 @@ struct DnsSection {
   bool allow_empty = false;  // apply an answer with no records (else it counts as a failure)
 };
 
+// A route's name in logs, metrics and `check --diff`: its host ("*" = any) and path_prefix, as in
+// "*/api/" or "shop.example.com/".
+std::string route_label(std::string_view host, std::string_view path_prefix);
+
 struct RouteConfig {
   std::string host;               // "" = any; exact or "*.example.com"
   std::string path_prefix = "/";  // longest prefix wins
