@@ -240,12 +240,6 @@ bool server_name_char(char c) {
          c == ':';
 }
 
-// RFC 9110 §5.6.2 tchar: what a header name is made of.
-bool header_name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) ||
-         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
 bool dns_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
 }
@@ -709,7 +703,7 @@ private:
     c.mode = mode == "replay" ? idempotency::Mode::replay
              : mode == "collapse" ? idempotency::Mode::collapse : idempotency::Mode::off;
     if (const auto* node = read_string(*table, "header", p + ".header", c.header);
-        node != nullptr && !c.header.empty() && !all_of_chars(c.header, header_name_char))
+        node != nullptr && !c.header.empty() && !http::is_token(c.header))
       error(*node, p + ".header", "must be a header name (a token) or \"\" (the retry section's idempotency_header), got '" + c.header + "'");
     read_duration(*table, "replay_window", p + ".replay_window", c.replay_window, false);
     read_size(*table, "max_stored_body", p + ".max_stored_body", c.max_stored_body, 0, 64 * MiB);
@@ -718,8 +712,7 @@ private:
     if (const auto* node = read_strings(*table, "scope", p + ".scope", c.scope)) {
       for (std::size_t i = 0; i < c.scope.size(); ++i) {
         const auto& s = c.scope[i];
-        const bool header = s.starts_with("header:") && s.size() > 7 &&
-                            all_of_chars(std::string_view(s).substr(7), header_name_char);
+        const bool header = s.starts_with("header:") && http::is_token(std::string_view(s).substr(7));
         if (!header && s != "client_ip")
           error(*node->as_array()->get(i), index_path(p + ".scope", i),
                 "expected \"header:NAME\" or \"client_ip\", got '" + s + "'");
@@ -740,8 +733,6 @@ private:
     c.on_store_error = on_error == "reject" ? idempotency::OnStoreError::reject : idempotency::OnStoreError::forward;
     read_duration(*table, "store_timeout", p + ".store_timeout", c.store_timeout, false);
   }
-
-  static bool header_name_char(char c) { return http::chars::is(c, http::chars::k_tchar); }
 
   // store_statuses: classes ("2xx") or codes ("409"), each reported at its index.
   void check_store_statuses(const toml::node& node, const std::string& path, idempotency::Config& c) {
@@ -860,10 +851,7 @@ private:
             "must be at least one try's timeout (per_try_timeout " + format_duration(r.per_try_timeout) +
                 "), got " + format_duration(r.deadline));
     // RFC 9110 §5.1: a field name is a token.
-    const auto tchar = [](char c) {
-      return std::isalnum(static_cast<unsigned char>(c)) || std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-    };
-    if (!r.idempotency_header.empty() && !all_of_chars(r.idempotency_header, +tchar))
+    if (!r.idempotency_header.empty() && !http::is_token(r.idempotency_header))
       error(at("idempotency_header"), p + ".idempotency_header",
             "'" + r.idempotency_header + "' is not a header name (letters, digits and !#$%&'*+-.^_`|~)");
   }
@@ -1320,7 +1308,7 @@ private:
       using Kind = HashKeySpec::Kind;
       const auto spec = HashKeySpec::parse(key_text);
       const bool fits = spec && (spec->kind == Kind::client_ip ||
-                                 (spec->kind == Kind::header && all_of_chars(spec->name, header_name_char)));
+                                 (spec->kind == Kind::header && http::is_token(spec->name)));
       if (fits) limit.key = *spec;
       else {
         error(*key, p + ".key", "unknown key '" + key_text + "'; expected client_ip or header:NAME");
