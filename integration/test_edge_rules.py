@@ -201,4 +201,4 @@ def test_return_with_an_unread_body_closes_the_connection(sluice):
         c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n" + b"x" * 1000)
         r = c.read_response()
         assert (r.status, r.body, r.header("Connection")) == (403, b"no", "close"), r
-        c.wait_closed()
+        assert c.wait_closed(timeout=5), "the connection stayed open after a return answer to an unread body"
