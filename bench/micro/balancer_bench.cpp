@@ -1,5 +1,6 @@
 // Balancer::pick() cost for every policy at 3, 100 and 1,000 servers, on one thread and on two
-// threads sharing one balancer (as workers do). Results: bench/results/balancers.md.
+// threads sharing one balancer (as workers do, each thread picking as its own worker index).
+// Results: bench/results/balancers.md.
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -83,6 +84,7 @@ void run(benchmark::State& state, const std::string& policy, Variant variant) {
   std::size_t i = static_cast<std::size_t>(state.thread_index()) * 1031;
   for (auto _ : state) {
     PickContext ctx;
+    ctx.worker = static_cast<unsigned>(state.thread_index());  // each thread is a worker
     if (keyed) {
       ctx.hash = keys[i++ & 4095];
       ctx.has_hash = true;

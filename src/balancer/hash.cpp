@@ -75,8 +75,9 @@ std::uint64_t hash_mix64(std::uint64_t x) noexcept {
   return x ^ (x >> 31);
 }
 
-ConsistentHash::ConsistentHash(std::span<Endpoint* const> endpoints, double balance_factor)
-    : endpoints_(endpoints), balance_factor_(balance_factor), unkeyed_(endpoints) {
+ConsistentHash::ConsistentHash(std::span<Endpoint* const> endpoints, double balance_factor,
+                               unsigned workers)
+    : endpoints_(endpoints), balance_factor_(balance_factor), unkeyed_(endpoints, workers) {
   const auto n = endpoints_.size();
   if (n == 0) return;
   std::vector<std::uint32_t> weights(n);
@@ -115,15 +116,24 @@ ConsistentHash::ConsistentHash(std::span<Endpoint* const> endpoints, double bala
 
   if (balance_factor_ > 0 && n > exact_totals_limit) {
     windows_ = (n + totals_window - 1) / totals_window;
-    window_in_flight_ = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
-    window_available_ = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
+    totals_ = std::make_unique<PerWorker<WorkerTotals>>(workers);
+    std::vector<Totals> start(windows_);
+    Totals all;
     for (std::size_t w = 0; w < windows_; ++w) {
-      const auto t = sum(w * totals_window, std::min(n, (w + 1) * totals_window));
-      window_in_flight_[w].store(t.in_flight, std::memory_order_relaxed);
-      window_available_[w].store(t.available, std::memory_order_relaxed);
-      total_in_flight_.fetch_add(t.in_flight, std::memory_order_relaxed);
-      total_available_.fetch_add(t.available, std::memory_order_relaxed);
+      start[w] = sum(w * totals_window, std::min(n, (w + 1) * totals_window));
+      all.in_flight += start[w].in_flight;
+      all.available += start[w].available;
     }
+    totals_->for_each([&](WorkerTotals& t) {
+      t.window_in_flight = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
+      t.window_available = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
+      for (std::size_t w = 0; w < windows_; ++w) {
+        t.window_in_flight[w].store(start[w].in_flight, std::memory_order_relaxed);
+        t.window_available[w].store(start[w].available, std::memory_order_relaxed);
+      }
+      t.in_flight.store(all.in_flight, std::memory_order_relaxed);
+      t.available.store(all.available, std::memory_order_relaxed);
+    });
   }
 
   // About one point per bucket: 2^bits buckets over the 32-bit ring.
@@ -195,7 +205,7 @@ Pick ConsistentHash::pick(const PickContext& ctx) {
   }
 
   // Bounded loads: the cap comes from the load of the servers that may take requests now.
-  const auto [total, available] = totals();
+  const auto [total, available] = totals(ctx.worker);
   if (available <= 0) return {};
   const auto cap = static_cast<std::int64_t>(std::ceil(
       balance_factor_ * static_cast<double>(std::max<std::int64_t>(0, total) + 1) /
@@ -221,24 +231,26 @@ ConsistentHash::Totals ConsistentHash::sum(std::size_t first, std::size_t last) 
   return t;
 }
 
-ConsistentHash::Totals ConsistentHash::totals() noexcept {
+ConsistentHash::Totals ConsistentHash::totals(unsigned worker) noexcept {
   const auto n = endpoints_.size();
   if (windows_ == 0) return sum(0, n);
-  // Re-sum one window; exchange() makes concurrent refreshes of one window add up to the last
-  // value written, so the running totals never drift.
-  const auto w = static_cast<std::size_t>(window_cursor_.fetch_add(1, std::memory_order_relaxed) %
-                                          windows_);
+  // Re-sum one window of this worker's and apply the difference to its running totals. Only
+  // this worker writes them: loads and stores, no locked instruction.
+  auto& mine = (*totals_)[worker];
+  const auto w = static_cast<std::size_t>(mine.cursor.load(std::memory_order_relaxed) % windows_);
+  mine.cursor.store(w + 1, std::memory_order_relaxed);
   const auto now = sum(w * totals_window, std::min(n, (w + 1) * totals_window));
-  if (window_in_flight_[w].load(std::memory_order_relaxed) != now.in_flight) {
-    const auto before = window_in_flight_[w].exchange(now.in_flight, std::memory_order_relaxed);
-    total_in_flight_.fetch_add(now.in_flight - before, std::memory_order_relaxed);
-  }
-  if (window_available_[w].load(std::memory_order_relaxed) != now.available) {
-    const auto before = window_available_[w].exchange(now.available, std::memory_order_relaxed);
-    total_available_.fetch_add(now.available - before, std::memory_order_relaxed);
-  }
-  return {total_in_flight_.load(std::memory_order_relaxed),
-          total_available_.load(std::memory_order_relaxed)};
+  const auto apply = [](std::atomic<std::int64_t>& window, std::atomic<std::int64_t>& total,
+                        std::int64_t value) {
+    const auto before = window.load(std::memory_order_relaxed);
+    if (before == value) return;
+    window.store(value, std::memory_order_relaxed);
+    total.store(total.load(std::memory_order_relaxed) + value - before, std::memory_order_relaxed);
+  };
+  apply(mine.window_in_flight[w], mine.in_flight, now.in_flight);
+  apply(mine.window_available[w], mine.available, now.available);
+  return {mine.in_flight.load(std::memory_order_relaxed),
+          mine.available.load(std::memory_order_relaxed)};
 }
 
 std::vector<std::uint32_t> ConsistentHash::candidates(std::uint64_t hash) const {

@@ -43,20 +43,25 @@ std::uint64_t random_bits() noexcept {
 
 }  // namespace
 
-LeastConn::LeastConn(std::span<Endpoint* const> endpoints, Mode mode)
+LeastConn::LeastConn(std::span<Endpoint* const> endpoints, Mode mode, unsigned workers)
     : endpoints_(endpoints),
       two_choices_(endpoints.size() >= 2 &&
                    (mode == Mode::two_choices ||
-                    (mode == Mode::automatic && endpoints.size() > two_choices_above))) {}
+                    (mode == Mode::automatic && endpoints.size() > two_choices_above))),
+      cursor_(two_choices_ ? 1 : workers) {  // two choices has no cursor
+  for (unsigned w = 0; w < cursor_.size(); ++w) cursor_[w].store(w, std::memory_order_relaxed);
+}
 
 Pick LeastConn::pick(const PickContext& ctx) {
   if (endpoints_.empty()) return {};
   if (two_choices_) return two_choices(ctx, random_bits());
-  const auto turn = cursor_.fetch_add(1, std::memory_order_relaxed);
+  // Only this worker writes its cursor: a load and a store, no locked instruction.
+  auto& cursor = cursor_[ctx.worker];
+  const auto turn = cursor.load(std::memory_order_relaxed);
   const auto [best, distance] = scan(ctx, turn);
   // The next scan starts after the server chosen here, as in RoundRobin: otherwise the server
   // after a busy or skipped one would win every tie that starts on that one.
-  if (distance != 0) cursor_.fetch_add(distance, std::memory_order_relaxed);
+  cursor.store(turn + 1 + distance, std::memory_order_relaxed);
   return best;
 }
 

@@ -24,13 +24,15 @@ bool equal_weights(std::span<Endpoint* const> endpoints) {
 
 std::unique_ptr<Balancer> make_policy(std::string_view policy, std::span<Endpoint* const> endpoints,
                                       const BalancerOptions& options) {
+  const auto workers = options.workers;
   if (policy == "round_robin" && equal_weights(endpoints) && !options.slow_start)
-    return std::make_unique<RoundRobin>(endpoints);
-  if (policy == "round_robin") return std::make_unique<WeightedRoundRobin>(endpoints);
-  if (policy == "weighted") return std::make_unique<WeightedRoundRobin>(endpoints);
-  if (policy == "least_conn") return std::make_unique<LeastConn>(endpoints);
+    return std::make_unique<RoundRobin>(endpoints, workers);
+  if (policy == "round_robin" || policy == "weighted")
+    return std::make_unique<WeightedRoundRobin>(endpoints, workers);
+  if (policy == "least_conn")
+    return std::make_unique<LeastConn>(endpoints, LeastConn::Mode::automatic, workers);
   if (policy == "hash")
-    return std::make_unique<ConsistentHash>(endpoints, options.hash_balance_factor);
+    return std::make_unique<ConsistentHash>(endpoints, options.hash_balance_factor, workers);
   return nullptr;
 }
 
@@ -50,10 +52,12 @@ std::unique_ptr<Balancer> make_balancer(std::string_view policy,
 
 std::unique_ptr<Balancer> make_balancer(std::string_view policy,
                                         std::span<Endpoint* const> endpoints,
-                                        const config::UpstreamConfig& config) {
+                                        const config::UpstreamConfig& config,
+                                        unsigned workers) {
   return make_balancer(policy, endpoints,
                        BalancerOptions{.hash_balance_factor = config.hash_balance_factor,
-                                       .slow_start = config.slow_start.count() != 0});
+                                       .slow_start = config.slow_start.count() != 0,
+                                       .workers = workers});
 }
 
 }  // namespace sluice

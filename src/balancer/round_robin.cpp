@@ -4,20 +4,27 @@
 
 namespace sluice {
 
+RoundRobin::RoundRobin(std::span<Endpoint* const> endpoints, unsigned workers)
+    : endpoints_(endpoints), cursor_(workers) {
+  for (unsigned w = 0; w < cursor_.size(); ++w) cursor_[w].store(w, std::memory_order_relaxed);
+}
+
 Pick RoundRobin::pick(const PickContext& ctx) {
   const auto n = endpoints_.size();
   if (n == 0) return {};
   const bool retry = is_retry(ctx);
-  const auto start = retry ? cursor_.load(std::memory_order_relaxed)
-                           : cursor_.fetch_add(1, std::memory_order_relaxed);
+  // Only this worker writes its cursor: a load and a store, no locked instruction.
+  auto& cursor = cursor_[ctx.worker];
+  const auto start = cursor.load(std::memory_order_relaxed);
   for (std::size_t step = 0; step < n; ++step) {
     const auto i = static_cast<std::uint32_t>((start + step) % n);
     if (!skip(*endpoints_[i], i, ctx)) {
-      // Advance past a skipped run so that the next request starts after the one chosen here.
-      if (step != 0 && !retry) cursor_.fetch_add(step, std::memory_order_relaxed);
+      // The next request starts after the one chosen here, past a skipped run.
+      if (!retry) cursor.store(start + step + 1, std::memory_order_relaxed);
       return Pick{i};
     }
   }
+  if (!retry) cursor.store(start + 1, std::memory_order_relaxed);
   return {};
 }
 

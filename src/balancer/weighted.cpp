@@ -26,8 +26,8 @@ std::uint32_t schedulable(const Endpoint& e) noexcept {
 
 }  // namespace
 
-WeightedRoundRobin::WeightedRoundRobin(std::span<Endpoint* const> endpoints)
-    : endpoints_(endpoints) {
+WeightedRoundRobin::WeightedRoundRobin(std::span<Endpoint* const> endpoints, unsigned workers)
+    : endpoints_(endpoints), cursors_(workers) {
   const auto n = static_cast<std::uint64_t>(endpoints_.size());
   if (n == 0) return;
   // Scaled weights are >= 1 each, so a scaled schedule may exceed its cap by up to n slots.
@@ -38,7 +38,7 @@ WeightedRoundRobin::WeightedRoundRobin(std::span<Endpoint* const> endpoints)
   order_.reserve(n);
   groups_.reserve(n);
   chunks_ = static_cast<std::uint32_t>((n + weight_check_window - 1) / weight_check_window);
-  rebuild(0);
+  rebuild();
 }
 
 bool WeightedRoundRobin::weights_changed(std::uint64_t position) const noexcept {
@@ -76,7 +76,7 @@ std::uint64_t WeightedRoundRobin::length_cap(std::uint64_t servers, std::uint64_
                                      std::uint64_t{max_weight} * servers}));
 }
 
-void WeightedRoundRobin::rebuild(std::uint64_t base) noexcept {
+void WeightedRoundRobin::rebuild() noexcept {
   const auto n = endpoints_.size();
   std::uint32_t divisor = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -133,7 +133,7 @@ void WeightedRoundRobin::rebuild(std::uint64_t base) noexcept {
     }
   }
   schedule.length.store(static_cast<std::uint32_t>(total), std::memory_order_relaxed);
-  schedule.base.store(base, std::memory_order_relaxed);
+  schedule.generation.store(++generation_, std::memory_order_relaxed);
   active_.store(target, std::memory_order_release);
 }
 
@@ -141,24 +141,35 @@ Pick WeightedRoundRobin::pick(const PickContext& ctx) {
   const auto n = endpoints_.size();
   if (n == 0) return {};
   const bool retry = is_retry(ctx);
-  const auto position = retry ? cursor_.load(std::memory_order_relaxed)
-                              : cursor_.fetch_add(1, std::memory_order_relaxed);
+  // Only this worker writes its cursor: loads and stores, no locked instruction.
+  auto& cursor = cursors_[ctx.worker];
+  const auto position = cursor.position.load(std::memory_order_relaxed);
+  if (!retry) cursor.position.store(position + 1, std::memory_order_relaxed);
 
   if (weights_changed(position) && !rebuilding_.load(std::memory_order_relaxed) &&
       !rebuilding_.exchange(true, std::memory_order_acquire)) {
-    rebuild(position);
+    rebuild();
     rebuilding_.store(false, std::memory_order_release);
   }
 
   const auto& schedule = schedules_[active_.load(std::memory_order_acquire)];
   const auto length = schedule.length.load(std::memory_order_relaxed);
-  auto slot = slot_of(position, schedule.base.load(std::memory_order_relaxed), length);
+  auto base = cursor.base.load(std::memory_order_relaxed);
+  if (const auto g = schedule.generation.load(std::memory_order_relaxed);
+      cursor.generation.load(std::memory_order_relaxed) != g) {
+    // A schedule this worker has not walked yet: it starts at its beginning, plus the worker's
+    // offset (unsigned wrap-around is fine: only position - base is used).
+    base = position - ctx.worker;
+    cursor.base.store(base, std::memory_order_relaxed);
+    cursor.generation.store(g, std::memory_order_relaxed);
+  }
+  auto slot = slot_of(position, base, length);
   const auto walk = std::min<std::uint64_t>(length, 4 * std::uint64_t{n} + 64);
   std::uint32_t index = 0;
   for (std::uint64_t step = 0; step < walk; ++step) {
     index = schedule.slots[slot].load(std::memory_order_relaxed);
     if (!skip(*endpoints_[index], index, ctx)) {
-      if (step != 0 && !retry) cursor_.fetch_add(step, std::memory_order_relaxed);
+      if (step != 0 && !retry) cursor.position.store(position + 1 + step, std::memory_order_relaxed);
       return Pick{index};
     }
     if (++slot == length) slot = 0;

@@ -81,7 +81,8 @@ bool RouteAdmission::needed(const config::RouteConfig& route) noexcept {
 RouteAdmission::RouteAdmission(const config::RouteConfig& route, const RouteAdmission* previous)
     : allow_(route.allow), deny_(route.deny), rate_(route.rate_limit),
       label_(config::route_label(route.host, route.path_prefix)) {
-  counters_ = previous != nullptr ? previous->counters_ : std::make_shared<AdmissionCounters>();
+  counters_ = previous != nullptr ? previous->counters_
+                                  : std::make_shared<PerWorker<AdmissionCounters>>();
   if (!rate_) return;
   key_ = HashKey(rate_->key);
   if (previous != nullptr && previous->rate_ == rate_) {
@@ -96,10 +97,11 @@ RouteAdmission::RouteAdmission(const config::RouteConfig& route, const RouteAdmi
 }
 
 RouteAdmission::Result RouteAdmission::admit(const ClientAddress& client, const http::Fields& fields,
-                                             std::string_view target, Clock::time_point now) const noexcept {
+                                             std::string_view target, Clock::time_point now,
+                                             unsigned worker) const noexcept {
   // Deny first: an address in both lists is refused (the narrower intent wins).
   if (contains(deny_, client.address) || (!allow_.empty() && !contains(allow_, client.address))) {
-    counters_->denied.fetch_add(1, std::memory_order_relaxed);
+    add_own<std::uint64_t>((*counters_)[worker].denied);
     return {Verdict::forbidden};
   }
   if (!limiter_) return {};
@@ -111,8 +113,15 @@ RouteAdmission::Result RouteAdmission::admit(const ClientAddress& client, const 
       hash_mix64(hash_key_bytes(by_header ? *value : client.text) ^ (by_header ? 1u : 0u));
   const auto d = limiter_->take(key, now);
   if (d.allowed) return {};
-  counters_->limited.fetch_add(1, std::memory_order_relaxed);
+  add_own<std::uint64_t>((*counters_)[worker].limited);
   return {Verdict::limited, d.retry_after};
+}
+
+std::uint64_t RouteAdmission::total(std::atomic<std::uint64_t> AdmissionCounters::*field) const noexcept {
+  std::uint64_t sum = 0;
+  std::as_const(*counters_).for_each(
+      [&](const AdmissionCounters& c) { sum += (c.*field).load(std::memory_order_relaxed); });
+  return sum;
 }
 
 }  // namespace sluice::proxy

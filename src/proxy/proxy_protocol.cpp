@@ -2,6 +2,9 @@
 
 #include <charconv>
 #include <cstring>
+#include <utility>
+
+#include "sluice/core/per_worker.hpp"
 
 namespace sluice::proxy {
 
@@ -55,9 +58,24 @@ std::uint16_t be16(const char* p) noexcept {
 
 }  // namespace
 
-ProxyProtocolRejections& proxy_protocol_rejections() noexcept {
-  static ProxyProtocolRejections counters;
+namespace {
+PerWorker<ProxyProtocolRejections>& rejections() noexcept {
+  static PerWorker<ProxyProtocolRejections> counters;
   return counters;
+}
+}  // namespace
+
+ProxyProtocolRejections& proxy_protocol_rejections(unsigned worker) noexcept {
+  return rejections()[worker];
+}
+
+std::uint64_t proxy_protocol_rejected(
+    std::atomic<std::uint64_t> ProxyProtocolRejections::*field) noexcept {
+  std::uint64_t total = 0;
+  std::as_const(rejections()).for_each([&](const ProxyProtocolRejections& r) {
+    total += (r.*field).load(std::memory_order_relaxed);
+  });
+  return total;
 }
 
 std::size_t ProxyHeaderParser::feed(std::span<const char> data) noexcept {

@@ -372,6 +372,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                                                                : Clock::duration(per_try) * retry.attempts);
   TriedSet tried;
   PickContext base{&tried};
+  base.worker = worker_.index;  // the balancer moves this worker's own cursor
   if (const auto& key = x.upstream->hash_key()) {
     if (const auto bytes = key->extract(req, req.target(), x.client_ip)) {
       base.hash = x.hash = hash_key_bytes(*bytes);

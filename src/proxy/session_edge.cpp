@@ -18,7 +18,7 @@ using tcp = net::ip::tcp;
 namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 
-void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+void bump(std::atomic<std::uint64_t>& counter) { EndpointCounters::bump(counter); }  // this worker's
 }  // namespace
 
 // Before anything else on a proxy_protocol listener (before TLS): only a trusted peer may send
@@ -27,7 +27,7 @@ void bump(std::atomic<std::uint64_t>& counter) { counter.fetch_add(1, std::memor
 // the TLS handshake or the HTTP parser. False: the connection is to be closed (counted).
 net::awaitable<bool> Session::read_proxy_header() {
   const auto& server = worker_.snapshot->config->server;
-  auto& rejected = proxy_protocol_rejections();
+  auto& rejected = proxy_protocol_rejections(worker_.index);
   if (!contains(server.trusted_proxies, client_addr_)) {
     bump(rejected.untrusted);
     spdlog::debug("client {}: refused: not in trusted_proxies (PROXY protocol listener)", client_ip_);
@@ -79,7 +79,7 @@ ClientAddress Session::client_of(const http::Fields& req) const noexcept {
 ProxyError Session::admit(const RouteAdmission* admission, const http::Fields& req,
                           std::string_view target, const ClientAddress& client) const noexcept {
   if (admission == nullptr) return {};
-  const auto result = admission->admit(client, req, target, worker_.clock.now());
+  const auto result = admission->admit(client, req, target, worker_.clock.now(), worker_.index);
   switch (result.verdict) {
     case RouteAdmission::Verdict::pass: return {};
     case RouteAdmission::Verdict::forbidden: return {403, "forbidden by route allow/deny"};

@@ -52,22 +52,23 @@ void edge_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
                        std::any_of(server.tls.begin(), server.tls.end(),
                                    [](const auto& t) { return t.proxy_protocol; });
   if (proxied) {
-    const auto& r = proxy::proxy_protocol_rejections();
+    using R = proxy::ProxyProtocolRejections;
+    const auto total = [](auto field) { return static_cast<double>(proxy::proxy_protocol_rejected(field)); };
     m.counter("sluice_proxy_protocol_rejected_total",
               "Connections closed on a proxy_protocol listener, by reason (untrusted peer, "
               "malformed header, header timeout).");
-    m.sample({{"reason", "untrusted"}}, static_cast<double>(r.untrusted.load()));
-    m.sample({{"reason", "malformed"}}, static_cast<double>(r.malformed.load()));
-    m.sample({{"reason", "timeout"}}, static_cast<double>(r.timeout.load()));
+    m.sample({{"reason", "untrusted"}}, total(&R::untrusted));
+    m.sample({{"reason", "malformed"}}, total(&R::malformed));
+    m.sample({{"reason", "timeout"}}, total(&R::timeout));
   }
   if (snapshot.admissions.empty()) return;
   m.counter("sluice_admission_denied_total", "Requests answered 403 by a route's allow/deny, by route.");
   for (const auto& a : snapshot.admissions)
-    m.sample({{"route", a->label()}}, static_cast<double>(a->counters().denied.load()));
+    m.sample({{"route", a->label()}}, static_cast<double>(a->denied()));
   m.counter("sluice_rate_limited_total", "Requests answered 429 by a route's rate_limit, by route.");
   for (const auto& a : snapshot.admissions)
     if (a->limiter() != nullptr)
-      m.sample({{"route", a->label()}}, static_cast<double>(a->counters().limited.load()));
+      m.sample({{"route", a->label()}}, static_cast<double>(a->limited()));
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
       budget_(config_.retry, workers) {
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());
-  balancer_ = make_balancer(config_.balance, raw_, config_);
+  balancer_ = make_balancer(config_.balance, raw_, config_, workers);
   if (config_.balance == "hash") hash_key_.emplace(config_.hash_key);
   unserved_ = unserved ? std::move(unserved)
                        : std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]);

@@ -293,6 +293,23 @@ TEST(HashBoundedLoads, LargePoolUsesRunningTotals) {
   EXPECT_GE(pick.index, 100u);
 }
 
+// Each worker keeps its own running totals (no cache line written by every worker per pick):
+// another worker's requests reach them only when this one re-sums their window, so a total lags
+// low under rising load, which makes the bound stricter, never looser.
+TEST(HashBoundedLoads, PerWorkerTotalsNeverLoosenTheBound) {
+  TestPool p(200);
+  ConsistentHash h(p.span(), 1.25, 3);
+  const auto hot = keys()[0];
+  for (int i = 1; i <= 6000; ++i) {
+    auto ctx = keyed(hot);
+    ctx.worker = static_cast<unsigned>(i % 3);
+    const auto pick = h.pick(ctx);
+    ASSERT_TRUE(pick);
+    p[pick.index].begin_request();
+    ASSERT_LE(p[pick.index].in_flight(), std::ceil(1.25 * i / 200.0)) << "request " << i;
+  }
+}
+
 TEST(HashBoundedLoads, WithoutLoadTheKeyKeepsItsServer) {
   TestPool p(10);
   ConsistentHash h(p.span(), 1.25);

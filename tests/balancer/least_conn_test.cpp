@@ -33,6 +33,18 @@ TEST(LeastConn, TiesSpreadRoundRobin) {
   EXPECT_EQ(picks(lc, 6), (Seq{0, 1, 2, 0, 1, 2}));
 }
 
+// Each worker spreads ties from its own cursor (worker w starting at server w), untouched by the
+// other workers' picks: no cache line written by every worker on every request.
+TEST(LeastConn, EachWorkerSpreadsTiesWithItsOwnCursor) {
+  TestPool p(3);
+  LeastConn lc(p.span(), LeastConn::Mode::scan, 2);
+  PickContext second;
+  second.worker = 1;
+  EXPECT_EQ(picks(lc, 3), (Seq{0, 1, 2}));
+  EXPECT_EQ(picks(lc, 3, second), (Seq{1, 2, 0}));
+  EXPECT_EQ(picks(lc, 2), (Seq{0, 1}));
+}
+
 TEST(LeastConn, PrefersFewestInFlightPerWeight) {
   TestPool p({1, 2, 1});
   LeastConn lc(p.span());

@@ -96,11 +96,52 @@ TEST(RoundRobin, SkipsServersAtMaxConns) {
   EXPECT_EQ(picks(rr, 3), (std::vector<std::uint32_t>{0, 1, 2}));
 }
 
+PickContext as_worker(unsigned w, const TriedSet* tried = nullptr) {
+  PickContext ctx{tried};
+  ctx.worker = w;
+  return ctx;
+}
+
+// Each worker has its own cursor (no cache line written by every worker on every request): its
+// rotation is not disturbed by the others' picks, and worker w starts at server w.
+TEST(RoundRobin, EachWorkerRotatesOverAllServersOnItsOwn) {
+  Pool p(3);
+  RoundRobin rr(p.raw, 4);
+  std::vector<std::uint32_t> w0, w1, w3;
+  for (int i = 0; i < 6; ++i) {
+    w0.push_back(rr.pick(as_worker(0)).index);
+    w1.push_back(rr.pick(as_worker(1)).index);
+    if (i % 2 == 0) w3.push_back(rr.pick(as_worker(3)).index);
+  }
+  EXPECT_EQ(w0, (std::vector<std::uint32_t>{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(w1, (std::vector<std::uint32_t>{1, 2, 0, 1, 2, 0}));
+  EXPECT_EQ(w3, (std::vector<std::uint32_t>{0, 1, 2}));  // 3 % 3 servers: starts at s0
+  // A retry on one worker moves no cursor, a skip moves only its own.
+  TriedSet tried;
+  tried.add(0);
+  EXPECT_EQ(rr.pick(as_worker(0, &tried)).index, 1u);
+  p.owned[1]->set_state(ServerState::down);
+  EXPECT_EQ(rr.pick(as_worker(1)).index, 2u);  // its turn was s1's: skipped
+  p.owned[1]->set_state(ServerState::up);
+  EXPECT_EQ(rr.pick(as_worker(0)).index, 0u);  // worker 0 still where it was
+  EXPECT_EQ(rr.pick(as_worker(1)).index, 0u);  // worker 1 went on past s2
+}
+
 TEST(RoundRobin, ConcurrentPicksAreExact) {
   Pool p(3);
   RoundRobin rr(p.raw);
+  // Each thread is a worker with its own cursor and makes whole rotations: exact totals.
   const auto hits = balancer_test::pick_concurrently(rr, p, 2, 30000, balancer_test::no_key);
   EXPECT_EQ(hits, (std::vector<long>{20000, 20000, 20000, 0}));
+  // Not whole rotations: each worker is off by at most one per server.
+  Pool q(4);
+  RoundRobin uneven(q.raw);
+  const auto spread = balancer_test::pick_concurrently(uneven, q, 3, 10001, balancer_test::no_key);
+  EXPECT_EQ(spread.back(), 0);
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    EXPECT_GE(spread[i], 7500) << i;
+    EXPECT_LE(spread[i], 7503) << i;
+  }
 }
 
 TEST(TriedSet, IgnoresDuplicatesAndCapsAtCapacity) {

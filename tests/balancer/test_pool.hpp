@@ -70,8 +70,9 @@ inline std::vector<int> counts(const std::vector<std::uint32_t>& seq, std::size_
 }
 
 // `threads` threads each make `per_thread` picks, bracketing each with begin/end_request as the
-// forwarder does; `key` gives a request's PickContext. Returns picks per endpoint (npos counted
-// in the extra last slot). Run under ThreadSanitizer in the TSan build.
+// forwarder does; `key` gives a request's PickContext, and thread t picks as worker t (its own
+// cursor slot, as each worker thread has). Returns picks per endpoint (npos counted in the extra
+// last slot). Run under ThreadSanitizer in the TSan build.
 template <class Key>
 std::vector<long> pick_concurrently(Balancer& b, TestPool& pool, int threads, int per_thread,
                                     Key key) {
@@ -82,7 +83,8 @@ std::vector<long> pick_concurrently(Balancer& b, TestPool& pool, int threads, in
     workers.emplace_back([&, t] {
       while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
       for (int i = 0; i < per_thread; ++i) {
-        const PickContext ctx = key(t, i);
+        PickContext ctx = key(t, i);
+        ctx.worker = static_cast<unsigned>(t);
         const auto p = b.pick(ctx);
         if (!p) {
           hits[pool.size()].fetch_add(1);

@@ -4,7 +4,9 @@
 // server is built into every policy (Pingora's "first choice, then fallbacks").
 //
 // Threading: one Balancer per upstream per config snapshot, shared by all workers. pick() is
-// called concurrently from every worker and must be lock-free; it reads endpoint atomics only.
+// called concurrently from every worker and must be lock-free; it reads endpoint atomics and
+// writes only the calling worker's own state (PickContext::worker's slot of a PerWorker, see
+// core/per_worker.hpp): no cache line is written by every worker on every request.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +48,8 @@ struct PickContext {
   // when_all_down = "panic": health (down, ejected) is ignored; draining, max_conns and tried
   // still count.
   bool panic = false;
+  // The calling worker's index (WorkerContext::index): whose cursor the pick moves.
+  unsigned worker = 0;
 };
 
 // Index of the chosen endpoint in the upstream's list, or npos when none is available.

@@ -29,12 +29,15 @@
 // used. The totals: up to `exact_totals_limit` servers each keyed pick sums them all. Above it
 // that O(n) sum costs too much (~1.5 us at 1,000 servers), so the servers are cut into windows
 // of `totals_window` and each pick re-sums one window (rotating) and applies the difference to
-// shared running totals; they lag the truth by at most ceil(n / 16) picks' worth of changes.
-// A lagging total under rising load gives a lower, i.e. stricter, bound.
+// running totals. Each worker keeps its own windows and totals (PerWorker: no cache line written
+// by every worker on every keyed pick), so they lag the truth by at most ceil(n / 16) of that
+// worker's picks' worth of changes. A lagging total under rising load gives a lower, i.e.
+// stricter, bound.
 //
-// Without a key (has_hash false) the policy is round robin.
+// Without a key (has_hash false) the policy is round robin (a cursor per worker).
 //
-// Threading: pick() from any thread, concurrently; the ring is immutable after construction.
+// Threading: pick() from any thread, concurrently; the ring is immutable after construction, and
+// a pick writes only its worker's own totals and cursor.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -43,6 +46,7 @@
 
 #include "sluice/balancer/balancer.hpp"
 #include "sluice/balancer/round_robin.hpp"
+#include "sluice/core/per_worker.hpp"
 
 namespace sluice {
 
@@ -63,7 +67,8 @@ public:
   static constexpr std::size_t exact_totals_limit = 32;
   static constexpr std::size_t totals_window = 16;
 
-  explicit ConsistentHash(std::span<Endpoint* const> endpoints, double balance_factor = 0);
+  explicit ConsistentHash(std::span<Endpoint* const> endpoints, double balance_factor = 0,
+                          unsigned workers = default_worker_slots);
   Pick pick(const PickContext& ctx) override;
 
   // Distinct servers (list indices) in the order the ring offers them for `hash`: the first
@@ -83,7 +88,7 @@ private:
     std::int64_t available = 0;
   };
   Totals sum(std::size_t first, std::size_t last) const noexcept;
-  Totals totals() noexcept;  // for bounded loads
+  Totals totals(unsigned worker) noexcept;  // for bounded loads
 
   std::span<Endpoint* const> endpoints_;
   double balance_factor_ = 0;
@@ -93,13 +98,18 @@ private:
   unsigned bucket_shift_ = 32;
   RoundRobin unkeyed_;
 
-  // Windowed running totals (bounded loads, more than exact_totals_limit servers).
-  std::unique_ptr<std::atomic<std::int64_t>[]> window_in_flight_;
-  std::unique_ptr<std::atomic<std::int64_t>[]> window_available_;
+  // Windowed running totals (bounded loads, more than exact_totals_limit servers), one set per
+  // worker, written by that worker only. Atomics so that the rare shared slot (more workers than
+  // slots) is still race-free.
+  struct WorkerTotals {
+    std::unique_ptr<std::atomic<std::int64_t>[]> window_in_flight;
+    std::unique_ptr<std::atomic<std::int64_t>[]> window_available;
+    std::atomic<std::int64_t> in_flight{0};
+    std::atomic<std::int64_t> available{0};
+    std::atomic<std::uint64_t> cursor{0};  // the next window to re-sum
+  };
   std::size_t windows_ = 0;
-  alignas(64) std::atomic<std::int64_t> total_in_flight_{0};
-  std::atomic<std::int64_t> total_available_{0};
-  alignas(64) std::atomic<std::uint64_t> window_cursor_{0};
+  std::unique_ptr<PerWorker<WorkerTotals>> totals_;  // only with windows
 };
 
 }  // namespace sluice

@@ -4,8 +4,9 @@
 // b.in_flight * a.weight). in_flight is the endpoint's global atomic, so all workers see one
 // count. The weight is the effective one (Endpoint::effective_weight_milli(): the configured
 // weight times the slow-start share), so a server ramping up after recovery gets proportionally
-// fewer requests. Ties go to the first server met from a shared rotating cursor, which then moves past
-// the chosen server (as in RoundRobin), so an idle pool, or any tie, is spread round robin.
+// fewer requests. Ties go to the first server met from the worker's rotating cursor, which then
+// moves past the chosen server (as in RoundRobin), so an idle pool, or any tie, is spread round
+// robin by each worker.
 //
 // Up to `two_choices_above` (32) servers every pick scans them all; a scan reads each server's
 // in_flight and weight, checks skip() only for a server that would become the best, and stops
@@ -18,13 +19,16 @@
 // scan and reached 12 (100 servers) and 15 (1,000) with two choices. If four pairs in a row are
 // skipped (most servers down or full), the pick falls back to the scan.
 //
-// Threading: pick() from any thread, concurrently; lock-free. A scan does one or two relaxed
-// fetch_adds on the shared cursor; two choices draws from a per-thread random stream and writes
-// nothing shared. Both read the endpoints' atomics (relaxed).
+// Threading: pick() from any thread, concurrently; lock-free. A scan stores the calling worker's
+// own cursor (PerWorker: no cache line written by every worker); two choices draws from a
+// per-thread random stream and writes nothing shared. Both read the endpoints' atomics (relaxed):
+// in_flight stays one global count per server, since the policy must compare every worker's load
+// (the forwarder's begin/end of each attempt is the one shared write per request it needs).
 #include <atomic>
 #include <cstdint>
 
 #include "sluice/balancer/balancer.hpp"
+#include "sluice/core/per_worker.hpp"
 
 namespace sluice {
 
@@ -33,7 +37,8 @@ public:
   enum class Mode { automatic, scan, two_choices };
   static constexpr std::size_t two_choices_above = 32;
 
-  explicit LeastConn(std::span<Endpoint* const> endpoints, Mode mode = Mode::automatic);
+  explicit LeastConn(std::span<Endpoint* const> endpoints, Mode mode = Mode::automatic,
+                     unsigned workers = default_worker_slots);
   Pick pick(const PickContext& ctx) override;
 
 private:
@@ -46,7 +51,7 @@ private:
 
   std::span<Endpoint* const> endpoints_;
   bool two_choices_ = false;
-  alignas(64) std::atomic<std::uint64_t> cursor_{0};
+  PerWorker<std::atomic<std::uint64_t>> cursor_;  // where the worker's next scan starts
 };
 
 }  // namespace sluice

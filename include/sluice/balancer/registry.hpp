@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "sluice/balancer/balancer.hpp"
+#include "sluice/core/per_worker.hpp"
 
 namespace sluice {
 
@@ -20,6 +21,8 @@ struct BalancerOptions {
   double hash_balance_factor = 0;
   // round_robin: slow start changes effective weights, so the rotation has to follow them.
   bool slow_start = false;
+  // Workers that will pick (server.workers): each gets its own cursor slot (core/per_worker.hpp).
+  unsigned workers = default_worker_slots;
 };
 
 // "round_robin", "weighted", "least_conn", "hash". round_robin honours weights as nginx and
@@ -34,6 +37,7 @@ std::unique_ptr<Balancer> make_balancer(std::string_view policy,
                                         const BalancerOptions& options);
 std::unique_ptr<Balancer> make_balancer(std::string_view policy,
                                         std::span<Endpoint* const> endpoints,
-                                        const config::UpstreamConfig& config);
+                                        const config::UpstreamConfig& config,
+                                        unsigned workers = default_worker_slots);
 
 }  // namespace sluice

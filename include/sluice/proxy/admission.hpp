@@ -24,6 +24,7 @@
 #include "sluice/config/config.hpp"
 #include "sluice/core/cidr.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/core/per_worker.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/proxy/hash_key.hpp"
 #include "sluice/proxy/rate_limit.hpp"
@@ -44,7 +45,8 @@ ClientAddress resolve_client(const http::Fields& fields, std::string_view peer_t
 std::optional<boost::asio::ip::address> parse_forwarded_for(std::string_view element,
                                                             std::string_view& text) noexcept;
 
-// Requests a route turned away, by reason; written only when one is (shared atomics, relaxed).
+// Requests a route turned away, by reason, one set per worker (written only when a request is
+// refused, by that worker alone: a flood of refused requests writes no line shared by workers).
 struct AdmissionCounters {
   std::atomic<std::uint64_t> denied{0};   // 403 by allow/deny
   std::atomic<std::uint64_t> limited{0};  // 429 by rate_limit
@@ -65,21 +67,26 @@ public:
   // True when the route has allow, deny or rate_limit (else no RouteAdmission is built).
   static bool needed(const config::RouteConfig& route) noexcept;
 
+  // `worker`: the calling worker's index, whose counters a refusal bumps.
   Result admit(const ClientAddress& client, const http::Fields& fields, std::string_view target,
-               Clock::time_point now) const noexcept;
+               Clock::time_point now, unsigned worker = 0) const noexcept;
 
   // For metrics: "HOST/PREFIX" ("/api/" for a route without host).
   const std::string& label() const noexcept { return label_; }
-  const AdmissionCounters& counters() const noexcept { return *counters_; }
+  // Refusals so far, summed over the workers (the control thread, at scrape).
+  std::uint64_t denied() const noexcept { return total(&AdmissionCounters::denied); }
+  std::uint64_t limited() const noexcept { return total(&AdmissionCounters::limited); }
   const RateLimiter* limiter() const noexcept { return limiter_.get(); }
 
 private:
+  std::uint64_t total(std::atomic<std::uint64_t> AdmissionCounters::*field) const noexcept;
+
   CidrSet allow_;
   CidrSet deny_;
   std::optional<config::RateLimitConfig> rate_;
   HashKey key_{config::HashKeySpec{}};  // the rate limit's key (client_ip without one)
   std::shared_ptr<RateLimiter> limiter_;
-  std::shared_ptr<AdmissionCounters> counters_;
+  std::shared_ptr<PerWorker<AdmissionCounters>> counters_;  // default_worker_slots slots
   std::string label_;
 };
 

@@ -63,13 +63,17 @@ private:
   std::uint16_t source_port_ = 0;
 };
 
-// Connections refused on a proxy_protocol listener, process-wide (a rare path: written only when
-// a connection is refused, never per request). Read by /metrics.
+// Connections refused on a proxy_protocol listener (written only when a connection is refused,
+// never per request). One set per worker, written by that worker alone (add_own), so that a flood
+// of refused connections does not make every worker write one cache line; /metrics sums them.
 struct ProxyProtocolRejections {
   std::atomic<std::uint64_t> untrusted{0};  // the peer is not in server.trusted_proxies
   std::atomic<std::uint64_t> malformed{0};  // not a valid header, or the connection ended in it
   std::atomic<std::uint64_t> timeout{0};    // no complete header within server.header_timeout
 };
-ProxyProtocolRejections& proxy_protocol_rejections() noexcept;
+// Worker `worker`'s counters (default_worker_slots slots; see core/per_worker.hpp).
+ProxyProtocolRejections& proxy_protocol_rejections(unsigned worker) noexcept;
+// The sum over every worker, field by field (the control thread, at scrape).
+std::uint64_t proxy_protocol_rejected(std::atomic<std::uint64_t> ProxyProtocolRejections::*field) noexcept;
 
 }  // namespace sluice::proxy
