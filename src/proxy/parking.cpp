@@ -1,6 +1,9 @@
 #include "sluice/proxy/parking.hpp"
 
 #include <memory>
+#include <new>
+
+#include <boost/asio/bind_allocator.hpp>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -34,13 +37,54 @@ struct ParkingLot::Parked final : SessionLink {
   ParkedClient client;
 };
 
+static_assert(sizeof(ParkingLot::Parked) <= Slab::block_size);
+
+void* Slab::allocate(std::size_t n) {
+  if (n > block_size) return ::operator new(n);
+  if (free_ == nullptr) {
+    chunks_.push_back(std::make_unique<Block[]>(blocks_per_chunk));
+    link(chunks_.back().get());
+  }
+  Block* b = free_;
+  free_ = b->next;
+  ++used_;
+  return b;
+}
+
+void Slab::deallocate(void* p, std::size_t n) noexcept {
+  if (n > block_size) return ::operator delete(p);
+  auto* b = static_cast<Block*>(p);
+  b->next = free_;
+  free_ = b;
+  if (--used_ == 0 && chunks_.size() > 1) {
+    chunks_.resize(1);  // a burst of parked connections is over
+    free_ = nullptr;
+    link(chunks_.front().get());
+  }
+}
+
+void Slab::link(Block* chunk) noexcept {
+  for (std::size_t i = 0; i < blocks_per_chunk; ++i) {
+    chunk[i].next = free_;
+    free_ = &chunk[i];
+  }
+}
+
+void ParkingLot::Release::operator()(Parked* p) const noexcept {
+  Slab& slab = p->lot.slab_;
+  p->~Parked();
+  slab.deallocate(p, sizeof(Parked));
+}
+
 void ParkingLot::park(ParkedClient client) {
-  auto parked = std::make_unique<Parked>(*this, std::move(client));
+  std::unique_ptr<Parked, Release> parked(new (slab_.allocate(sizeof(Parked))) Parked(*this, std::move(client)));
   worker_.sessions.push_back(*parked);
   ++parked_;
   auto& socket = parked->client.stream.socket();
   socket.async_wait(tls::Stream::socket_type::wait_read,
-                    [this, p = std::move(parked)](error_code ec) { on_ready(*p, ec); });
+                    boost::asio::bind_allocator(SlabAllocator<void>(&slab_), [p = std::move(parked)](error_code ec) {
+                      p->lot.on_ready(*p, ec);
+                    }));
 }
 
 void ParkingLot::on_ready(Parked& parked, error_code ec) {

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -30,6 +31,13 @@ protected:
         worker_(0, io_, clock_, access_),
         lot_(
             worker_, [this](ParkedClient c) { woken_.emplace(std::move(c)); }, [this] { ++ended_; }) {}
+  // As Worker::join() does: what is still parked is closed and its wait's handler run, before
+  // the lot and the session list it is in go.
+  ~ParkingTest() override {
+    for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close();
+    io_.restart();
+    io_.poll();
+  }
 
   // A connected pair: the server side is parked, the client side is the test's.
   tcp::socket park() {
@@ -138,6 +146,23 @@ TEST_F(ParkingTest, ManyParkedConnectionsWakeOneByOne) {
   ASSERT_TRUE(woken_);
   EXPECT_EQ(lot_.size(), 1u);
   EXPECT_EQ(worker_.sessions.size(), 1u);
+}
+
+TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {
+  Slab slab;
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < 3 * Slab::blocks_per_chunk; ++i) blocks.push_back(slab.allocate(200));
+  EXPECT_EQ(slab.chunks(), 3u);
+  EXPECT_EQ(slab.used(), 3 * Slab::blocks_per_chunk);
+  void* last = blocks.back();
+  slab.deallocate(last, 200);
+  EXPECT_EQ(slab.allocate(200), last);  // the block just freed comes back first
+  for (void* b : blocks) slab.deallocate(b, 200);
+  EXPECT_EQ(slab.used(), 0u);
+  EXPECT_EQ(slab.chunks(), 1u);  // the burst's chunks went back to the heap
+  void* big = slab.allocate(Slab::block_size + 1);  // beyond a block: the heap
+  EXPECT_EQ(slab.used(), 0u);
+  slab.deallocate(big, Slab::block_size + 1);
 }
 
 TEST(HeapTrim, TrimsOnceWhenSessionsFellFromTheirPeak) {

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <vector>
 
 #include <boost/asio/ip/address.hpp>
 
@@ -37,6 +39,49 @@ struct ParkedClient {
   Clock::time_point idle_until;     // the connection's idle_timeout ends here
 };
 
+// Fixed-size blocks carved from 16 KiB chunks, for the parked records and their waits: side by
+// side in a few chunks instead of strewn, a few hundred bytes each, between the heap chunks that
+// sessions free as they park (which left ~0.4 KiB of fragmentation per parked connection). When
+// no block is in use the chunks beyond the first go back to the heap.
+class Slab {
+public:
+  static constexpr std::size_t block_size = 256;
+  static constexpr std::size_t blocks_per_chunk = 64;
+  Slab() = default;
+  Slab(const Slab&) = delete;
+  Slab& operator=(const Slab&) = delete;
+
+  void* allocate(std::size_t n);
+  void deallocate(void* p, std::size_t n) noexcept;
+  std::size_t chunks() const noexcept { return chunks_.size(); }
+  std::size_t used() const noexcept { return used_; }
+
+private:
+  union Block {
+    Block* next;
+    alignas(std::max_align_t) char bytes[block_size];
+  };
+  void link(Block* chunk) noexcept;
+
+  std::vector<std::unique_ptr<Block[]>> chunks_;
+  Block* free_ = nullptr;
+  std::size_t used_ = 0;
+};
+
+// A standard allocator over a Slab (Asio allocates a wait's operation with it).
+template <class T>
+struct SlabAllocator {
+  using value_type = T;
+  explicit SlabAllocator(Slab* slab) noexcept : slab(slab) {}
+  template <class U>
+  SlabAllocator(const SlabAllocator<U>& other) noexcept : slab(other.slab) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(slab->allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { slab->deallocate(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const SlabAllocator<U>& o) const noexcept { return slab == o.slab; }
+  Slab* slab;
+};
+
 class ParkingLot {
 public:
   // `wake`: the client sent bytes (or closed): serve the connection again. `ended`: a parked
@@ -52,11 +97,16 @@ public:
   void park(ParkedClient client);
   std::size_t size() const noexcept { return parked_; }
 
-private:
   struct Parked;
+
+private:
+  struct Release {
+    void operator()(Parked* p) const noexcept;
+  };
   void on_ready(Parked& parked, boost::system::error_code ec);
 
   WorkerContext& worker_;
+  Slab slab_;
   Wake wake_;
   Ended ended_;
   std::size_t parked_ = 0;
