@@ -329,8 +329,8 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       parkable_wait_ = false;
       const bool park = std::exchange(parking_, false);
       if (wec && park) co_return HeadResult::parked;
-      if (idle_) deadline = idle_until_;  // the read that follows is still under idle_timeout
       if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
+      if (idle_) deadline = idle_until_;  // the read that follows is still under idle_timeout
     }
     auto [ec, n] = co_await client_.async_read_some(prepare_head_read(in_), nothrow);
     ec = timed(ec);
