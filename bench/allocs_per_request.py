@@ -4,12 +4,15 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency] [--pause=S]
 
 --access: with the access log on (to a file in the scratch directory; default off).
 
 With --idempotency the upstream has `[idempotency] mode = "replay"` and the requests carry no
 key: what a request without a key costs once the feature is on (0 allocations expected).
+
+With --pause=S the client waits S seconds before each request: past park_after (0.1 s) every
+request wakes a parked connection (docs/architecture.md), so the figure is what a wake costs.
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -44,7 +47,10 @@ def wait_line(proc, pattern, timeout=60):
 
 def requests(sock, n):
     buf = b""
+    pause = float(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--pause=")), "0"))
     for i in range(n):
+        if pause > 0:
+            time.sleep(pause)
         sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
         while True:
             head_end = buf.find(b"\r\n\r\n")
@@ -113,6 +119,8 @@ address = "127.0.0.1:{port}"
 def main():
     build = Path(sys.argv[1]).resolve()
     n = int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 1000
+    if any(a.startswith("--pause=") for a in sys.argv) and n > 200:
+        sys.exit("--pause: at most 200 requests (bounded in time)")
     with tempfile.TemporaryDirectory() as d:
         work = Path(d)
         subprocess.run([str(ROOT / "scripts" / "make-test-certs.sh"), str(work)], check=True, capture_output=True)

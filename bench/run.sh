@@ -3,8 +3,8 @@
 # CPU 1, wrk and three origins on CPU 0, figures per proxy CPU-second. Installs what is missing,
 # builds sluice (Release) and writes bench/results/<date>-<commit>.md and .json.
 #
-# Usage: bench/run.sh [--rounds N] [--duration S] [--scenarios small,1k,64k,close,reuse,tls,tls-handshake,idle,startup,instr]
-#                     [--workers 1|2] [--help for every option]
+# Usage: bench/run.sh [--rounds N] [--duration S] [--scenarios small,1k,64k,close,reuse,tls,tls-handshake,idle,bursts,startup,instr]
+#                     [--workers 1|2] [--only-sluice] [--help for every option]
 # BUILD_DIR (default build/release) is where sluice is built and taken from.
 # Everything runs on 127.0.0.1, bounded in time; every process started is ended by PID at exit.
 set -euo pipefail

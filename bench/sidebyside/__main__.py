@@ -46,6 +46,9 @@ def parse_args(argv):
                         f"{','.join(LOADS)})")
     p.add_argument("--workers", type=int, choices=(1, 2), default=1,
                    help="1: sluice vs nginx vs HAProxy; 2: sluice workers=2 (CPUs 0-1) vs workers=1 (CPU 1)")
+    p.add_argument("--only-sluice", action="store_true",
+                   help="with --workers 1: sluice alone (memory scenarios such as idle and bursts "
+                        "do not need the others; no targets are evaluated)")
     p.add_argument("--with-others", action="store_true",
                    help="with --workers 2: also nginx worker_processes 2 vs 1 and HAProxy nbthread 2 "
                         "vs 1, for reference")
@@ -154,7 +157,9 @@ def main(argv):
            "command": "bench/run.sh " + shlex.join(argv) if argv else "bench/run.sh",
            "machine": machine()}
     if a.workers == 1:
-        contenders = [Sluice(bin_dir, PROXY_CPUS), Nginx(PROXY_CPUS, a.nginx_keepalive), Haproxy(PROXY_CPUS)]
+        contenders = [Sluice(bin_dir, PROXY_CPUS)]
+        if not a.only_sluice:
+            contenders += [Nginx(PROXY_CPUS, a.nginx_keepalive), Haproxy(PROXY_CPUS)]
     else:
         # First is the one compared: sluice-w2 ÷ sluice-w1.
         both = f"{CLIENT_CPUS},{PROXY_CPUS}"

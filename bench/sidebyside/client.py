@@ -18,6 +18,10 @@ class Connection:
     def get(self, path="/"):
         """Sends `GET path` and reads the whole response; returns (status, body)."""
         self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+        return self.read_response()
+
+    def read_response(self):
+        """Reads one whole response; returns (status, body)."""
         while b"\r\n\r\n" not in self._buf:
             self._fill()
         head, self._buf = self._buf.split(b"\r\n\r\n", 1)
@@ -81,6 +85,26 @@ def open_idle(port, count, path="/"):
         close_all(conns)
         raise
     return conns
+
+
+def burst(port, count, path="/"):
+    """`count` connections open at once, each sending a partial head (the request line and
+    Host), then each completing it; every response read, then every connection closed.
+    Raises on any non-200."""
+    conns = []
+    try:
+        for _ in range(count):
+            conns.append(Connection(port, timeout=30.0))
+        for conn in conns:
+            conn.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: bench\r\n".encode())
+        for conn in conns:
+            conn.sock.sendall(b"X-Burst: 1\r\n\r\n")
+        for conn in conns:
+            status, _ = conn.read_response()
+            if status != 200:
+                raise RuntimeError(f"burst request got status {status}")
+    finally:
+        close_all(conns)
 
 
 def still_open(conns):

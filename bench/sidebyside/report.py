@@ -36,6 +36,13 @@ METRICS = {
         Metric("rss_base_kib", "RSS before, KiB", "{:,.0f}", "lower"),
         Metric("still_open", "conns still open", "{:.0f}"),
     ],
+    "bursts": [
+        Metric("growth_kib", "RSS growth burst 1 → 10, KiB", "{:,.0f}", "lower", True),
+        Metric("rss_first_kib", "RSS after burst 1, KiB", "{:,.0f}", "lower"),
+        Metric("rss_last_kib", "RSS after burst 10, KiB", "{:,.0f}", "lower"),
+        Metric("peak_kib", "highest RSS after a burst, KiB", "{:,.0f}", "lower"),
+        Metric("rss_base_kib", "RSS before, KiB", "{:,.0f}", "lower"),
+    ],
     "startup": [
         Metric("startup_ms", "spawn to first 200, ms", "{:.1f}", "lower", True),
         Metric("rss_kib", "RSS after it, KiB", "{:,.0f}", "lower", True),
@@ -54,6 +61,7 @@ TARGETS = [
     ("close", "req_per_cpu_s", "vs_best", ">=", 1.00, "close: req per proxy CPU-s vs better"),
     ("small", "p99_ms", "vs_best", "<=", 1.00, "p99 latency (small) vs better"),
     ("idle", "kib_per_conn", "absolute", "<=", 1.0, "idle: KiB per idle client connection"),
+    ("bursts", "growth_kib", "absolute", "<=", 5120, "bursts: RSS growth burst 1 → 10, KiB (issue 17)"),
     ("reuse", "origin_conns_per_1k", "absolute", "<=", 0.0, "reuse: origin conns per 1k requests"),
 ]
 

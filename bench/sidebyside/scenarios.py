@@ -58,6 +58,10 @@ SPECIAL = {
     "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
             "client connections, each idle after one request; VmRSS growth per connection, KiB "
             "(2nd step: the figure that counts)",
+    "bursts": "a fresh proxy each round; 100 requests, then {bursts} bursts of {burst:,} "
+              "connections open at once, each sending a partial head, then completing its "
+              "request; VmRSS after each burst once it is steady (two readings 1.1 s apart), and "
+              "its growth from burst 1 to burst {bursts}, KiB",
     "startup": "a fresh proxy each round: spawn to first proxied 200 (`GET /`), and VmRSS then",
     "instr": "user-space instructions per proxied request under `valgrind --tool=callgrind`: "
              "(Ir after {total:,} requests − Ir after {warm:,}) / {count:,}, sequential "
@@ -80,10 +84,12 @@ def describe(name, settings):
     warm, count = settings["instr_warm"], settings["instr_requests"]
     step = settings["idle_connections_per_step"]
     return text.format(n=settings["connections"], first=step, second=step, warm=warm,
+                       bursts=BURSTS, burst=step,
                        count=count, total=warm + count, conns=conns, duration=settings.get("duration", 5))
 
 
 ALL = list(LOADS) + list(SPECIAL)
+BURSTS = 10  # bursts per round of `bursts`, each of idle_steps[0] connections
 
 
 def rotation(contenders, round_index):
@@ -202,6 +208,36 @@ class Bench:
                          f"{row[c.name]['kib_per_conn']:.2f} KiB/conn ({still} still open)")
             rounds.append(row)
         return {"kind": "idle", "rounds": rounds}
+
+    # Bursts of connections with partial heads ---------------------------------------------
+
+    def _bursts(self):
+        """Resident memory after each of BURSTS bursts: memory a burst takes must come back
+        (to the proxy's pools, then to the system), not pile up burst after burst."""
+        count = self.s.idle_steps[0]
+        rounds = []
+        for i in range(self.s.rounds):
+            row = {}
+            for c in rotation(self.contenders, i):
+                r = c.start(self.s.workdir, self.origins)
+                try:
+                    client.request_loop(r.port, 100)
+                    base = settled_rss_kib(r.pid)
+                    after = []
+                    for _ in range(BURSTS):
+                        client.burst(r.port, count)
+                        # Two readings 1.1 s apart: a proxy returning memory from a periodic
+                        # timer (sluice: once a second) has had its chance.
+                        after.append(settled_rss_kib(r.pid, interval=1.1, timeout=6.0))
+                finally:
+                    r.stop()
+                row[c.name] = {"rss_base_kib": base, "rss_after_kib": after,
+                               "rss_first_kib": after[0], "rss_last_kib": after[-1],
+                               "growth_kib": after[-1] - after[0], "peak_kib": max(after)}
+                self.log(f"  bursts round {i + 1}/{self.s.rounds} {c.name:10s} base {base} KiB, "
+                         f"after each burst {after} KiB -> growth {after[-1] - after[0]} KiB")
+            rounds.append(row)
+        return {"kind": "bursts", "rounds": rounds}
 
     # Startup --------------------------------------------------------------------------------
 

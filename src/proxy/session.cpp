@@ -46,6 +46,17 @@ net::mutable_buffer prepare_some(Buffer& buffer) {
   return buffer.prepare(std::min(room, read_chunk));
 }
 
+// Room to read a request head into: an empty buffer takes a small block first (most heads fit
+// in 4 KiB, and a partial head should not pin more), a buffer with room fills it, a full one
+// grows by read_chunk.
+template <class Buffer>
+net::mutable_buffer prepare_head_read(Buffer& buffer) {
+  const auto room = buffer.max_size() - buffer.size();
+  const auto spare = buffer.capacity() - buffer.size();
+  const auto want = buffer.capacity() == 0 ? head_block_size : spare > 0 ? spare : read_chunk;
+  return buffer.prepare(std::min(room, want));
+}
+
 template <class Buffer>
 std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
@@ -144,6 +155,14 @@ void Session::close() {
 }
 
 void Session::expire() {
+  if (parkable_wait_ && worker_.clock.now() < idle_until_) {
+    // Idle for park_after: the wait ends and run() hands the connection to the worker's lot.
+    parking_ = true;
+    deadline = Clock::time_point::max();
+    error_code ignored;
+    client_.cancel(ignored);
+    return;
+  }
   if (tunnel_ != nullptr) {
     watch_tunnel();
     return;
@@ -160,6 +179,26 @@ void Session::expire() {
 void Session::expire_after(Clock::duration d) noexcept {
   deadline = worker_.clock.now() + d;
   timed_out_ = false;
+}
+
+void Session::arm_idle(Clock::duration idle_timeout) noexcept {
+  const auto now = worker_.clock.now();
+  idle_until_ = now + idle_timeout;
+  deadline = client_.is_tls() ? idle_until_ : std::min(idle_until_, now + park_after);
+  timed_out_ = false;
+}
+
+ParkedClient Session::take_parked() noexcept {
+  parked_ = false;
+  closed_ = true;  // the stream is the lot's now
+  return {std::move(client_), client_addr_, idle_until_};
+}
+
+void Session::resumed(const boost::asio::ip::address& client) {
+  client_addr_ = client;
+  client_ip_ = client.to_string();
+  first_request_ = false;
+  proxy_protocol_ = false;  // read before it was parked
 }
 
 error_code Session::timed(error_code ec) const noexcept {
@@ -184,7 +223,7 @@ net::awaitable<void> Session::run() {
   // (A value, not a reference into the worker's snapshot: a reload may free that one while this
   // coroutine is suspended.)
   const std::size_t max_header = worker_.snapshot->config->server.max_header_bytes;
-  const PoolAllocator<char> blocks(&worker_.arena_blocks);
+  const PoolAllocator<char> blocks(&worker_.head_blocks);
   in_ = HeadBuffer(max_header + read_chunk, blocks);
   up_in_ = HeadBuffer(max_header + read_chunk, blocks);
   if ((proxy_protocol_ && !co_await read_proxy_header()) ||
@@ -197,6 +236,11 @@ net::awaitable<void> Session::run() {
     ProxyError error;
     const auto head = co_await read_request_head(error);
     if (head == HeadResult::closed) break;
+    if (head == HeadResult::parked) {
+      // Not at shutdown: graceful shutdown closes idle connections instead.
+      parked_ = !closed_ && !worker_.is_stopping();
+      break;
+    }
     if (head == HeadResult::error) {
       co_await send_error(nullptr, error);
       break;
@@ -209,6 +253,10 @@ net::awaitable<void> Session::run() {
     if (!keep || worker_.is_stopping()) break;
   }
   end_exchange_memory();
+  if (parked_) {
+    deadline = Clock::time_point::max();
+    co_return;  // the worker parks the connection (take_parked())
+  }
   if (client_.is_tls() && !closed_) {
     // close_notify before the FIN (RFC 8446 §6.1): a close-delimited body must not look
     // truncated. Bounded: a peer that never answers with its own costs at most a second.
@@ -242,7 +290,11 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   // A new connection is not idle: its client is sending its first request, and closing it at
   // shutdown or at a binary upgrade's handover would fail a request already on its way.
   idle_ = in_.size() == 0 && !first_request_;
-  expire_after(first_request_ || !idle_ ? limits.header_timeout : limits.idle_timeout);
+  if (idle_) {
+    arm_idle(limits.idle_timeout);
+  } else {
+    expire_after(limits.header_timeout);
+  }
   first_request_ = false;
   for (;;) {
     const auto step = http::next_head(view(in_), limits.max_header_bytes, limits.max_uri_bytes);
@@ -272,10 +324,15 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       // Nothing buffered: give the buffer back while waiting, and wait for readability rather
       // than try a read that would only say "again" (one system call saved per request).
       in_.shrink_to_fit();
+      parkable_wait_ = idle_ && !client_.is_tls();
       auto [wec] = co_await client_.async_wait_readable(nothrow);
+      parkable_wait_ = false;
+      const bool park = std::exchange(parking_, false);
+      if (wec && park) co_return HeadResult::parked;
       if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
+      if (idle_) deadline = idle_until_;  // the read that follows is still under idle_timeout
     }
-    auto [ec, n] = co_await client_.async_read_some(prepare_some(in_), nothrow);
+    auto [ec, n] = co_await client_.async_read_some(prepare_head_read(in_), nothrow);
     ec = timed(ec);
     in_.commit(n);
     if (ec) {

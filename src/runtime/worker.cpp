@@ -25,6 +25,10 @@ Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
                const std::atomic<bool>& shutdown)
     : guard_(net::make_work_guard(io_)),
       ctx_(index, io_, clock, access_log),
+      parking_(
+          ctx_,
+          [this](proxy::ParkedClient c) { net::co_spawn(io_, serve_parked(std::move(c)), net::detached); },
+          [this] { connection_ended(); }),
       slot_free_(io_),
       tick_timer_(io_),
       max_connections_(max_connections) {
@@ -193,10 +197,33 @@ net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
                                     : false;
     proxy::Session session(ctx_, std::move(client), std::move(tls), proxy_protocol);
     co_await session.run();
+    if (session.parked()) {
+      parking_.park(session.take_parked());  // still open: still counted in active_
+      co_return;
+    }
   } catch (const std::exception& e) {
     // Nothing on the data path should throw; if something does, lose the connection, not the process.
     spdlog::error("worker {}: session ended by exception: {}", ctx_.index, e.what());
   }
+  connection_ended();
+}
+
+net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
+  try {
+    proxy::Session session(ctx_, std::move(client.stream));
+    session.resumed(client.client);
+    co_await session.run();
+    if (session.parked()) {
+      parking_.park(session.take_parked());  // still open: still counted in active_
+      co_return;
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("worker {}: session ended by exception: {}", ctx_.index, e.what());
+  }
+  connection_ended();
+}
+
+void Worker::connection_ended() {
   active_.fetch_sub(1, std::memory_order_acq_rel);
   slot_free_.cancel();
 }
@@ -213,8 +240,10 @@ net::awaitable<void> Worker::tick_loop() {
       auto& s = *it++;
       if (s.deadline <= now) s.expire();
     }
+    heap_trim_.observe(ctx_.sessions.size() - parking_.size());
     if (now >= next_sweep) {
       ctx_.pool.sweep();
+      if (heap_trim_.due(ctx_.sessions.size() - parking_.size())) proxy::trim_heap();
       next_sweep = now + std::chrono::seconds(1);
     }
     if (ctx_.stopping && ctx_.sessions.empty()) co_return;

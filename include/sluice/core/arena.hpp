@@ -107,10 +107,15 @@ private:
   BlockPool* pool_ = nullptr;
 };
 
-// Fixed-size blocks recycled within one worker. Bounded: at most max_free blocks are kept.
+// Fixed-size blocks recycled within one worker. Bounded: at most max_free blocks are kept, the
+// surplus of a burst goes back to the heap. Optionally tiered: a pool of small blocks chained to
+// one of larger blocks serves a PoolAllocator from the smallest tier that fits, so that a buffer
+// starts small and takes a large block only when it has to grow (a partial request head then
+// pins a 4 KiB block, not 32 KiB).
 class BlockPool {
 public:
-  BlockPool(std::size_t block_size, std::size_t max_free) : size_(block_size), max_free_(max_free) {}
+  BlockPool(std::size_t block_size, std::size_t max_free, BlockPool* larger = nullptr)
+      : size_(block_size), max_free_(max_free), larger_(larger) {}
   ~BlockPool() {
     for (char* b : free_) delete[] b;
   }
@@ -133,24 +138,39 @@ public:
     }
   }
   void reserve() { free_.reserve(max_free_); }
+  std::size_t free_blocks() const noexcept { return free_.size(); }
+
+  // A block of the smallest tier of at least n bytes; nullptr when none is that large.
+  char* take(std::size_t n) {
+    if (n <= size_) return acquire();
+    return larger_ != nullptr ? larger_->take(n) : nullptr;
+  }
+  // Gives back a block that take(n) returned; false if no tier is that large (heap memory).
+  bool give(char* b, std::size_t n) noexcept {
+    if (n <= size_) {
+      release(b);
+      return true;
+    }
+    return larger_ != nullptr && larger_->give(b, n);
+  }
 
 private:
   std::size_t size_;
   std::size_t max_free_;
+  BlockPool* larger_;
   std::vector<char*> free_;
 };
 
 template <class T>
 T* PoolAllocator<T>::allocate(std::size_t n) {
-  if (pool_ != nullptr && n * sizeof(T) <= pool_->block_size())
-    return reinterpret_cast<T*>(pool_->acquire());
+  if (pool_ != nullptr)
+    if (char* b = pool_->take(n * sizeof(T))) return reinterpret_cast<T*>(b);
   return std::allocator<T>{}.allocate(n);
 }
 
 template <class T>
 void PoolAllocator<T>::deallocate(T* p, std::size_t n) noexcept {
-  if (pool_ != nullptr && n * sizeof(T) <= pool_->block_size())
-    return pool_->release(reinterpret_cast<char*>(p));
+  if (pool_ != nullptr && pool_->give(reinterpret_cast<char*>(p), n * sizeof(T))) return;
   std::allocator<T>{}.deallocate(p, n);
 }
 

@@ -21,6 +21,7 @@
 #include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/upload.hpp"
@@ -50,8 +51,15 @@ public:
   void expire() override;
   bool holds_upstream() const noexcept override { return upstream_ != nullptr; }
 
+  // Parking (parking.hpp). parked(): run() ended because the connection had been idle for
+  // park_after; take_parked() hands it to the worker's ParkingLot. resumed(): a connection back
+  // from the lot (not its first request; its client address is the one it was parked with).
+  bool parked() const noexcept { return parked_; }
+  ParkedClient take_parked() noexcept;
+  void resumed(const boost::asio::ip::address& client);
+
 private:
-  enum class HeadResult { ok, closed, error };
+  enum class HeadResult { ok, closed, error, parked };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
   using error_code_type = boost::system::error_code;
@@ -144,6 +152,8 @@ private:
   // Every I/O runs under the session's deadline; an operation that expire() cancelled reports
   // beast::error::timeout once passed through timed().
   void expire_after(Clock::duration d) noexcept;
+  // Between requests: the idle timeout, and on a plain connection the earlier park deadline.
+  void arm_idle(Clock::duration idle_timeout) noexcept;
   boost::system::error_code timed(boost::system::error_code ec) const noexcept;
   // Request-scoped memory: an arena for both heads and the body relay buffer, borrowed from the
   // worker when a request starts and returned when it ends (an idle connection holds neither).
@@ -177,6 +187,11 @@ private:
   std::shared_ptr<const Snapshot> snapshot_;
   bool first_request_ = true;
   bool idle_ = false;       // waiting for the first byte of a next request
+  // Parking: the idle wait expire() may turn into parking, expire() did, run() ended parked.
+  bool parkable_wait_ = false;
+  bool parking_ = false;
+  bool parked_ = false;
+  Clock::time_point idle_until_{};
   bool closed_ = false;
   bool timed_out_ = false;  // expire() cancelled the operation under way
   // While tunnelling: the tunnel's watch (on tunnel()'s frame), its server, and why it was closed.

@@ -44,6 +44,7 @@ using SessionList = boost::intrusive::list<SessionLink, boost::intrusive::consta
 
 inline constexpr std::chrono::milliseconds deadline_tick{25};
 inline constexpr std::size_t arena_block_size = 32 * 1024;  // both heads of one exchange
+inline constexpr std::size_t head_block_size = 4 * 1024;    // a client's read buffer, at first
 inline constexpr std::size_t relay_block_size = 64 * 1024;  // body bytes per read/write step
 
 struct WorkerContext {
@@ -75,9 +76,14 @@ struct WorkerContext {
   // Uniform in [0, 1) for backoff jitter: per worker, no locks.
   double uniform() noexcept { return unit_interval(splitmix64(rng_state)); }
   std::uint64_t rng_state = 0x853c49e6748fea9bull;
-  // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers.
+  // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers,
+  // and the head read buffers, which start with a 4 KiB block and move to an arena-sized one
+  // only for a head that needs it. Each pool keeps at most its cap of free blocks (4 + 4 + 8 MiB
+  // at most per worker); what a burst took beyond that goes back to the heap when it ends, and
+  // the heap to the system (see HeapTrim).
   BlockPool arena_blocks{arena_block_size, 128};
   BlockPool relay_blocks{relay_block_size, 128};
+  BlockPool head_blocks{head_block_size, 1024, &arena_blocks};
 };
 
 }  // namespace sluice::proxy

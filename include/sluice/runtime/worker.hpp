@@ -16,9 +16,14 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/worker_context.hpp"
 
 namespace sluice {
+
+namespace proxy {
+class Session;
+}
 
 class Worker {
 public:
@@ -78,6 +83,10 @@ private:
   boost::asio::awaitable<void> accept_loop(std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor,
                                            int tls_listener);
   boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket, int tls_listener);
+  // A parked connection the client sent its next request on (proxy/parking.hpp).
+  boost::asio::awaitable<void> serve_parked(proxy::ParkedClient client);
+  // A client connection closed: one slot free below max_connections.
+  void connection_ended();
   boost::asio::awaitable<void> tick_loop();
 
   // One thread runs this context and no other thread does I/O on its objects (the control thread
@@ -86,6 +95,8 @@ private:
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
   proxy::WorkerContext ctx_;
   std::vector<Listener> listeners_;  // worker thread only
+  proxy::ParkingLot parking_;  // idle keep-alive connections, without their sessions
+  proxy::HeapTrim heap_trim_;  // memory back to the system after a burst
   boost::asio::steady_timer slot_free_;  // wakes the accept loops when below max_connections
   boost::asio::steady_timer tick_timer_;  // session deadlines and pool expiry
   std::uint32_t max_connections_;  // worker thread only

@@ -1,0 +1,62 @@
+"""Idle keep-alive connections parked outside their session (docs/architecture.md, "Memory on
+the data path"; proxy/parking.hpp): after park_after (100 ms) without a next request a plain
+connection keeps only its socket, its client address and its idle deadline. What a client and an
+operator see must not change: the next request on it is served as that client's (the PROXY
+protocol address included), the admin counts it, graceful shutdown closes it at once.
+
+Each test leaves its connection idle for PARKED seconds, well past park_after: that wait is the
+scenario (a client between requests), not a stand-in for a condition."""
+import signal
+import time
+
+from conftest import Conn, metric, sluice_config, toml_table, wait_until
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
+PARKED = 0.4
+
+
+def get(s, extra=""):
+    return f"GET /?echo=1 HTTP/1.1\r\nHost: {s.address}\r\n{extra}\r\n".encode()
+
+
+def forwarded_for(r):
+    """The X-Forwarded-For values the origin received (its ?echo=1 answer)."""
+    return [v for k, v in r.json()["headers"] if k.lower() == "x-forwarded-for"]
+
+
+def test_a_parked_connection_serves_its_next_requests_as_the_same_client(origins, sluice):
+    s = sluice(sluice_config(origins(1), access="json", top=ADMIN,
+                             server_extra='proxy_protocol = true\ntrusted_proxies = ["127.0.0.1/32"]'))
+    with Conn(s.port) as c:
+        c.send(b"PROXY TCP4 203.0.113.9 127.0.0.1 51000 80\r\n" + get(s))
+        assert c.read_response().status == 200
+        for _ in range(3):
+            time.sleep(PARKED)  # idle: parked, then woken by the next request
+            r = c.request(get(s))
+            assert r.status == 200, r
+            assert forwarded_for(r) == ["203.0.113.9"], r.body
+    records = s.access_records(4)
+    assert [rec["client"] for rec in records] == ["203.0.113.9"] * 4
+
+
+def test_the_admin_counts_a_parked_connection(origins, sluice):
+    s = sluice(sluice_config(origins(1), top=ADMIN))
+    with Conn(s.port) as c:
+        assert c.request(get(s)).status == 200
+        time.sleep(PARKED)
+        assert metric(s, "sluice_connections", side="client") == 1
+        assert c.request(get(s)).status == 200
+    wait_until(lambda: metric(s, "sluice_connections", side="client") == 0,
+               what="the connection counted closed")
+
+
+def test_graceful_shutdown_closes_a_parked_connection_at_once(origins, sluice):
+    s = sluice(sluice_config(origins(1), server_extra='shutdown_timeout = "20s"'))
+    with Conn(s.port) as c:
+        assert c.request(get(s)).status == 200
+        time.sleep(PARKED)
+        start = time.monotonic()
+        s.proc.send_signal(signal.SIGTERM)
+        assert c.wait_closed(timeout=5)
+        assert s.proc.wait(timeout=5) == 0
+        assert time.monotonic() - start < 2.0  # not the 20 s shutdown_timeout

@@ -1,0 +1,184 @@
+// Parked idle connections over real loopback sockets: a parked connection wakes when its client
+// sends, and only then; graceful shutdown, the shutdown timeout and the idle timeout close it and
+// count it ended; it sits in the worker's session list while parked. HeapTrim's decision.
+#include "sluice/proxy/parking.hpp"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+
+#include "sluice/config/config.hpp"
+#include "sluice/telemetry/access_log.hpp"
+
+namespace sluice::proxy {
+namespace {
+
+using namespace std::chrono_literals;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+class ParkingTest : public ::testing::Test {
+protected:
+  ParkingTest()
+      : access_(config::LogSection{}),
+        worker_(0, io_, clock_, access_),
+        lot_(
+            worker_, [this](ParkedClient c) { woken_.emplace(std::move(c)); }, [this] { ++ended_; }) {}
+  // As Worker::join() does: what is still parked is closed and its wait's handler run, before
+  // the lot and the session list it is in go.
+  ~ParkingTest() override {
+    for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close();
+    io_.restart();
+    io_.poll();
+  }
+
+  // A connected pair: the server side is parked, the client side is the test's.
+  tcp::socket park() {
+    tcp::acceptor acceptor(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+    tcp::socket client(io_);
+    client.connect(acceptor.local_endpoint());
+    tcp::socket server = acceptor.accept();
+    const auto peer = server.remote_endpoint().address();
+    lot_.park({tls::Stream(std::move(server)), peer, clock_.now() + 60s});
+    return client;
+  }
+
+  // Runs what is ready, and what becomes ready within a moment (loopback delivery).
+  void settle() {
+    for (int i = 0; i < 200 && !woken_ && ended_ == 0; ++i) {
+      io_.restart();
+      io_.run_for(5ms);
+    }
+    io_.restart();
+    io_.poll();
+  }
+
+  net::io_context io_;
+  ManualClock clock_;
+  AccessLog access_;
+  WorkerContext worker_;
+  ParkingLot lot_;
+  std::optional<ParkedClient> woken_;
+  int ended_ = 0;
+};
+
+TEST_F(ParkingTest, WakesWithTheClientsBytesWhenItSends) {
+  auto client = park();
+  io_.poll();
+  EXPECT_FALSE(woken_);
+  EXPECT_EQ(lot_.size(), 1u);
+  EXPECT_EQ(worker_.sessions.size(), 1u);
+  EXPECT_EQ(worker_.sessions.front().deadline, clock_.now() + 60s);
+
+  net::write(client, net::buffer(std::string_view("GET / HTTP/1.1\r\n\r\n")));
+  settle();
+  ASSERT_TRUE(woken_);
+  EXPECT_EQ(ended_, 0);
+  EXPECT_EQ(lot_.size(), 0u);
+  EXPECT_TRUE(worker_.sessions.empty());
+  EXPECT_EQ(woken_->client, net::ip::make_address("127.0.0.1"));
+  EXPECT_EQ(woken_->idle_until, clock_.now() + 60s);
+  ASSERT_TRUE(woken_->stream.is_open());
+  std::string got(18, '\0');
+  net::read(woken_->stream.socket(), net::buffer(got));
+  EXPECT_EQ(got, "GET / HTTP/1.1\r\n\r\n");  // nothing was read while parked
+}
+
+TEST_F(ParkingTest, WakesWhenTheClientCloses) {
+  auto client = park();
+  client.close();
+  settle();
+  ASSERT_TRUE(woken_);  // the session reads the EOF and ends as for any idle connection
+  char byte;
+  boost::system::error_code ec;
+  woken_->stream.socket().read_some(net::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, net::error::eof);
+}
+
+TEST_F(ParkingTest, GracefulShutdownClosesAParkedConnection) {
+  auto client = park();
+  for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close_if_idle();
+  settle();
+  EXPECT_FALSE(woken_);
+  EXPECT_EQ(ended_, 1);
+  EXPECT_TRUE(worker_.sessions.empty());
+  EXPECT_EQ(lot_.size(), 0u);
+  char byte;
+  boost::system::error_code ec;
+  client.read_some(net::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, net::error::eof);
+}
+
+TEST_F(ParkingTest, ShutdownTimeoutClosesAParkedConnection) {
+  auto client = park();
+  for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close();
+  settle();
+  EXPECT_FALSE(woken_);
+  EXPECT_EQ(ended_, 1);
+}
+
+TEST_F(ParkingTest, IdleTimeoutClosesAParkedConnection) {
+  auto client = park();
+  auto& parked = worker_.sessions.front();
+  EXPECT_FALSE(parked.holds_upstream());
+  clock_.advance(60s);
+  ASSERT_LE(parked.deadline, clock_.now());  // the worker's tick calls expire() now
+  parked.expire();
+  settle();
+  EXPECT_FALSE(woken_);
+  EXPECT_EQ(ended_, 1);
+  EXPECT_TRUE(worker_.sessions.empty());
+}
+
+TEST_F(ParkingTest, ManyParkedConnectionsWakeOneByOne) {
+  auto a = park();
+  auto b = park();
+  EXPECT_EQ(lot_.size(), 2u);
+  net::write(b, net::buffer(std::string_view("x")));
+  settle();
+  ASSERT_TRUE(woken_);
+  EXPECT_EQ(lot_.size(), 1u);
+  EXPECT_EQ(worker_.sessions.size(), 1u);
+}
+
+TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {
+  Slab slab;
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < 3 * Slab::blocks_per_chunk; ++i) blocks.push_back(slab.allocate(200));
+  EXPECT_EQ(slab.chunks(), 3u);
+  EXPECT_EQ(slab.used(), 3 * Slab::blocks_per_chunk);
+  void* last = blocks.back();
+  slab.deallocate(last, 200);
+  EXPECT_EQ(slab.allocate(200), last);  // the block just freed comes back first
+  for (void* b : blocks) slab.deallocate(b, 200);
+  EXPECT_EQ(slab.used(), 0u);
+  EXPECT_EQ(slab.chunks(), 1u);  // the burst's chunks went back to the heap
+  void* big = slab.allocate(Slab::block_size + 1);  // beyond a block: the heap
+  EXPECT_EQ(slab.used(), 0u);
+  slab.deallocate(big, Slab::block_size + 1);
+}
+
+TEST(HeapTrim, TrimsOnceWhenSessionsFellFromTheirPeak) {
+  HeapTrim trim(64);
+  for (std::size_t n = 0; n <= 1000; n += 100) trim.observe(n);
+  EXPECT_FALSE(trim.due(950));  // fell by 50 only
+  EXPECT_TRUE(trim.due(10));    // the burst ended
+  EXPECT_FALSE(trim.due(10));   // once: the peak starts again from 10
+  trim.observe(50);
+  EXPECT_FALSE(trim.due(0));    // 50 < 64
+}
+
+TEST(HeapTrim, SteadyWorkerNeverTrims) {
+  HeapTrim trim(64);
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(trim.due(500 + static_cast<std::size_t>(i % 10)));
+}
+
+}  // namespace
+}  // namespace sluice::proxy
