@@ -193,13 +193,31 @@ void head_index_response(const std::uint8_t* data, std::size_t size) {
             plan.until_close == plan2.until_close && plan.chunked_out == plan2.chunked_out &&
             plan.keep_alive == plan2.keep_alive && plan.refuse == plan2.refuse, "plan");
   if (plan.refuse) return;
-  // Session::send_response(): rewrite_response, strip_origin_claims, append_response_head.
-  http::rewrite_response(res, request_id);
-  http::strip_origin_claims(res, res.result_int());
+  const auto code = res.result_int();
   std::string want;
-  http::append_response_head(want, res, plan, client_version, attempts);
   std::string got;
-  http::splice_response_head(got, idx, {request_id, plan, client_version, attempts});
+  if (code == 101) {
+    // Session::tunnel(): rewrite_response with the switch, the fields as they are.
+    http::rewrite_response(res, request_id, true);
+    want = "HTTP/1.1 101 ";
+    const std::string_view r = res.reason();
+    want.append(r.empty() ? std::string_view("Switching Protocols") : r).append("\r\n");
+    http::append_fields(want, res);
+    want.append("\r\n");
+    http::splice_response_head(got, idx, {request_id, {}, 11, 1, http::ResponseSplice::Kind::switching});
+  } else if (code < 200) {
+    // Session::read_response_head(): an interim head passed on.
+    http::strip_hop_by_hop(res);
+    http::strip_origin_claims(res, code);
+    http::append_interim_head(want, res);
+    http::splice_response_head(got, idx, {request_id, {}, 11, 1, http::ResponseSplice::Kind::interim});
+  } else {
+    // Session::send_response(): rewrite_response, strip_origin_claims, append_response_head.
+    http::rewrite_response(res, request_id);
+    http::strip_origin_claims(res, code);
+    http::append_response_head(want, res, plan, client_version, attempts);
+    http::splice_response_head(got, idx, {request_id, plan, client_version, attempts});
+  }
   check(canonical_head(got) == canonical_head(want), "spliced response head", got + " vs " + want);
 }
 

@@ -582,31 +582,20 @@ void splice_request_head(std::string& out, const RequestHead& req, const Request
   out.append(crlf);
 }
 
-void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& e) {
+namespace {
+
+void append_status_line(std::string& out, const ResponseHead& res, std::string_view if_no_reason) {
   out.append("HTTP/1.1 ");
   char code[4];
   std::to_chars(code, code + 3, res.status());  // 100..599: the scan refused anything else
   out.append(code, 3);
   out.push_back(' ');
-  const auto reason = res.reason();
-  out.append(reason.empty() ? std::string_view(bhttp::obsolete_reason(bhttp::int_to_status(res.status()))) : reason);
+  out.append(res.reason().empty() ? if_no_reason : res.reason());
   out.append(crlf);
-  // strip_origin_claims(): no framing on a 1xx, 204 or 304.
-  const auto status = res.status();
-  const bool no_framing = status < 200 || status == 204 || status == 304;
-  // rewrite_response(): codings before the final chunked stay in Transfer-Encoding.
-  const auto te = res.value(KnownField::transfer_encoding);
-  const bool codings = !no_framing && has_codings_before_chunked(te);
-  LineWriter w(out, res);
-  for (const auto& f : res.fields()) {
-    const bool drop = f.hop_by_hop || f.known == KnownField::x_request_id || f.known == KnownField::sluice ||
-                      (no_framing && f.known == KnownField::content_length);
-    if (!drop && !dropped_by(e.rules, res.name(f))) w.keep(f);
-  }
-  if (e.switching) append_upgrade(w, out, res, e.rules, false);
-  if (codings && !dropped_by(e.rules, "Transfer-Encoding")) w.line("Transfer-Encoding", te);
-  if (!e.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", e.request_id);
-  w.flush();
+}
+
+// The lines after the fields of a final head (append_response_head()).
+void append_final_lines(std::string& out, const ResponseSplice& e, bool codings) {
   if (e.rules != nullptr) e.rules->append(out, *e.vars);
   if (e.plan.chunked_out && !codings) out.append("Transfer-Encoding: chunked\r\n");
   if (e.attempts > 1) {
@@ -616,7 +605,53 @@ void splice_response_head(std::string& out, const ResponseHead& res, const Respo
   }
   if (!e.plan.keep_alive) out.append("Connection: close\r\n");
   else if (e.client_version == 10) out.append("Connection: keep-alive\r\n");
+}
+
+}  // namespace
+
+void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& e) {
+  using Kind = ResponseSplice::Kind;
+  const auto status = res.status();
+  // Beast's reason() for a line without one: the registered phrase (Session::tunnel says
+  // "Switching Protocols" itself).
+  append_status_line(out, res, e.kind == Kind::switching ? std::string_view("Switching Protocols")
+                                                         : std::string_view(bhttp::obsolete_reason(bhttp::int_to_status(status))));
+  // strip_origin_claims() (not on the tunnel's 101): no Sluice-*, no framing on 1xx, 204, 304.
+  const bool claims = e.kind != Kind::switching;
+  const bool no_framing = claims && (status < 200 || status == 204 || status == 304);
+  // rewrite_response(): codings before the final chunked stay in Transfer-Encoding.
+  const auto te = res.value(KnownField::transfer_encoding);
+  const bool codings = e.kind != Kind::interim && !no_framing && has_codings_before_chunked(te);
+  const bool own_id = e.kind != Kind::interim;  // rewrite_response() sets X-Request-Id
+  LineWriter w(out, res);
+  for (const auto& f : res.fields()) {
+    const bool drop = f.hop_by_hop || (own_id && f.known == KnownField::x_request_id) ||
+                      (claims && f.known == KnownField::sluice) ||
+                      (no_framing && f.known == KnownField::content_length);
+    if (!drop && !dropped_by(e.rules, res.name(f))) w.keep(f);
+  }
+  if (e.kind == Kind::switching) append_upgrade(w, out, res, e.rules, false);
+  if (codings && !dropped_by(e.rules, "Transfer-Encoding")) w.line("Transfer-Encoding", te);
+  if (own_id && !e.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", e.request_id);
+  w.flush();
+  if (e.kind == Kind::final_head) append_final_lines(out, e, codings);
   out.append(crlf);
+}
+
+bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept {
+  bool any = false;
+  bool all_offered = true;
+  for_each_protocol(res, [&](std::string_view chosen) {
+    any = true;
+    bool offered = false;
+    for_each_protocol(req, [&](std::string_view p) {
+      offered = iequals(chosen, p);
+      return !offered;
+    });
+    all_offered = offered;
+    return offered;
+  });
+  return any && all_offered;
 }
 
 }  // namespace sluice::http

@@ -140,6 +140,11 @@ constexpr std::string_view k_responses[] = {
     "HTTP/1.1 600 Bad\r\n\r\n",
     "HTTP/1.1 200 OK\r\nX: \x7f\r\n\r\n",
     "HTTP/1.1 200 OK\r\nContent-",
+    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade, X-Drop\r\nX-Drop: 1\r\n"
+    "Sluice-Error: e\r\nX-Request-Id: o\r\n\r\n",
+    "HTTP/1.1 101 \r\nUpgrade: a, b\r\nUpgrade: c\r\nContent-Length: 0\r\n\r\n",
+    "HTTP/1.1 103 \r\nLink: l\r\nKeep-Alive: 1\r\nSluice-X: y\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "HTTP/1.1 102 Processing\r\nX-Request-Id: theirs\r\n\r\n",
 };
 
 TEST(HeadIndex, ResponsesAsToday) {
@@ -274,6 +279,35 @@ TEST(HeadIndex, HopByHopListMatchesRewrite) {
   }
   strip_hop_by_hop(f);
   EXPECT_EQ(std::distance(f.begin(), f.end()), 13);
+}
+
+}  // namespace
+}  // namespace sluice::http
+
+namespace sluice::http {
+namespace {
+
+TEST(HeadIndex, SwitchAndInterimHeads) {
+  RequestHead req;
+  ASSERT_EQ(index_request_head("GET /c HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket, foo/2\r\n\r\n",
+                               {}, req).result, HeadScan::Result::complete);
+  EXPECT_TRUE(wants_upgrade(req, false));
+  EXPECT_FALSE(wants_upgrade(req, true));  // a body would be read in the old protocol
+  ResponseHead res;
+  ASSERT_EQ(index_response_head("HTTP/1.1 101 \r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nSluice-X: 1\r\n\r\n",
+                                4096, res).result, HeadScan::Result::complete);
+  EXPECT_TRUE(valid_switch(res, req));
+  std::string out;
+  splice_response_head(out, res, {"id", {}, 11, 1, ResponseSplice::Kind::switching});
+  EXPECT_EQ(out, "HTTP/1.1 101 Switching Protocols\r\nSluice-X: 1\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n"
+                 "X-Request-Id: id\r\n\r\n");
+  ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\nUpgrade: h2c\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
+  EXPECT_FALSE(valid_switch(res, req));  // not offered
+  ASSERT_EQ(index_response_head("HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\nContent-Length: 0\r\n"
+                                "X-Request-Id: o\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
+  out.clear();
+  splice_response_head(out, res, {"id", {}, 11, 1, ResponseSplice::Kind::interim});
+  EXPECT_EQ(out, "HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\nX-Request-Id: o\r\n\r\n");
 }
 
 }  // namespace

@@ -187,6 +187,8 @@ HeadVerdict index_response_head(std::string_view bytes, std::size_t max_header_b
 std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& gen, char (&storage)[37]);
 // wants_upgrade() over the index (`has_body`: the request has one).
 bool wants_upgrade(const RequestHead& req, bool has_body) noexcept;
+// valid_switch() over the indexes: the 101's Upgrade names only protocols the request offered.
+bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept;
 // plan_response() over the index.
 ResponsePlan plan_response(const ResponseHead& res, bool is_head, unsigned client_version,
                            bool client_keep_alive) noexcept;
@@ -204,15 +206,19 @@ struct RequestSplice {
 };
 void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& edits);
 
-// The final response towards the client: rewrite_response() + strip_origin_claims() +
-// append_response_head(), spliced.
+// A response head towards the client, spliced. `final_head`: rewrite_response() +
+// strip_origin_claims() + append_response_head() (Session::send_response). `interim` (a 1xx
+// other than 101 to an HTTP/1.1 client): strip_hop_by_hop() + strip_origin_claims() +
+// append_interim_head(). `switching` (a 101 after an upgrade, Session::tunnel): rewrite_response()
+// with its Upgrade and "Connection: upgrade", and the fields as they are otherwise.
 struct ResponseSplice {
+  enum class Kind : std::uint8_t { final_head, interim, switching };
   std::string_view request_id;
-  ResponsePlan plan;
-  unsigned client_version = 11;
-  unsigned attempts = 1;
-  bool switching = false;              // a 101 after an upgrade request
-  const HeaderRules* rules = nullptr;  // with vars
+  ResponsePlan plan;                   // final_head only
+  unsigned client_version = 11;        // final_head only
+  unsigned attempts = 1;               // final_head only: > 1 adds Sluice-Attempts
+  Kind kind = Kind::final_head;
+  const HeaderRules* rules = nullptr;  // final_head only, with vars
   const Variables* vars = nullptr;
 };
 void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& edits);
