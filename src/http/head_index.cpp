@@ -85,9 +85,10 @@ bool lower_equals(std::string_view name, std::string_view lower) noexcept {
 }  // namespace
 
 KnownField classify_field(std::string_view name) noexcept {
-  if (name.size() >= 7 && iequals(name.substr(0, 7), "sluice-")) return KnownField::sluice;
-  if (name.size() > k_longest) return KnownField::unknown;
   const auto n = name.size();
+  if (n >= 7 && (static_cast<unsigned char>(name[0]) | 0x20) == 's' && lower_equals(name, "sluice-"))
+    return KnownField::sluice;
+  if (n > k_longest) return KnownField::unknown;
   for (std::size_t i = 0; i < k_by_length.size[n]; ++i) {
     const auto& k = k_known[k_by_length.slots[n][i]];
     if (lower_equals(name, k.lower)) return k.field;
