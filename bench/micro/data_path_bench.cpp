@@ -6,6 +6,10 @@
 // global operator new made inside the timed loop, divided by iterations (the replacement below
 // counts them for the whole binary). Results: bench/results/micro-<date>.md.
 //
+// BM_Index*: the same request and response steps over the head index and the splice writers
+// (http/head_index.hpp, issue 17 point 3), the path the session is to take; results in
+// bench/results/micro-2026-12-01-head-index.md.
+//
 // Every step calls the function the session calls (http/head.hpp, http/strict.hpp,
 // http/rewrite.hpp); only the order of the calls is restated here. If session.cpp's sequence
 // changes, change run_request()/run_response() to match.
