@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/field.hpp>
@@ -31,6 +33,26 @@ constexpr std::size_t max_head = 4096;
 constexpr std::size_t max_target = 1024;
 constexpr std::uint64_t max_body = 64 * 1024;
 constexpr std::string_view request_id = "0b5c6a1e-7d3f-4e2a-9c8b-1a2b3c4d5e6f";
+
+// Header rules on both sides (docs/edge.md): a remove that hits a client field and one of ours,
+// a set and an add with variables.
+const http::HeaderRules& rules() {
+  static const http::HeaderRules r = [] {
+    using Pairs = std::vector<std::pair<std::string, std::string>>;
+    http::HeaderRules h;
+    h.apply(std::vector<std::string>{"Cookie", "X-Forwarded-Proto", "Server", "x-request-id"},
+            Pairs{{"X-Env", "prod"}, {"Vary", "$host"}}, Pairs{{"Via", "1.1 sluice $request_id"}});
+    return h;
+  }();
+  return r;
+}
+
+http::Variables variables() {
+  http::Variables v;
+  v[http::Variable::request_id] = request_id;
+  v[http::Variable::host] = "h.example";
+  return v;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -146,15 +168,24 @@ void head_index_request(const std::uint8_t* data, std::size_t size) {
   const auto shape = http::shape_forward(parser, done);
   const bool upgrade = http::wants_upgrade(idx, !done);
   check(upgrade == shape.upgrade, "upgrade");
-  for (const bool forwarded : {false, true}) {
-    // rewrite_request changes the fields: a copy per variant.
+  const auto vars = variables();
+  const http::PathRewrite rewrite{1, "/p/"};
+  for (const int variant : {0, 1, 2}) {
+    // rewrite_request changes the fields: a copy per variant. 1: Forwarded added; 2: header
+    // rules and a path rewrite.
     http::RequestHeader header = static_cast<const http::RequestHeader&>(req);
-    const http::ForwardedFor info{"192.0.2.7", "https", request_id, upgrade, forwarded};
+    const http::ForwardedFor info{variant == 1 ? "2001:db8::7" : "192.0.2.7", "https", request_id, upgrade,
+                                  variant == 1};
     http::rewrite_request(header, info);
     std::string want;
-    http::append_request_head(want, header, shape.chunked);
     std::string got;
-    http::splice_request_head(got, idx, {info, shape.chunked});
+    if (variant == 2) {
+      http::append_request_head(want, header, shape.chunked, {&rewrite, &rules(), &vars});
+      http::splice_request_head(got, idx, {info, shape.chunked, &rewrite, &rules(), &vars});
+    } else {
+      http::append_request_head(want, header, shape.chunked);
+      http::splice_request_head(got, idx, {info, shape.chunked});
+    }
     check(canonical_head(got) == canonical_head(want), "spliced request head", got + " vs " + want);
   }
 }
@@ -212,11 +243,16 @@ void head_index_response(const std::uint8_t* data, std::size_t size) {
     http::append_interim_head(want, res);
     http::splice_response_head(got, idx, {request_id, {}, 11, 1, http::ResponseSplice::Kind::interim});
   } else {
-    // Session::send_response(): rewrite_response, strip_origin_claims, append_response_head.
+    // Session::send_response(): rewrite_response, strip_origin_claims, append_response_head;
+    // with the route's header rules when byte 0's bit 4 says so.
     http::rewrite_response(res, request_id);
     http::strip_origin_claims(res, code);
-    http::append_response_head(want, res, plan, client_version, attempts);
-    http::splice_response_head(got, idx, {request_id, plan, client_version, attempts});
+    const bool with_rules = (data[0] & 16) != 0;
+    const auto vars = variables();
+    const auto* r = with_rules ? &rules() : nullptr;
+    http::append_response_head(want, res, plan, client_version, attempts, r, with_rules ? &vars : nullptr);
+    http::splice_response_head(got, idx, {request_id, plan, client_version, attempts,
+                                          http::ResponseSplice::Kind::final_head, r, &vars});
   }
   check(canonical_head(got) == canonical_head(want), "spliced response head", got + " vs " + want);
 }

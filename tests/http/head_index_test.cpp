@@ -149,7 +149,7 @@ constexpr std::string_view k_responses[] = {
 
 TEST(HeadIndex, ResponsesAsToday) {
   for (const auto head : k_responses)
-    for (std::uint8_t flags = 0; flags < 16; ++flags) same_as_today_response(head, flags);
+    for (std::uint8_t flags = 0; flags < 32; ++flags) same_as_today_response(head, flags);
 }
 
 TEST(HeadIndex, LookupByKnownFieldAndByName) {
