@@ -170,9 +170,11 @@ void head_index_request(const std::uint8_t* data, std::size_t size) {
   check(upgrade == shape.upgrade, "upgrade");
   const auto vars = variables();
   const http::PathRewrite rewrite{1, "/p/"};
-  for (const int variant : {0, 1, 2}) {
+  for (const int variant : {0, 1, 2, 3}) {
     // rewrite_request changes the fields: a copy per variant. 1: Forwarded added; 2: header
-    // rules and a path rewrite.
+    // rules and a path rewrite; 3: a chunked body kept whole goes with a Content-Length
+    // (Session::keep_chunked_body).
+    if (variant == 3 && !shape.chunked) continue;
     http::RequestHeader header = static_cast<const http::RequestHeader&>(req);
     const http::ForwardedFor info{variant == 1 ? "2001:db8::7" : "192.0.2.7", "https", request_id, upgrade,
                                   variant == 1};
@@ -182,6 +184,12 @@ void head_index_request(const std::uint8_t* data, std::size_t size) {
     if (variant == 2) {
       http::append_request_head(want, header, shape.chunked, {&rewrite, &rules(), &vars});
       http::splice_request_head(got, idx, {info, shape.chunked, &rewrite, &rules(), &vars});
+    } else if (variant == 3) {
+      header.set(bhttp::field::content_length, "123");
+      http::append_request_head(want, header, false);
+      http::RequestSplice splice{info};
+      splice.content_length = 123;
+      http::splice_request_head(got, idx, splice);
     } else {
       http::append_request_head(want, header, shape.chunked);
       http::splice_request_head(got, idx, {info, shape.chunked});

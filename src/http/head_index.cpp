@@ -535,8 +535,10 @@ void append_forwarded(std::string& out, const RequestHead& req, const ForwardedF
   append_hop_line(out, req, KnownField::forwarded, "Forwarded", parts);
 }
 
-bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded, bool expect) noexcept {
+bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded, bool expect,
+                   bool own_length) noexcept {
   switch (f.known) {
+    case KnownField::content_length: return own_length;
     case KnownField::expect: return expect || f.hop_by_hop;
     case KnownField::x_forwarded_for:
     case KnownField::x_forwarded_proto:
@@ -568,7 +570,9 @@ void splice_request_head(std::string& out, const RequestHead& req, const Request
   // shape_forward() consumes Expect when its first line says something.
   const bool expect = !req.value(KnownField::expect).empty();
   for (const auto& f : req.fields()) {
-    if (!request_drops(req, f, info.forwarded, expect) && !dropped_by(e.rules, req.name(f))) w.keep(f);
+    if (!request_drops(req, f, info.forwarded, expect, e.content_length.has_value()) &&
+        !dropped_by(e.rules, req.name(f)))
+      w.keep(f);
   }
   if (info.upgrade) append_upgrade(w, out, req, e.rules, true);
   w.flush();
@@ -578,6 +582,11 @@ void splice_request_head(std::string& out, const RequestHead& req, const Request
   if (!dropped_by(e.rules, "X-Forwarded-Proto")) w.line("X-Forwarded-Proto", info.proto);
   if (req.has_host() && !dropped_by(e.rules, "X-Forwarded-Host")) w.line("X-Forwarded-Host", req.host());
   if (!info.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", info.request_id);
+  if (e.content_length && !dropped_by(e.rules, "Content-Length")) {
+    char length[24];
+    const auto r = std::to_chars(length, length + sizeof length, *e.content_length);
+    w.line("Content-Length", std::string_view(length, static_cast<std::size_t>(r.ptr - length)));
+  }
   if (e.rules != nullptr) e.rules->append(out, *e.vars);
   if (e.chunked) out.append("Transfer-Encoding: chunked\r\n");
   out.append(crlf);

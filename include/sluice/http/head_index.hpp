@@ -203,6 +203,9 @@ struct RequestSplice {
   const PathRewrite* path = nullptr;   // nullptr: the target as received
   const HeaderRules* rules = nullptr;  // with vars
   const Variables* vars = nullptr;
+  // A chunked body kept whole and sent with a length instead (Session::keep_chunked_body): the
+  // Content-Length line to write.
+  std::optional<std::uint64_t> content_length;
 };
 void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& edits);
 
