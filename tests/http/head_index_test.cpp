@@ -245,6 +245,14 @@ TEST(HeadIndex, SplicedRequestWithRewriteRulesAndChunkedFraming) {
   EXPECT_EQ(out,
             "POST /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 192.0.2.1\r\nX-Forwarded-Host: a\r\n"
             "X-Env: prod\r\nTransfer-Encoding: chunked\r\n\r\n");
+  // The same body kept whole (Session::keep_chunked_body): sent with its length instead.
+  RequestSplice kept{{"192.0.2.1", "http", ""}};
+  kept.content_length = 42;
+  out.clear();
+  splice_request_head(out, r, kept);
+  EXPECT_EQ(out,
+            "POST /products/x HTTP/1.1\r\nHost: a\r\nCookie: c\r\nX-Forwarded-For: 192.0.2.1\r\n"
+            "X-Forwarded-Proto: http\r\nX-Forwarded-Host: a\r\nContent-Length: 42\r\n\r\n");
 }
 
 TEST(HeadIndex, SplicedResponse) {
