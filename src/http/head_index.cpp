@@ -200,7 +200,7 @@ struct IndexBuilder {
     const auto known = classify_field(name);
     auto& f = x.fields_[x.size_];
     f = {static_cast<std::uint32_t>(name_at), static_cast<std::uint32_t>(value_at),
-         static_cast<std::uint32_t>(value.size()), static_cast<std::uint16_t>(name_size), known,
+         static_cast<std::uint32_t>(value.size()), static_cast<std::uint32_t>(name_size), known,
          is_hop_by_hop(known)};
     const auto k = static_cast<std::size_t>(known);
     if (x.count_[k]++ == 0) x.first_[k] = static_cast<std::uint8_t>(x.size_);

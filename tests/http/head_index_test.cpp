@@ -320,3 +320,22 @@ TEST(HeadIndex, SwitchAndInterimHeads) {
 
 }  // namespace
 }  // namespace sluice::http
+
+namespace sluice::http {
+namespace {
+
+TEST(HeadIndex, NamesAndValuesLongerThan64KiB) {
+  // max_header_bytes may be up to 1 MiB: so may a name or a value be.
+  const std::string name(70'000, 'n');
+  const std::string value(70'000, 'v');
+  const std::string head = "GET / HTTP/1.1\r\nHost: a\r\n" + name + ": " + value + "\r\n\r\n";
+  RequestHead r;
+  const auto v = index_request_head(head, {1 << 20, 8192, 0}, r);
+  ASSERT_EQ(v.result, HeadScan::Result::complete);
+  ASSERT_EQ(r.fields().size(), 2u);
+  EXPECT_EQ(r.name(r.fields()[1]).size(), name.size());
+  EXPECT_EQ(r.value(name), value);
+}
+
+}  // namespace
+}  // namespace sluice::http

@@ -3,7 +3,7 @@
 // the strict scanner (head_scanner.hpp) fills a fixed array of (known-field enum, name span,
 // value span) and the framing facts, applying in that pass every rule that scan_*_head(),
 // parse_*_head() (Beast and check_*_fields()) and admit_request() apply today, with the same
-// verdicts. No beast::http::fields, no allocation: the index is ~1.7 KiB of plain data and
+// verdicts. No beast::http::fields, no allocation: the index is ~2 KiB of plain data and
 // refers to the head by offsets, so the bytes must stay where they are while it is used (or the
 // index be rebased onto the bytes' new place with rebase()).
 //
@@ -63,7 +63,7 @@ struct IndexedField {
   std::uint32_t name_at = 0;
   std::uint32_t value_at = 0;    // OWS trimmed (RFC 9110 §5.5), as Beast's fields store it
   std::uint32_t value_size = 0;
-  std::uint16_t name_size = 0;
+  std::uint32_t name_size = 0;   // max_header_bytes goes up to 1 MiB: so may a name
   KnownField known = KnownField::unknown;
   bool hop_by_hop = false;       // listed above, or named by a Connection option (RFC 9110 §7.6.1)
 };
