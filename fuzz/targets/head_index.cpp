@@ -181,19 +181,23 @@ void head_index_request(const std::uint8_t* data, std::size_t size) {
     http::rewrite_request(header, info);
     std::string want;
     std::string got;
+    http::RequestSplice splice;
+    splice.forwarded = info;
+    splice.chunked = shape.chunked;
     if (variant == 2) {
       http::append_request_head(want, header, shape.chunked, {&rewrite, &rules(), &vars});
-      http::splice_request_head(got, idx, {info, shape.chunked, &rewrite, &rules(), &vars});
+      splice.path = &rewrite;
+      splice.rules = &rules();
+      splice.vars = &vars;
     } else if (variant == 3) {
       header.set(bhttp::field::content_length, "123");
       http::append_request_head(want, header, false);
-      http::RequestSplice splice{info};
+      splice.chunked = false;
       splice.content_length = 123;
-      http::splice_request_head(got, idx, splice);
     } else {
       http::append_request_head(want, header, shape.chunked);
-      http::splice_request_head(got, idx, {info, shape.chunked});
     }
+    http::splice_request_head(got, idx, splice);
     check(canonical_head(got) == canonical_head(want), "spliced request head", got + " vs " + want);
   }
 }

@@ -152,9 +152,11 @@ struct IndexBuilder {
   enum class BeastError : std::uint8_t { none, connection, on_content_length, on_transfer_encoding };
 
   struct State {
+    State(HeadIndex* x, RequestHead* req, ResponseHead* res, const char* b) noexcept
+        : index(x), request(req), response(res), base(b) {}
     HeadIndex* index;
-    RequestHead* request = nullptr;
-    ResponseHead* response = nullptr;
+    RequestHead* request;
+    ResponseHead* response;
     const char* base;
     bool overflow = false;
     bool framing_variant = false;
