@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(request response config chunked)
+((${#targets[@]})) || targets=(request response config chunked head_request head_response)
 build_dir=${BUILD_DIR:-build/fuzz}
 seed=${SLUICE_FUZZ_SEED:-1}
 jobs=${FUZZ_JOBS:-1}
@@ -37,8 +37,14 @@ for t in "${targets[@]}"; do
   artifacts="$build_dir/artifacts/$t/"
   work="$build_dir/corpus/$t"  # the fuzzer's additions go here, never into the checked-in seeds
   mkdir -p "$artifacts" "$work"
-  seeds=(fuzz/corpus/"$t")
-  [[ -d fuzz/regressions/$t ]] && seeds+=(fuzz/regressions/"$t")
+  # The head index targets start from the request and response seeds (same input formats).
+  seeds=()
+  seed_dirs=("$t")
+  [[ $t == head_* ]] && seed_dirs+=("${t#head_}")
+  for s in "${seed_dirs[@]}"; do
+    [[ -d fuzz/corpus/$s ]] && seeds+=(fuzz/corpus/"$s")
+    [[ -d fuzz/regressions/$s ]] && seeds+=(fuzz/regressions/"$s")
+  done
 
   echo "== fuzz_$t: replaying $(find "${seeds[@]}" -type f | wc -l) checked-in inputs"
   mapfile -t inputs < <(find "${seeds[@]}" -type f | sort)

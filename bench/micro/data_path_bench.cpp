@@ -6,6 +6,10 @@
 // global operator new made inside the timed loop, divided by iterations (the replacement below
 // counts them for the whole binary). Results: bench/results/micro-<date>.md.
 //
+// BM_Index*: the same request and response steps over the head index and the splice writers
+// (http/head_index.hpp, issue 17 point 3), the path the session is to take; results in
+// bench/results/micro-2026-12-01-head-index.md.
+//
 // Every step calls the function the session calls (http/head.hpp, http/strict.hpp,
 // http/rewrite.hpp); only the order of the calls is restated here. If session.cpp's sequence
 // changes, change run_request()/run_response() to match.
@@ -26,6 +30,7 @@
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/http/head.hpp"
+#include "sluice/http/head_index.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/http/request_id.hpp"
 #include "sluice/http/rewrite.hpp"
@@ -155,6 +160,8 @@ struct Worker {
   Arena arena;           // per session, attached to a pooled block per exchange
   std::optional<http::RequestParser> request;
   std::optional<http::ResponseParser> response;
+  http::RequestHead request_index;  // the head index path (http/head_index.hpp): no arena needed
+  http::ResponseHead response_index;
   char id_storage[129];
   std::string_view request_id;
   bool use_arena = true;  // false: Beast's fields on the heap (what the arena saves)
@@ -355,6 +362,118 @@ void BM_ResponseWithHeaderRules(benchmark::State& s) {
   response_bench(s, app_response, Stage::full, &edge);
 }
 BENCHMARK(BM_ResponseWithHeaderRules);
+
+// ---- the head index path (http/head_index.hpp, issue 17 point 3) ----------------------------
+// The same steps over the index: one strict pass fills it (no Beast parser, no fields), the
+// session's reads are lookups in it, and the head sent on is the received bytes with the edits
+// spliced in. Stage::parse stops after the index (the counterpart of scan + Beast + checks).
+http::Variables index_variables(const Worker& w, const http::RequestHead* req) {
+  auto v = edge_variables(w, nullptr);
+  if (req != nullptr) {
+    v[http::Variable::host] = http::host_without_port(req->host());
+    v[http::Variable::request_uri] = http::path_of(req->target());
+  }
+  return v;
+}
+
+[[gnu::noinline]] bool run_index_request(Worker& w, std::string_view bytes, Stage stage) {
+  auto& req = w.request_index;
+  const auto v = http::index_request_head(bytes, {w.max_header_bytes, w.max_uri_bytes, 0}, req);
+  if (v.result != http::HeadScan::Result::complete) return false;
+  if (stage != Stage::full) return true;
+  {
+    char generated[37];
+    const auto id = http::choose_request_id(req, w.ids, generated);
+    const auto n = std::min(id.size(), sizeof w.id_storage);
+    std::memcpy(w.id_storage, id.data(), n);
+    w.request_id = std::string_view(w.id_storage, n);
+  }
+  bool keep = req.keep_alive();
+  benchmark::DoNotOptimize(keep);
+  benchmark::DoNotOptimize(req.body_done());
+  benchmark::DoNotOptimize(req.content_length());
+  const auto* upstream = w.router.route(req.host(), http::path_of(req.target()));
+  benchmark::DoNotOptimize(upstream);
+  bool chunked = req.chunked();
+  bool idempotent = http::is_idempotent(req.verb());
+  benchmark::DoNotOptimize(chunked);
+  benchmark::DoNotOptimize(idempotent);
+  const bool upgrade = http::wants_upgrade(req, !req.body_done());
+  const http::ForwardedFor info{w.client_ip, "http", w.request_id, upgrade};
+  w.head_out.clear();
+  if (w.edge != nullptr) {
+    const auto vars = index_variables(w, &req);
+    http::splice_request_head(w.head_out, req, {info, chunked, &*w.edge->rewrite, &w.edge->request_rules, &vars});
+  } else {
+    http::splice_request_head(w.head_out, req, {info, chunked});
+  }
+  benchmark::DoNotOptimize(w.head_out.data());
+  return true;
+}
+
+[[gnu::noinline]] bool run_index_response(Worker& w, std::string_view bytes, Stage stage) {
+  auto& res = w.response_index;
+  const auto v = http::index_response_head(bytes, w.max_header_bytes, res);
+  if (v.result != http::HeadScan::Result::complete) return false;
+  if (stage != Stage::full) return true;
+  bool upstream_keep_alive = res.keep_alive(false);
+  auto idle = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
+  benchmark::DoNotOptimize(upstream_keep_alive);
+  benchmark::DoNotOptimize(idle);
+  const auto plan = http::plan_response(res, false, 11, true);
+  w.head_out.clear();
+  if (w.edge != nullptr) {
+    const auto vars = index_variables(w, nullptr);
+    http::splice_response_head(w.head_out, res, {w.request_id, plan, 11, 1, http::ResponseSplice::Kind::final_head, &w.edge->response_rules, &vars});
+  } else {
+    http::splice_response_head(w.head_out, res, {w.request_id, plan, 11, 1});
+  }
+  benchmark::DoNotOptimize(w.head_out.data());
+  return true;
+}
+
+template <bool (*Run)(Worker&, std::string_view, Stage)>
+void index_bench(benchmark::State& state, std::string_view bytes, Stage stage,
+                 const Router::Route* edge = nullptr) {
+  Worker w;
+  w.edge = edge;
+  w.request_id = "0b5c6a1e-7d3f-4e2a-9c8b-1a2b3c4d5e6f";
+  if (!Run(w, bytes, stage)) {
+    state.SkipWithError("head rejected");
+    return;
+  }
+  AllocScope allocs(state);
+  for (auto _ : state) benchmark::DoNotOptimize(Run(w, bytes, stage));
+  allocs.done();
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
+}
+
+void BM_IndexRequestBrowser(benchmark::State& s) { index_bench<run_index_request>(s, browser_request, Stage::full); }
+void BM_IndexRequestBrowserParse(benchmark::State& s) {
+  index_bench<run_index_request>(s, browser_request, Stage::parse);
+}
+void BM_IndexRequestWrk(benchmark::State& s) { index_bench<run_index_request>(s, wrk_request, Stage::full); }
+void BM_IndexRequestWithHeaderRules(benchmark::State& s) {
+  const auto edge = edge_route();
+  index_bench<run_index_request>(s, browser_request, Stage::full, &edge);
+}
+void BM_IndexResponseSmall(benchmark::State& s) { index_bench<run_index_response>(s, small_response, Stage::full); }
+void BM_IndexResponseSmallParse(benchmark::State& s) {
+  index_bench<run_index_response>(s, small_response, Stage::parse);
+}
+void BM_IndexResponseApp(benchmark::State& s) { index_bench<run_index_response>(s, app_response, Stage::full); }
+void BM_IndexResponseWithHeaderRules(benchmark::State& s) {
+  const auto edge = edge_route();
+  index_bench<run_index_response>(s, app_response, Stage::full, &edge);
+}
+BENCHMARK(BM_IndexRequestBrowser);
+BENCHMARK(BM_IndexRequestBrowserParse);
+BENCHMARK(BM_IndexRequestWrk);
+BENCHMARK(BM_IndexRequestWithHeaderRules);
+BENCHMARK(BM_IndexResponseSmall);
+BENCHMARK(BM_IndexResponseSmallParse);
+BENCHMARK(BM_IndexResponseApp);
+BENCHMARK(BM_IndexResponseWithHeaderRules);
 
 // Rewriting + serialising alone is BM_RequestBrowser − BM_RequestBrowserParse: isolating it
 // would need PauseTiming around a fresh parse, which costs more than what it would measure.

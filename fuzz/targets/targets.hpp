@@ -39,4 +39,13 @@ void config_text(const std::uint8_t* data, std::size_t size);
 // the relay does, and the re-chunked body must decode to the same bytes and end at its end.
 void chunked_body(const std::uint8_t* data, std::size_t size);
 
+// (e) The head index against today's head path on the same bytes (fuzz/targets/head_index.cpp):
+// a request head (the bytes a client sent), and a response head (byte 0 as in (b), then what the
+// origin sent; bit 4 of byte 0: header rules on the final head). Same verdicts; on what both
+// accept, the same fields and the same spliced head (with and without header rules).
+void head_index_request(const std::uint8_t* data, std::size_t size);
+void head_index_response(const std::uint8_t* data, std::size_t size);
+// A head's start line, then its field lines stably sorted by lower-cased name.
+std::string canonical_head(std::string_view head);
+
 }  // namespace sluice::fuzz

@@ -105,20 +105,28 @@ void append_interim_head(std::string& out, const ResponseHeader& res) {
   out.append(crlf);
 }
 
-ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned client_version,
-                           bool client_keep_alive) {
+ResponsePlan detail::plan_response(unsigned status, bool chunked, bool has_content_length,
+                                   std::string_view transfer_encoding, bool is_head,
+                                   unsigned client_version, bool client_keep_alive) noexcept {
   ResponsePlan p;
-  const auto status = parser.get().result_int();
   p.body_expected = !is_head && status != 204 && status != 304;
-  p.chunked_in = parser.chunked();
-  p.until_close = p.body_expected && !p.chunked_in && !parser.content_length();
+  p.chunked_in = chunked;
+  p.until_close = p.body_expected && !p.chunked_in && !has_content_length;
   const bool unknown_length = p.body_expected && (p.chunked_in || p.until_close);
   p.chunked_out = unknown_length && client_version == 11;
   p.refuse = p.body_expected && p.chunked_in && client_version != 11 &&
-             has_codings_before_chunked(parser.get()[bhttp::field::transfer_encoding]);
+             has_codings_before_chunked(transfer_encoding);
   // An HTTP/1.0 client learns where such a body ends only from the close.
   p.keep_alive = client_keep_alive && !(unknown_length && client_version != 11);
   return p;
+}
+
+ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned client_version,
+                           bool client_keep_alive) {
+  return detail::plan_response(parser.get().result_int(), parser.chunked(),
+                               parser.content_length().has_value(),
+                               parser.get()[bhttp::field::transfer_encoding], is_head,
+                               client_version, client_keep_alive);
 }
 
 void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,

@@ -13,12 +13,15 @@ namespace bhttp = boost::beast::http;
 HeadStep next_head(std::string_view buffered, std::size_t max_header_bytes,
                    std::size_t max_uri_bytes) noexcept {
   HeadStep step;
-  while (buffered.size() >= 2 && buffered.starts_with("\r\n")) {
-    buffered.remove_prefix(2);
-    step.skipped += 2;
-  }
-  step.scan = scan_request_head(buffered, max_header_bytes, max_uri_bytes);
+  step.skipped = empty_lines_before(buffered);
+  step.scan = scan_request_head(buffered.substr(step.skipped), max_header_bytes, max_uri_bytes);
   return step;
+}
+
+std::size_t empty_lines_before(std::string_view buffered) noexcept {
+  std::size_t n = 0;
+  while (buffered.size() - n >= 2 && buffered.substr(n, 2) == "\r\n") n += 2;
+  return n;
 }
 
 Rejection admit_request(RequestParser& parser, std::uint64_t max_body_bytes) {

@@ -33,15 +33,6 @@ bool may_drop(std::string_view option) noexcept {
          !iequals(option, "content-length") && !iequals(option, k_request_id);
 }
 
-// 1..128 visible ASCII characters: it goes into our logs and to the origin verbatim.
-bool sane_request_id(std::string_view id) noexcept {
-  if (id.empty() || id.size() > k_max_client_request_id) return false;
-  for (const char c : id) {
-    if (c < 0x21 || c > 0x7E) return false;
-  }
-  return true;
-}
-
 void set_request_id(Fields& fields, std::string_view request_id) {
   // fields::set() builds the new line before it drops the old ones, so request_id may point
   // into the X-Request-Id being replaced.
@@ -58,15 +49,7 @@ template <class F>
 bool for_each_protocol(const Fields& fields, F&& f) {
   const auto [first, last] = fields.equal_range(bhttp::field::upgrade);
   for (auto line = first; line != last; ++line) {
-    std::string_view rest = line->value();
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      auto item = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-      while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
-      while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
-      if (!item.empty() && !f(item)) return false;
-    }
+    if (!for_each_list_element(line->value(), f)) return false;
   }
   return true;
 }
@@ -81,6 +64,17 @@ bool has_upgrade_option(const Fields& fields) {
 }
 
 }  // namespace
+
+bool connection_may_drop(std::string_view option) noexcept { return may_drop(option); }
+
+// It goes into our logs and to the origin verbatim.
+bool sane_request_id(std::string_view id) noexcept {
+  if (id.empty() || id.size() > k_max_client_request_id) return false;
+  for (const char c : id) {
+    if (c < 0x21 || c > 0x7E) return false;
+  }
+  return true;
+}
 
 bool is_h2c(std::string_view protocol) noexcept {
   return iequals(protocol.substr(0, protocol.find('/')), "h2c");

@@ -82,6 +82,7 @@
 #include <boost/beast/http/rfc7230.hpp>
 
 #include "sluice/http/chars.hpp"
+#include "sluice/http/head_scanner.hpp"
 
 namespace sluice::http {
 
@@ -90,207 +91,24 @@ namespace {
 namespace bhttp = boost::beast::http;
 using namespace chars;
 
-// One pass over the bytes received so far. Every step either advances pos_ and returns true, or
-// records the outcome in out_ and returns false. Running out of bytes is "need more" unless the
-// head can no longer end within max_head.
-class HeadScanner {
-public:
-  HeadScanner(std::string_view bytes, std::size_t max_head) noexcept
-      : bytes_(bytes), max_head_(max_head), limit_(std::min(bytes.size(), max_head)) {}
-
-  HeadScan request(std::size_t max_target) noexcept {
-    if (skip_empty_lines() && request_line(max_target) && field_lines()) complete();
-    return out_;
-  }
-
-  HeadScan response() noexcept {
-    if (status_line() && field_lines()) complete();
-    return out_;
-  }
-
-private:
-  bool more() const noexcept { return pos_ < limit_; }
-  unsigned char cur() const noexcept { return static_cast<unsigned char>(bytes_[pos_]); }
-
-  bool fail(Violation v) noexcept {
-    out_.result = HeadScan::Result::invalid;
-    out_.violation = v;
-    return false;
-  }
-
-  bool starve() noexcept {
-    // Scanning stops at max_head bytes: once that many arrived without the end of the head, the
-    // head is larger than allowed, no need to wait for the rest (431 early).
-    if (bytes_.size() >= max_head_) return fail(Violation::head_too_large);
-    out_.result = HeadScan::Result::need_more;
-    return false;
-  }
-
-  void complete() noexcept {
-    out_.result = HeadScan::Result::complete;
-    out_.head_size = pos_;
-  }
-
-  // At a CR or LF. RFC 9112 §2.2: lines end with CRLF; a bare CR MUST be rejected (or replaced),
-  // and we reject a bare LF as well, since parsers that disagree on line ends enable smuggling.
-  bool line_break() noexcept {
-    if (cur() == '\n') return fail(Violation::bare_lf);
-    if (pos_ + 1 >= limit_) return starve();
-    if (bytes_[pos_ + 1] != '\n') return fail(Violation::bare_cr);
-    pos_ += 2;
-    return true;
-  }
-
-  // A wrong byte inside a line: a line break that is itself malformed is reported as such,
-  // a well-formed one means the line ended early (`early`), anything else is `wrong`.
-  bool fail_in_line(Violation wrong, Violation early) noexcept {
-    if (!is_line_break(cur())) return fail(wrong);
-    return line_break() && fail(early);
-  }
-
-  bool skip_empty_lines() noexcept {
-    // RFC 9112 §2.2: a server SHOULD ignore at least one empty line received before the
-    // request-line. They still count toward max_head, which bounds how many we skip.
-    while (more() && is_line_break(cur())) {
-      if (!line_break()) return false;
-    }
-    out_.head_start = pos_;
-    return true;
-  }
-
-  // RFC 9112 §2.3: HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive; we speak 1.0 and 1.1
-  // only, so "PRI * HTTP/2.0" (the HTTP/2 preface) ends here. `not_http` is for a wrong name.
-  bool version(Violation not_http) noexcept {
-    static constexpr std::string_view prefix = "HTTP/1.";
-    for (std::size_t i = 0; i < prefix.size(); ++i, ++pos_) {
-      if (!more()) return starve();
-      if (cur() != static_cast<unsigned char>(prefix[i])) {
-        return fail(i < 5 ? not_http : Violation::bad_version);
-      }
-    }
-    if (!more()) return starve();
-    if (cur() != '0' && cur() != '1') return fail(Violation::bad_version);
-    ++pos_;
-    return true;
-  }
-
-  // RFC 9112 §3: request-line = method SP request-target SP HTTP-version, single spaces.
-  bool request_line(std::size_t max_target) noexcept {
-    const auto method_start = pos_;
-    while (more() && is(cur(), k_tchar)) ++pos_;  // RFC 9110 §9.1: method = token
-    if (!more()) return starve();
-    if (cur() != ' ') return fail_in_line(Violation::bad_method, Violation::bad_request_line);
-    if (pos_ == method_start) return fail(Violation::bad_request_line);
-    ++pos_;
-
-    const auto method = bytes_.substr(method_start, pos_ - 1 - method_start);
-    const auto target_start = pos_;
-    while (more() && is(cur(), k_vchar)) {
-      // RFC 9110 §7.1, RFC 3986 §3.5: a fragment is never sent in a request-target; origins
-      // differ on whether "#" ends the path, so it is refused at its byte (as HAProxy does).
-      if (cur() == '#') return fail(Violation::fragment);
-      ++pos_;
-      // Checked per byte so that a long target gets its 414 before the rest of the head arrives.
-      if (pos_ - target_start > max_target) return fail(Violation::uri_too_long);
-    }
-    if (!more()) return starve();
-    if (cur() != ' ') return fail_in_line(Violation::bad_target, Violation::bad_request_line);
-    if (pos_ == target_start) return fail(Violation::bad_request_line);
-    const auto target = bytes_.substr(target_start, pos_ - target_start);
-    ++pos_;
-
-    if (!version(Violation::bad_version)) return false;
-    if (!more()) return starve();
-    if (!is_line_break(cur())) {
-      return fail(cur() == ' ' ? Violation::bad_request_line : Violation::bad_version);
-    }
-    // RFC 9112 §3.2.4: asterisk-form is only used for a server-wide OPTIONS.
-    if (target == "*" && method != "OPTIONS") return fail(Violation::asterisk_form);
-    return line_break();
-  }
-
-  // RFC 9112 §4: status-line = HTTP-version SP status-code SP [ reason-phrase ].
-  bool status_line() noexcept {
-    if (!version(Violation::bad_status_line)) return false;
-    if (!more()) return starve();
-    if (cur() != ' ') return fail_in_line(Violation::bad_version, Violation::bad_status_line);
-    ++pos_;
-    // RFC 9110 §15: three digits, and values outside 100..599 are invalid.
-    for (int i = 0; i < 3; ++i, ++pos_) {
-      if (!more()) return starve();
-      const auto lowest = i == 0 ? '1' : '0';
-      const auto highest = i == 0 ? '5' : '9';
-      if (cur() < lowest || cur() > highest) {
-        return fail_in_line(Violation::bad_status_line, Violation::bad_status_line);
-      }
-    }
-    if (!more()) return starve();
-    // The SP is required even when the reason is empty: "HTTP/1.1 200\r\n" is rejected.
-    if (cur() != ' ') return fail_in_line(Violation::bad_status_line, Violation::bad_status_line);
-    ++pos_;
-    // reason-phrase = *( HTAB / SP / VCHAR / obs-text )
-    while (more() && is(cur(), k_field)) ++pos_;
-    if (!more()) return starve();
-    if (is_line_break(cur())) return line_break();
-    return fail(is(cur(), k_control) ? Violation::control_byte : Violation::bad_status_line);
-  }
-
-  // RFC 9112 §2.1: *( field-line CRLF ) CRLF. Returns true once the final empty line is consumed.
-  bool field_lines() noexcept {
-    for (;;) {
-      if (!more()) return starve();
-      if (is_line_break(cur())) return line_break();
-      // RFC 9112 §5.2 obs-fold and §2.2 whitespace before the first field line: both rejected.
-      if (is_ows(cur())) return fail(Violation::obs_fold);
-      if (!field_line()) return false;
-    }
-  }
-
-  // RFC 9112 §5: field-line = field-name ":" OWS field-value OWS.
-  bool field_line() noexcept {
-    const auto name_start = pos_;
-    while (more() && is(cur(), k_tchar)) ++pos_;
-    if (!more()) return starve();
-    if (is_ows(cur())) return whitespace_after_name();
-    if (cur() != ':') return fail_in_line(Violation::bad_field_name, Violation::bad_field_name);
-    if (pos_ == name_start) return fail(Violation::bad_field_name);
-    ++pos_;
-    while (more() && is(cur(), k_field)) ++pos_;
-    if (!more()) return starve();
-    if (is_line_break(cur())) return line_break();
-    return fail(is(cur(), k_control) ? Violation::control_byte : Violation::bad_field_value);
-  }
-
-  bool whitespace_after_name() noexcept {
-    while (more() && is_ows(cur())) ++pos_;
-    if (!more()) return starve();
-    // RFC 9112 §5.1: whitespace between name and colon MUST be rejected with 400 (a proxy MUST
-    // remove it before forwarding; we refuse instead).
-    if (cur() == ':') return fail(Violation::space_before_colon);
-    return fail_in_line(Violation::bad_field_name, Violation::bad_field_name);
-  }
-
-  std::string_view bytes_;
-  std::size_t max_head_;
-  std::size_t limit_;
-  std::size_t pos_ = 0;
-  HeadScan out_;
-};
+}  // namespace
 
 // RFC 9110 §8.6: Content-Length = 1*DIGIT. We cap it at 2^63-1 so that it fits a signed 64-bit
 // length anywhere downstream (RFC 9110 §8.6: recipients MUST guard against overflow).
-bool valid_content_length(std::string_view value) noexcept {
-  if (value.empty()) return false;
+std::optional<std::uint64_t> detail::parse_content_length(std::string_view value) noexcept {
+  if (value.empty()) return std::nullopt;
   constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   std::uint64_t n = 0;
   for (const char c : value) {
-    if (!is(c, k_digit)) return false;
+    if (!is(c, k_digit)) return std::nullopt;
     const auto digit = static_cast<std::uint64_t>(c - '0');
-    if (n > (max - digit) / 10) return false;
+    if (n > (max - digit) / 10) return std::nullopt;
     n = n * 10 + digit;
   }
-  return true;
+  return n;
 }
+
+namespace {
 
 bool is_chunked(std::string_view coding) noexcept {
   return boost::beast::iequals(coding, "chunked");
@@ -312,36 +130,35 @@ bool chunked_is_final(std::string_view value, std::size_t& codings) noexcept {
   return last_is_chunked;
 }
 
+}  // namespace
+
 // The rules that decide where the message ends (RFC 9112 §6.1, §6.3). A request may only be
 // "chunked"; a response may carry codings before the final chunked.
-Violation check_framing(const Fields& fields, unsigned version, bool is_request) noexcept {
-  const auto te_lines = fields.count(bhttp::field::transfer_encoding);
-  const auto cl_lines = fields.count(bhttp::field::content_length);
+Violation detail::check_framing(const FramingFacts& f, unsigned version, bool is_request) noexcept {
   // RFC 9112 §6.1: a message with both "ought to be handled as an error" (smuggling, §11.2).
-  if (te_lines != 0 && cl_lines != 0) return Violation::content_length_with_transfer_encoding;
-  if (te_lines != 0) {
+  if (f.te_lines != 0 && f.cl_lines != 0) return Violation::content_length_with_transfer_encoding;
+  if (f.te_lines != 0) {
     // Several TE lines are one list by RFC 9110 §5.3, but Beast and origins combine them
     // differently (Beast ignores all but the one that says chunked): refuse.
-    if (te_lines > 1) return Violation::bad_transfer_encoding;
+    if (f.te_lines > 1) return Violation::bad_transfer_encoding;
     // RFC 9112 §6.1: TE in HTTP/1.0 MUST be treated as faulty framing.
     if (version < 11) return Violation::bad_transfer_encoding;
-    const auto value = fields.find(bhttp::field::transfer_encoding)->value();
     std::size_t codings = 0;
-    if (!chunked_is_final(value, codings)) return Violation::bad_transfer_encoding;
+    if (!chunked_is_final(f.te, codings)) return Violation::bad_transfer_encoding;
     // A request's body is decoded here and re-chunked: a coding before chunked ("deflate,
     // chunked") is well-formed but one we do not handle (RFC 9112 §6.1 -> 501). Otherwise a
     // request says exactly "chunked": fewer accepted forms, fewer differentials.
     if (is_request && codings > 1) return Violation::unsupported_coding;
-    if (is_request && !is_chunked(value)) return Violation::bad_transfer_encoding;
+    if (is_request && !is_chunked(f.te)) return Violation::bad_transfer_encoding;
   }
-  if (cl_lines != 0) {
-    if (cl_lines > 1) return Violation::bad_content_length;
-    if (!valid_content_length(fields.find(bhttp::field::content_length)->value())) {
-      return Violation::bad_content_length;
-    }
+  if (f.cl_lines != 0) {
+    if (f.cl_lines > 1) return Violation::bad_content_length;
+    if (!detail::parse_content_length(f.cl)) return Violation::bad_content_length;
   }
   return Violation::none;
 }
+
+namespace {
 
 // A field name compared with a lower-case name, case-insensitively and with "_" read as "-".
 bool folded_equals(std::string_view name, std::string_view lower) noexcept {
@@ -361,13 +178,19 @@ bool is_framing_name(std::string_view name) noexcept {
 // "Transfer_Encoding", "content_length": not the framing fields by RFC 9110 §5.1, but a backend
 // that folds "_" into "-" (CGI-style environments do) reads them as such, and then frames the
 // body differently from us. nginx drops such fields; we refuse the request.
-bool is_framing_variant(std::string_view name) noexcept {
+}  // namespace
+
+bool detail::is_framing_variant(std::string_view name) noexcept {
   return name.find('_') != std::string_view::npos && is_framing_name(name);
 }
 
+namespace {
+
 // RFC 9110 §7.2: Host = uri-host [ ":" port ]; RFC 3986 §3.2.2: uri-host = IP-literal /
 // IPv4address / reg-name, where reg-name = *( unreserved / pct-encoded / sub-delims ).
-bool valid_host(std::string_view value) noexcept {
+}  // namespace
+
+bool detail::valid_host(std::string_view value) noexcept {
   std::size_t i = 0;
   if (!value.empty() && value[0] == '[') {
     // IP-literal: IPv6 or IPvFuture; both use unreserved, sub-delims and ':' (and '%' of an RFC
@@ -397,6 +220,8 @@ bool valid_host(std::string_view value) noexcept {
   }
   return true;
 }
+
+namespace {
 
 // Beast stops at the second of two conflicting framing fields and names that one; the head bytes
 // tell what the message really carried. The head passed the raw scan, so lines end in CRLF.
@@ -471,26 +296,45 @@ unsigned status_for(Violation v) {
 
 HeadScan scan_request_head(std::string_view bytes, std::size_t max_head,
                            std::size_t max_target) noexcept {
-  return HeadScanner{bytes, max_head}.request(max_target);
+  return detail::HeadScanner<>{bytes, max_head}.request(max_target);
 }
 
 HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexcept {
-  return HeadScanner{bytes, max_head}.response();
+  return detail::HeadScanner<>{bytes, max_head}.response();
 }
 
-Violation check_request_fields(const Fields& fields,
-                               unsigned version) noexcept {
-  if (const auto v = check_framing(fields, version, true); v != Violation::none) return v;
-  for (const auto& f : fields) {
-    if (is_framing_variant(f.name_string())) return Violation::framing_field_variant;
-  }
+namespace {
+
+detail::FramingFacts framing_facts(const Fields& fields) noexcept {
+  detail::FramingFacts f;
+  f.te_lines = fields.count(bhttp::field::transfer_encoding);
+  f.cl_lines = fields.count(bhttp::field::content_length);
+  if (f.te_lines != 0) f.te = fields.find(bhttp::field::transfer_encoding)->value();
+  if (f.cl_lines != 0) f.cl = fields.find(bhttp::field::content_length)->value();
+  return f;
+}
+
+}  // namespace
+
+Violation detail::check_request_facts(const FramingFacts& framing, bool framing_variant,
+                                      std::size_t hosts, std::string_view host,
+                                      unsigned version) noexcept {
+  if (const auto v = check_framing(framing, version, true); v != Violation::none) return v;
+  if (framing_variant) return Violation::framing_field_variant;
   // RFC 9112 §3.2: 400 for an HTTP/1.1 request without Host, for any request with more than one
   // Host line, and for an invalid Host value.
-  const auto hosts = fields.count(bhttp::field::host);
   if (hosts > 1) return Violation::repeated_host;
   if (hosts == 0) return version >= 11 ? Violation::missing_host : Violation::none;
-  if (!valid_host(fields.find(bhttp::field::host)->value())) return Violation::bad_host;
+  if (!valid_host(host)) return Violation::bad_host;
   return Violation::none;
+}
+
+Violation check_request_fields(const Fields& fields, unsigned version) noexcept {
+  bool variant = false;
+  for (const auto& f : fields) variant = variant || detail::is_framing_variant(f.name_string());
+  const auto hosts = fields.count(bhttp::field::host);
+  const std::string_view host = hosts != 0 ? std::string_view(fields.find(bhttp::field::host)->value()) : std::string_view();
+  return detail::check_request_facts(framing_facts(fields), variant, hosts, host, version);
 }
 
 Violation check_response_fields(const Fields& fields) noexcept {
@@ -499,7 +343,7 @@ Violation check_response_fields(const Fields& fields) noexcept {
 
 Violation check_response_fields(const Fields& fields,
                                 unsigned version) noexcept {
-  return check_framing(fields, version, false);
+  return detail::check_framing(framing_facts(fields), version, false);
 }
 
 TargetAuthority target_authority(std::string_view target) noexcept {
@@ -512,7 +356,7 @@ TargetAuthority target_authority(std::string_view target) noexcept {
     return {Form::bad, {}};
   auto authority = target.substr(sep + 3);
   authority = authority.substr(0, authority.find_first_of("/?#"));
-  if (authority.empty() || authority.find('@') != std::string_view::npos || !valid_host(authority))
+  if (authority.empty() || authority.find('@') != std::string_view::npos || !detail::valid_host(authority))
     return {Form::bad, {}};
   return {Form::ok, authority};
 }

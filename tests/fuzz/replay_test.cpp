@@ -55,5 +55,15 @@ TEST(FuzzReplay, Request) { replay("request", sluice::fuzz::request_stream, 20);
 TEST(FuzzReplay, Response) { replay("response", sluice::fuzz::response_stream, 10); }
 TEST(FuzzReplay, Config) { replay("config", sluice::fuzz::config_text, 2); }
 TEST(FuzzReplay, Chunked) { replay("chunked", sluice::fuzz::chunked_body, 5); }
+// The head index against today's head path, on the request and response inputs (their own
+// corpora, fuzz/corpus/head_request and head_response, hold what the fuzzer found for them).
+TEST(FuzzReplay, HeadIndexRequest) {
+  replay("request", sluice::fuzz::head_index_request, 20);
+  replay("head_request", sluice::fuzz::head_index_request, 0);
+}
+TEST(FuzzReplay, HeadIndexResponse) {
+  replay("response", sluice::fuzz::head_index_response, 10);
+  replay("head_response", sluice::fuzz::head_index_response, 0);
+}
 
 }  // namespace

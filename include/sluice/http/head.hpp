@@ -73,6 +73,13 @@ struct ResponsePlan {
 ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned client_version,
                            bool client_keep_alive);
 
+namespace detail {
+// plan_response() over the facts it reads (shared with the head index).
+ResponsePlan plan_response(unsigned status, bool chunked, bool has_content_length,
+                           std::string_view transfer_encoding, bool is_head,
+                           unsigned client_version, bool client_keep_alive) noexcept;
+}  // namespace detail
+
 // The final response head towards the client, after rewrite_response(). `attempts` > 1 adds
 // Sluice-Attempts. `rules` (with `vars`): the response header rules, applied in the same pass.
 void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,

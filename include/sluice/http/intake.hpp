@@ -24,6 +24,8 @@ struct HeadStep {
 };
 HeadStep next_head(std::string_view buffered, std::size_t max_header_bytes,
                    std::size_t max_uri_bytes) noexcept;
+// The bytes of the CRLF pairs at the start of `buffered` (next_head's `skipped`).
+std::size_t empty_lines_before(std::string_view buffered) noexcept;
 
 // handle_request()'s refusals of a parsed head, in its order: 413 for a declared body over
 // `max_body_bytes` (0: unlimited), 501 for CONNECT (a tunnel, RFC 9110 §9.3.6, which a reverse

@@ -63,4 +63,27 @@ class RequestIdGenerator;
 std::string_view choose_request_id(const Fields& fields, RequestIdGenerator& gen,
                                    char (&storage)[37]);
 
+// 1..128 visible ASCII characters: a client's X-Request-Id we keep (choose_request_id()).
+bool sane_request_id(std::string_view id) noexcept;
+
+// False for a Connection option naming a field that must survive strip_hop_by_hop() whatever the
+// client says: Connection, Host, Content-Length, X-Request-Id (see rewrite.cpp).
+bool connection_may_drop(std::string_view option) noexcept;
+
+// Calls f(element) for each element of a comma-separated list value (RFC 9110 §5.6.1: empty
+// elements and the whitespace around elements ignored). f returns false to stop; then so does
+// this function.
+template <class F>
+bool for_each_list_element(std::string_view rest, F&& f) {
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    auto item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty() && !f(item)) return false;
+  }
+  return true;
+}
+
 }  // namespace sluice::http

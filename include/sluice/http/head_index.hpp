@@ -1,0 +1,229 @@
+#pragma once
+// A message head parsed once into a flat index over its own bytes (issue 17, point 3): one pass of
+// the strict scanner (head_scanner.hpp) fills a fixed array of (known-field enum, name span,
+// value span) and the framing facts, applying in that pass every rule that scan_*_head(),
+// parse_*_head() (Beast and check_*_fields()) and admit_request() apply today, with the same
+// verdicts. No beast::http::fields, no allocation: the index is ~2 KiB of plain data and
+// refers to the head by offsets, so the bytes must stay where they are while it is used (or the
+// index be rebased onto the bytes' new place with rebase()).
+//
+// The heads sent on are the received bytes with the edits spliced in (splice_request_head,
+// splice_response_head): the fields that stay are copied as runs of lines, not rebuilt one by one.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <boost/beast/http/verb.hpp>
+
+#include "sluice/http/edge_rules.hpp"
+#include "sluice/http/head.hpp"
+#include "sluice/http/rewrite.hpp"
+#include "sluice/http/strict.hpp"
+
+namespace sluice::http {
+
+// The fields the proxy itself reads or edits; every other name is `unknown` (and still indexed).
+enum class KnownField : std::uint8_t {
+  unknown,
+  host,
+  content_length,
+  transfer_encoding,
+  connection,
+  keep_alive,
+  proxy_connection,
+  upgrade,
+  expect,
+  te,
+  trailer,
+  http2_settings,
+  proxy_authorization,
+  proxy_authenticate,
+  x_forwarded_for,
+  x_forwarded_proto,
+  x_forwarded_host,
+  x_request_id,
+  forwarded,
+  idempotency_key,
+  cookie,
+  sluice,  // any Sluice-* name: only sluice speaks as sluice (strip_origin_claims)
+  count_,
+};
+
+// Case-insensitive; "Sluice-Error" and every other "sluice-" name is KnownField::sluice.
+KnownField classify_field(std::string_view name) noexcept;
+// RFC 9110 §7.6.1: Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
+// Upgrade, HTTP2-Settings (strip_hop_by_hop()'s list).
+bool is_hop_by_hop(KnownField f) noexcept;
+
+struct IndexedField {
+  std::uint32_t name_at = 0;
+  std::uint32_t value_at = 0;    // OWS trimmed (RFC 9110 §5.5), as Beast's fields store it
+  std::uint32_t value_size = 0;
+  std::uint32_t name_size = 0;   // max_header_bytes goes up to 1 MiB: so may a name
+  KnownField known = KnownField::unknown;
+  bool hop_by_hop = false;       // listed above, or named by a Connection option (RFC 9110 §7.6.1)
+};
+
+class HeadIndex {
+public:
+  // HAProxy's default (tune.http.maxhdr 101). A request with more field lines is refused 431, a
+  // response with more is a bad response (502): docs/http.md.
+  static constexpr std::size_t capacity = 101;
+
+  std::string_view bytes() const noexcept { return bytes_; }
+  std::span<const IndexedField> fields() const noexcept { return {fields_.data(), size_}; }
+  std::string_view name(const IndexedField& f) const noexcept { return bytes_.substr(f.name_at, f.name_size); }
+  std::string_view value(const IndexedField& f) const noexcept { return bytes_.substr(f.value_at, f.value_size); }
+
+  // O(1) for a known field; a scan of the array for any other name (case-insensitive).
+  const IndexedField* find(KnownField k) const noexcept;
+  const IndexedField* find(std::string_view name) const noexcept;
+  std::size_t count(KnownField k) const noexcept { return count_[static_cast<std::size_t>(k)]; }
+  std::size_t count(std::string_view name) const noexcept;
+  // The first line's value, empty when absent (Beast's fields[name]).
+  std::string_view value(KnownField k) const noexcept;
+  std::string_view value(std::string_view name) const noexcept;
+  // Calls f(const IndexedField&) for every line of `k`, in arrival order.
+  template <class F>
+  void for_each(KnownField k, F&& f) const {
+    if (count(k) == 0) return;
+    for (std::size_t i = first_[static_cast<std::size_t>(k)]; i < size_; ++i)
+      if (fields_[i].known == k) f(fields_[i]);
+  }
+
+  unsigned version() const noexcept { return version_; }  // 10 or 11
+  std::optional<std::uint64_t> content_length() const noexcept { return content_length_; }
+  bool chunked() const noexcept { return chunked_; }  // Transfer-Encoding's final coding is chunked
+  // Connection (and, as Beast reads them, Proxy-Connection) options.
+  bool connection_close() const noexcept { return close_; }
+  bool connection_keep_alive() const noexcept { return keep_alive_option_; }
+  bool connection_upgrade() const noexcept { return upgrade_option_; }  // Connection only
+
+  // The same head at another address (the buffer moved); offsets are unchanged.
+  void rebase(std::string_view bytes) noexcept { bytes_ = bytes; }
+
+protected:
+  friend struct IndexBuilder;
+  friend struct IndexFinisher;
+  std::string_view bytes_;
+  std::array<IndexedField, capacity> fields_;
+  std::size_t size_ = 0;
+  std::array<std::uint8_t, static_cast<std::size_t>(KnownField::count_)> first_{};
+  std::array<std::uint8_t, static_cast<std::size_t>(KnownField::count_)> count_{};
+  std::optional<std::uint64_t> content_length_;
+  unsigned version_ = 11;
+  bool chunked_ = false;
+  bool close_ = false;
+  bool keep_alive_option_ = false;
+  bool upgrade_option_ = false;
+};
+
+class RequestHead : public HeadIndex {
+public:
+  std::string_view method() const noexcept { return bytes_.substr(method_at_, method_size_); }
+  boost::beast::http::verb verb() const noexcept { return verb_; }
+  std::string_view target() const noexcept { return bytes_.substr(target_at_, target_size_); }
+  // The authority requests are routed by: Host, or an absolute-form target's authority (RFC 9112
+  // §3.2.2, admit_request()); has_host() is false for an HTTP/1.0 request without either.
+  std::string_view host() const noexcept { return bytes_.substr(host_at_, host_size_); }
+  bool has_host() const noexcept { return has_host_; }
+  bool host_from_target() const noexcept { return host_from_target_; }
+  // Beast's request_parser::keep_alive() and is_done() for this head.
+  bool keep_alive() const noexcept { return version_ == 11 ? !close_ : keep_alive_option_; }
+  bool body_done() const noexcept { return !chunked_ && content_length_.value_or(0) == 0; }
+
+private:
+  friend struct IndexBuilder;
+  friend struct IndexFinisher;
+  std::uint32_t method_at_ = 0, method_size_ = 0, target_at_ = 0, target_size_ = 0;
+  std::uint32_t host_at_ = 0, host_size_ = 0;
+  boost::beast::http::verb verb_ = boost::beast::http::verb::unknown;
+  bool has_host_ = false;
+  bool host_from_target_ = false;
+};
+
+class ResponseHead : public HeadIndex {
+public:
+  unsigned status() const noexcept { return status_; }
+  std::string_view reason() const noexcept { return bytes_.substr(reason_at_, reason_size_); }
+  // Beast's response_parser::keep_alive() (`is_head`: the request was HEAD).
+  bool keep_alive(bool is_head) const noexcept;
+
+private:
+  friend struct IndexBuilder;
+  friend struct IndexFinisher;
+  unsigned status_ = 0;
+  std::uint32_t reason_at_ = 0, reason_size_ = 0;
+};
+
+struct RequestLimits {
+  std::size_t max_header_bytes = 16 * 1024;
+  std::size_t max_uri_bytes = 8 * 1024;
+  std::uint64_t max_body_bytes = 0;  // 0: unlimited
+};
+
+// The verdict on the bytes buffered so far. `bytes` may start with the empty lines RFC 9112 §2.2
+// lets a client send before a request (they are part of head_start); the index covers
+// bytes[0, head_size). Invalid: answer rejection.status with rejection.reason, exactly as
+// next_head + parse_request_head + admit_request do (plus 431 "header too large" above capacity).
+struct HeadVerdict {
+  HeadScan::Result result = HeadScan::Result::need_more;
+  std::size_t head_start = 0;
+  std::size_t head_size = 0;  // complete: up to and including the final CRLFCRLF
+  Rejection rejection;
+};
+HeadVerdict index_request_head(std::string_view bytes, const RequestLimits& limits,
+                               RequestHead& out) noexcept;
+// A response: invalid when scan_response_head or parse_response_head would refuse it (502), or
+// above capacity.
+HeadVerdict index_response_head(std::string_view bytes, std::size_t max_header_bytes,
+                                ResponseHead& out) noexcept;
+
+// choose_request_id() over the index.
+std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& gen, char (&storage)[37]);
+// wants_upgrade() over the index (`has_body`: the request has one).
+bool wants_upgrade(const RequestHead& req, bool has_body) noexcept;
+// valid_switch() over the indexes: the 101's Upgrade names only protocols the request offered.
+bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept;
+// plan_response() over the index.
+ResponsePlan plan_response(const ResponseHead& res, bool is_head, unsigned client_version,
+                           bool client_keep_alive) noexcept;
+
+// The request towards the origin: rewrite_request() + append_request_head(), spliced. Drops the
+// hop-by-hop fields (and those a Connection option names), Expect (answered hop by hop), the
+// client's X-Forwarded-Proto/-Host and X-Request-Id (and X-Forwarded-For, Forwarded, which are
+// re-sent extended); writes an absolute-form target's authority as Host.
+struct RequestSplice {
+  ForwardedFor forwarded;
+  bool chunked = false;                // the body is relayed chunked: add the framing line
+  const PathRewrite* path = nullptr;   // nullptr: the target as received
+  const HeaderRules* rules = nullptr;  // with vars
+  const Variables* vars = nullptr;
+  // A chunked body kept whole and sent with a length instead (Session::keep_chunked_body): the
+  // Content-Length line to write.
+  std::optional<std::uint64_t> content_length;
+};
+void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& edits);
+
+// A response head towards the client, spliced. `final_head`: rewrite_response() +
+// strip_origin_claims() + append_response_head() (Session::send_response). `interim` (a 1xx
+// other than 101 to an HTTP/1.1 client): strip_hop_by_hop() + strip_origin_claims() +
+// append_interim_head(). `switching` (a 101 after an upgrade, Session::tunnel): rewrite_response()
+// with its Upgrade and "Connection: upgrade", and the fields as they are otherwise.
+struct ResponseSplice {
+  enum class Kind : std::uint8_t { final_head, interim, switching };
+  std::string_view request_id;
+  ResponsePlan plan;                   // final_head only
+  unsigned client_version = 11;        // final_head only
+  unsigned attempts = 1;               // final_head only: > 1 adds Sluice-Attempts
+  Kind kind = Kind::final_head;
+  const HeaderRules* rules = nullptr;  // final_head only, with vars
+  const Variables* vars = nullptr;
+};
+void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& edits);
+
+}  // namespace sluice::http

@@ -1,0 +1,669 @@
+// The head index: one pass of the strict scanner (head_scanner.hpp) whose Sink fills the index,
+// then the framing, Host and admission rules of strict.cpp and intake.cpp over what it collected.
+//
+// What Beast's parser adds to the scan today (parse_request_head, parse_response_head) is
+// emulated here line by line, so that the first violation is the same one: a Connection or
+// Proxy-Connection value that is not a token list (bad_value -> "bad field value"), and the
+// framing conflicts Beast stops at (a Content-Length after "chunked" or malformed as Beast reads
+// it, a Transfer-Encoding after chunked or after a Content-Length), which
+// violation_from_parser_error() reports as a bad content-length or transfer-encoding, or as both
+// present. The fuzz targets head_request / head_response (fuzz/targets/head_index.cpp) hold the
+// index to the old path's verdict on every input.
+#include "sluice/http/head_index.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/rfc7230.hpp>
+#include <boost/beast/http/status.hpp>
+
+#include "sluice/http/head_scanner.hpp"
+#include "sluice/http/intake.hpp"
+#include "sluice/http/request_id.hpp"
+
+namespace sluice::http {
+
+namespace bhttp = boost::beast::http;
+using boost::beast::iequals;
+
+namespace {
+
+struct Known {
+  std::string_view lower;
+  KnownField field;
+};
+
+constexpr Known k_known[] = {
+    {"host", KnownField::host},
+    {"content-length", KnownField::content_length},
+    {"transfer-encoding", KnownField::transfer_encoding},
+    {"connection", KnownField::connection},
+    {"keep-alive", KnownField::keep_alive},
+    {"proxy-connection", KnownField::proxy_connection},
+    {"upgrade", KnownField::upgrade},
+    {"expect", KnownField::expect},
+    {"te", KnownField::te},
+    {"trailer", KnownField::trailer},
+    {"http2-settings", KnownField::http2_settings},
+    {"proxy-authorization", KnownField::proxy_authorization},
+    {"proxy-authenticate", KnownField::proxy_authenticate},
+    {"x-forwarded-for", KnownField::x_forwarded_for},
+    {"x-forwarded-proto", KnownField::x_forwarded_proto},
+    {"x-forwarded-host", KnownField::x_forwarded_host},
+    {"x-request-id", KnownField::x_request_id},
+    {"forwarded", KnownField::forwarded},
+    {"idempotency-key", KnownField::idempotency_key},
+    {"cookie", KnownField::cookie},
+};
+
+// The known names by length, so that a name is compared with at most the two or three of its
+// size (names longer than the longest known one are unknown at once).
+constexpr std::size_t k_longest = 19;
+struct ByLength {
+  std::array<std::array<std::uint8_t, 4>, k_longest + 1> slots{};
+  std::array<std::uint8_t, k_longest + 1> size{};
+};
+constexpr ByLength make_by_length() {
+  ByLength t;
+  for (std::size_t i = 0; i < std::size(k_known); ++i) {
+    const auto n = k_known[i].lower.size();
+    t.slots[n][t.size[n]++] = static_cast<std::uint8_t>(i);
+  }
+  return t;
+}
+constexpr auto k_by_length = make_by_length();
+
+// `name` is a token (the scan checked): OR-ing 0x20 lower-cases its letters and leaves '-' and
+// digits alone, and no other tchar lands on one of those.
+bool lower_equals(std::string_view name, std::string_view lower) noexcept {
+  for (std::size_t i = 0; i < lower.size(); ++i)
+    if ((static_cast<unsigned char>(name[i]) | 0x20) != static_cast<unsigned char>(lower[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+KnownField classify_field(std::string_view name) noexcept {
+  const auto n = name.size();
+  if (n >= 7 && (static_cast<unsigned char>(name[0]) | 0x20) == 's' && lower_equals(name, "sluice-"))
+    return KnownField::sluice;
+  if (n > k_longest) return KnownField::unknown;
+  for (std::size_t i = 0; i < k_by_length.size[n]; ++i) {
+    const auto& k = k_known[k_by_length.slots[n][i]];
+    if (lower_equals(name, k.lower)) return k.field;
+  }
+  return KnownField::unknown;
+}
+
+bool is_hop_by_hop(KnownField f) noexcept {
+  switch (f) {
+    case KnownField::connection:
+    case KnownField::keep_alive:
+    case KnownField::proxy_connection:
+    case KnownField::te:
+    case KnownField::trailer:
+    case KnownField::transfer_encoding:
+    case KnownField::upgrade:
+    case KnownField::http2_settings:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const IndexedField* HeadIndex::find(KnownField k) const noexcept {
+  return count(k) == 0 ? nullptr : &fields_[first_[static_cast<std::size_t>(k)]];
+}
+
+const IndexedField* HeadIndex::find(std::string_view n) const noexcept {
+  if (const auto k = classify_field(n); k != KnownField::unknown && k != KnownField::sluice) return find(k);
+  for (std::size_t i = 0; i < size_; ++i)
+    if (iequals(name(fields_[i]), n)) return &fields_[i];
+  return nullptr;
+}
+
+std::size_t HeadIndex::count(std::string_view n) const noexcept {
+  if (const auto k = classify_field(n); k != KnownField::unknown && k != KnownField::sluice) return count(k);
+  return static_cast<std::size_t>(std::count_if(fields_.begin(), fields_.begin() + static_cast<std::ptrdiff_t>(size_),
+                                                [&](const IndexedField& f) { return iequals(name(f), n); }));
+}
+
+std::string_view HeadIndex::value(KnownField k) const noexcept {
+  const auto* f = find(k);
+  return f == nullptr ? std::string_view() : value(*f);
+}
+
+std::string_view HeadIndex::value(std::string_view n) const noexcept {
+  const auto* f = find(n);
+  return f == nullptr ? std::string_view() : value(*f);
+}
+
+bool ResponseHead::keep_alive(bool is_head) const noexcept {
+  // Beast: a body that ends with the connection (no length, not chunked) ends keep-alive.
+  const bool body = !is_head && status_ / 100 != 1 && status_ != 204 && status_ != 304;
+  if (body && !content_length_ && !chunked_) return false;
+  return version_ == 11 ? !close_ : keep_alive_option_;
+}
+
+// The scanner's Sink: indexes each line that passed the byte rules and emulates Beast's per-line
+// field checks (basic_parser::do_field) to know which violation Beast would report first.
+struct IndexBuilder {
+  enum class BeastError : std::uint8_t { none, connection, on_content_length, on_transfer_encoding };
+
+  struct State {
+    State(HeadIndex* x, RequestHead* req, ResponseHead* res, const char* b) noexcept
+        : index(x), request(req), response(res), base(b) {}
+    HeadIndex* index;
+    RequestHead* request;
+    ResponseHead* response;
+    const char* base;
+    bool overflow = false;
+    bool framing_variant = false;
+    BeastError beast = BeastError::none;
+    bool beast_chunked = false;  // Beast's flagChunked
+    std::optional<std::uint64_t> beast_length;
+  };
+  State* s;
+
+  std::uint32_t at(std::string_view part) const noexcept {
+    return static_cast<std::uint32_t>(part.data() - s->base);
+  }
+
+  void request_line(std::string_view method, std::string_view target, unsigned version) noexcept {
+    auto& r = *s->request;
+    r.method_at_ = at(method);
+    r.method_size_ = static_cast<std::uint32_t>(method.size());
+    r.target_at_ = at(target);
+    r.target_size_ = static_cast<std::uint32_t>(target.size());
+    r.verb_ = bhttp::string_to_verb(method);
+    r.version_ = version;
+  }
+
+  void status_line(unsigned version, unsigned status, std::string_view reason) noexcept {
+    auto& r = *s->response;
+    r.version_ = version;
+    r.status_ = status;
+    r.reason_at_ = at(reason);
+    r.reason_size_ = static_cast<std::uint32_t>(reason.size());
+  }
+
+  void field(std::size_t name_at, std::size_t name_size, std::size_t value_at, std::size_t value_end) noexcept {
+    auto& x = *s->index;
+    if (x.size_ == HeadIndex::capacity) {
+      s->overflow = true;
+      return;
+    }
+    const char* b = s->base;
+    while (value_at < value_end && chars::is_ows(static_cast<unsigned char>(b[value_at]))) ++value_at;
+    while (value_end > value_at && chars::is_ows(static_cast<unsigned char>(b[value_end - 1]))) --value_end;
+    const std::string_view name(b + name_at, name_size);
+    const std::string_view value(b + value_at, value_end - value_at);
+    const auto known = classify_field(name);
+    auto& f = x.fields_[x.size_];
+    f = {static_cast<std::uint32_t>(name_at), static_cast<std::uint32_t>(value_at),
+         static_cast<std::uint32_t>(value.size()), static_cast<std::uint32_t>(name_size), known,
+         is_hop_by_hop(known)};
+    const auto k = static_cast<std::size_t>(known);
+    if (x.count_[k]++ == 0) x.first_[k] = static_cast<std::uint8_t>(x.size_);
+    ++x.size_;
+    if (known == KnownField::unknown && name.find('_') != std::string_view::npos)
+      s->framing_variant = s->framing_variant || detail::is_framing_variant(name);
+    if (s->beast == BeastError::none) beast_field(known, value);
+  }
+
+  void beast_field(KnownField known, std::string_view value) noexcept {
+    switch (known) {
+      case KnownField::connection:
+      case KnownField::proxy_connection: return connection(known, value);
+      case KnownField::content_length: return beast_content_length(value);
+      case KnownField::transfer_encoding: return beast_transfer_encoding(value);
+      default: return;
+    }
+  }
+
+  void connection(KnownField known, std::string_view value) noexcept {
+    const bhttp::opt_token_list list{value};
+    if (!bhttp::validate_list(list)) {
+      s->beast = BeastError::connection;
+      return;
+    }
+    auto& x = *s->index;
+    for (const auto option : list) {
+      if (iequals(option, "close")) x.close_ = true;
+      else if (iequals(option, "keep-alive")) x.keep_alive_option_ = true;
+      else if (iequals(option, "upgrade")) x.upgrade_option_ = x.upgrade_option_ || known == KnownField::connection;
+    }
+  }
+
+  // Beast: a list of equal decimal values, each fitting 64 bits; not after chunked.
+  void beast_content_length(std::string_view value) noexcept {
+    const auto bad = [&] { s->beast = BeastError::on_content_length; };
+    if (s->beast_chunked) return bad();
+    const bhttp::opt_token_list tokens{value};
+    if (tokens.begin() == tokens.end() || !bhttp::validate_list(tokens)) return bad();
+    auto unprocessed = 1 + std::count(value.begin(), value.end(), ',');
+    for (const auto token : tokens) {
+      std::uint64_t v = 0;
+      const auto r = std::from_chars(token.data(), token.data() + token.size(), v);
+      if (token.empty() || token.front() == '-' || r.ec != std::errc() || r.ptr != token.data() + token.size()) return bad();
+      if (s->beast_length && *s->beast_length != v) return bad();
+      s->beast_length = v;
+      --unprocessed;
+    }
+    if (unprocessed != 0) bad();
+  }
+
+  void beast_transfer_encoding(std::string_view value) noexcept {
+    if (s->beast_chunked || s->beast_length) {
+      s->beast = BeastError::on_transfer_encoding;
+      return;
+    }
+    const bhttp::token_list list{value};
+    auto it = std::find_if(list.begin(), list.end(), [](auto c) { return iequals(c, "chunked"); });
+    s->beast_chunked = it != list.end() && ++it == list.end();
+  }
+};
+
+namespace {
+
+// RFC 9110 §7.6.1: the fields a Connection option names are hop-by-hop too (strip_hop_by_hop()).
+void mark_connection_options(HeadIndex& x, std::span<IndexedField> fields) {
+  x.for_each(KnownField::connection, [&](const IndexedField& line) {
+    for (const auto option : bhttp::opt_token_list{x.value(line)}) {
+      if (iequals(option, "close") || !connection_may_drop(option)) continue;
+      for (auto& f : fields)
+        if (!f.hop_by_hop && f.name_size == option.size() && iequals(x.name(f), option)) f.hop_by_hop = true;
+    }
+  });
+}
+
+detail::FramingFacts framing_of(const HeadIndex& x) noexcept {
+  return {x.count(KnownField::transfer_encoding), x.count(KnownField::content_length),
+          x.value(KnownField::transfer_encoding), x.value(KnownField::content_length)};
+}
+
+// parse_request_head()'s answer to what Beast reported first (violation_from_parser_error()).
+Violation beast_violation(const HeadIndex& x, IndexBuilder::BeastError e) noexcept {
+  using E = IndexBuilder::BeastError;
+  if (e == E::connection) return Violation::bad_field_value;
+  if (x.count(KnownField::content_length) != 0 && x.count(KnownField::transfer_encoding) != 0)
+    return Violation::content_length_with_transfer_encoding;
+  return e == E::on_content_length ? Violation::bad_content_length : Violation::bad_transfer_encoding;
+}
+
+}  // namespace
+
+// Friend of the index classes: fills them, then applies the rules after the last line.
+struct IndexFinisher {
+  static Rejection request(RequestHead& r, IndexBuilder::State& s, const RequestLimits& limits) noexcept {
+    const auto reject = [](Violation v) { return Rejection{status_for(v), describe(v)}; };
+    if (s.overflow) return reject(Violation::head_too_large);
+    if (s.beast != IndexBuilder::BeastError::none) return {400, describe(beast_violation(r, s.beast))};
+    const auto hosts = r.count(KnownField::host);
+    if (const auto v = detail::check_request_facts(framing_of(r), s.framing_variant, hosts,
+                                                   r.value(KnownField::host), r.version_);
+        v != Violation::none)
+      return reject(v);
+    r.chunked_ = s.beast_chunked;
+    r.content_length_ = s.beast_length;
+    mark_connection_options(r, {r.fields_.data(), r.size_});
+    if (hosts != 0) {
+      const auto* h = r.find(KnownField::host);
+      r.has_host_ = true;
+      r.host_at_ = h->value_at;
+      r.host_size_ = h->value_size;
+    }
+    // admit_request(), in its order.
+    if (r.content_length_ && limits.max_body_bytes != 0 && *r.content_length_ > limits.max_body_bytes)
+      return {413, "body too large"};
+    if (r.verb_ == bhttp::verb::connect) return {501, "method not supported"};
+    const auto abs = target_authority(r.target());
+    if (abs.form == TargetAuthority::Form::bad) return {400, "bad target"};
+    if (abs.form == TargetAuthority::Form::ok) {
+      r.has_host_ = r.host_from_target_ = true;
+      r.host_at_ = static_cast<std::uint32_t>(abs.authority.data() - r.bytes_.data());
+      r.host_size_ = static_cast<std::uint32_t>(abs.authority.size());
+    }
+    return {};
+  }
+
+  static bool response(ResponseHead& r, IndexBuilder::State& s) noexcept {
+    if (s.overflow || s.beast != IndexBuilder::BeastError::none) return false;
+    if (detail::check_framing(framing_of(r), r.version_, false) != Violation::none) return false;
+    r.chunked_ = s.beast_chunked;
+    r.content_length_ = s.beast_length;
+    mark_connection_options(r, {r.fields_.data(), r.size_});
+    return true;
+  }
+
+  static void reset(HeadIndex& x, std::string_view bytes) noexcept {
+    x.bytes_ = bytes;
+    x.size_ = 0;
+    x.count_.fill(0);
+    x.content_length_.reset();
+    x.chunked_ = x.close_ = x.keep_alive_option_ = x.upgrade_option_ = false;
+  }
+
+  static void reset(RequestHead& r, std::string_view bytes) noexcept {
+    reset(static_cast<HeadIndex&>(r), bytes);
+    r.has_host_ = r.host_from_target_ = false;
+  }
+
+  static void cover(HeadIndex& x, std::size_t head_size) noexcept { x.bytes_ = x.bytes_.substr(0, head_size); }
+};
+
+HeadVerdict index_request_head(std::string_view bytes, const RequestLimits& limits, RequestHead& out) noexcept {
+  HeadVerdict v;
+  v.head_start = empty_lines_before(bytes);
+  const auto rest = bytes.substr(v.head_start);
+  IndexFinisher::reset(out, rest);
+  IndexBuilder::State state{&out, &out, nullptr, rest.data()};
+  const auto scan = detail::HeadScanner<IndexBuilder>{rest, limits.max_header_bytes, IndexBuilder{&state}}
+                        .request(limits.max_uri_bytes);
+  v.result = scan.result;
+  if (scan.result == HeadScan::Result::invalid) {
+    v.rejection = {status_for(scan.violation), describe(scan.violation)};
+  } else if (scan.result == HeadScan::Result::complete) {
+    v.head_size = scan.head_size;
+    IndexFinisher::cover(out, scan.head_size);
+    v.rejection = IndexFinisher::request(out, state, limits);
+    if (v.rejection) v.result = HeadScan::Result::invalid;
+  }
+  return v;
+}
+
+HeadVerdict index_response_head(std::string_view bytes, std::size_t max_header_bytes, ResponseHead& out) noexcept {
+  HeadVerdict v;
+  IndexFinisher::reset(out, bytes);
+  IndexBuilder::State state{&out, nullptr, &out, bytes.data()};
+  const auto scan = detail::HeadScanner<IndexBuilder>{bytes, max_header_bytes, IndexBuilder{&state}}.response();
+  v.result = scan.result;
+  if (scan.result == HeadScan::Result::complete) {
+    v.head_size = scan.head_size;
+    IndexFinisher::cover(out, scan.head_size);
+    if (!IndexFinisher::response(out, state)) v.result = HeadScan::Result::invalid;
+  }
+  if (v.result == HeadScan::Result::invalid) v.rejection = {502, "bad response"};
+  return v;
+}
+
+std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& gen, char (&storage)[37]) {
+  // As for Beast's fields: the client's own, when it sent one sane line.
+  if (req.count(KnownField::x_request_id) == 1) {
+    const auto id = req.value(KnownField::x_request_id);
+    if (sane_request_id(id)) return id;
+  }
+  return gen.next(storage);
+}
+
+namespace {
+
+// Calls f(protocol) for each element of the Upgrade lines, in order.
+template <class F>
+void for_each_protocol(const HeadIndex& x, F&& f) {
+  bool go = true;
+  x.for_each(KnownField::upgrade, [&](const IndexedField& line) {
+    if (go) go = for_each_list_element(x.value(line), f);
+  });
+}
+
+}  // namespace
+
+bool wants_upgrade(const RequestHead& req, bool has_body) noexcept {
+  if (req.version() != 11 || req.verb() != bhttp::verb::get || has_body || !req.connection_upgrade()) return false;
+  bool any = false;
+  for_each_protocol(req, [&](std::string_view p) {
+    any = !is_h2c(p);
+    return !any;
+  });
+  return any;
+}
+
+ResponsePlan plan_response(const ResponseHead& res, bool is_head, unsigned client_version,
+                           bool client_keep_alive) noexcept {
+  return detail::plan_response(res.status(), res.chunked(), res.content_length().has_value(),
+                               res.value(KnownField::transfer_encoding), is_head, client_version,
+                               client_keep_alive);
+}
+
+// ---- splicing ----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view crlf = "\r\n";
+
+// Copies the kept field lines to `out`: a line already in the form we write ("Name: value" with
+// nothing around the value) joins the run of such lines before it and they leave in one append;
+// any other is written as "name: value".
+class LineWriter {
+public:
+  LineWriter(std::string& out, const HeadIndex& x) noexcept : out_(out), x_(x), b_(x.bytes().data()) {}
+
+  void keep(const IndexedField& f) {
+    const std::size_t name_end = f.name_at + f.name_size;
+    const std::size_t value_end = std::size_t{f.value_at} + f.value_size;
+    const bool canonical = f.value_at == name_end + 2 && b_[name_end + 1] == ' ' && b_[value_end] == '\r';
+    if (canonical && run_end_ == f.name_at && run_end_ != 0) {
+      run_end_ = value_end + 2;
+      return;
+    }
+    flush();
+    if (canonical) {
+      run_start_ = f.name_at;
+      run_end_ = value_end + 2;
+      return;
+    }
+    line(x_.name(f), x_.value(f));
+  }
+
+  // A line of ours (not from the head); flushes the run first.
+  void line(std::string_view name, std::string_view value) {
+    flush();
+    out_.append(name);
+    out_.append(": ");
+    out_.append(value);
+    out_.append(crlf);
+  }
+
+  void flush() {
+    if (run_end_ != 0) out_.append(b_ + run_start_, run_end_ - run_start_);
+    run_start_ = run_end_ = 0;
+  }
+
+private:
+  std::string& out_;
+  const HeadIndex& x_;
+  const char* b_;
+  std::size_t run_start_ = 0;
+  std::size_t run_end_ = 0;  // 0: no run (a field line never starts at offset 0)
+};
+
+bool dropped_by(const HeaderRules* rules, std::string_view name) noexcept {
+  return rules != nullptr && rules->drops(name);
+}
+
+// One element appended to list field `name`: its kept lines' values joined by ", ", then the
+// parts (rewrite.cpp's append_hop()), written straight to `out`.
+template <class Parts>
+void append_hop_line(std::string& out, const HeadIndex& x, KnownField k, std::string_view name, const Parts& parts) {
+  const auto at = out.size();
+  out.append(name);
+  out.append(": ");
+  const auto start = out.size();
+  x.for_each(k, [&](const IndexedField& f) {
+    if (f.hop_by_hop || f.value_size == 0) return;
+    if (out.size() != start) out.append(", ");
+    out.append(x.value(f));
+  });
+  if (std::any_of(std::begin(parts), std::end(parts), [](std::string_view p) { return !p.empty(); })) {
+    if (out.size() != start) out.append(", ");
+    for (const auto p : parts) out.append(p);
+  }
+  if (out.size() == start) {
+    out.resize(at);  // nothing to say: no line (append_hop erases the field)
+    return;
+  }
+  out.append(crlf);
+}
+
+void append_upgrade(LineWriter& w, std::string& out, const HeadIndex& x, const HeaderRules* rules,
+                    bool skip_h2c) {
+  w.flush();
+  const auto at = out.size();
+  out.append("Upgrade: ");
+  const auto start = out.size();
+  for_each_protocol(x, [&](std::string_view p) {
+    if (skip_h2c && is_h2c(p)) return true;
+    if (out.size() != start) out.append(", ");
+    out.append(p);
+    return true;
+  });
+  if (out.size() == start) return out.resize(at);
+  if (dropped_by(rules, "Upgrade")) out.resize(at);
+  else out.append(crlf);
+  if (!dropped_by(rules, "Connection")) w.line("Connection", "upgrade");
+}
+
+void append_forwarded(std::string& out, const RequestHead& req, const ForwardedFor& info) {
+  // RFC 7239 §4, §6: an IPv6 node is "[v6]" in a quoted string; Host is quoted as it may hold a
+  // ':' (not a token character).
+  const bool v6 = info.client_ip.find(':') != std::string_view::npos;
+  const auto host = req.has_host() ? req.host() : std::string_view();
+  const bool with_host = !host.empty() && host.find_first_of("\"\\") == std::string_view::npos;
+  const std::string_view parts[] = {"for=", v6 ? "\"[" : "", info.client_ip, v6 ? "]\"" : "",
+                                    with_host ? ";host=\"" : "", with_host ? host : "",
+                                    with_host ? "\"" : "", ";proto=", info.proto};
+  append_hop_line(out, req, KnownField::forwarded, "Forwarded", parts);
+}
+
+bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded, bool expect,
+                   bool own_length) noexcept {
+  switch (f.known) {
+    case KnownField::content_length: return own_length;
+    case KnownField::expect: return expect || f.hop_by_hop;
+    case KnownField::x_forwarded_for:
+    case KnownField::x_forwarded_proto:
+    case KnownField::x_forwarded_host:
+    case KnownField::x_request_id: return true;
+    case KnownField::forwarded: return forwarded || f.hop_by_hop;
+    case KnownField::host: return req.host_from_target();
+    default: return f.hop_by_hop;
+  }
+}
+
+}  // namespace
+
+void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& e) {
+  const auto& info = e.forwarded;
+  out.append(req.method());
+  out.push_back(' ');
+  if (e.path != nullptr) {
+    append_rewritten_target(out, req.target(), *e.path);
+  } else {
+    out.append(req.target());
+  }
+  out.append(" HTTP/1.1\r\n");
+  // An HTTP/1.0 request without Host still needs one as HTTP/1.1 (append_request_head()); an
+  // absolute-form target's authority is the Host (admit_request()).
+  if (!req.has_host()) out.append("Host: \r\n");
+  LineWriter w(out, req);
+  if (req.host_from_target() && !dropped_by(e.rules, "Host")) w.line("Host", req.host());
+  // shape_forward() consumes Expect when its first line says something.
+  const bool expect = !req.value(KnownField::expect).empty();
+  for (const auto& f : req.fields()) {
+    if (!request_drops(req, f, info.forwarded, expect, e.content_length.has_value()) &&
+        !dropped_by(e.rules, req.name(f)))
+      w.keep(f);
+  }
+  if (info.upgrade) append_upgrade(w, out, req, e.rules, true);
+  w.flush();
+  const std::string_view ip[] = {info.client_ip};
+  if (!dropped_by(e.rules, "X-Forwarded-For")) append_hop_line(out, req, KnownField::x_forwarded_for, "X-Forwarded-For", ip);
+  if (info.forwarded && !dropped_by(e.rules, "Forwarded")) append_forwarded(out, req, info);
+  if (!dropped_by(e.rules, "X-Forwarded-Proto")) w.line("X-Forwarded-Proto", info.proto);
+  if (req.has_host() && !dropped_by(e.rules, "X-Forwarded-Host")) w.line("X-Forwarded-Host", req.host());
+  if (!info.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", info.request_id);
+  if (e.content_length && !dropped_by(e.rules, "Content-Length")) {
+    char length[24];
+    const auto r = std::to_chars(length, length + sizeof length, *e.content_length);
+    w.line("Content-Length", std::string_view(length, static_cast<std::size_t>(r.ptr - length)));
+  }
+  if (e.rules != nullptr) e.rules->append(out, *e.vars);
+  if (e.chunked) out.append("Transfer-Encoding: chunked\r\n");
+  out.append(crlf);
+}
+
+namespace {
+
+void append_status_line(std::string& out, const ResponseHead& res, std::string_view if_no_reason) {
+  out.append("HTTP/1.1 ");
+  char code[4];
+  std::to_chars(code, code + 3, res.status());  // 100..599: the scan refused anything else
+  out.append(code, 3);
+  out.push_back(' ');
+  out.append(res.reason().empty() ? if_no_reason : res.reason());
+  out.append(crlf);
+}
+
+// The lines after the fields of a final head (append_response_head()).
+void append_final_lines(std::string& out, const ResponseSplice& e, bool codings) {
+  if (e.rules != nullptr) e.rules->append(out, *e.vars);
+  if (e.plan.chunked_out && !codings) out.append("Transfer-Encoding: chunked\r\n");
+  if (e.attempts > 1) {
+    out.append("Sluice-Attempts: ");
+    out.push_back(static_cast<char>('0' + std::min(e.attempts, 9u)));
+    out.append(crlf);
+  }
+  if (!e.plan.keep_alive) out.append("Connection: close\r\n");
+  else if (e.client_version == 10) out.append("Connection: keep-alive\r\n");
+}
+
+}  // namespace
+
+void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& e) {
+  using Kind = ResponseSplice::Kind;
+  const auto status = res.status();
+  // Beast's reason() for a line without one: the registered phrase (Session::tunnel says
+  // "Switching Protocols" itself).
+  append_status_line(out, res, e.kind == Kind::switching ? std::string_view("Switching Protocols")
+                                                         : std::string_view(bhttp::obsolete_reason(bhttp::int_to_status(status))));
+  // strip_origin_claims() (not on the tunnel's 101): no Sluice-*, no framing on 1xx, 204, 304.
+  const bool claims = e.kind != Kind::switching;
+  const bool no_framing = claims && (status < 200 || status == 204 || status == 304);
+  // rewrite_response(): codings before the final chunked stay in Transfer-Encoding.
+  const auto te = res.value(KnownField::transfer_encoding);
+  const bool codings = e.kind != Kind::interim && !no_framing && has_codings_before_chunked(te);
+  const bool own_id = e.kind != Kind::interim;  // rewrite_response() sets X-Request-Id
+  LineWriter w(out, res);
+  for (const auto& f : res.fields()) {
+    const bool drop = f.hop_by_hop || (own_id && f.known == KnownField::x_request_id) ||
+                      (claims && f.known == KnownField::sluice) ||
+                      (no_framing && f.known == KnownField::content_length);
+    if (!drop && !dropped_by(e.rules, res.name(f))) w.keep(f);
+  }
+  if (e.kind == Kind::switching) append_upgrade(w, out, res, e.rules, false);
+  if (codings && !dropped_by(e.rules, "Transfer-Encoding")) w.line("Transfer-Encoding", te);
+  if (own_id && !e.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", e.request_id);
+  w.flush();
+  if (e.kind == Kind::final_head) append_final_lines(out, e, codings);
+  out.append(crlf);
+}
+
+bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept {
+  bool any = false;
+  bool all_offered = true;
+  for_each_protocol(res, [&](std::string_view chosen) {
+    any = true;
+    bool offered = false;
+    for_each_protocol(req, [&](std::string_view p) {
+      offered = iequals(chosen, p);
+      return !offered;
+    });
+    all_offered = offered;
+    return offered;
+  });
+  return any && all_offered;
+}
+
+}  // namespace sluice::http
