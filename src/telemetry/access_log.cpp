@@ -1,11 +1,15 @@
 #include "sluice/telemetry/access_log.hpp"
 
-#include <iterator>
+#include <sys/uio.h>
 
-#include <spdlog/async.h>
-#include <spdlog/pattern_formatter.h>
+#include <condition_variable>
+#include <iterator>
+#include <mutex>
+#include <vector>
+
 #include <spdlog/spdlog.h>
 
+#include "sluice/telemetry/line_ring.hpp"
 #include "sluice/telemetry/log_sink.hpp"
 
 namespace sluice {
@@ -141,33 +145,18 @@ void format_text(Buffer& out, const AccessRecord& r) {
   }
 }
 
+void append_access_record(Buffer& out, const AccessRecord& r, config::AccessLogFormat format) {
+  if (format == config::AccessLogFormat::json) format_json(out, r);
+  else format_text(out, r);
+}
+
 }  // namespace
 
 void append_text_escaped(std::string& out, std::string_view s) { escape_text(out, s); }
 
 void format_access_record(Buffer& out, const AccessRecord& r, config::AccessLogFormat format) {
   out.clear();
-  if (format == config::AccessLogFormat::json) format_json(out, r);
-  else format_text(out, r);
-}
-
-// The logger exists even while the format is "off", so that a reload can turn it on.
-// Its own thread pool (not spdlog's global one), so that the destructor can join the writing
-// thread before the logger goes: a message in flight holds the logger, and its last reference
-// must not be dropped on two threads at once.
-AccessLog::AccessLog(const config::LogSection& log)
-    : format_(log.access),
-      sink_(std::make_shared<LogSink>(log.access_file, 1)),
-      pool_(std::make_shared<spdlog::details::thread_pool>(8192, 1)) {
-  logger_ = std::make_shared<spdlog::async_logger>("access", sink_, pool_,
-                                                   spdlog::async_overflow_policy::overrun_oldest);
-  set_format(log.access);
-}
-
-void AccessLog::set_format(config::AccessLogFormat format) {
-  // A JSON record carries its own time field; a text line gets spdlog's ISO time in front.
-  logger_->set_pattern(format == config::AccessLogFormat::json ? "%v" : "%Y-%m-%dT%H:%M:%S.%e%z %v");
-  format_.store(format, std::memory_order_relaxed);
+  append_access_record(out, r, format);
 }
 
 std::string_view access_format_name(config::AccessLogFormat format) {
@@ -179,14 +168,146 @@ std::string_view access_format_name(config::AccessLogFormat format) {
   return "off";
 }
 
-AccessLog::~AccessLog() {
-  flush();
-  pool_.reset();  // writes what is queued, then joins the thread
-  logger_.reset();
+// What the writing thread and the log share. Owned by both, so that a writer stuck in write()
+// when the log goes can be left behind without touching freed memory.
+struct AccessLog::Shared {
+  Shared(const std::string& path, AccessLogTuning t) : sink(path, 1), tuning(t) {}
+
+  LogSink sink;
+  const AccessLogTuning tuning;
+  std::mutex mutex;               // the fields below; never taken per line
+  std::condition_variable wake;   // the writer waits on it, between batches
+  std::condition_variable done;   // flush() and the destructor wait on it
+  std::vector<std::unique_ptr<LineRing>> rings;  // one per thread that wrote a line
+  bool kicked = false;    // a ring passed wake_bytes
+  bool stopping = false;  // the log is going: one last batch
+  bool exited = false;
+  std::uint64_t flushes_asked = 0;
+  std::uint64_t flushes_done = 0;
+};
+
+namespace {
+
+std::atomic<std::uint64_t> next_log_id{1};
+
+// Everything the rings hold now, in one writev() (more if the descriptor takes less). A write
+// error loses the batch, as it lost the line before: the proxy goes on.
+void write_batch(LogSink& sink, const std::vector<LineRing*>& rings, std::vector<iovec>& parts,
+                 std::vector<std::size_t>& taken) {
+  parts.clear();
+  taken.clear();
+  for (LineRing* ring : rings) {
+    std::size_t n = 0;
+    for (const auto part : ring->readable()) {
+      if (part.empty()) continue;
+      parts.push_back({const_cast<char*>(part.data()), part.size()});
+      n += part.size();
+    }
+    taken.push_back(n);
+  }
+  if (!parts.empty()) sink.write_all(parts);
+  for (std::size_t i = 0; i < rings.size(); ++i) rings[i]->consume(taken[i]);
 }
 
-void AccessLog::flush() {
-  if (logger_) logger_->flush();
+// The writing thread: a batch every `interval`, at once when a ring passes wake_bytes or a flush
+// is asked for; a last one when the log stops.
+void write_loop(std::shared_ptr<AccessLog::Shared> s) {
+  std::vector<LineRing*> rings;
+  std::vector<iovec> parts;
+  std::vector<std::size_t> taken;
+  for (;;) {
+    bool stop = false;
+    std::uint64_t asked = 0;
+    {
+      std::unique_lock lock(s->mutex);
+      s->wake.wait_for(lock, s->tuning.interval, [&] {
+        return s->kicked || s->stopping || s->flushes_asked != s->flushes_done;
+      });
+      s->kicked = false;
+      stop = s->stopping;
+      asked = s->flushes_asked;  // lines written before these flush() calls are in the rings
+      rings.clear();
+      for (const auto& r : s->rings) rings.push_back(r.get());
+    }
+    write_batch(s->sink, rings, parts, taken);
+    {
+      std::lock_guard lock(s->mutex);
+      s->flushes_done = asked;
+      s->exited = stop;
+    }
+    s->done.notify_all();
+    if (stop) return;
+  }
+}
+
+}  // namespace
+
+// The writer runs even while the format is "off", so that a reload can turn the log on.
+AccessLog::AccessLog(const config::LogSection& log, AccessLogTuning tuning)
+    : format_(log.access),
+      id_(next_log_id.fetch_add(1, std::memory_order_relaxed)),
+      shared_(std::make_shared<Shared>(log.access_file, tuning)),
+      writer_(write_loop, shared_) {}
+
+AccessLog::~AccessLog() {
+  bool exited = false;
+  {
+    std::unique_lock lock(shared_->mutex);
+    shared_->stopping = true;
+    shared_->wake.notify_one();
+    const auto wait = gave_up_ ? std::chrono::milliseconds(0) : shared_->tuning.exit_wait;
+    exited = shared_->done.wait_for(lock, wait, [&] { return shared_->exited; });
+  }
+  if (exited) {
+    writer_.join();
+    return;
+  }
+  spdlog::warn("access log: output blocked, lines still buffered are lost");
+  writer_.detach();  // owns `shared_`; ends with the process
+}
+
+void AccessLog::set_format(config::AccessLogFormat format) { format_.store(format, std::memory_order_relaxed); }
+
+LogSink& AccessLog::sink() noexcept { return shared_->sink; }
+
+bool AccessLog::flush() {
+  std::unique_lock lock(shared_->mutex);
+  const auto ticket = ++shared_->flushes_asked;
+  shared_->wake.notify_one();
+  const bool done = shared_->done.wait_for(lock, shared_->tuning.exit_wait,
+                                           [&] { return shared_->flushes_done >= ticket; });
+  if (!done) gave_up_ = true;
+  return done;
+}
+
+std::uint64_t AccessLog::dropped() const {
+  std::lock_guard lock(shared_->mutex);
+  std::uint64_t n = 0;
+  for (const auto& r : shared_->rings) n += r->dropped();
+  return n;
+}
+
+LineRing& AccessLog::ring() {
+  struct Mine {
+    std::uint64_t log = 0;
+    LineRing* ring = nullptr;
+  };
+  thread_local Mine mine;
+  if (mine.log != id_) {  // this thread's first line to this log
+    auto ring = std::make_unique<LineRing>(shared_->tuning.ring_bytes, shared_->tuning.wake_bytes);
+    std::lock_guard lock(shared_->mutex);
+    mine = {id_, ring.get()};
+    shared_->rings.push_back(std::move(ring));
+  }
+  return *mine.ring;
+}
+
+void AccessLog::wake_writer() {
+  {
+    std::lock_guard lock(shared_->mutex);
+    shared_->kicked = true;
+  }
+  shared_->wake.notify_one();
 }
 
 void AccessLog::write(const AccessRecord& r) {
@@ -194,8 +315,14 @@ void AccessLog::write(const AccessRecord& r) {
   if (format == config::AccessLogFormat::off) return;
   // One buffer per worker thread, keeping its capacity: no allocation here once warm.
   thread_local Buffer line;
-  format_access_record(line, r, format);
-  logger_->info(std::string_view(line.data(), line.size()));
+  line.clear();
+  if (format == config::AccessLogFormat::text) {
+    append_local_iso_ms(line, std::chrono::system_clock::now());
+    line.push_back(' ');
+  }
+  append_access_record(line, r, format);
+  line.push_back('\n');
+  if (ring().push(std::string_view(line.data(), line.size())) == LineRing::Push::wake) wake_writer();
 }
 
 namespace {

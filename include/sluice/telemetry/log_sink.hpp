@@ -8,7 +8,10 @@
 // mutex orders them: a line is written to the old file or to the new one, whole.
 #include <chrono>
 #include <mutex>
+#include <span>
 #include <string>
+
+#include <sys/uio.h>
 
 #include <spdlog/sinks/base_sink.h>
 
@@ -33,9 +36,15 @@ public:
   // "" or why not (the old file stays in use). A standard stream has nothing to reopen.
   std::string reopen();
   std::string path();
+  // Writes the buffers in order (the access log's batch: a few per worker), as few writev() as
+  // the descriptor takes, under the lock reopen()/adopt() take: a batch goes whole to the old
+  // file or whole to the new one. The buffers are modified (advanced past what was written).
+  // false = a write error: the rest is lost, the proxy goes on.
+  bool write_all(std::span<struct iovec> parts);
 
 private:
   void sink_it_(const spdlog::details::log_msg& msg) override;
+  bool write_locked(std::span<struct iovec> parts);
   void flush_() override {}
 
   const int standard_fd_;
@@ -47,6 +56,11 @@ private:
 // "2026-12-01T14:30:05.123Z": RFC 3339 (§5.6) in UTC with milliseconds, appended to `out`.
 // Allocation-free; the date part is cached per thread for the current second.
 void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
+
+// "2026-12-01T14:30:05.123+01:00": the local time with milliseconds and the UTC offset, as spdlog's
+// pattern "%Y-%m-%dT%H:%M:%S.%e%z" writes it (the text access log's and error log's prefix).
+// Allocation-free; the date part and offset are cached per thread for the current second.
+void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
 
 // JSON string (RFC 8259 §7) of `s`, quotes included: `"` and `\` escaped, control bytes and DEL as
 // \u00XX. Bytes ≥ 0x80 pass as they are.
