@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions per operation of the data-path micro-benchmarks (bench/micro/data_path_bench.cpp),
 # counted by valgrind --tool=callgrind: the inclusive cost of one call of run_request(),
-# run_response() or account(), averaged over every call of the run. Unlike ns/op this does not
+# run_response(), account() or AccessLog::write(), averaged over every call of the run. Unlike ns/op this does not
 # move with the machine's load. Usage: bench/micro/instr.sh [BUILD_DIR] (default build/release).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +16,8 @@ for spec in BM_RequestBrowser:run_request BM_RequestBrowserScan:run_request \
             BM_RequestBrowserParse:run_request BM_RequestWrk:run_request \
             BM_RequestBrowserNoArena:run_request BM_ResponseSmall:run_response \
             BM_ResponseSmallScan:run_response BM_ResponseSmallParse:run_response \
-            BM_ResponseApp:run_response BM_MetricsIncrement:account; do
+            BM_ResponseApp:run_response BM_MetricsIncrement:account \
+            BM_AccessLogText:AccessLog::write BM_AccessLogJson:AccessLog::write; do
   name=${spec%%:*} fn=${spec#*:}
   valgrind --tool=callgrind --callgrind-out-file="$work/$name.out" --dump-instr=no --dump-line=no \
     "$bin" --benchmark_filter="^$name\$" --benchmark_min_time=0.05 >/dev/null 2>&1
