@@ -2,7 +2,9 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstring>
 #include <iterator>
 #include <mutex>
 #include <vector>
@@ -23,17 +25,21 @@ void add(Buffer& out, std::string_view s) { out.append(s); }
 template <class Out>
 void escape_text(Out& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
-  for (const unsigned char c : s) {
+  append_escaped(out, s, [](Out& o, unsigned char c) {
     if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      const char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
-      out.append(std::string_view(esc, 4));
+      const char esc[2] = {'\\', static_cast<char>(c)};
+      o.append(std::string_view(esc, 2));
     } else {
-      out.push_back(static_cast<char>(c));
+      const char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
+      o.append(std::string_view(esc, 4));
     }
-  }
+  });
+}
+
+// A number without fmt's format-string parse (format_int writes the digits into a local array).
+void add_uint(Buffer& out, std::uint64_t n) {
+  const fmt::format_int digits(n);
+  out.append(std::string_view(digits.data(), digits.size()));
 }
 
 std::string_view or_dash(std::string_view s) { return s.empty() ? std::string_view("-") : s; }
@@ -41,7 +47,13 @@ std::string_view or_dash(std::string_view s) { return s.empty() ? std::string_vi
 // Microseconds as milliseconds with three decimals ("12.345").
 void add_ms(Buffer& out, std::chrono::microseconds d) {
   const auto us = d.count();
-  fmt::format_to(std::back_inserter(out), "{}.{:03}", us / 1000, us % 1000);
+  if (us < 0) out.push_back('-');
+  const auto abs = static_cast<std::uint64_t>(us < 0 ? -us : us);
+  add_uint(out, abs / 1000);
+  const auto frac = static_cast<unsigned>(abs % 1000);
+  const char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                     static_cast<char>('0' + frac % 10)};
+  out.append(std::string_view(f, 4));
 }
 
 // JSON: a string, or null when empty.
@@ -55,12 +67,14 @@ void add_json_ms_or_null(Buffer& out, std::chrono::microseconds d) {
   else add_ms(out, d);
 }
 
-// `,"name":` then the value.
+// `,"name":` then the value; one append (names are short literals).
 void key(Buffer& out, std::string_view name) {
-  out.push_back(',');
-  out.push_back('"');
-  add(out, name);
-  add(out, "\":");
+  char text[40] = {',', '"'};
+  const auto n = std::min(name.size(), sizeof text - 4);
+  std::memcpy(text + 2, name.data(), n);
+  text[n + 2] = '"';
+  text[n + 3] = ':';
+  out.append(std::string_view(text, n + 4));
 }
 
 void format_json(Buffer& out, const AccessRecord& r) {
@@ -73,14 +87,19 @@ void format_json(Buffer& out, const AccessRecord& r) {
   key(out, "protocol"); add_json_or_null(out, r.protocol);
   key(out, "host"); add_json_or_null(out, r.host);
   key(out, "user_agent"); add_json_or_null(out, r.user_agent);
-  fmt::format_to(std::back_inserter(out), ",\"status\":{}", r.status);
+  add(out, ",\"status\":");
+  add_uint(out, r.status);
   key(out, "route"); add_json_or_null(out, r.route);
   key(out, "upstream"); append_json_string(out, r.upstream);
   key(out, "server"); append_json_string(out, r.server);
-  fmt::format_to(std::back_inserter(out), ",\"attempts\":{}", r.attempts);
+  add(out, ",\"attempts\":");
+  add_uint(out, r.attempts);
   key(out, "upstream_connect_ms"); add_json_ms_or_null(out, r.upstream_connect);
   key(out, "upstream_first_byte_ms"); add_json_ms_or_null(out, r.upstream_first_byte);
-  fmt::format_to(std::back_inserter(out), ",\"bytes_in\":{},\"bytes_out\":{}", r.bytes_in, r.bytes_out);
+  add(out, ",\"bytes_in\":");
+  add_uint(out, r.bytes_in);
+  add(out, ",\"bytes_out\":");
+  add_uint(out, r.bytes_out);
   key(out, "duration_ms"); add_ms(out, r.duration);
   key(out, "request_id"); append_json_string(out, r.request_id);
   key(out, "error"); add_json_or_null(out, r.error);
@@ -120,11 +139,21 @@ void format_text(Buffer& out, const AccessRecord& r) {
   escape_text(out, r.method);
   out.push_back(' ');
   escape_text(out, r.target);
-  const auto us = r.duration.count();
-  fmt::format_to(std::back_inserter(out),
-                 "\" {} upstream={} server={} attempts={} in={} out={} {}.{:03}ms id=", r.status,
-                 or_dash(r.upstream), or_dash(r.server), r.attempts, r.bytes_in, r.bytes_out,
-                 us / 1000, us % 1000);
+  add(out, "\" ");
+  add_uint(out, r.status);
+  add(out, " upstream=");
+  add(out, or_dash(r.upstream));
+  add(out, " server=");
+  add(out, or_dash(r.server));
+  add(out, " attempts=");
+  add_uint(out, r.attempts);
+  add(out, " in=");
+  add_uint(out, r.bytes_in);
+  add(out, " out=");
+  add_uint(out, r.bytes_out);
+  out.push_back(' ');
+  add_ms(out, r.duration);
+  add(out, "ms id=");
   escape_text(out, r.request_id);
   add(out, " proto=");
   add(out, or_dash(r.protocol));

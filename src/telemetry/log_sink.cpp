@@ -146,17 +146,15 @@ void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::t
 void append_json_string(spdlog::memory_buf_t& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
   out.push_back('"');
-  for (const unsigned char c : s) {
+  append_escaped(out, s, [](spdlog::memory_buf_t& o, unsigned char c) {
     if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
-      out.append(std::string_view(esc, 6));
+      const char esc[2] = {'\\', static_cast<char>(c)};
+      o.append(std::string_view(esc, 2));
     } else {
-      out.push_back(static_cast<char>(c));
+      const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+      o.append(std::string_view(esc, 6));
     }
-  }
+  });
   out.push_back('"');
 }
 

@@ -6,10 +6,12 @@
 // Lines are written by whichever thread spdlog calls the sink on (the access log's own thread,
 // or the thread logging an error); reopen()/adopt() come from the control thread. The sink's
 // mutex orders them: a line is written to the old file or to the new one, whole.
+#include <array>
 #include <chrono>
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include <sys/uio.h>
 
@@ -61,6 +63,29 @@ void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::tim
 // pattern "%Y-%m-%dT%H:%M:%S.%e%z" writes it (the text access log's and error log's prefix).
 // Allocation-free; the date part and offset are cached per thread for the current second.
 void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
+
+// The bytes both log formats escape in a value: `"`, `\`, control bytes and DEL.
+inline constexpr auto log_escaped_bytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = true;
+  t['"'] = t['\\'] = t[0x7f] = true;
+  return t;
+}();
+
+// `s` appended to `out` with every byte of log_escaped_bytes replaced by `escape(out, byte)`;
+// the runs between them are appended whole (most values have none: one table load per byte).
+template <class Out, class Escape>
+void append_escaped(Out& out, std::string_view s, Escape escape) {
+  std::size_t plain = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (!log_escaped_bytes[c]) continue;
+    out.append(s.substr(plain, i - plain));
+    plain = i + 1;
+    escape(out, c);
+  }
+  out.append(s.substr(plain));
+}
 
 // JSON string (RFC 8259 §7) of `s`, quotes included: `"` and `\` escaped, control bytes and DEL as
 // \u00XX. Bytes ≥ 0x80 pass as they are.
