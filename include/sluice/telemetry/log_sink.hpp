@@ -3,9 +3,10 @@
 // one spdlog sink that can be pointed at a new file between two lines (logrotate's postrotate
 // `kill -USR1`, POST /api/logs/reopen, a reload that changes the path) without losing either.
 //
-// Lines are written by whichever thread spdlog calls the sink on (the access log's own thread,
-// or the thread logging an error); reopen()/adopt() come from the control thread. The sink's
-// mutex orders them: a line is written to the old file or to the new one, whole.
+// Lines are written by the access log's writer thread (write_all(), a batch at a time) or by
+// whichever thread spdlog calls the sink on (the thread logging an error); reopen()/adopt() come
+// from the control thread. The sink's mutex orders them: a line or a batch is written to the old
+// file or to the new one, whole.
 #include <array>
 #include <chrono>
 #include <mutex>
