@@ -167,6 +167,31 @@ TEST_F(AccessLogBuffer, EachThreadsLinesArriveWholeAndInOrder) {
   EXPECT_EQ(log.dropped(), 0u);
 }
 
+// Small rings that wrap many times while the writer drains them: every line is written whole or
+// counted as dropped, and what one thread's lines keep is in its order.
+TEST_F(AccessLogBuffer, SmallRingsThatWrapUnderThreadsLoseNothingUncounted) {
+  AccessLog log(section_, {.ring_bytes = 4096, .wake_bytes = 1024, .interval = std::chrono::milliseconds(1)});
+  constexpr int per_thread = 3000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&log, t] {
+      for (int i = 0; i < per_thread; ++i) put(log, std::to_string(t) + "-" + std::to_string(i));
+    });
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(log.flush());
+  const auto got = lines(read(section_.access_file));
+  EXPECT_EQ(got.size() + log.dropped(), 2u * per_thread);
+  int last[2] = {-1, -1};
+  for (const auto& line : got) {
+    ASSERT_EQ(line.substr(29, 22), " 127.0.0.1 \"GET /\" 200") << line;
+    const auto id = id_of(line);
+    const int t = id[0] - '0';
+    const int i = std::stoi(id.substr(2));
+    ASSERT_GT(i, last[t]) << "out of order";
+    last[t] = i;
+  }
+}
+
 TEST_F(AccessLogBuffer, JsonLinesAreTheFormattedRecordOnePerLine) {
   section_.access = config::AccessLogFormat::json;
   AccessLog log(section_);
