@@ -238,3 +238,15 @@ def test_an_unread_stdout_neither_slows_requests_nor_holds_the_exit(tmp_path, or
     assert metric(s, "sluice_access_log_dropped_total") == 0
     assert s.stop(timeout=10) == 0
     s.log.wait_for(r"access log: output blocked, lines still buffered are lost")
+
+
+def test_sigterm_writes_every_buffered_access_log_line(tmp_path, origins, sluice):
+    """Lines still in the workers' buffers when SIGTERM comes are written before the exit."""
+    access = tmp_path / "access.log"
+    s = sluice(with_log_keys(sluice_config(origins(1), access="json", workers=2), access_file=access))
+    with Conn(s.port, timeout=10) as c:
+        for _ in range(200):
+            assert c.request(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+    assert s.stop(timeout=10) == 0
+    ids = [json.loads(line)["request_id"] for line in lines_of(access)]
+    assert len(ids) == 200 and len(set(ids)) == 200
