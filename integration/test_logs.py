@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import SLUICE, Conn, sluice_config, toml_table, wait_until
+from conftest import SLUICE, Conn, metric, sluice_config, toml_table, wait_until
 
 REQUESTS = 1000
 CLIENTS = 4
@@ -224,3 +224,29 @@ def test_a_log_file_in_a_missing_directory_is_refused_at_its_key(tmp_path, key):
         assert r.returncode == 1, out
         assert re.search(rf"sluice\.toml:{line}:\d+: log\.{key}: directory '.*/no' does not exist",
                          out), out
+
+
+def test_an_unread_stdout_neither_slows_requests_nor_holds_the_exit(tmp_path, origins, sluice):
+    """The access log on stdout, a pipe nobody reads (a container whose log collector stopped):
+    far more lines than the pipe holds (64 KiB) are all answered at once, none is dropped (the
+    worker's buffer takes them), and SIGTERM still ends the process, exit 0, after the bounded
+    wait for the log (2 s, docs/edge.md "Logs")."""
+    s = sluice(sluice_config(origins(1), access="text") + toml_table("admin", listen="127.0.0.1:0"))
+    with Conn(s.port, timeout=10) as c:
+        for _ in range(1500):  # ~300 KB of text lines
+            assert c.request(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+    assert metric(s, "sluice_access_log_dropped_total") == 0
+    assert s.stop(timeout=10) == 0
+    s.log.wait_for(r"access log: output blocked, lines still buffered are lost")
+
+
+def test_sigterm_writes_every_buffered_access_log_line(tmp_path, origins, sluice):
+    """Lines still in the workers' buffers when SIGTERM comes are written before the exit."""
+    access = tmp_path / "access.log"
+    s = sluice(with_log_keys(sluice_config(origins(1), access="json", workers=2), access_file=access))
+    with Conn(s.port, timeout=10) as c:
+        for _ in range(200):
+            assert c.request(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+    assert s.stop(timeout=10) == 0
+    ids = [json.loads(line)["request_id"] for line in lines_of(access)]
+    assert len(ids) == 200 and len(set(ids)) == 200

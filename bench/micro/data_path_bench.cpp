@@ -37,6 +37,7 @@
 #include "sluice/http/strict.hpp"
 #include "sluice/proxy/router.hpp"
 #include "sluice/proxy/worker_context.hpp"
+#include "sluice/telemetry/access_log.hpp"
 #include "sluice/upstream/endpoint.hpp"
 
 // ---- allocation counting -------------------------------------------------------------------
@@ -517,5 +518,42 @@ void BM_MetricsBumpOnly(benchmark::State& state) {
   benchmark::DoNotOptimize(counters.duration_sum_us.load());
 }
 BENCHMARK(BM_MetricsBumpOnly);
+
+// The access log's per-request call (AccessLog::write: format the line, copy it into this
+// thread's ring), to /dev/null, whose writer drains it on its timer or fill mark. `dropped`
+// counts lines the writer did not drain in time (then the loop measures the drop path too).
+void access_log_bench(benchmark::State& state, config::AccessLogFormat format) {
+  config::LogSection section;
+  section.access = format;
+  section.access_file = "/dev/null";
+  AccessLog log(section);
+  AccessRecord r;
+  r.client = "127.0.0.1";
+  r.method = "GET";
+  r.target = "/api/items?page=2";
+  r.status = 200;
+  r.upstream = "app";
+  r.server = "127.0.0.1:9001";
+  r.attempts = 1;
+  r.bytes_out = 1024;
+  r.duration = std::chrono::microseconds(412);
+  r.request_id = "6f1c2a9e4b7d4e0c8a3f5d2b1e9c7a60";
+  r.protocol = "HTTP/1.1";
+  r.host = "shop.example.com";
+  r.user_agent = "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0";
+  r.route = "*/api/";
+  r.upstream_connect = std::chrono::microseconds(0);
+  r.upstream_first_byte = std::chrono::microseconds(301);
+  log.write(r);  // this thread's ring and line buffer: the one-time allocations
+  AllocScope allocs(state);
+  for (auto _ : state) log.write(r);
+  allocs.done();
+  log.flush();
+  state.counters["dropped"] = static_cast<double>(log.dropped());
+}
+void BM_AccessLogText(benchmark::State& state) { access_log_bench(state, config::AccessLogFormat::text); }
+void BM_AccessLogJson(benchmark::State& state) { access_log_bench(state, config::AccessLogFormat::json); }
+BENCHMARK(BM_AccessLogText);
+BENCHMARK(BM_AccessLogJson);
 
 }  // namespace

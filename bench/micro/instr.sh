@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions per operation of the data-path micro-benchmarks (bench/micro/data_path_bench.cpp),
 # counted by valgrind --tool=callgrind: the inclusive cost of one call of run_request(),
-# run_response(), run_index_request(), run_index_response() or account(), averaged over every call of the run. Unlike ns/op this does not
+# run_response(), run_index_request(), run_index_response(), account() or AccessLog::write(),
+# averaged over every call of the run. Unlike ns/op this does not
 # move with the machine's load. Usage: bench/micro/instr.sh [BUILD_DIR] (default build/release).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +20,8 @@ for spec in BM_RequestBrowser:run_request BM_RequestBrowserScan:run_request \
             BM_ResponseApp:run_response BM_MetricsIncrement:account \
             BM_IndexRequestBrowser:run_index_request BM_IndexRequestBrowserParse:run_index_request \
             BM_IndexRequestWrk:run_index_request BM_IndexResponseSmall:run_index_response \
-            BM_IndexResponseSmallParse:run_index_response BM_IndexResponseApp:run_index_response; do
+            BM_IndexResponseSmallParse:run_index_response BM_IndexResponseApp:run_index_response \
+            BM_AccessLogText:AccessLog::write BM_AccessLogJson:AccessLog::write; do
   name=${spec%%:*} fn=${spec#*:}
   valgrind --tool=callgrind --callgrind-out-file="$work/$name.out" --dump-instr=no --dump-line=no \
     "$bin" --benchmark_filter="^$name\$" --benchmark_min_time=0.05 >/dev/null 2>&1

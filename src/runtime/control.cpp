@@ -307,6 +307,11 @@ std::string RuntimeControl::metrics_text() {
   m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
   m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
   m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));
+  if (hooks_.access_log_dropped) {
+    m.counter("sluice_access_log_dropped_total",
+              "Access log lines dropped because the worker's buffer was full (output too slow or blocked).");
+    m.sample(static_cast<double>(hooks_.access_log_dropped()));
+  }
   if (!snapshot->config->server.tls.empty() && hooks_.tls_handshakes) {
     const auto [ok, failed] = hooks_.tls_handshakes();
     m.counter("sluice_tls_handshakes_total", "TLS handshakes on TLS listeners, completed.");

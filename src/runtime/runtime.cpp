@@ -582,6 +582,7 @@ int Runtime::run() {
           [&](telemetry::MetricsText& m) {
             if (s.discovery) s.discovery->metrics(m);
           },
+      .access_log_dropped = [&] { return s.access_log->dropped(); },
   });
   s.control_api = &control;
   if (cfg.admin.enabled) {

@@ -1,11 +1,17 @@
 #include "sluice/telemetry/access_log.hpp"
 
-#include <iterator>
+#include <sys/uio.h>
 
-#include <spdlog/async.h>
-#include <spdlog/pattern_formatter.h>
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <vector>
+
 #include <spdlog/spdlog.h>
 
+#include "sluice/telemetry/line_ring.hpp"
 #include "sluice/telemetry/log_sink.hpp"
 
 namespace sluice {
@@ -19,17 +25,21 @@ void add(Buffer& out, std::string_view s) { out.append(s); }
 template <class Out>
 void escape_text(Out& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
-  for (const unsigned char c : s) {
+  append_escaped(out, s, [](Out& o, unsigned char c) {
     if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      const char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
-      out.append(std::string_view(esc, 4));
+      const char esc[2] = {'\\', static_cast<char>(c)};
+      o.append(std::string_view(esc, 2));
     } else {
-      out.push_back(static_cast<char>(c));
+      const char esc[4] = {'\\', 'x', hex[c >> 4], hex[c & 0xf]};
+      o.append(std::string_view(esc, 4));
     }
-  }
+  });
+}
+
+// A number without fmt's format-string parse (format_int writes the digits into a local array).
+void add_uint(Buffer& out, std::uint64_t n) {
+  const fmt::format_int digits(n);
+  out.append(std::string_view(digits.data(), digits.size()));
 }
 
 std::string_view or_dash(std::string_view s) { return s.empty() ? std::string_view("-") : s; }
@@ -37,7 +47,13 @@ std::string_view or_dash(std::string_view s) { return s.empty() ? std::string_vi
 // Microseconds as milliseconds with three decimals ("12.345").
 void add_ms(Buffer& out, std::chrono::microseconds d) {
   const auto us = d.count();
-  fmt::format_to(std::back_inserter(out), "{}.{:03}", us / 1000, us % 1000);
+  if (us < 0) out.push_back('-');
+  const auto abs = static_cast<std::uint64_t>(us < 0 ? -us : us);
+  add_uint(out, abs / 1000);
+  const auto frac = static_cast<unsigned>(abs % 1000);
+  const char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                     static_cast<char>('0' + frac % 10)};
+  out.append(std::string_view(f, 4));
 }
 
 // JSON: a string, or null when empty.
@@ -51,12 +67,14 @@ void add_json_ms_or_null(Buffer& out, std::chrono::microseconds d) {
   else add_ms(out, d);
 }
 
-// `,"name":` then the value.
+// `,"name":` then the value; one append (names are short literals).
 void key(Buffer& out, std::string_view name) {
-  out.push_back(',');
-  out.push_back('"');
-  add(out, name);
-  add(out, "\":");
+  char text[40] = {',', '"'};
+  const auto n = std::min(name.size(), sizeof text - 4);
+  std::memcpy(text + 2, name.data(), n);
+  text[n + 2] = '"';
+  text[n + 3] = ':';
+  out.append(std::string_view(text, n + 4));
 }
 
 void format_json(Buffer& out, const AccessRecord& r) {
@@ -69,14 +87,19 @@ void format_json(Buffer& out, const AccessRecord& r) {
   key(out, "protocol"); add_json_or_null(out, r.protocol);
   key(out, "host"); add_json_or_null(out, r.host);
   key(out, "user_agent"); add_json_or_null(out, r.user_agent);
-  fmt::format_to(std::back_inserter(out), ",\"status\":{}", r.status);
+  add(out, ",\"status\":");
+  add_uint(out, r.status);
   key(out, "route"); add_json_or_null(out, r.route);
   key(out, "upstream"); append_json_string(out, r.upstream);
   key(out, "server"); append_json_string(out, r.server);
-  fmt::format_to(std::back_inserter(out), ",\"attempts\":{}", r.attempts);
+  add(out, ",\"attempts\":");
+  add_uint(out, r.attempts);
   key(out, "upstream_connect_ms"); add_json_ms_or_null(out, r.upstream_connect);
   key(out, "upstream_first_byte_ms"); add_json_ms_or_null(out, r.upstream_first_byte);
-  fmt::format_to(std::back_inserter(out), ",\"bytes_in\":{},\"bytes_out\":{}", r.bytes_in, r.bytes_out);
+  add(out, ",\"bytes_in\":");
+  add_uint(out, r.bytes_in);
+  add(out, ",\"bytes_out\":");
+  add_uint(out, r.bytes_out);
   key(out, "duration_ms"); add_ms(out, r.duration);
   key(out, "request_id"); append_json_string(out, r.request_id);
   key(out, "error"); add_json_or_null(out, r.error);
@@ -116,11 +139,21 @@ void format_text(Buffer& out, const AccessRecord& r) {
   escape_text(out, r.method);
   out.push_back(' ');
   escape_text(out, r.target);
-  const auto us = r.duration.count();
-  fmt::format_to(std::back_inserter(out),
-                 "\" {} upstream={} server={} attempts={} in={} out={} {}.{:03}ms id=", r.status,
-                 or_dash(r.upstream), or_dash(r.server), r.attempts, r.bytes_in, r.bytes_out,
-                 us / 1000, us % 1000);
+  add(out, "\" ");
+  add_uint(out, r.status);
+  add(out, " upstream=");
+  add(out, or_dash(r.upstream));
+  add(out, " server=");
+  add(out, or_dash(r.server));
+  add(out, " attempts=");
+  add_uint(out, r.attempts);
+  add(out, " in=");
+  add_uint(out, r.bytes_in);
+  add(out, " out=");
+  add_uint(out, r.bytes_out);
+  out.push_back(' ');
+  add_ms(out, r.duration);
+  add(out, "ms id=");
   escape_text(out, r.request_id);
   add(out, " proto=");
   add(out, or_dash(r.protocol));
@@ -141,33 +174,18 @@ void format_text(Buffer& out, const AccessRecord& r) {
   }
 }
 
+void append_access_record(Buffer& out, const AccessRecord& r, config::AccessLogFormat format) {
+  if (format == config::AccessLogFormat::json) format_json(out, r);
+  else format_text(out, r);
+}
+
 }  // namespace
 
 void append_text_escaped(std::string& out, std::string_view s) { escape_text(out, s); }
 
 void format_access_record(Buffer& out, const AccessRecord& r, config::AccessLogFormat format) {
   out.clear();
-  if (format == config::AccessLogFormat::json) format_json(out, r);
-  else format_text(out, r);
-}
-
-// The logger exists even while the format is "off", so that a reload can turn it on.
-// Its own thread pool (not spdlog's global one), so that the destructor can join the writing
-// thread before the logger goes: a message in flight holds the logger, and its last reference
-// must not be dropped on two threads at once.
-AccessLog::AccessLog(const config::LogSection& log)
-    : format_(log.access),
-      sink_(std::make_shared<LogSink>(log.access_file, 1)),
-      pool_(std::make_shared<spdlog::details::thread_pool>(8192, 1)) {
-  logger_ = std::make_shared<spdlog::async_logger>("access", sink_, pool_,
-                                                   spdlog::async_overflow_policy::overrun_oldest);
-  set_format(log.access);
-}
-
-void AccessLog::set_format(config::AccessLogFormat format) {
-  // A JSON record carries its own time field; a text line gets spdlog's ISO time in front.
-  logger_->set_pattern(format == config::AccessLogFormat::json ? "%v" : "%Y-%m-%dT%H:%M:%S.%e%z %v");
-  format_.store(format, std::memory_order_relaxed);
+  append_access_record(out, r, format);
 }
 
 std::string_view access_format_name(config::AccessLogFormat format) {
@@ -179,14 +197,146 @@ std::string_view access_format_name(config::AccessLogFormat format) {
   return "off";
 }
 
-AccessLog::~AccessLog() {
-  flush();
-  pool_.reset();  // writes what is queued, then joins the thread
-  logger_.reset();
+// What the writing thread and the log share. Owned by both, so that a writer stuck in write()
+// when the log goes can be left behind without touching freed memory.
+struct AccessLog::Shared {
+  Shared(const std::string& path, AccessLogTuning t) : sink(path, 1), tuning(t) {}
+
+  LogSink sink;
+  const AccessLogTuning tuning;
+  std::mutex mutex;               // the fields below; never taken per line
+  std::condition_variable wake;   // the writer waits on it, between batches
+  std::condition_variable done;   // flush() and the destructor wait on it
+  std::vector<std::unique_ptr<LineRing>> rings;  // one per thread that wrote a line
+  bool kicked = false;    // a ring passed wake_bytes
+  bool stopping = false;  // the log is going: one last batch
+  bool exited = false;
+  std::uint64_t flushes_asked = 0;
+  std::uint64_t flushes_done = 0;
+};
+
+namespace {
+
+std::atomic<std::uint64_t> next_log_id{1};
+
+// Everything the rings hold now, in one writev() (more if the descriptor takes less). A write
+// error loses the batch, as it lost the line before: the proxy goes on.
+void write_batch(LogSink& sink, const std::vector<LineRing*>& rings, std::vector<iovec>& parts,
+                 std::vector<std::size_t>& taken) {
+  parts.clear();
+  taken.clear();
+  for (LineRing* ring : rings) {
+    std::size_t n = 0;
+    for (const auto part : ring->readable()) {
+      if (part.empty()) continue;
+      parts.push_back({const_cast<char*>(part.data()), part.size()});
+      n += part.size();
+    }
+    taken.push_back(n);
+  }
+  if (!parts.empty()) sink.write_all(parts);
+  for (std::size_t i = 0; i < rings.size(); ++i) rings[i]->consume(taken[i]);
 }
 
-void AccessLog::flush() {
-  if (logger_) logger_->flush();
+// The writing thread: a batch every `interval`, at once when a ring passes wake_bytes or a flush
+// is asked for; a last one when the log stops.
+void write_loop(std::shared_ptr<AccessLog::Shared> s) {
+  std::vector<LineRing*> rings;
+  std::vector<iovec> parts;
+  std::vector<std::size_t> taken;
+  for (;;) {
+    bool stop = false;
+    std::uint64_t asked = 0;
+    {
+      std::unique_lock lock(s->mutex);
+      s->wake.wait_for(lock, s->tuning.interval, [&] {
+        return s->kicked || s->stopping || s->flushes_asked != s->flushes_done;
+      });
+      s->kicked = false;
+      stop = s->stopping;
+      asked = s->flushes_asked;  // lines written before these flush() calls are in the rings
+      rings.clear();
+      for (const auto& r : s->rings) rings.push_back(r.get());
+    }
+    write_batch(s->sink, rings, parts, taken);
+    {
+      std::lock_guard lock(s->mutex);
+      s->flushes_done = asked;
+      s->exited = stop;
+    }
+    s->done.notify_all();
+    if (stop) return;
+  }
+}
+
+}  // namespace
+
+// The writer runs even while the format is "off", so that a reload can turn the log on.
+AccessLog::AccessLog(const config::LogSection& log, AccessLogTuning tuning)
+    : format_(log.access),
+      id_(next_log_id.fetch_add(1, std::memory_order_relaxed)),
+      shared_(std::make_shared<Shared>(log.access_file, tuning)),
+      writer_(write_loop, shared_) {}
+
+AccessLog::~AccessLog() {
+  bool exited = false;
+  {
+    std::unique_lock lock(shared_->mutex);
+    shared_->stopping = true;
+    shared_->wake.notify_one();
+    const auto wait = gave_up_ ? std::chrono::milliseconds(0) : shared_->tuning.exit_wait;
+    exited = shared_->done.wait_for(lock, wait, [&] { return shared_->exited; });
+  }
+  if (exited) {
+    writer_.join();
+    return;
+  }
+  spdlog::warn("access log: output blocked, lines still buffered are lost");
+  writer_.detach();  // owns `shared_`; ends with the process
+}
+
+void AccessLog::set_format(config::AccessLogFormat format) { format_.store(format, std::memory_order_relaxed); }
+
+LogSink& AccessLog::sink() noexcept { return shared_->sink; }
+
+bool AccessLog::flush() {
+  std::unique_lock lock(shared_->mutex);
+  const auto ticket = ++shared_->flushes_asked;
+  shared_->wake.notify_one();
+  const bool done = shared_->done.wait_for(lock, shared_->tuning.exit_wait,
+                                           [&] { return shared_->flushes_done >= ticket; });
+  if (!done) gave_up_ = true;
+  return done;
+}
+
+std::uint64_t AccessLog::dropped() const {
+  std::lock_guard lock(shared_->mutex);
+  std::uint64_t n = 0;
+  for (const auto& r : shared_->rings) n += r->dropped();
+  return n;
+}
+
+LineRing& AccessLog::ring() {
+  struct Mine {
+    std::uint64_t log = 0;
+    LineRing* ring = nullptr;
+  };
+  thread_local Mine mine;
+  if (mine.log != id_) {  // this thread's first line to this log
+    auto ring = std::make_unique<LineRing>(shared_->tuning.ring_bytes, shared_->tuning.wake_bytes);
+    std::lock_guard lock(shared_->mutex);
+    mine = {id_, ring.get()};
+    shared_->rings.push_back(std::move(ring));
+  }
+  return *mine.ring;
+}
+
+void AccessLog::wake_writer() {
+  {
+    std::lock_guard lock(shared_->mutex);
+    shared_->kicked = true;
+  }
+  shared_->wake.notify_one();
 }
 
 void AccessLog::write(const AccessRecord& r) {
@@ -194,8 +344,14 @@ void AccessLog::write(const AccessRecord& r) {
   if (format == config::AccessLogFormat::off) return;
   // One buffer per worker thread, keeping its capacity: no allocation here once warm.
   thread_local Buffer line;
-  format_access_record(line, r, format);
-  logger_->info(std::string_view(line.data(), line.size()));
+  line.clear();
+  if (format == config::AccessLogFormat::text) {
+    append_local_iso_ms(line, std::chrono::system_clock::now());
+    line.push_back(' ');
+  }
+  append_access_record(line, r, format);
+  line.push_back('\n');
+  if (ring().push(std::string_view(line.data(), line.size())) == LineRing::Push::wake) wake_writer();
 }
 
 namespace {

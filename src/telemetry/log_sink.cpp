@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <ctime>
 #include <stdexcept>
 #include <system_error>
@@ -60,15 +62,35 @@ void LogSink::sink_it_(const spdlog::details::log_msg& msg) {
   formatter_->format(msg, formatted_);
   // One write() per line, as spdlog's stdout sink flushes every line: a line is visible to
   // `tail -f` at once, and with O_APPEND it never interleaves with another process's.
-  const char* p = formatted_.data();
-  std::size_t left = formatted_.size();
-  while (left > 0) {
-    const auto n = ::write(fd_, p, left);
+  struct iovec part{formatted_.data(), formatted_.size()};
+  write_locked(std::span(&part, 1));
+}
+
+bool LogSink::write_all(std::span<struct iovec> parts) {
+  std::lock_guard lock(mutex_);
+  return write_locked(parts);
+}
+
+bool LogSink::write_locked(std::span<struct iovec> parts) {
+  while (!parts.empty()) {
+    if (parts.front().iov_len == 0) {
+      parts = parts.subspan(1);
+      continue;
+    }
+    const auto n = ::writev(fd_, parts.data(), static_cast<int>(std::min<std::size_t>(parts.size(), IOV_MAX)));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // disk full, closed stream: the line is lost, the proxy goes on
-    p += n;
-    left -= static_cast<std::size_t>(n);
+    if (n <= 0) return false;  // disk full, closed stream: the lines are lost, the proxy goes on
+    auto left = static_cast<std::size_t>(n);
+    while (left > 0) {  // a short write: skip what went out, go on with the rest
+      auto& p = parts.front();
+      const auto k = std::min(left, p.iov_len);
+      p.iov_base = static_cast<char*>(p.iov_base) + k;
+      p.iov_len -= k;
+      left -= k;
+      if (p.iov_len == 0) parts = parts.subspan(1);
+    }
   }
+  return true;
 }
 
 void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
@@ -91,20 +113,48 @@ void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::tim
   out.append(std::string_view(frac, 5));
 }
 
+void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
+  const auto secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  const auto milli = static_cast<unsigned>(ms - static_cast<long long>(secs) * 1000);
+  // localtime_r (which may read the zone file) once a second per thread.
+  thread_local std::time_t cached = -1;
+  thread_local char date[20];  // "YYYY-MM-DDTHH:MM:SS"
+  thread_local char offset[6];  // "+HH:MM", as spdlog's %z
+  if (secs != cached) {
+    std::tm tm{};
+    ::localtime_r(&secs, &tm);
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    long minutes = tm.tm_gmtoff / 60;
+    offset[0] = minutes < 0 ? '-' : '+';
+    if (minutes < 0) minutes = -minutes;
+    offset[1] = static_cast<char>('0' + minutes / 600 % 10);
+    offset[2] = static_cast<char>('0' + minutes / 60 % 10);
+    offset[3] = ':';
+    offset[4] = static_cast<char>('0' + minutes % 60 / 10);
+    offset[5] = static_cast<char>('0' + minutes % 10);
+    cached = secs;
+  }
+  out.append(std::string_view(date, 19));
+  const char frac[4] = {'.', static_cast<char>('0' + milli / 100), static_cast<char>('0' + milli / 10 % 10),
+                        static_cast<char>('0' + milli % 10)};
+  out.append(std::string_view(frac, 4));
+  out.append(std::string_view(offset, 6));
+}
+
 void append_json_string(spdlog::memory_buf_t& out, std::string_view s) {
   static constexpr char hex[] = "0123456789abcdef";
   out.push_back('"');
-  for (const unsigned char c : s) {
+  append_escaped(out, s, [](spdlog::memory_buf_t& o, unsigned char c) {
     if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20 || c == 0x7f) {
-      const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
-      out.append(std::string_view(esc, 6));
+      const char esc[2] = {'\\', static_cast<char>(c)};
+      o.append(std::string_view(esc, 2));
     } else {
-      out.push_back(static_cast<char>(c));
+      const char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+      o.append(std::string_view(esc, 6));
     }
-  }
+  });
   out.push_back('"');
 }
 

@@ -41,6 +41,7 @@ public:
     // Servers from DNS (discovery/): an upstream's sources for the status, and their metrics.
     std::function<boost::json::array(const std::string&)> discovery_status;
     std::function<void(telemetry::MetricsText&)> discovery_metrics;
+    std::function<std::uint64_t()> access_log_dropped;  // lines lost to a full ring
   };
   explicit RuntimeControl(Hooks hooks);
 

@@ -1,22 +1,22 @@
 #pragma once
-// One line per request, through spdlog (text or JSON), written off the data path's critical
-// section: formatting happens on the worker, the write on spdlog's async thread. Errors and
-// lifecycle events go to the default (error) logger instead.
+// One line per request (text or JSON). The worker formats the line into a per-thread buffer and
+// copies it into its own ring (line_ring.hpp): no lock, no allocation, no line shared with other
+// workers, and never a wait for the disk (a line that does not fit is dropped and counted). The
+// log's one writing thread drains every ring on a short timer, or at once when a ring fills past
+// a mark, with one writev() per batch. Errors and lifecycle events go to the default (error)
+// logger instead.
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include <spdlog/common.h>
 
 #include "sluice/config/config.hpp"
-
-namespace spdlog {
-class logger;
-namespace details { class thread_pool; }
-}  // namespace spdlog
 
 namespace sluice {
 
@@ -46,32 +46,58 @@ struct AccessRecord {
 };
 
 class LogSink;
+class LineRing;
+
+// The buffering, fixed in production (docs/edge.md, "Logs"); tests shrink it.
+struct AccessLogTuning {
+  std::size_t ring_bytes = std::size_t{1} << 20;  // per worker thread
+  std::size_t wake_bytes = std::size_t{64} << 10;  // a ring this full wakes the writer at once
+  std::chrono::milliseconds interval{50};          // otherwise the writer drains this often
+  // flush() and the destructor wait this long, together, for the writer: a stdout nobody reads
+  // (or a stuck file) cannot hold the process's exit. Lines not written by then are lost.
+  std::chrono::milliseconds exit_wait{2000};
+};
 
 class AccessLog {
 public:
   // Lines go to `log.access_file` ("" = stdout). Throws std::runtime_error when it cannot be
-  // opened.
-  explicit AccessLog(const config::LogSection& log);
+  // opened. Starts the writing thread.
+  explicit AccessLog(const config::LogSection& log, AccessLogTuning tuning = {});
+  // Writes what the rings hold (bounded by exit_wait), then stops the writing thread; one stuck
+  // in write() is left behind (detached; it owns what it uses) rather than waited for.
   ~AccessLog();
+  AccessLog(const AccessLog&) = delete;
+  AccessLog& operator=(const AccessLog&) = delete;
   bool enabled() const noexcept { return format() != config::AccessLogFormat::off; }
   // Control thread (reload): records written after this use `format`. A worker may finish the
   // record it is formatting in the old one.
   void set_format(config::AccessLogFormat format);
-  // Thread-safe (spdlog loggers are).
+  // Any thread; never blocks. Each thread gets its own ring at its first line (the one
+  // allocation), so the lines of one thread stay in order; lines of different threads
+  // interleave by batch.
   void write(const AccessRecord& r);
-  void flush();
+  // Every line written before the call is written out (or lost to a write error) when it returns
+  // true; false = the writer did not finish within exit_wait (its output is blocked).
+  bool flush();
+  // Lines dropped because their thread's ring was full (sluice_access_log_dropped_total).
+  std::uint64_t dropped() const;
   // The file the lines go to: reopened (SIGUSR1, admin API) or switched (reload) on the control
-  // thread, between two lines.
-  LogSink& sink() noexcept { return *sink_; }
+  // thread, between two batches.
+  LogSink& sink() noexcept;
+
+  struct Shared;  // the rings, the sink and the writer's state (access_log.cpp)
 
 private:
   config::AccessLogFormat format() const noexcept { return format_.load(std::memory_order_relaxed); }
+  LineRing& ring();  // this thread's
+  void wake_writer();
 
   // Written only by a reload, read per request (a load, no write on the data path).
   std::atomic<config::AccessLogFormat> format_;
-  std::shared_ptr<LogSink> sink_;
-  std::shared_ptr<spdlog::details::thread_pool> pool_;  // the one thread that writes the lines
-  std::shared_ptr<spdlog::logger> logger_;
+  const std::uint64_t id_;  // tells this log's rings from an earlier one's in thread_local state
+  std::shared_ptr<Shared> shared_;  // also owned by the writing thread
+  std::thread writer_;
+  bool gave_up_ = false;  // flush() timed out: the destructor does not wait again
 };
 
 // "text", "json", "off": the name [log] access uses.
@@ -90,7 +116,7 @@ void set_error_format(config::ErrorLogFormat format);
 void append_text_escaped(std::string& out, std::string_view s);
 
 // The line for `r` in `format` (not off) into `out` (cleared first), without the text format's
-// leading time, which the logger's pattern adds. Allocation-free once `out` has grown.
+// leading time and the newline, which write() adds. Allocation-free once `out` has grown.
 void format_access_record(spdlog::memory_buf_t& out, const AccessRecord& r,
                           config::AccessLogFormat format);
 

@@ -3,12 +3,18 @@
 // one spdlog sink that can be pointed at a new file between two lines (logrotate's postrotate
 // `kill -USR1`, POST /api/logs/reopen, a reload that changes the path) without losing either.
 //
-// Lines are written by whichever thread spdlog calls the sink on (the access log's own thread,
-// or the thread logging an error); reopen()/adopt() come from the control thread. The sink's
-// mutex orders them: a line is written to the old file or to the new one, whole.
+// Lines are written by the access log's writer thread (write_all(), a batch at a time) or by
+// whichever thread spdlog calls the sink on (the thread logging an error); reopen()/adopt() come
+// from the control thread. The sink's mutex orders them: a line or a batch is written to the old
+// file or to the new one, whole.
+#include <array>
 #include <chrono>
 #include <mutex>
+#include <span>
 #include <string>
+#include <string_view>
+
+#include <sys/uio.h>
 
 #include <spdlog/sinks/base_sink.h>
 
@@ -33,9 +39,15 @@ public:
   // "" or why not (the old file stays in use). A standard stream has nothing to reopen.
   std::string reopen();
   std::string path();
+  // Writes the buffers in order (the access log's batch: a few per worker), as few writev() as
+  // the descriptor takes, under the lock reopen()/adopt() take: a batch goes whole to the old
+  // file or whole to the new one. The buffers are modified (advanced past what was written).
+  // false = a write error: the rest is lost, the proxy goes on.
+  bool write_all(std::span<struct iovec> parts);
 
 private:
   void sink_it_(const spdlog::details::log_msg& msg) override;
+  bool write_locked(std::span<struct iovec> parts);
   void flush_() override {}
 
   const int standard_fd_;
@@ -47,6 +59,34 @@ private:
 // "2026-12-01T14:30:05.123Z": RFC 3339 (§5.6) in UTC with milliseconds, appended to `out`.
 // Allocation-free; the date part is cached per thread for the current second.
 void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
+
+// "2026-12-01T14:30:05.123+01:00": the local time with milliseconds and the UTC offset, as spdlog's
+// pattern "%Y-%m-%dT%H:%M:%S.%e%z" writes it (the text access log's and error log's prefix).
+// Allocation-free; the date part and offset are cached per thread for the current second.
+void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
+
+// The bytes both log formats escape in a value: `"`, `\`, control bytes and DEL.
+inline constexpr auto log_escaped_bytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = true;
+  t['"'] = t['\\'] = t[0x7f] = true;
+  return t;
+}();
+
+// `s` appended to `out` with every byte of log_escaped_bytes replaced by `escape(out, byte)`;
+// the runs between them are appended whole (most values have none: one table load per byte).
+template <class Out, class Escape>
+void append_escaped(Out& out, std::string_view s, Escape escape) {
+  std::size_t plain = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (!log_escaped_bytes[c]) continue;
+    out.append(s.substr(plain, i - plain));
+    plain = i + 1;
+    escape(out, c);
+  }
+  out.append(s.substr(plain));
+}
 
 // JSON string (RFC 8259 §7) of `s`, quotes included: `"` and `\` escaped, control bytes and DEL as
 // \u00XX. Bytes ≥ 0x80 pass as they are.
