@@ -32,7 +32,7 @@
 #include "sluice/http/strict.hpp"
 #include "sluice/proxy/router.hpp"
 #include "sluice/proxy/worker_context.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 // ---- allocation counting -------------------------------------------------------------------
 // Replaces the global allocation functions of this program: every operator new (plain, array,

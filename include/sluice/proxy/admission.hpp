@@ -25,7 +25,7 @@
 #include "sluice/core/cidr.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/http/message.hpp"
-#include "sluice/proxy/hash_key.hpp"
+#include "sluice/balancer/hash_key.hpp"
 #include "sluice/proxy/rate_limit.hpp"
 
 namespace sluice::proxy {
