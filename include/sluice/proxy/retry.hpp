@@ -1,8 +1,7 @@
 #pragma once
 // Retry policy: the one place that decides, from an attempt's failure class, whether the request
-// may go to another server. Pure functions (the budget they spend from is the upstream's,
-// upstream/retry_budget.hpp); the forwarder supplies the facts (what failed, whether a byte
-// reached the server, whether the response started).
+// may go to another server. Pure functions and a lock-free budget; the forwarder supplies the
+// facts (what failed, whether a byte reached the server, whether the response started).
 //
 // Rules (issue "Safe retries"):
 //  - never once the response has started streaming to the client;
