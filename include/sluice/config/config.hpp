@@ -262,7 +262,7 @@ struct RetryConfig {
   Duration deadline{0};         // whole request across all tries; 0 = attempts x per-try timeout
   Duration backoff{25};
   Duration backoff_max{250};
-  // Retry budget over a window (proxy::RetryBudget): retries <= budget x requests in the last
+  // Retry budget over a window (RetryBudget): retries <= budget x requests in the last
   // budget_window + budget_min_per_sec x budget_window.
   double budget = 0.2;
   Duration budget_window{std::chrono::seconds(10)};
