@@ -15,7 +15,7 @@
 #include "sluice/balancer/least_conn.hpp"
 #include "sluice/balancer/registry.hpp"
 #include "sluice/balancer/weighted.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace {
 

@@ -37,8 +37,8 @@
 #include "sluice/http/strict.hpp"
 #include "sluice/proxy/router.hpp"
 #include "sluice/proxy/worker_context.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 #include "sluice/telemetry/access_log.hpp"
-#include "sluice/upstream/endpoint.hpp"
 
 // ---- allocation counting -------------------------------------------------------------------
 // Replaces the global allocation functions of this program: every operator new (plain, array,

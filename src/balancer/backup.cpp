@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "sluice/balancer/hash.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

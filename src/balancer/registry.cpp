@@ -9,13 +9,13 @@
 #include "sluice/balancer/round_robin.hpp"
 #include "sluice/balancer/weighted.hpp"
 #include "sluice/config/config.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> names{"round_robin", "weighted", "least_conn", "hash"};
+constexpr auto& names = config::balance_policies;
 
 bool equal_weights(std::span<Endpoint* const> endpoints) {
   return std::all_of(endpoints.begin(), endpoints.end(),

@@ -1,6 +1,6 @@
 #include "sluice/balancer/round_robin.hpp"
 
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

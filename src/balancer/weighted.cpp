@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

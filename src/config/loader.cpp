@@ -21,13 +21,12 @@
 
 #include "sluice/core/file.hpp"
 #include "sluice/core/log_file.hpp"
-#include "sluice/balancer/registry.hpp"
 #include "sluice/config/units.hpp"
-#include "sluice/health/expect_status.hpp"
-#include "sluice/health/fail_on.hpp"
+#include "sluice/config/expect_status.hpp"
+#include "sluice/config/fail_on.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/http/chars.hpp"
-#include "sluice/idempotency/config.hpp"
+#include "sluice/config/idempotency.hpp"
 #include "sluice/tls/context.hpp"
 
 namespace sluice::config {
@@ -1387,7 +1386,7 @@ private:
     UpstreamConfig upstream;
     upstream.name = name;
     upstream.where = location_of(table);
-    std::vector<std::string_view> policies(policy_names().begin(), policy_names().end());
+    std::vector<std::string_view> policies(balance_policies.begin(), balance_policies.end());
     read_choice(table, "balance", path + ".balance", "balance policy", policies, upstream.balance);
     read_duration(table, "connect_timeout", path + ".connect_timeout", upstream.connect_timeout,
                   false);

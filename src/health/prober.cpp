@@ -21,7 +21,7 @@
 #include <boost/beast/http/read.hpp>
 #include <spdlog/spdlog.h>
 
-#include "sluice/health/expect_status.hpp"
+#include "sluice/config/expect_status.hpp"
 #include "sluice/health/schedule.hpp"
 #include "sluice/tls/stream.hpp"
 

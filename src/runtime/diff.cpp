@@ -5,7 +5,7 @@
 
 #include "sluice/balancer/hash.hpp"
 #include "sluice/balancer/registry.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

@@ -51,8 +51,11 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->config = config;
   snapshot->version = version;
-  for (const auto& listener : config->server.tls)
-    snapshot->tls.push_back(std::make_shared<tls::ServerContext>(listener));
+  for (const auto& listener : config->server.tls) {
+    tls::ServerSettings settings{.min_tls13 = listener.min_tls13, .ciphers = listener.ciphers};
+    for (const auto& c : listener.certificates) settings.certificates.push_back({c.cert, c.key});
+    snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
+  }
   for (const auto& u : config->upstreams) {
     snapshot->upstreams.push_back(
         std::make_unique<Upstream>(u, directory.obtain(u), directory.unserved_counters(u.name),

@@ -228,13 +228,13 @@ std::vector<std::string> certificate_names(const std::string& cert_file) {
   return names;
 }
 
-ServerContext::ServerContext(const config::TlsListenerConfig& config) {
-  const std::string ciphers = config.ciphers.empty() ? std::string(default_ciphers) : config.ciphers;
-  for (std::size_t i = 0; i < config.certificates.size(); ++i) {
-    const auto& c = config.certificates[i];
+ServerContext::ServerContext(const ServerSettings& settings) {
+  const std::string ciphers = settings.ciphers.empty() ? std::string(default_ciphers) : settings.ciphers;
+  for (std::size_t i = 0; i < settings.certificates.size(); ++i) {
+    const auto& c = settings.certificates[i];
     auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
     SSL_CTX* native = ctx->native_handle();
-    set_common_options(native, config.min_tls13);
+    set_common_options(native, settings.min_tls13);
     if (SSL_CTX_set_cipher_list(native, ciphers.c_str()) != 1)
       throw std::runtime_error("ciphers: " + openssl_reason());
     if (auto problem = use_certified_key(native, c.cert, c.key)) throw std::runtime_error(problem->message);
@@ -265,17 +265,17 @@ ServerContext::ServerContext(const config::TlsListenerConfig& config) {
 
 ServerContext::~ServerContext() = default;
 
-ClientContext::ClientContext(const config::UpstreamConfig& config)
-    : context_(ssl::context::tls_client), verify_(config.tls_verify) {
+ClientContext::ClientContext(const ClientSettings& settings)
+    : context_(ssl::context::tls_client), verify_(settings.verify) {
   SSL_CTX* native = context_.native_handle();
   set_common_options(native, false);
   SSL_CTX_set_cipher_list(native, std::string(default_ciphers).c_str());
   SSL_CTX_set_alpn_protos(native, alpn_http11, sizeof alpn_http11);
   if (verify_) {
-    if (!config.tls_ca_file.empty()) {
-      if (auto bad = check_ca_file(config.tls_ca_file)) throw std::runtime_error(*bad);
-      if (SSL_CTX_load_verify_locations(native, config.tls_ca_file.c_str(), nullptr) != 1)
-        throw std::runtime_error(quoted(config.tls_ca_file) + ": " + openssl_reason());
+    if (!settings.ca_file.empty()) {
+      if (auto bad = check_ca_file(settings.ca_file)) throw std::runtime_error(*bad);
+      if (SSL_CTX_load_verify_locations(native, settings.ca_file.c_str(), nullptr) != 1)
+        throw std::runtime_error(quoted(settings.ca_file) + ": " + openssl_reason());
     } else if (SSL_CTX_set_default_verify_paths(native) != 1) {
       throw std::runtime_error("cannot load the system's trusted CAs: " + openssl_reason());
     }
@@ -283,8 +283,8 @@ ClientContext::ClientContext(const config::UpstreamConfig& config)
   } else {
     SSL_CTX_set_verify(native, SSL_VERIFY_NONE, nullptr);
   }
-  if (!config.tls_cert.empty()) {
-    if (auto problem = use_certified_key(native, config.tls_cert, config.tls_key))
+  if (!settings.cert.empty()) {
+    if (auto problem = use_certified_key(native, settings.cert, settings.key))
       throw std::runtime_error(problem->message);
   }
 }

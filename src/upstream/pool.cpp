@@ -4,7 +4,7 @@
 
 #include <cerrno>
 
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 

@@ -25,7 +25,9 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
   unserved_ = unserved ? std::move(unserved)
                        : std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]);
   if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
-  if (config_.any_tls()) tls_ = std::make_shared<tls::ClientContext>(config_);
+  if (config_.any_tls())
+    tls_ = std::make_shared<tls::ClientContext>(tls::ClientSettings{
+        config_.tls_verify, config_.tls_ca_file, config_.tls_cert, config_.tls_key});
 }
 
 std::uint64_t WaitQueue::enter(std::uint32_t capacity) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "sluice/balancer/registry.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 #include "test_pool.hpp"
 
 namespace sluice {

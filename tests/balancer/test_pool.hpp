@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "sluice/balancer/balancer.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice::balancer_test {
 

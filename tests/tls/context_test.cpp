@@ -147,15 +147,15 @@ Outcome handshake(ServerContext& server, ClientContext& client, const std::strin
   return out;
 }
 
-config::TlsListenerConfig listener(std::initializer_list<TestCerts::Pair> pairs) {
-  config::TlsListenerConfig c;
-  for (const auto& p : pairs) c.certificates.push_back({p.cert, p.key, {}});
+ServerSettings listener(std::initializer_list<TestCerts::Pair> pairs) {
+  ServerSettings c;
+  for (const auto& p : pairs) c.certificates.push_back({p.cert, p.key});
   return c;
 }
 
-config::UpstreamConfig upstream_with_ca(const std::string& ca) {
-  config::UpstreamConfig u;
-  u.tls_ca_file = ca;
+ClientSettings upstream_with_ca(const std::string& ca) {
+  ClientSettings u;
+  u.ca_file = ca;
   return u;
 }
 
@@ -191,7 +191,7 @@ TEST(Handshake, VerificationFailsClosedWithTheReason) {
   ClientContext right_ca(upstream_with_ca(certs.ca_file()));
   EXPECT_FALSE(handshake(server, right_ca, "127.0.0.1").client);  // IP SAN checked
   auto no_verify_cfg = upstream_with_ca(other.ca_file());
-  no_verify_cfg.tls_verify = false;
+  no_verify_cfg.verify = false;
   ClientContext no_verify(no_verify_cfg);
   EXPECT_FALSE(handshake(server, no_verify, "srv.test").client);
 }

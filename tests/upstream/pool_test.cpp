@@ -8,7 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 namespace {

@@ -1,5 +1,5 @@
 #pragma once
-// Policy name -> factory. The config validator asks policy_names() which `balance` values exist.
+// Policy name -> factory, one per name in config::balance_policies (what the loader accepts).
 //
 // Backups are handled here for every policy: when an endpoint is flagged backup, the policy is
 // wrapped in BackupAware (see backup.hpp); otherwise the bare policy is returned.

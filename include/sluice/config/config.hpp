@@ -2,6 +2,7 @@
 // The typed configuration: what `conf/*.toml` says, with every default in one place (here).
 // A Config is built once by the loader, validated, and then only read: the runtime publishes it
 // as an immutable snapshot (shared_ptr<const Config>) that any thread may read without locks.
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -12,10 +13,10 @@
 
 // Policy values are parsed once, by the loader, into the types their users read (statuses, the
 // failure set); nothing downstream re-parses a string.
-#include "sluice/health/expect_status.hpp"
-#include "sluice/health/fail_on.hpp"
+#include "sluice/config/expect_status.hpp"
+#include "sluice/config/fail_on.hpp"
+#include "sluice/config/idempotency.hpp"
 #include "sluice/core/cidr.hpp"
-#include "sluice/idempotency/config.hpp"
 
 namespace sluice::config {
 
@@ -124,7 +125,7 @@ struct AdminSection {
   std::vector<std::string> allowed_hosts;
 };
 
-// `hash_key`: which part of a request a `hash` upstream balances on (proxy::HashKey extracts it).
+// `hash_key`: which part of a request a `hash` upstream balances on (HashKey extracts it).
 struct HashKeySpec {
   enum class Kind : std::uint8_t { client_ip, uri, header, cookie, query };
   Kind kind = Kind::client_ip;
@@ -261,13 +262,18 @@ struct RetryConfig {
   Duration deadline{0};         // whole request across all tries; 0 = attempts x per-try timeout
   Duration backoff{25};
   Duration backoff_max{250};
-  // Retry budget over a window (proxy::RetryBudget): retries <= budget x requests in the last
+  // Retry budget over a window (RetryBudget): retries <= budget x requests in the last
   // budget_window + budget_min_per_sec x budget_window.
   double budget = 0.2;
   Duration budget_window{std::chrono::seconds(10)};
   double budget_min_per_sec = 10;
   std::uint64_t buffer = 64 * KiB;  // request body kept for replay
 };
+
+// The `balance` values: the loader accepts these, balancer/registry makes one for each. Here,
+// below balancer/, so that the loader needs no balancer code.
+inline constexpr std::array<std::string_view, 4> balance_policies{"round_robin", "weighted",
+                                                                  "least_conn", "hash"};
 
 struct UpstreamConfig {
   std::string name;

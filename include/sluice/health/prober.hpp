@@ -46,7 +46,7 @@
 #include "sluice/health/schedule.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/tls/context.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice::health {
 

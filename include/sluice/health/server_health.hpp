@@ -56,11 +56,11 @@
 #include "sluice/core/clock.hpp"
 #include "sluice/health/ejection.hpp"
 #include "sluice/health/ejection_guard.hpp"
-#include "sluice/health/fail_on.hpp"
+#include "sluice/config/fail_on.hpp"
 #include "sluice/health/hysteresis.hpp"
 #include "sluice/health/passive_window.hpp"
 #include "sluice/health/slow_start.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice::health {
 

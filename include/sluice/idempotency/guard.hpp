@@ -24,7 +24,7 @@
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/http/message.hpp"
-#include "sluice/idempotency/config.hpp"
+#include "sluice/config/idempotency.hpp"
 #include "sluice/idempotency/fingerprint.hpp"
 #include "sluice/idempotency/store.hpp"
 

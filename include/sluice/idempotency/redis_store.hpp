@@ -16,7 +16,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
-#include "sluice/idempotency/config.hpp"
+#include "sluice/config/idempotency.hpp"
 #include "sluice/idempotency/resp.hpp"
 #include "sluice/idempotency/store.hpp"
 

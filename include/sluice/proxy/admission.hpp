@@ -26,7 +26,7 @@
 #include "sluice/core/clock.hpp"
 #include "sluice/core/per_worker.hpp"
 #include "sluice/http/message.hpp"
-#include "sluice/proxy/hash_key.hpp"
+#include "sluice/balancer/hash_key.hpp"
 #include "sluice/proxy/rate_limit.hpp"
 
 namespace sluice::proxy {

@@ -18,7 +18,7 @@
 #include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/message.hpp"
-#include "sluice/health/fail_on.hpp"
+#include "sluice/config/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/parking.hpp"

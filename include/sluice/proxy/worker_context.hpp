@@ -14,7 +14,7 @@
 #include "sluice/core/clock.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/http/request_id.hpp"
-#include "sluice/runtime/snapshot.hpp"
+#include "sluice/proxy/snapshot.hpp"
 #include "sluice/telemetry/access_log.hpp"
 #include "sluice/upstream/pool.hpp"
 

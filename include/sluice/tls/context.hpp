@@ -16,8 +16,6 @@
 
 #include <boost/asio/ssl/context.hpp>
 
-#include "sluice/config/config.hpp"
-
 namespace sluice::tls {
 
 // The TLS 1.2 cipher list used unless `ciphers` says otherwise: forward-secret AEAD suites only
@@ -64,10 +62,28 @@ private:
 // The DNS names a certificate serves: its DNS subjectAltNames, else its subject's common name.
 std::vector<std::string> certificate_names(const std::string& cert_file);
 
+// What the contexts are built from, in this module's own terms: tls/ is below config/ (whose
+// loader runs the checks above), so the snapshot and the upstream copy these from their config.
+struct CertificateFiles {
+  std::string cert;
+  std::string key;
+};
+struct ServerSettings {  // one [[server.tls]] listener
+  std::vector<CertificateFiles> certificates;  // chosen by SNI; the first is the default
+  bool min_tls13 = false;
+  std::string ciphers;  // TLS 1.2 cipher list; "" = default_ciphers
+};
+struct ClientSettings {  // one upstream's tls_verify, tls_ca_file, tls_cert, tls_key
+  bool verify = true;
+  std::string ca_file;  // "" = the system's trusted CAs
+  std::string cert;     // client certificate (with key), optional
+  std::string key;
+};
+
 class ServerContext {
 public:
   // Throws std::runtime_error naming the file when a certificate or key cannot be loaded.
-  explicit ServerContext(const config::TlsListenerConfig& config);
+  explicit ServerContext(const ServerSettings& settings);
   ~ServerContext();
   ServerContext(const ServerContext&) = delete;
   ServerContext& operator=(const ServerContext&) = delete;
@@ -86,7 +102,7 @@ class ClientContext {
 public:
   // Throws std::runtime_error naming the file when the CA file or client certificate cannot be
   // loaded.
-  explicit ClientContext(const config::UpstreamConfig& config);
+  explicit ClientContext(const ClientSettings& settings);
   boost::asio::ssl::context& context() noexcept { return context_; }
   bool verify() const noexcept { return verify_; }
 

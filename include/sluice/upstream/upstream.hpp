@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "sluice/balancer/balancer.hpp"
+#include "sluice/balancer/hash_key.hpp"
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/endpoint/endpoint.hpp"
+#include "sluice/config/fail_on.hpp"
 #include "sluice/health/ejection_guard.hpp"
-#include "sluice/health/fail_on.hpp"
 #include "sluice/health/server_health.hpp"
-#include "sluice/proxy/hash_key.hpp"
-#include "sluice/proxy/retry.hpp"
 #include "sluice/tls/context.hpp"
-#include "sluice/upstream/endpoint.hpp"
+#include "sluice/upstream/retry_budget.hpp"
 
 namespace sluice::idempotency {
 class Guard;
@@ -70,7 +70,7 @@ public:
   // Which live results count as failures for passive health ([passive] fail_on).
   const health::FailOn& fail_on() const noexcept { return config_.passive.fail_on; }
   // This worker's slice of the upstream's retry budget (touched by that worker only).
-  proxy::RetryBudget& retry_budget(unsigned worker) const noexcept { return budget_.slice(worker); }
+  RetryBudget& retry_budget(unsigned worker) const noexcept { return budget_.slice(worker); }
   // Counters of answers that no server gave (no server available, no healthy server), per
   // worker; kept by the directory so that they survive reloads.
   EndpointCounters& unserved(unsigned worker) const noexcept {
@@ -83,17 +83,17 @@ public:
   const std::shared_ptr<const idempotency::Guard>& shared_idempotency() const noexcept { return idempotency_; }
   void set_idempotency(std::shared_ptr<const idempotency::Guard> guard) { idempotency_ = std::move(guard); }
   // Set for `balance = "hash"`: the request key to hash.
-  const std::optional<proxy::HashKey>& hash_key() const noexcept { return hash_key_; }
+  const std::optional<HashKey>& hash_key() const noexcept { return hash_key_; }
 
 private:
   config::UpstreamConfig config_;
   std::vector<std::shared_ptr<Endpoint>> endpoints_;  // keeps them alive for this snapshot
   std::vector<Endpoint*> raw_;                         // what the balancer iterates
   std::unique_ptr<Balancer> balancer_;
-  std::optional<proxy::HashKey> hash_key_;
+  std::optional<HashKey> hash_key_;
   std::shared_ptr<EndpointCounters[]> unserved_;
   mutable WaitQueue queue_;
-  mutable proxy::RetryBudgets budget_;  // retries of this snapshot's upstream, per worker
+  mutable RetryBudgets budget_;  // retries of this snapshot's upstream, per worker
   std::shared_ptr<tls::ClientContext> tls_;
   std::shared_ptr<const idempotency::Guard> idempotency_;
 };

@@ -1,4 +1,4 @@
-#include "sluice/health/expect_status.hpp"
+#include "sluice/config/expect_status.hpp"
 
 namespace sluice::health {
 namespace {

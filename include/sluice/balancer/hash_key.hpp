@@ -10,7 +10,7 @@
 #include "sluice/config/config.hpp"
 #include "sluice/http/message.hpp"
 
-namespace sluice::proxy {
+namespace sluice {
 
 class HashKey {
 public:
@@ -30,4 +30,4 @@ private:
   std::string name_;  // header, cookie or query parameter name
 };
 
-}  // namespace sluice::proxy
+}  // namespace sluice

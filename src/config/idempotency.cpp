@@ -1,4 +1,4 @@
-#include "sluice/idempotency/config.hpp"
+#include "sluice/config/idempotency.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -7,6 +7,9 @@
 // with the offending item quoted, e.g. `bad status range '399-200': 399 is above 200`.
 //
 // Immutable after parsing; match() is a bit test, safe from any thread.
+//
+// In config/, the layer below health/, because Config holds a StatusMatcher; the namespace stays
+// health's, whose vocabulary it is (docs/architecture.md, Layers).
 #include <bitset>
 #include <optional>
 #include <string>

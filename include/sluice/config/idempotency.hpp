@@ -1,6 +1,7 @@
 #pragma once
-// [upstreams.NAME.idempotency]: what the loader reads (defaults here), what the guard obeys. A
-// plain struct so that config/ depends on no code of this module (docs/idempotency.md).
+// [upstreams.NAME.idempotency]: what the loader reads (defaults here), what the guard obeys
+// (docs/idempotency.md). In config/, the layer below idempotency/, because Config holds it; the
+// namespace stays idempotency's (docs/architecture.md, Layers).
 #include <chrono>
 #include <cstdint>
 #include <string>

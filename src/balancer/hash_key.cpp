@@ -1,8 +1,8 @@
-#include "sluice/proxy/hash_key.hpp"
+#include "sluice/balancer/hash_key.hpp"
 
 #include <boost/beast/core/string.hpp>
 
-namespace sluice::proxy {
+namespace sluice {
 
 namespace {
 
@@ -54,4 +54,4 @@ std::optional<std::string_view> HashKey::extract(const http::Fields& fields, std
   return std::nullopt;
 }
 
-}  // namespace sluice::proxy
+}  // namespace sluice

@@ -1,6 +1,4 @@
-#include "sluice/upstream/endpoint.hpp"
-
-#include "sluice/health/server_health.hpp"
+#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 
@@ -27,6 +25,6 @@ Endpoint::Endpoint(std::string identity, config::HostPort address,
 
 Endpoint::~Endpoint() = default;
 
-void Endpoint::set_health(std::unique_ptr<health::ServerHealth> health) { health_ = std::move(health); }
+void Endpoint::set_health(std::shared_ptr<health::ServerHealth> health) { health_ = std::move(health); }
 
 }  // namespace sluice

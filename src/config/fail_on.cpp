@@ -1,4 +1,4 @@
-#include "sluice/health/fail_on.hpp"
+#include "sluice/config/fail_on.hpp"
 
 #include <array>
 #include <cctype>

@@ -1,8 +1,8 @@
-#include "sluice/proxy/hash_key.hpp"
+#include "sluice/balancer/hash_key.hpp"
 
 #include <gtest/gtest.h>
 
-namespace sluice::proxy {
+namespace sluice {
 namespace {
 
 http::Fields fields(std::initializer_list<std::pair<std::string_view, std::string_view>> lines) {
@@ -50,4 +50,4 @@ TEST(HashKey, QueryParameter) {
 }
 
 }  // namespace
-}  // namespace sluice::proxy
+}  // namespace sluice

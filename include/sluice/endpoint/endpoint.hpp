@@ -65,7 +65,7 @@ public:
   // that it lives exactly as long as any snapshot can reach the endpoint.
   health::ServerHealth& health() const noexcept { return *health_; }
   bool has_health() const noexcept { return health_ != nullptr; }
-  void set_health(std::unique_ptr<health::ServerHealth> health);
+  void set_health(std::shared_ptr<health::ServerHealth> health);
 
   // Process-unique, never reused: workers index their connection pools by it.
   std::uint32_t id() const noexcept { return id_; }
@@ -159,7 +159,9 @@ public:
 private:
   static std::atomic<std::uint32_t> next_id_;
 
-  std::unique_ptr<health::ServerHealth> health_;
+  // The only owner. A shared_ptr for its deleter, captured where the object is made: this layer
+  // is below health and never sees ServerHealth's definition (docs/architecture.md, Layers).
+  std::shared_ptr<health::ServerHealth> health_;
   std::unique_ptr<EndpointCounters[]> counters_{new EndpointCounters[max_worker_slots]};
   std::atomic<bool> drained_by_api_{false};
   const std::uint32_t id_;

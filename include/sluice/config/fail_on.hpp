@@ -10,13 +10,16 @@
 // The proxy classifies each attempt into a LiveResult, asks its upstream's FailOn whether it
 // counts, and reports ServerHealth::live_failure() or live_success(). Immutable after parsing:
 // counts() is safe from any thread.
+//
+// In config/, the layer below health/, because Config holds a FailOn; the namespace stays
+// health's, whose vocabulary it is (docs/architecture.md, Layers).
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
-#include "sluice/health/expect_status.hpp"
+#include "sluice/config/expect_status.hpp"
 
 namespace sluice::health {
 
