@@ -57,6 +57,12 @@ struct ChunkHeader : http::ChunkHeader {
   net::const_buffer buffer() const { return {data, size}; }
 };
 
+// The endpoint's counter arrays are indexed by these enums (upstream/ cannot include proxy/).
+static_assert(std::extent_v<decltype(EndpointCounters::retries)> == failure_kind_count);
+static_assert(std::extent_v<decltype(EndpointCounters::retry_skips)> == proxy::retry_skip_count);
+static_assert(std::extent_v<decltype(EndpointCounters::tunnels_closed)> ==
+              static_cast<std::size_t>(TunnelWatch::Verdict::drained) + 1);
+
 // Ends an attempt's in-flight count (begun by Endpoint::try_begin_request), however it ends.
 class InFlight {
 public:
@@ -101,7 +107,7 @@ struct Session::Exchange {
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
   bool request_unsent = false;   // the origin answered before the whole request reached it
   // The origin's body failed (after its head arrived): counted against the server (forward()).
-  UpstreamFailure body_failure = UpstreamFailure::none;
+  FailureKind body_failure = FailureKind::none;
   std::size_t kept_body = 0;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
@@ -378,7 +384,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       base.has_hash = x.has_hash = true;
     }
   }
-  UpstreamFailure last_failure = UpstreamFailure::none;
+  Failure last;  // the last attempt's (kind none: no attempt failed yet, or it answered)
   ProxyError error;  // set before a `break`: the answer when no server's will do
   for (unsigned attempt = 1;;) {
     PickContext ctx = base;
@@ -410,13 +416,13 @@ net::awaitable<bool> Session::forward(Exchange& x) {
         break;
       }
     }
-    if (!pick && last_failure == UpstreamFailure::none) {  // all candidates were at max_conns
+    if (!pick && !last.failed()) {  // all candidates were at max_conns
       error = {503, "no server available"};
       break;
     }
     if (!pick) {  // every server was tried: the last failure stands
       note_skip(x, proxy::RetrySkip::no_other_server);
-      error = not_retried(x, last_failure);
+      error = not_retried(x, last);
       break;
     }
     Endpoint& ep = *x.upstream->endpoint(pick.index);
@@ -430,33 +436,29 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     const auto try_until = std::min(deadline, worker_.clock.now() + Clock::duration(per_try));
 
     std::optional<socket_type> upstream;
-    proxy::AttemptFacts facts_now;
     x.attempt_start = worker_.clock.now();
     x.upstream_ready = x.first_byte = {};
     {
       InFlight in_flight(ep);  // ends the request begun by try_begin_request()
-      last_failure = co_await try_server(x, ep, upstream, is_head, try_until, facts_now);
+      last = co_await try_server(x, ep, upstream, is_head, try_until);
       // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
       // tunnel, which stays in flight on this server until it ends.
-      if (last_failure == UpstreamFailure::none && response_->get().result_int() == 101) {
-        report_live(x, ep, health::LiveResult::response(101));
+      if (!last.failed() && last.status == 101) {
+        report_attempt(x, ep, last);
         co_return co_await tunnel(x, ep, *upstream);
       }
     }
-    if (last_failure == UpstreamFailure::client_failed) co_return false;
+    if (last.kind == FailureKind::client_failed) co_return false;
     facts.body_kept = x.body_kept || !x.body_consumed;
+    report_attempt(x, ep, last);
 
     // The origin answered. A status listed in `on` may still be retried elsewhere.
-    if (last_failure == UpstreamFailure::none) {
-      const auto status = response_->get().result_int();
-      facts_now = {UpstreamFailure::none, status, true, false};
-      report_live(x, ep, health::LiveResult::response(status));
-      if (!proxy::is_listed(retry, facts_now) || attempt >= retry.attempts ||
-          !may_retry(x, facts_now, facts, deadline, tried)) {
+    if (!last.failed()) {
+      if (!proxy::is_listed(retry, last) || attempt >= retry.attempts ||
+          !may_retry(x, last, facts, deadline, tried)) {
         const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
         upstream_ = nullptr;
-        if (x.body_failure != UpstreamFailure::none)
-          report_live(x, ep, live_result_of(x.body_failure));
+        if (x.body_failure != FailureKind::none) report_attempt(x, ep, Failure::of(x.body_failure));
         if (upstream_reusable) {
           // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
           // shorter one: a connection it is about to close is never reused.
@@ -478,17 +480,15 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       up_in_.clear();
       response_.reset();
     } else {
-      // A pooled connection the origin had closed while idle is not the server's failure.
-      if (!facts_now.stale_connection) report_live(x, ep, live_result_of(last_failure));
       spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(),
-                    describe(last_failure));
+                    sluice_error(last));
       if (attempt >= retry.attempts) {
         note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        error = not_retried(x, last_failure);
+        error = not_retried(x, last);
         break;
       }
-      if (!may_retry(x, facts_now, facts, deadline, tried)) {
-        error = not_retried(x, last_failure);
+      if (!may_retry(x, last, facts, deadline, tried)) {
+        error = not_retried(x, last);
         break;
       }
     }
@@ -586,7 +586,7 @@ net::awaitable<const char*> Session::wait_in_queue(Exchange& x, const PickContex
 
 // Whether the failed attempt may be retried: eligibility from the facts, then the deadline, the
 // servers left and the budget. Counts the reason when it may not.
-bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
+bool Session::may_retry(Exchange& x, const Failure& attempt,
                         const proxy::RequestFacts& request, Clock::time_point deadline,
                         const TriedSet& tried) {
   const auto& retry = x.upstream->config().retry;
@@ -615,7 +615,7 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
     skip = proxy::RetrySkip::budget_exhausted;
   if (skip == proxy::RetrySkip::none && x.server != nullptr)
     EndpointCounters::bump(
-        x.server->counters(worker_.index).retries[static_cast<std::size_t>(attempt.failure)]);
+        x.server->counters(worker_.index).retries[static_cast<std::size_t>(attempt.kind)]);
   if (skip != proxy::RetrySkip::none) {
     note_skip(x, skip);
     return false;
@@ -624,11 +624,11 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
 }
 
 // One try on one server: a pooled or new connection, the request, the response head. On success
-// `upstream` holds the connection and response_ the parsed head.
-net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
-                                                    std::optional<socket_type>& upstream,
-                                                    bool is_head, Clock::time_point try_until,
-                                                    proxy::AttemptFacts& facts) {
+// (kind none) `upstream` holds the connection and response_ the parsed head. The Failure is built
+// here, where the attempt's I/O failed.
+net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
+                                            std::optional<socket_type>& upstream, bool is_head,
+                                            Clock::time_point try_until) {
   const auto& ucfg = x.upstream->config();
   const auto& req = request_->get();
   // An upgrade request takes a fresh connection: it is not resent after a pooled connection
@@ -647,20 +647,18 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
         const bool timeout = ec == net::error::operation_aborted && timed_out_;
         upstream_ = nullptr;
         upstream.reset();
-        facts.failure = timeout                                ? UpstreamFailure::connect_timeout
-                        : ec == net::error::connection_refused ? UpstreamFailure::connect_refused
-                                                               : UpstreamFailure::connect_error;
-        co_return facts.failure;
+        co_return Failure::of(timeout                                ? FailureKind::connect_timeout
+                              : ec == net::error::connection_refused ? FailureKind::connect_refused
+                                                                     : FailureKind::connect_error);
       }
       error_code ignored;
       upstream->socket().set_option(tcp::no_delay(true), ignored);
       if (ep.tls()) {
         // The handshake shares the connect deadline: connect_timeout covers setting up the
         // connection, TLS included.
-        if (const auto failure = co_await connect_tls(*x.upstream, ep, *upstream); failure != UpstreamFailure::none) {
+        if (const auto failure = co_await connect_tls(*x.upstream, ep, *upstream); failure.failed()) {
           upstream_ = nullptr;
           upstream.reset();
-          facts.failure = failure;
           co_return failure;
         }
       }
@@ -670,9 +668,12 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
 
     std::uint64_t sent = 0;
     std::size_t received = 0;
-    auto failure = co_await send_request(x, *upstream, is_head, try_until, sent, received);
-    facts.request_bytes_sent = sent > 0;
-    if (failure == UpstreamFailure::none) co_return failure;
+    const auto kind = co_await send_request(x, *upstream, is_head, try_until, sent, received);
+    if (kind == FailureKind::none) co_return Failure::answered(response_->get().result_int());
+    auto failure = Failure::of(kind);
+    failure.request_bytes_sent = sent > 0;
+    failure.reused_connection = reused;
+    failure.response_bytes_received = received > 0;
 
     upstream_ = nullptr;
     upstream.reset();
@@ -681,18 +682,13 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
     // A pooled connection that the origin closed while idle fails before any response byte: when
     // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
     // connection to the same server. Not the server's fault, not a retry.
-    const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
-                       failure != UpstreamFailure::send_timeout &&
-                       failure != UpstreamFailure::bad_response &&
-                       failure != UpstreamFailure::client_failed;
-    if (stale && http::is_idempotent(req.method()) && (x.body_kept || !x.body_consumed)) {
+    if (health::stale_connection(failure) && http::is_idempotent(req.method()) &&
+        (x.body_kept || !x.body_consumed)) {
       spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
                     x.upstream->name(), ep.identity());
       reused = false;
       continue;
     }
-    facts.failure = failure;
-    facts.stale_connection = stale;
     co_return failure;
   }
 }
@@ -797,12 +793,15 @@ net::awaitable<Session::BodyStep> Session::decode_chunked(Exchange& x, std::size
   }
 }
 
-void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result) {
-  if (!ep.has_health()) return;
+// What the attempt says of the server's health (health::live_result): nothing for a failure that
+// is not the server's (a stale pooled connection, the client's, sluice's own).
+void Session::report_attempt(Exchange& x, Endpoint& ep, const Failure& f) {
+  const auto result = health::live_result(f);
+  if (!result || !ep.has_health()) return;
   std::optional<health::Transition> t;
-  if (result && result->kind != health::LiveResult::Kind::response)
+  if (result->kind != health::LiveResult::Kind::response)
     EndpointCounters::bump(ep.counters(worker_.index).failures);
-  if (result && x.upstream->fail_on().counts(*result)) {
+  if (x.upstream->fail_on().counts(*result)) {
     t = ep.health().live_failure(*result);
   } else {
     t = ep.health().live_success();
@@ -810,24 +809,10 @@ void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveR
   if (t) health::log_transition(x.upstream->name(), ep, *t);
 }
 
-health::LiveResult Session::live_result_of(UpstreamFailure f) {
-  switch (f) {
-    case UpstreamFailure::connect_refused: return health::LiveResult::connect_failure("connect refused");
-    case UpstreamFailure::connect_timeout: return health::LiveResult::timeout("connect timeout");
-    case UpstreamFailure::connect_error: return health::LiveResult::connect_failure("connect failed");
-    case UpstreamFailure::response_timeout: return health::LiveResult::timeout("response timeout");
-    case UpstreamFailure::send_timeout: return health::LiveResult::timeout("send timeout");
-    case UpstreamFailure::bad_response: return health::LiveResult::response(502);
-    default: return health::LiveResult::reset("connection reset");
-  }
-}
-
 // The answer to a failure that was not retried: its status and Sluice-Error, with the reason it
 // was not retried ("upstream reset; not retried: retry budget exhausted").
-ProxyError Session::not_retried(const Exchange& x, UpstreamFailure f) const {
-  auto error = failure_error(f);
-  if (x.skip != proxy::RetrySkip::none) error.not_retried = proxy::explain(x.skip);
-  return error;
+ProxyError Session::not_retried(const Exchange& x, const Failure& f) const {
+  return error_for(f, x.skip != proxy::RetrySkip::none ? proxy::explain(x.skip) : std::string_view());
 }
 
 void Session::note_server(Exchange& x, const Endpoint& ep) {
@@ -849,7 +834,7 @@ void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
 // Head and body towards the origin, then the response head. The body streams through relay_:
 // Content-Length bodies as they are, chunked bodies validated chunk by chunk by chunked_ and
 // re-encoded, so that what the origin sees is exactly what we validated.
-net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream,
+net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upstream,
                                                       bool is_head, Clock::time_point try_until,
                                                       std::uint64_t& sent, std::size_t& received) {
   write_request_head(x);
@@ -873,14 +858,14 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
   auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
   sent = n;
   if (timed(ec))
-    co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+    co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
   co_return co_await read_response_head(x, upstream, is_head, try_until, received);
 }
 
 // The head and a body read from the client as it comes, piece by piece (re-chunked when
 // chunked), while response_side() reads the answer: ends when the body is sent, when the origin
 // answered first (upload_->stop) or when either side failed (upload.hpp).
-net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type& upstream,
+net::awaitable<FailureKind> Session::stream_request(Exchange& x, socket_type& upstream,
                                                         std::uint64_t& sent) {
   const auto& limits = snapshot_->config->server;
   auto& up = *upload_;
@@ -890,16 +875,16 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
   auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
 
   while (!x.request_done || !head_written) {
-    if (up.stop) co_return UpstreamFailure::none;
+    if (up.stop) co_return FailureKind::none;
     // Next piece of body, if any.
     std::string_view piece;
     if (!x.request_done) {
-      if (!co_await send_continue(x)) co_return UpstreamFailure::client_failed;
+      if (!co_await send_continue(x)) co_return FailureKind::client_failed;
       if (x.chunked_in) {
         // What keep_chunked_body() decoded first, then validated chunks as they complete.
         std::size_t have = std::exchange(chunked_pending_, 0);
         if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
-          co_return stopped() ? UpstreamFailure::none : UpstreamFailure::client_failed;
+          co_return stopped() ? FailureKind::none : FailureKind::client_failed;
         piece = {relay_, have};
         x.request_done = chunked_.done();
         x.body_consumed = true;
@@ -914,10 +899,10 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
         up.reading_client = false;
         ec = timed(ec);
         if (ec) {
-          if (stopped()) co_return UpstreamFailure::none;
+          if (stopped()) co_return FailureKind::none;
           if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
             co_await send_error(&x, {408, "body timeout"});
-          co_return UpstreamFailure::client_failed;
+          co_return FailureKind::client_failed;
         }
         piece = {relay_, n};
         x.body_consumed = true;
@@ -926,7 +911,7 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
         x.bytes_in += piece.size();
         if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
           co_await send_error(&x, {413, "body too large"});
-          co_return UpstreamFailure::client_failed;
+          co_return FailureKind::client_failed;
         }
         content_left -= piece.size();
         x.request_done = content_left == 0;
@@ -944,11 +929,11 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
     if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
     if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
     if (const auto ec = co_await write_upstream(upstream, std::span(out.data(), k), sent)) {
-      if (stopped()) co_return UpstreamFailure::none;
+      if (stopped()) co_return FailureKind::none;
       up.send_failed(worker_.clock.now());
-      if (up.stall == UploadState::Stall::origin) co_return UpstreamFailure::send_timeout;
+      if (up.stall == UploadState::Stall::origin) co_return FailureKind::send_timeout;
       arm_response({});  // the origin may still have said why
-      co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+      co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
     }
     head_written = true;
     if (!x.chunked_in && !piece.empty() && piece.data() == view(in_).data()) {
@@ -961,11 +946,11 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
   up.wrote(worker_.clock.now());
   timed_out_ = false;
   look_at_drain();
-  co_return UpstreamFailure::none;
+  co_return FailureKind::none;
 }
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
-net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_type& upstream,
+net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type& upstream,
                                                             bool is_head, Clock::time_point try_until,
                                                             std::size_t& received) {
   const auto& limits = snapshot_->config->server;
@@ -975,20 +960,20 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
   for (;;) {
     const auto bytes = view(up_in_);
     const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
-    if (scan.result == http::HeadScan::Result::invalid) co_return UpstreamFailure::bad_response;
+    if (scan.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
     if (scan.result == http::HeadScan::Result::complete) {
       response_.emplace(std::piecewise_construct, std::make_tuple(),
                         std::make_tuple(http::Allocator(&arena_)));
       if (!http::parse_response_head(*response_, bytes.substr(0, scan.head_size), is_head))
-        co_return UpstreamFailure::bad_response;
+        co_return FailureKind::bad_response;
       up_in_.consume(scan.head_size);
       const auto code = response_->get().result_int();
-      if (code < 100 || code >= 200) co_return UpstreamFailure::none;
+      if (code < 100 || code >= 200) co_return FailureKind::none;
       // A switch is only valid as the answer to an upgrade we forwarded, to a protocol it offered.
       if (code == 101) {
         co_return x.upgrade && http::valid_switch(response_->get(), request_->get())
-            ? UpstreamFailure::none
-            : UpstreamFailure::bad_response;
+            ? FailureKind::none
+            : FailureKind::bad_response;
       }
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
@@ -999,7 +984,7 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
-        if (ec1 || client_gone()) co_return UpstreamFailure::client_failed;
+        if (ec1 || client_gone()) co_return FailureKind::client_failed;
         arm_response(try_until);
       }
       response_.reset();
@@ -1008,10 +993,10 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     if (up_in_.size() == 0) {
       // The answer takes a round trip: wait for it instead of a read that would find nothing.
       auto [wec] = co_await upstream.async_wait_readable(nothrow);
-      if (client_gone()) co_return UpstreamFailure::client_failed;
+      if (client_gone()) co_return FailureKind::client_failed;
       if (wec) {
-        co_return timed(wec) == beast::error::timeout ? UpstreamFailure::response_timeout
-                                                      : UpstreamFailure::reset_after_send;
+        co_return timed(wec) == beast::error::timeout ? FailureKind::response_timeout
+                                                      : FailureKind::reset_after_send;
       }
     }
     auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
@@ -1019,11 +1004,11 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     up_in_.commit(n);
     if (received == 0 && n > 0) x.first_byte = worker_.clock.now();
     received += n;
-    if (client_gone()) co_return UpstreamFailure::client_failed;
+    if (client_gone()) co_return FailureKind::client_failed;
     if (ec) {
       // The request was (at least partly) written: whatever happens now, the origin may have it.
-      co_return ec == beast::error::timeout ? UpstreamFailure::response_timeout
-                                            : UpstreamFailure::reset_after_send;
+      co_return ec == beast::error::timeout ? FailureKind::response_timeout
+                                            : FailureKind::reset_after_send;
     }
   }
 }
@@ -1049,7 +1034,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
   const bool chunked_out = plan.chunked_out;
 
   if (plan.refuse) {
-    co_await send_error(&x, {502, describe(UpstreamFailure::bad_response)});
+    co_await send_error(&x, error_for(Failure::of(FailureKind::bad_response)));
     co_return false;
   }
   http::rewrite_response(res, x.request_id);
@@ -1076,7 +1061,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
           // A chunk the parser refuses is a bad response; anything else is a reset.
           const bool bad = http::violation_from_parser_error(ec) != http::Violation::none;
           co_await body_failed(x, ec, head_written,
-                               bad ? UpstreamFailure::bad_response : UpstreamFailure::reset_after_send);
+                               bad ? FailureKind::bad_response : FailureKind::reset_after_send);
           co_return false;
         }
         piece = {relay_, relay_size - body.size};
@@ -1093,7 +1078,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
         if (ec == net::error::eof && until_close) {
           done = true;
         } else if (ec) {
-          co_await body_failed(x, ec, head_written, UpstreamFailure::reset_after_send);
+          co_await body_failed(x, ec, head_written, FailureKind::reset_after_send);
           co_return false;
         }
         piece = {relay_, n};
@@ -1137,13 +1122,13 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
 // with the failure); after, the client connection is cut, and the exchange is logged as
 // `upstream body cut`, counted in its own status class and against the server (forward()).
 net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_written,
-                                          UpstreamFailure failure) {
+                                          FailureKind failure) {
   spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
                 x.server->identity(), ec.message());
   x.client_keep_alive = false;
   x.body_failure = failure;
   if (!head_written) {
-    co_await send_error(&x, {502, describe(failure)});
+    co_await send_error(&x, error_for(Failure::of(failure)));
     co_return;
   }
   x.error = upstream_body_cut;

@@ -5,7 +5,7 @@
 namespace sluice::proxy {
 namespace {
 
-using F = UpstreamFailure;
+using F = FailureKind;
 using Stall = UploadState::Stall;
 using namespace std::chrono_literals;
 
@@ -71,7 +71,7 @@ TEST(Upload, AnOriginStallIsASendTimeout) {
   s.stall = Stall::origin;
   // The response side was cancelled by the same expiry: its "timeout" is not the answer's.
   EXPECT_EQ(upload_outcome(s, F::send_timeout, F::response_timeout, 100), F::send_timeout);
-  EXPECT_EQ(status_for(F::send_timeout), 504u);
+  EXPECT_EQ(status_of(F::send_timeout), 504u);
 }
 
 TEST(Upload, NoAnswerAfterTheBodyIsTheResponsesFailure) {

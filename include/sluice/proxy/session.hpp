@@ -21,6 +21,7 @@
 #include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/failure.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/upload.hpp"
@@ -58,7 +59,7 @@ private:
 
   // TLS steps, in session_tls.cpp.
   boost::asio::awaitable<bool> tls_handshake();
-  boost::asio::awaitable<UpstreamFailure> connect_tls(const Upstream& upstream, Endpoint& ep,
+  boost::asio::awaitable<Failure> connect_tls(const Upstream& upstream, Endpoint& ep,
                                                       socket_type& stream);
   static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
   // Edge steps, in session_edge.cpp: the PROXY protocol header, the request's client address,
@@ -67,16 +68,14 @@ private:
   ClientAddress client_of(const http::Fields& req) const noexcept;
   ProxyError admit(const RouteAdmission* admission, const http::Fields& req,
                    std::string_view target, const ClientAddress& client) const noexcept;
-  // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
-  ProxyError failure_error(UpstreamFailure f) const;
-  ProxyError not_retried(const Exchange& x, UpstreamFailure f) const;
+  // The answer to a failed attempt: the failure's status and Sluice-Error, and why no retry.
+  ProxyError not_retried(const Exchange& x, const Failure& f) const;
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
-  boost::asio::awaitable<UpstreamFailure> try_server(Exchange& x, Endpoint& ep,
-                                                     std::optional<socket_type>& upstream,
-                                                     bool is_head, Clock::time_point try_until,
-                                                     proxy::AttemptFacts& facts);
+  boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
+                                             std::optional<socket_type>& upstream, bool is_head,
+                                             Clock::time_point try_until);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
   boost::asio::awaitable<bool> idempotency_gate(Exchange& x);
   // Chunked request bodies: validated by chunked_ before any of their bytes leave.
@@ -85,19 +84,19 @@ private:
   boost::asio::awaitable<bool> keep_chunked_body(Exchange& x);
   boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
   // The request, then the response head into response_ (full duplex for a streamed body).
-  boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream,
+  boost::asio::awaitable<FailureKind> send_request(Exchange& x, socket_type& upstream,
                                                        bool is_head, Clock::time_point try_until,
                                                        std::uint64_t& sent, std::size_t& received);
   // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
   // `fully_sent`: every request byte reached the origin (else its connection is not reused).
-  boost::asio::awaitable<UpstreamFailure> send_streamed(Exchange& x, socket_type& upstream,
+  boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
                                                         bool is_head, Clock::time_point try_until,
                                                         Clock::duration send_timeout,
                                                         std::uint64_t& sent, std::size_t& received,
                                                         bool& fully_sent);
-  boost::asio::awaitable<UpstreamFailure> upload_side(Exchange& x, socket_type& upstream,
+  boost::asio::awaitable<FailureKind> upload_side(Exchange& x, socket_type& upstream,
                                                       std::uint64_t& sent);
-  boost::asio::awaitable<UpstreamFailure> response_side(Exchange& x, socket_type& upstream,
+  boost::asio::awaitable<FailureKind> response_side(Exchange& x, socket_type& upstream,
                                                         bool is_head, Clock::time_point try_until,
                                                         std::size_t& received);
   boost::asio::awaitable<error_code_type> write_upstream(socket_type& upstream,
@@ -108,27 +107,26 @@ private:
   // While waiting for the origin to take request bytes: looks at the bytes it has not taken yet
   // (upload.hpp) and sets the deadline of the next look, or of the response. False: it stalled.
   bool look_at_drain();
-  boost::asio::awaitable<UpstreamFailure> stream_request(Exchange& x, socket_type& upstream,
+  boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
                                                          std::uint64_t& sent);
   // Deadlines of an attempt: a client body read (send_timeout while uploading, else
   // idle_timeout), the response head (try_until, or from the last request byte when streamed).
   void arm_body_read();
   void arm_response(Clock::time_point try_until);
-  boost::asio::awaitable<UpstreamFailure> read_response_head(Exchange& x, socket_type& upstream,
+  boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
                                                              bool is_head, Clock::time_point try_until,
                                                              std::size_t& received);
-  bool may_retry(Exchange& x, const proxy::AttemptFacts& attempt, const proxy::RequestFacts& request,
+  bool may_retry(Exchange& x, const Failure& attempt, const proxy::RequestFacts& request,
                  Clock::time_point deadline, const TriedSet& tried);
-  void report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result);
+  void report_attempt(Exchange& x, Endpoint& ep, const Failure& f);
   static bool saturated(const Upstream& upstream);
   static bool all_draining(const Upstream& upstream);
   boost::asio::awaitable<const char*> wait_in_queue(Exchange& x, const PickContext& base, Pick& pick);
-  static health::LiveResult live_result_of(UpstreamFailure f);
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
-                                           bool head_written, UpstreamFailure failure);
+                                           bool head_written, FailureKind failure);
   // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
   // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
@@ -153,7 +151,7 @@ private:
   WorkerContext& worker_;
   socket_type client_;
   std::shared_ptr<tls::ServerContext> tls_;
-  char tls_failure_[192] = {};  // Sluice-Error of the last upstream TLS failure
+  char tls_failure_[192] = {};  // detail (Sluice-Error) of the last upstream TLS failure
   socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
   std::string client_ip_;  // the peer, or the client a PROXY protocol header named
   boost::asio::ip::address client_addr_;  // the same, parsed

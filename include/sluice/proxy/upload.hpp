@@ -17,7 +17,7 @@
 #include <cstddef>
 
 #include "sluice/core/clock.hpp"
-#include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/failure.hpp"
 
 namespace sluice::proxy {
 
@@ -85,7 +85,7 @@ struct UploadState {
 // `sent` request bytes written. A response head that arrived wins (even after a failed write:
 // the origin's answer is what the client gets); a client failure is not the origin's; a stalled
 // write is the origin's send timeout.
-UpstreamFailure upload_outcome(const UploadState& state, UpstreamFailure upload,
-                               UpstreamFailure head, std::uint64_t sent);
+FailureKind upload_outcome(const UploadState& state, FailureKind upload,
+                               FailureKind head, std::uint64_t sent);
 
 }  // namespace sluice::proxy
