@@ -336,55 +336,21 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   co_return keep;
 }
 
+// The attempt loop: pick a server (waiting in the upstream's queue when every one is at
+// max_conns), try it, and from the attempt's Failure decide (forwarder.hpp) whether its answer
+// goes to the client, another server is tried after a backoff, or the failure stands.
 net::awaitable<bool> Session::forward(Exchange& x) {
-  auto& req = request_->get();
-  const auto& ucfg = x.upstream->config();
-  const auto& retry = ucfg.retry;
-  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
-
-  // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
-  const auto shape = http::shape_forward(*request_, x.request_done);
-  x.expect_continue = shape.expect_continue;
-  const bool is_head = req.method() == bhttp::verb::head;
-  x.chunked_in = shape.chunked;
-  x.upgrade = shape.upgrade;
-  x.idem = idempotency::Ticket::make(x.upstream->shared_idempotency(), req, req.method(), x.upgrade);
-  proxy::RequestFacts facts;
-  // An Upgrade request is never resent once a byte of it was written: the origin may have
-  // switched already. (Connect failures are still retried.)
-  facts.idempotent_method = http::is_idempotent(req.method()) && !x.upgrade;
-  facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
-                              req.count(retry.idempotency_header) != 0;
-  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
-                              snapshot_->config->server.forwarded_header});
-
-  // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
-  // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
-  // consumed yet.
-  // A guarded keyed body is kept too: its fingerprint needs all of it before forwarding.
-  if (!x.request_done && !x.chunked_in && (retry.attempts > 1 || x.idem)) {
-    const auto limit = x.idem ? relay_size : std::min<std::uint64_t>(retry.buffer, relay_size);
-    if (request_->content_length().value_or(limit + 1) <= limit && !co_await keep_body(x))
-      co_return false;
-  }
+  auto facts = begin_forward(x);
+  if (keeps_content_body(x) && !co_await keep_body(x)) co_return false;
   if (!x.request_done && x.chunked_in && !co_await keep_chunked_body(x)) co_return false;
   if (x.idem && !co_await idempotency_gate(x)) co_return x.client_keep_alive && x.request_done;
 
   x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
-
-  const auto per_try = retry.per_try_timeout.count() != 0 ? retry.per_try_timeout : ucfg.response_timeout;
-  const auto started = worker_.clock.now();
-  const auto deadline = started + (retry.deadline.count() != 0 ? Clock::duration(retry.deadline)
-                                                               : Clock::duration(per_try) * retry.attempts);
+  const auto window = AttemptWindow::of(x.upstream->config(), worker_.clock.now());
+  const bool is_head = request_->get().method() == bhttp::verb::head;
   TriedSet tried;
-  PickContext base{&tried};
-  if (const auto& key = x.upstream->hash_key()) {
-    if (const auto bytes = key->extract(req, req.target(), x.client_ip)) {
-      base.hash = x.hash = hash_key_bytes(*bytes);
-      base.has_hash = x.has_hash = true;
-    }
-  }
-  Failure last;  // the last attempt's (kind none: no attempt failed yet, or it answered)
+  const PickContext base = pick_context(x, tried);
+  Failure last;      // the last attempt's (kind none: no attempt failed yet, or it answered)
   ProxyError error;  // set before a `break`: the answer when no server's will do
   for (unsigned attempt = 1;;) {
     PickContext ctx = base;
@@ -392,55 +358,23 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     bool reserved = false;  // the slot on the picked server is already taken (queue)
     if (!pick && tried.empty() && saturated(*x.upstream)) {
       // Every candidate is at max_conns: wait in the upstream's bounded queue, if it has one.
-      const auto outcome = co_await wait_in_queue(x, base, pick);
-      if (outcome != nullptr) {
+      if (const auto outcome = co_await wait_in_queue(x, base, pick)) {
         error = {503, outcome};
         break;
       }
       reserved = true;
     }
-    if (!pick && tried.empty()) {
-      if (x.upstream->endpoints().empty()) {
-        error = {503, "no servers", x.upstream->name()};
-        break;
-      }
-      if (ucfg.panic_when_all_down) {
-        ctx.panic = true;
-        pick = x.upstream->pick(ctx);
-        if (pick) spdlog::warn("upstream {}: no healthy server, panic mode: spreading over all servers",
-                               x.upstream->name());
-      }
-      if (!pick) {
-        error = {503, all_draining(*x.upstream) ? "every server drained" : "no healthy server",
-                 x.upstream->name()};
-        break;
-      }
-    }
-    if (!pick && !last.failed()) {  // all candidates were at max_conns
-      error = {503, "no server available"};
-      break;
-    }
-    if (!pick) {  // every server was tried: the last failure stands
-      note_skip(x, proxy::RetrySkip::no_other_server);
-      error = not_retried(x, last);
-      break;
-    }
+    if (!pick && !pick_fallback(x, ctx, tried.empty(), last, pick, error)) break;
     Endpoint& ep = *x.upstream->endpoint(pick.index);
     tried.add(pick.index);
     // max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
     // atomically here; another worker may have taken the last one.
     if (!reserved && !ep.try_begin_request()) continue;
-    x.server = &ep;
-    note_server(x, ep);
-    ++x.attempts;
-    const auto try_until = std::min(deadline, worker_.clock.now() + Clock::duration(per_try));
-
+    begin_attempt(x, ep);
     std::optional<socket_type> upstream;
-    x.attempt_start = worker_.clock.now();
-    x.upstream_ready = x.first_byte = {};
     {
       InFlight in_flight(ep);  // ends the request begun by try_begin_request()
-      last = co_await try_server(x, ep, upstream, is_head, try_until);
+      last = co_await try_server(x, ep, upstream, is_head, window.try_until(worker_.clock.now()));
       // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
       // tunnel, which stays in flight on this server until it ends.
       if (!last.failed() && last.status == 101) {
@@ -451,57 +385,25 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     if (last.kind == FailureKind::client_failed) co_return false;
     facts.body_kept = x.body_kept || !x.body_consumed;
     report_attempt(x, ep, last);
-
-    // The origin answered. A status listed in `on` may still be retried elsewhere.
-    if (!last.failed()) {
-      if (!proxy::is_listed(retry, last) || attempt >= retry.attempts ||
-          !may_retry(x, last, facts, deadline, tried)) {
-        const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
-        upstream_ = nullptr;
-        if (x.body_failure != FailureKind::none) report_attempt(x, ep, Failure::of(x.body_failure));
-        if (upstream_reusable) {
-          // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
-          // shorter one: a connection it is about to close is never reused.
-          auto idle = std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout);
-          if (x.origin_idle_timeout) {
-            const auto n = *x.origin_idle_timeout;
-            idle = std::min<Clock::duration>(idle, n > std::chrono::seconds(2) ? n - std::chrono::seconds(1) : n / 2);
-          }
-          worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive, idle);
-        }
-        up_in_.clear();
-        // A request body the client is still sending when the origin answered would
-        // desynchronise the connection: only keep it when the request was read completely.
-        co_return x.client_keep_alive && x.request_done;
-      }
-      // Retrying: this answer is dropped, and with it the connection (its body is unread).
-      upstream_ = nullptr;
-      upstream.reset();
-      up_in_.clear();
-      response_.reset();
-    } else {
-      spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(),
-                    sluice_error(last));
-      if (attempt >= retry.attempts) {
-        note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        error = not_retried(x, last);
-        break;
-      }
-      if (!may_retry(x, last, facts, deadline, tried)) {
-        error = not_retried(x, last);
-        break;
-      }
+    const auto next = after_attempt(x, last, facts, attempt, window.deadline, tried);
+    if (next == AfterAttempt::deliver) {
+      const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
+      co_return end_delivery(x, ep, upstream, upstream_reusable);
     }
-
+    drop_answer(upstream);  // retrying: the answer is dropped, with its connection (body unread)
+    if (next == AfterAttempt::give_up) {
+      error = not_retried(x, last);
+      break;
+    }
     // Full-jitter backoff, bounded by the deadline.
-    const auto delay = proxy::backoff_delay(retry, attempt, worker_.uniform());
+    const auto delay = proxy::backoff_delay(x.upstream->config().retry, attempt, worker_.uniform());
     if (delay.count() > 0) {
       if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
-      backoff_timer_->expires_after(std::min<Clock::duration>(delay, deadline - worker_.clock.now()));
+      backoff_timer_->expires_after(std::min<Clock::duration>(delay, window.deadline - worker_.clock.now()));
       co_await backoff_timer_->async_wait(nothrow);
       if (closed_) co_return false;
     }
-    if (worker_.clock.now() >= deadline) {
+    if (worker_.clock.now() >= window.deadline) {
       note_skip(x, proxy::RetrySkip::deadline);
       error = {504, "deadline"};
       break;
@@ -513,6 +415,128 @@ net::awaitable<bool> Session::forward(Exchange& x) {
   // Asio recycles (1,020 bytes), costing a malloc per request.
   co_await send_error(&x, error);
   co_return false;
+}
+
+// The request's framing, its idempotency ticket and retry facts, and its head rewritten for the
+// origin (hop-by-hop removed, X-Forwarded-*, X-Request-Id).
+proxy::RequestFacts Session::begin_forward(Exchange& x) {
+  auto& req = request_->get();
+  const auto& retry = x.upstream->config().retry;
+  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
+  // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
+  const auto shape = http::shape_forward(*request_, x.request_done);
+  x.expect_continue = shape.expect_continue;
+  x.chunked_in = shape.chunked;
+  x.upgrade = shape.upgrade;
+  x.idem = idempotency::Ticket::make(x.upstream->shared_idempotency(), req, req.method(), x.upgrade);
+  proxy::RequestFacts facts;
+  // An Upgrade request is never resent once a byte of it was written: the origin may have
+  // switched already. (Connect failures are still retried.)
+  facts.idempotent_method = http::is_idempotent(req.method()) && !x.upgrade;
+  facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
+                              req.count(retry.idempotency_header) != 0;
+  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
+                              snapshot_->config->server.forwarded_header});
+  return facts;
+}
+
+// A Content-Length body up to `buffer` (and the relay block) is read before the first try and
+// kept for replay; a larger or chunked body streams, and can only be resent if none of it was
+// consumed yet. A guarded keyed body is kept too: its fingerprint needs all of it before
+// forwarding.
+bool Session::keeps_content_body(const Exchange& x) const {
+  const auto& retry = x.upstream->config().retry;
+  if (x.request_done || x.chunked_in || (retry.attempts <= 1 && !x.idem)) return false;
+  const auto limit = x.idem ? relay_size : std::min<std::uint64_t>(retry.buffer, relay_size);
+  return request_->content_length().value_or(limit + 1) <= limit;
+}
+
+// The balancer's context of this request: the servers tried, the hash of its key.
+PickContext Session::pick_context(Exchange& x, TriedSet& tried) const {
+  PickContext base{&tried};
+  if (const auto& key = x.upstream->hash_key()) {
+    const auto& req = request_->get();
+    if (const auto bytes = key->extract(req, req.target(), x.client_ip)) {
+      base.hash = x.hash = hash_key_bytes(*bytes);
+      base.has_hash = x.has_hash = true;
+    }
+  }
+  return base;
+}
+
+// No server was picked. The first time: none configured, or none healthy (panic mode spreads
+// over all of them if the upstream allows it). Later: every server was tried, and the last
+// failure stands. False (with `error`): no server will do.
+bool Session::pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last,
+                            Pick& pick, ProxyError& error) {
+  if (first) {
+    if (x.upstream->endpoints().empty()) {
+      error = {503, "no servers", x.upstream->name()};
+      return false;
+    }
+    if (x.upstream->config().panic_when_all_down) {
+      ctx.panic = true;
+      pick = x.upstream->pick(ctx);
+      if (pick) spdlog::warn("upstream {}: no healthy server, panic mode: spreading over all servers",
+                             x.upstream->name());
+    }
+    if (!pick)
+      error = {503, all_draining(*x.upstream) ? "every server drained" : "no healthy server",
+               x.upstream->name()};
+    return static_cast<bool>(pick);
+  }
+  if (!last.failed()) {  // all candidates were at max_conns
+    error = {503, "no server available"};
+    return false;
+  }
+  note_skip(x, proxy::RetrySkip::no_other_server);
+  error = not_retried(x, last);
+  return false;
+}
+
+void Session::begin_attempt(Exchange& x, Endpoint& ep) {
+  x.server = &ep;
+  note_server(x, ep);
+  ++x.attempts;
+  x.attempt_start = worker_.clock.now();
+  x.upstream_ready = x.first_byte = {};
+}
+
+// The retry decision (forwarder.hpp's after_attempt), with the attempts count and may_retry().
+AfterAttempt Session::after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
+                                    unsigned attempt, Clock::time_point deadline, const TriedSet& tried) {
+  const auto& retry = x.upstream->config().retry;
+  const bool attempts_left = attempt < retry.attempts;
+  if (last.failed()) {
+    spdlog::debug("upstream {} server {}: {}", x.upstream->name(), x.server->identity(),
+                  sluice_error(last));
+    if (!attempts_left) note_skip(x, proxy::RetrySkip::attempts_exhausted);
+  }
+  return proxy::after_attempt(last, proxy::is_listed(retry, last), attempts_left,
+                              [&] { return may_retry(x, last, facts, deadline, tried); });
+}
+
+// After the answer went to the client: the body's failure reported, the connection pooled when
+// it may be reused. A request body the client is still sending when the origin answered would
+// desynchronise the connection: it is kept only when the request was read completely.
+bool Session::end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream,
+                           bool reusable) {
+  const auto& ucfg = x.upstream->config();
+  upstream_ = nullptr;
+  if (x.body_failure != FailureKind::none) report_attempt(x, ep, Failure::of(x.body_failure));
+  if (reusable) {
+    worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
+                         pooled_idle_time(ucfg.keepalive_timeout, x.origin_idle_timeout));
+  }
+  up_in_.clear();
+  return x.client_keep_alive && x.request_done;
+}
+
+void Session::drop_answer(std::optional<socket_type>& upstream) {
+  upstream_ = nullptr;
+  upstream.reset();
+  up_in_.clear();
+  response_.reset();
 }
 
 // Idempotency-Key (docs/idempotency.md): claims the key, or answers from the store or with a
@@ -602,14 +626,9 @@ bool Session::may_retry(Exchange& x, const Failure& attempt,
     if (!any) skip = proxy::RetrySkip::no_other_server;
   }
   // A 503 asking to come back later than our deadline allows is not retried (Retry-After).
-  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_) {
-    const auto after = response_->get()[bhttp::field::retry_after];
-    unsigned long seconds = 0;
-    const auto r = std::from_chars(after.data(), after.data() + after.size(), seconds);
-    if (!after.empty() && r.ec == std::errc() &&
-        worker_.clock.now() + std::chrono::seconds(seconds) > deadline)
-      skip = proxy::RetrySkip::deadline;
-  }
+  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_ &&
+      retry_after_exceeds(response_->get()[bhttp::field::retry_after], worker_.clock.now(), deadline))
+    skip = proxy::RetrySkip::deadline;
   if (skip == proxy::RetrySkip::none &&
       !x.upstream->retry_budget(worker_.index).try_retry(worker_.clock.now()))
     skip = proxy::RetrySkip::budget_exhausted;

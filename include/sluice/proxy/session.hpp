@@ -22,6 +22,7 @@
 #include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/failure.hpp"
+#include "sluice/proxy/forwarder.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/upload.hpp"
@@ -73,6 +74,17 @@ private:
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
+  // The attempt loop's steps (forward() and forwarder.hpp).
+  proxy::RequestFacts begin_forward(Exchange& x);
+  bool keeps_content_body(const Exchange& x) const;
+  PickContext pick_context(Exchange& x, TriedSet& tried) const;
+  bool pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last, Pick& pick,
+                     ProxyError& error);
+  void begin_attempt(Exchange& x, Endpoint& ep);
+  AfterAttempt after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
+                             unsigned attempt, Clock::time_point deadline, const TriedSet& tried);
+  bool end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream, bool reusable);
+  void drop_answer(std::optional<socket_type>& upstream);
   boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
                                              std::optional<socket_type>& upstream, bool is_head,
                                              Clock::time_point try_until);
