@@ -19,6 +19,7 @@
 #include "sluice/health/log.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
+#include "sluice/proxy/body_relay.hpp"
 
 namespace sluice::proxy {
 
@@ -34,7 +35,6 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
-using http::last_chunk;
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
@@ -50,12 +50,6 @@ template <class Buffer>
 std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
-
-// The chunk-size line for n bytes, as a buffer.
-struct ChunkHeader : http::ChunkHeader {
-  using http::ChunkHeader::ChunkHeader;
-  net::const_buffer buffer() const { return {data, size}; }
-};
 
 // The endpoint's counter arrays are indexed by these enums (upstream/ cannot include proxy/).
 static_assert(std::extent_v<decltype(EndpointCounters::retries)> == failure_kind_count);
@@ -339,6 +333,9 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
 // The attempt loop: pick a server (waiting in the upstream's queue when every one is at
 // max_conns), try it, and from the attempt's Failure decide (forwarder.hpp) whether its answer
 // goes to the client, another server is tried after a backoff, or the failure stands.
+// Every answer of sluice's own leaves through the one send_error() at the end: each co_await in
+// a coroutine takes its own slots in the frame, and with one per error the frame outgrew what
+// Asio recycles (1,020 bytes), costing a malloc per request.
 net::awaitable<bool> Session::forward(Exchange& x) {
   auto facts = begin_forward(x);
   if (keeps_content_body(x) && !co_await keep_body(x)) co_return false;
@@ -366,11 +363,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     if (!pick && !pick_fallback(x, ctx, tried.empty(), last, pick, error)) break;
     Endpoint& ep = *x.upstream->endpoint(pick.index);
-    tried.add(pick.index);
-    // max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
-    // atomically here; another worker may have taken the last one.
-    if (!reserved && !ep.try_begin_request()) continue;
-    begin_attempt(x, ep);
+    if (!begin_attempt(x, ep, pick.index, reserved, tried)) continue;  // its last slot was taken
     std::optional<socket_type> upstream;
     {
       InFlight in_flight(ep);  // ends the request begun by try_begin_request()
@@ -395,14 +388,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       error = not_retried(x, last);
       break;
     }
-    // Full-jitter backoff, bounded by the deadline.
-    const auto delay = proxy::backoff_delay(x.upstream->config().retry, attempt, worker_.uniform());
-    if (delay.count() > 0) {
-      if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
-      backoff_timer_->expires_after(std::min<Clock::duration>(delay, window.deadline - worker_.clock.now()));
-      co_await backoff_timer_->async_wait(nothrow);
-      if (closed_) co_return false;
-    }
+    if (!co_await back_off(x, attempt, window.deadline)) co_return false;  // the client is gone
     if (worker_.clock.now() >= window.deadline) {
       note_skip(x, proxy::RetrySkip::deadline);
       error = {504, "deadline"};
@@ -410,11 +396,19 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     }
     ++attempt;
   }
-  // Every answer of sluice's own leaves through this one suspension point: each co_await in a
-  // coroutine takes its own slots in the frame, and with one per error the frame outgrew what
-  // Asio recycles (1,020 bytes), costing a malloc per request.
   co_await send_error(&x, error);
   co_return false;
+}
+
+// Full-jitter backoff before the next try, bounded by the deadline. False: the session was
+// closed meanwhile.
+net::awaitable<bool> Session::back_off(Exchange& x, unsigned attempt, Clock::time_point deadline) {
+  const auto delay = proxy::backoff_delay(x.upstream->config().retry, attempt, worker_.uniform());
+  if (delay.count() <= 0) co_return true;
+  if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
+  backoff_timer_->expires_after(std::min<Clock::duration>(delay, deadline - worker_.clock.now()));
+  co_await backoff_timer_->async_wait(nothrow);
+  co_return !closed_;
 }
 
 // The request's framing, its idempotency ticket and retry facts, and its head rewritten for the
@@ -494,12 +488,18 @@ bool Session::pick_fallback(Exchange& x, PickContext& ctx, bool first, const Fai
   return false;
 }
 
-void Session::begin_attempt(Exchange& x, Endpoint& ep) {
+// The picked server is tried (marked so), and its slot taken unless the queue took it already.
+// max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
+// atomically here; another worker may have taken the last one (false).
+bool Session::begin_attempt(Exchange& x, Endpoint& ep, std::uint32_t index, bool reserved, TriedSet& tried) {
+  tried.add(index);
+  if (!reserved && !ep.try_begin_request()) return false;
   x.server = &ep;
   note_server(x, ep);
   ++x.attempts;
   x.attempt_start = worker_.clock.now();
   x.upstream_ready = x.first_byte = {};
+  return true;
 }
 
 // The retry decision (forwarder.hpp's after_attempt), with the attempts count and may_retry().
@@ -648,7 +648,6 @@ bool Session::may_retry(Exchange& x, const Failure& attempt,
 net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
                                             std::optional<socket_type>& upstream, bool is_head,
                                             Clock::time_point try_until) {
-  const auto& ucfg = x.upstream->config();
   const auto& req = request_->get();
   // An upgrade request takes a fresh connection: it is not resent after a pooled connection
   // turns out to be closed, and the connection is consumed by a tunnel anyway.
@@ -657,30 +656,8 @@ net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {
-      upstream.emplace(worker_.io);
-      upstream_ = &*upstream;
-      deadline = std::min(try_until, worker_.clock.now() + Clock::duration(ucfg.connect_timeout));
-      timed_out_ = false;
-      const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
-      if (ec) {
-        const bool timeout = ec == net::error::operation_aborted && timed_out_;
-        upstream_ = nullptr;
-        upstream.reset();
-        co_return Failure::of(timeout                                ? FailureKind::connect_timeout
-                              : ec == net::error::connection_refused ? FailureKind::connect_refused
-                                                                     : FailureKind::connect_error);
-      }
-      error_code ignored;
-      upstream->socket().set_option(tcp::no_delay(true), ignored);
-      if (ep.tls()) {
-        // The handshake shares the connect deadline: connect_timeout covers setting up the
-        // connection, TLS included.
-        if (const auto failure = co_await connect_tls(*x.upstream, ep, *upstream); failure.failed()) {
-          upstream_ = nullptr;
-          upstream.reset();
-          co_return failure;
-        }
-      }
+      if (const auto failure = co_await connect(x, ep, upstream, try_until); failure.failed())
+        co_return failure;
     }
     upstream_ = &*upstream;
     x.upstream_ready = worker_.clock.now();
@@ -710,6 +687,35 @@ net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
     }
     co_return failure;
   }
+}
+
+// A new connection to `ep` in `upstream` (TCP, then TLS if the server has it), within
+// connect_timeout and the try's time. On failure `upstream` is empty.
+net::awaitable<Failure> Session::connect(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream,
+                                         Clock::time_point try_until) {
+  upstream.emplace(worker_.io);
+  upstream_ = &*upstream;
+  deadline = std::min(try_until, worker_.clock.now() + Clock::duration(x.upstream->config().connect_timeout));
+  timed_out_ = false;
+  const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
+  Failure failure;
+  if (ec) {
+    const bool timeout = ec == net::error::operation_aborted && timed_out_;
+    failure = Failure::of(timeout                                ? FailureKind::connect_timeout
+                          : ec == net::error::connection_refused ? FailureKind::connect_refused
+                                                                 : FailureKind::connect_error);
+  } else {
+    error_code ignored;
+    upstream->socket().set_option(tcp::no_delay(true), ignored);
+    // The handshake shares the connect deadline: connect_timeout covers setting up the
+    // connection, TLS included.
+    if (ep.tls()) failure = co_await connect_tls(*x.upstream, ep, *upstream);
+  }
+  if (failure.failed()) {
+    upstream_ = nullptr;
+    upstream.reset();
+  }
+  co_return failure;
 }
 
 // Reads a Content-Length body that fits the relay block into it, for replay.
@@ -886,10 +892,8 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
 // answered first (upload_->stop) or when either side failed (upload.hpp).
 net::awaitable<FailureKind> Session::stream_request(Exchange& x, socket_type& upstream,
                                                         std::uint64_t& sent) {
-  const auto& limits = snapshot_->config->server;
   auto& up = *upload_;
-  // A read or write the response side cancelled (stop) is no failure; a stall is (expire()).
-  const auto stopped = [&] { return up.stop && up.stall == UploadState::Stall::none; };
+  const auto stopped = [&] { return up.stopped(); };
   bool head_written = false;
   auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
 
@@ -898,56 +902,13 @@ net::awaitable<FailureKind> Session::stream_request(Exchange& x, socket_type& up
     // Next piece of body, if any.
     std::string_view piece;
     if (!x.request_done) {
-      if (!co_await send_continue(x)) co_return FailureKind::client_failed;
-      if (x.chunked_in) {
-        // What keep_chunked_body() decoded first, then validated chunks as they complete.
-        std::size_t have = std::exchange(chunked_pending_, 0);
-        if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
-          co_return stopped() ? FailureKind::none : FailureKind::client_failed;
-        piece = {relay_, have};
-        x.request_done = chunked_.done();
-        x.body_consumed = true;
-      } else if (in_.size() > 0) {
-        // Body bytes that arrived with the head: forward them from where they are.
-        const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(in_.size(), content_left));
-        piece = view(in_).substr(0, take);
-      } else {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
-        arm_body_read();
-        auto [ec, n] = co_await client_.async_read_some(net::buffer(relay_, want), nothrow);
-        up.reading_client = false;
-        ec = timed(ec);
-        if (ec) {
-          if (stopped()) co_return FailureKind::none;
-          if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
-            co_await send_error(&x, {408, "body timeout"});
-          co_return FailureKind::client_failed;
-        }
-        piece = {relay_, n};
-        x.body_consumed = true;
-      }
-      if (!x.chunked_in) {  // decode_chunked() counts and bounds a chunked body itself
-        x.bytes_in += piece.size();
-        if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
-          co_await send_error(&x, {413, "body too large"});
-          co_return FailureKind::client_failed;
-        }
-        content_left -= piece.size();
-        x.request_done = content_left == 0;
-      }
+      if (const auto end = co_await next_upload_piece(x, content_left, piece)) co_return *end;
       if (piece.empty() && !x.request_done) continue;  // only chunk framing was parsed
     }
 
-    // Gather: [head] [chunk-size line] [piece] [CRLF] [last-chunk]
-    std::array<net::const_buffer, 5> out;
-    std::size_t k = 0;
-    if (!head_written) out[k++] = net::buffer(head_out_);
-    const ChunkHeader chunk(piece.size());
-    if (x.chunked_in && !piece.empty()) out[k++] = chunk.buffer();
-    if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
-    if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
-    if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
-    if (const auto ec = co_await write_upstream(upstream, std::span(out.data(), k), sent)) {
+    const FramedPiece out(head_written ? std::string_view() : head_out_, piece, x.chunked_in,
+                          x.request_done);
+    if (const auto ec = co_await write_upstream(upstream, out.buffers(), sent)) {
       if (stopped()) co_return FailureKind::none;
       up.send_failed(worker_.clock.now());
       if (up.stall == UploadState::Stall::origin) co_return FailureKind::send_timeout;
@@ -966,6 +927,47 @@ net::awaitable<FailureKind> Session::stream_request(Exchange& x, socket_type& up
   timed_out_ = false;
   look_at_drain();
   co_return FailureKind::none;
+}
+
+// The next piece of a streamed body in `piece`: what keep_chunked_body() decoded first, then
+// validated chunks as they complete; or Content-Length bytes, those that came with the head
+// first. nullopt: a piece (perhaps empty); else what stream_request() ends with (none when the
+// response side stopped the upload, client_failed when the client failed and was answered).
+net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& x, std::uint64_t& content_left,
+                                                                      std::string_view& piece) {
+  const auto& limits = snapshot_->config->server;
+  auto& up = *upload_;
+  if (!co_await send_continue(x)) co_return FailureKind::client_failed;
+  if (x.chunked_in) {
+    std::size_t have = std::exchange(chunked_pending_, 0);
+    if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
+      co_return up.stopped() ? FailureKind::none : FailureKind::client_failed;
+    piece = {relay_, have};
+    x.request_done = chunked_.done();
+    x.body_consumed = true;
+    co_return std::nullopt;  // decode_chunked() counts and bounds a chunked body itself
+  }
+  const auto read = co_await read_piece(client_, in_, std::span(relay_, relay_size), content_left,
+                                        false, [this] { arm_body_read(); });
+  if (!read.buffered) {
+    up.reading_client = false;
+    if (const auto ec = timed(read.ec)) {
+      if (up.stopped()) co_return FailureKind::none;
+      if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
+        co_await send_error(&x, {408, "body timeout"});
+      co_return FailureKind::client_failed;
+    }
+    x.body_consumed = true;
+  }
+  piece = read.bytes;
+  x.bytes_in += piece.size();
+  if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
+    co_await send_error(&x, {413, "body too large"});
+    co_return FailureKind::client_failed;
+  }
+  content_left -= piece.size();
+  x.request_done = content_left == 0;
+  co_return std::nullopt;
 }
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
@@ -1036,105 +1038,97 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
 // to the pool: only after a complete, correctly framed response with nothing left over.
 net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, bool is_head) {
   const auto& limits = snapshot_->config->server;
-  const auto& ucfg = x.upstream->config();
-  auto& res = response_->get();
-  x.status = res.result_int();
   const bool upstream_keep_alive = response_->keep_alive();
-  x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
   const auto length = response_->content_length();
-  // An answer that came before the client's body was read to the end closes the connection.
-  const auto plan = http::plan_response(*response_, is_head, x.client_version,
-                                        x.client_keep_alive && x.request_done && !worker_.is_stopping());
-  const bool body_expected = plan.body_expected;
-  const bool chunked_from_origin = plan.chunked_in;
-  // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
-  const bool until_close = plan.until_close;
-  const bool keep = plan.keep_alive;
-  const bool chunked_out = plan.chunked_out;
-
+  const auto plan = begin_response(x, is_head);
   if (plan.refuse) {
     co_await send_error(&x, error_for(Failure::of(FailureKind::bad_response)));
     co_return false;
   }
-  http::rewrite_response(res, x.request_id);
-  http::strip_origin_claims(res, x.status);
-  if (x.idem) x.idem->capture_head(res);
-  write_response_head(x, plan);
-
-  bool done = !body_expected;
+  bool done = !plan.body_expected || (length && *length == 0);
   bool head_written = false;
   auto content_left = length.value_or(0);
-  if (body_expected && length) done = content_left == 0;
   while (!done || !head_written) {
     std::string_view piece;
     if (!done) {
-      expire_after(ucfg.response_timeout);
-      if (chunked_from_origin) {
-        auto& body = res.body();
-        body.data = relay_;
-        body.size = relay_size;
-        auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
-        if (ec == bhttp::error::need_buffer) ec = {};
-        ec = timed(ec);
-        if (ec) {
-          // A chunk the parser refuses is a bad response; anything else is a reset.
-          const bool bad = http::violation_from_parser_error(ec) != http::Violation::none;
-          co_await body_failed(x, ec, head_written,
-                               bad ? FailureKind::bad_response : FailureKind::reset_after_send);
-          co_return false;
-        }
-        piece = {relay_, relay_size - body.size};
-        done = response_->is_done();
-      } else if (up_in_.size() > 0) {
-        const auto take = until_close ? up_in_.size()
-                                      : static_cast<std::size_t>(std::min<std::uint64_t>(up_in_.size(), content_left));
-        piece = view(up_in_).substr(0, take);
+      expire_after(x.upstream->config().response_timeout);
+      BodyPiece read;
+      if (plan.chunked_in) {
+        read = co_await read_chunked_piece(upstream);
       } else {
-        const auto want = until_close ? relay_size
-                                      : static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
-        auto [ec, n] = co_await upstream.async_read_some(net::buffer(relay_, want), nothrow);
-        ec = timed(ec);
-        if (ec == net::error::eof && until_close) {
-          done = true;
-        } else if (ec) {
-          co_await body_failed(x, ec, head_written, FailureKind::reset_after_send);
-          co_return false;
-        }
-        piece = {relay_, n};
+        // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
+        read = co_await read_piece(upstream, up_in_, std::span(relay_, relay_size), content_left,
+                                   plan.until_close, [] {});
       }
-      if (!chunked_from_origin && !until_close) {
+      const auto ec = timed(read.ec);
+      if (ec == net::error::eof && plan.until_close) {
+        done = true;
+      } else if (ec) {
+        // A chunk the parser refuses is a bad response; anything else is a reset.
+        const bool bad = plan.chunked_in && http::violation_from_parser_error(ec) != http::Violation::none;
+        co_await body_failed(x, ec, head_written, bad ? FailureKind::bad_response : FailureKind::reset_after_send);
+        co_return false;
+      }
+      piece = read.bytes;
+      if (plan.chunked_in) {
+        done = response_->is_done();
+      } else if (!plan.until_close) {
         content_left -= piece.size();
         done = content_left == 0;
       }
       if (piece.empty() && !done) continue;
     }
-
-    std::array<net::const_buffer, 5> out;
-    std::size_t k = 0;
-    if (!head_written) out[k++] = net::buffer(head_out_);
-    const ChunkHeader chunk(piece.size());
-    if (chunked_out && !piece.empty()) out[k++] = chunk.buffer();
-    if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
-    if (chunked_out && !piece.empty()) out[k++] = net::buffer(crlf);
-    if (chunked_out && done) out[k++] = net::buffer(last_chunk);
+    const FramedPiece out(head_written ? std::string_view() : head_out_, piece, plan.chunked_out, done);
     expire_after(limits.idle_timeout);
-    auto [ec, n] = co_await net::async_write(client_, std::span(out.data(), k), nothrow);
-    ec = timed(ec);
+    auto [ec, n] = co_await net::async_write(client_, out.buffers(), nothrow);
     if (n > 0) x.head_sent = true;
-    if (ec) {
+    if (timed(ec)) {
       x.client_keep_alive = false;
       co_return false;
     }
     head_written = true;
-    x.head_sent = true;
-    x.bytes_out += piece.size();
-    if (x.idem) x.idem->capture_body(piece);
-    if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
+    sent_piece(x, piece, plan.chunked_in);
   }
   if (x.idem) x.idem->capture_end();
-  if (!keep) x.client_keep_alive = false;
+  if (!plan.keep_alive) x.client_keep_alive = false;
   // A request the origin answered before it had all of it leaves the connection mid-message.
-  co_return upstream_keep_alive && !until_close && up_in_.size() == 0 && !x.request_unsent;
+  co_return upstream_keep_alive && !plan.until_close && up_in_.size() == 0 && !x.request_unsent;
+}
+
+// The response's framing towards the client, and its head (rewritten, with the route's rules)
+// in head_out_ unless the framing is refused.
+http::ResponsePlan Session::begin_response(Exchange& x, bool is_head) {
+  auto& res = response_->get();
+  x.status = res.result_int();
+  x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
+  // An answer that came before the client's body was read to the end closes the connection.
+  const auto plan = http::plan_response(*response_, is_head, x.client_version,
+                                        x.client_keep_alive && x.request_done && !worker_.is_stopping());
+  if (plan.refuse) return plan;
+  http::rewrite_response(res, x.request_id);
+  http::strip_origin_claims(res, x.status);
+  if (x.idem) x.idem->capture_head(res);
+  write_response_head(x, plan);
+  return plan;
+}
+
+// The next piece of a chunked response body, decoded by Beast's parser into relay_ (a chunk it
+// refuses is reported as its error).
+net::awaitable<BodyPiece> Session::read_chunked_piece(socket_type& upstream) {
+  auto& body = response_->get().body();
+  body.data = relay_;
+  body.size = relay_size;
+  auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
+  if (ec == bhttp::error::need_buffer) ec = {};
+  co_return BodyPiece{ec, {relay_, relay_size - body.size}, false};
+}
+
+// A piece reached the client: counted, captured for a replay, and consumed when it was buffered.
+void Session::sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin) {
+  x.head_sent = true;
+  x.bytes_out += piece.size();
+  if (x.idem) x.idem->capture_body(piece);
+  if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
 }
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502
@@ -1154,7 +1148,36 @@ net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_
 }
 
 net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
-  const auto& limits = snapshot_->config->server;
+  write_switch_head(x);
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  if (timed(ec) || closed_) {
+    upstream_ = nullptr;
+    co_return false;
+  }
+  TunnelWatch watch(worker_.clock.now(), x.upstream->config().tunnel_idle_timeout);
+  tunnel_ = &watch;
+  tunnel_server_ = &ep;
+  tunnel_verdict_ = TunnelWatch::Verdict::keep;
+  deadline = watch.next_check(worker_.clock.now());
+  ep.begin_tunnel();
+  spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
+                response_->get()[bhttp::field::upgrade]);
+  const auto stats = co_await relay(client_, upstream, tunnel_io(watch));
+  ep.end_tunnel();
+  tunnel_ = nullptr;
+  tunnel_server_ = nullptr;
+  deadline = Clock::time_point::max();
+  upstream_ = nullptr;
+  in_.clear();
+  up_in_.clear();
+  tunnel_closed(x, ep, stats);
+  co_return false;  // a tunnel is the connection's last use, on both sides
+}
+
+// The 101 towards the client, in head_out_: the origin's reason and fields, rewritten.
+void Session::write_switch_head(Exchange& x) {
   auto& res = response_->get();
   x.status = 101;
   http::rewrite_response(res, x.request_id, true);
@@ -1165,17 +1188,13 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
   head_out_.append(crlf);
   http::append_fields(head_out_, res);
   head_out_.append(crlf);
-  expire_after(limits.idle_timeout);
-  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
-  if (n > 0) x.head_sent = true;
-  if (timed(ec) || closed_) {
-    upstream_ = nullptr;
-    co_return false;
-  }
+}
 
-  // Bytes that came with the heads (a client that did not wait for the 101, the origin's first
-  // frame) go first. They are moved into the relay block when they fit, so that the head buffers
-  // go back to the pool for the tunnel's lifetime.
+// The tunnel's buffers: the relay block's halves, one per direction. Bytes that came with the
+// heads (a client that did not wait for the 101, the origin's first frame) go first. They are
+// moved into the relay block when they fit, so that the head buffers go back to the pool for the
+// tunnel's lifetime.
+TunnelIo Session::tunnel_io(TunnelWatch& watch) {
   const auto half = relay_size / 2;
   std::span<char> up(relay_, half), down(relay_ + half, half);
   std::string_view client_pending = view(in_), origin_pending = view(up_in_);
@@ -1191,25 +1210,10 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
     up_in_.clear();
     up_in_.shrink_to_fit();
   }
+  return {up, down, client_pending, origin_pending, &worker_.clock, &watch.last_activity};
+}
 
-  TunnelWatch watch(worker_.clock.now(), x.upstream->config().tunnel_idle_timeout);
-  tunnel_ = &watch;
-  tunnel_server_ = &ep;
-  tunnel_verdict_ = TunnelWatch::Verdict::keep;
-  deadline = watch.next_check(worker_.clock.now());
-  ep.begin_tunnel();
-  spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
-                res[bhttp::field::upgrade]);
-  const auto stats = co_await relay(client_, upstream,
-                                    TunnelIo{up, down, client_pending, origin_pending,
-                                             &worker_.clock, &watch.last_activity});
-  ep.end_tunnel();
-  tunnel_ = nullptr;
-  tunnel_server_ = nullptr;
-  deadline = Clock::time_point::max();
-  upstream_ = nullptr;
-  in_.clear();
-  up_in_.clear();
+void Session::tunnel_closed(Exchange& x, Endpoint& ep, const TunnelStats& stats) {
   x.bytes_in += stats.up;
   x.bytes_out += stats.down;
   EndpointCounters::bump(ep.counters(worker_.index).tunnels_closed[static_cast<std::size_t>(tunnel_verdict_)]);
@@ -1219,7 +1223,6 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
                 : stats.failed                                 ? "reset"
                                                                : "closed by both sides",
                 stats.up, stats.down);
-  co_return false;  // a tunnel is the connection's last use, on both sides
 }
 
 void Session::watch_tunnel() {

@@ -25,6 +25,17 @@ TEST(Upload, ExpiryWhileWritingToTheOriginIsTheOriginsStall) {
   EXPECT_EQ(s.stall, Stall::origin);
 }
 
+// The response side stopping the upload cancels its pending operation: that is no failure,
+// unless the upload had stalled first.
+TEST(Upload, AStopIsNoFailureUnlessItFollowsAStall) {
+  UploadState s;
+  EXPECT_FALSE(s.stopped());
+  s.stop = true;
+  EXPECT_TRUE(s.stopped());
+  s.expired();
+  EXPECT_FALSE(s.stopped());
+}
+
 TEST(Upload, ExpiryAfterTheLastByteIsNoStall) {
   // Then it is the response deadline that passed: response_timeout, not send_timeout.
   UploadState s;

@@ -20,6 +20,7 @@
 #include "sluice/http/message.hpp"
 #include "sluice/health/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
+#include "sluice/proxy/body_relay.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/failure.hpp"
 #include "sluice/proxy/forwarder.hpp"
@@ -80,14 +81,18 @@ private:
   PickContext pick_context(Exchange& x, TriedSet& tried) const;
   bool pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last, Pick& pick,
                      ProxyError& error);
-  void begin_attempt(Exchange& x, Endpoint& ep);
+  bool begin_attempt(Exchange& x, Endpoint& ep, std::uint32_t index, bool reserved, TriedSet& tried);
   AfterAttempt after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
                              unsigned attempt, Clock::time_point deadline, const TriedSet& tried);
   bool end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream, bool reusable);
   void drop_answer(std::optional<socket_type>& upstream);
+  boost::asio::awaitable<bool> back_off(Exchange& x, unsigned attempt, Clock::time_point deadline);
   boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
                                              std::optional<socket_type>& upstream, bool is_head,
                                              Clock::time_point try_until);
+  boost::asio::awaitable<Failure> connect(Exchange& x, Endpoint& ep,
+                                          std::optional<socket_type>& upstream,
+                                          Clock::time_point try_until);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
   boost::asio::awaitable<bool> idempotency_gate(Exchange& x);
   // Chunked request bodies: validated by chunked_ before any of their bytes leave.
@@ -121,6 +126,9 @@ private:
   bool look_at_drain();
   boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
                                                          std::uint64_t& sent);
+  boost::asio::awaitable<std::optional<FailureKind>> next_upload_piece(Exchange& x,
+                                                                      std::uint64_t& content_left,
+                                                                      std::string_view& piece);
   // Deadlines of an attempt: a client body read (send_timeout while uploading, else
   // idle_timeout), the response head (try_until, or from the last request byte when streamed).
   void arm_body_read();
@@ -137,10 +145,16 @@ private:
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
+  http::ResponsePlan begin_response(Exchange& x, bool is_head);
+  boost::asio::awaitable<BodyPiece> read_chunked_piece(socket_type& upstream);
+  void sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
                                            bool head_written, FailureKind failure);
   // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
+  void write_switch_head(Exchange& x);
+  TunnelIo tunnel_io(TunnelWatch& watch);
+  void tunnel_closed(Exchange& x, Endpoint& ep, const TunnelStats& stats);
   // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
   void watch_tunnel();
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);

@@ -42,6 +42,9 @@ struct UploadState {
   std::size_t queued = static_cast<std::size_t>(-1);  // bytes in the socket buffer at the last look
   Clock::time_point last_progress{};
 
+  // A read or write the response side cancelled (stop) is no failure; a stall is (expired()).
+  bool stopped() const noexcept { return stop && stall == Stall::none; }
+
   enum class Drain : unsigned char { done, progressing, stalled };
   // A write to the origin made progress at `now`: the next look sets the queue's baseline.
   void wrote(Clock::time_point now) noexcept {
