@@ -370,10 +370,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
       last = co_await try_server(x, ep, upstream, is_head, window.try_until(worker_.clock.now()));
       // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
       // tunnel, which stays in flight on this server until it ends.
-      if (!last.failed() && last.status == 101) {
-        report_attempt(x, ep, last);
-        co_return co_await tunnel(x, ep, *upstream);
-      }
+      if (!last.failed() && last.status == 101) co_return co_await tunnel(x, ep, *upstream);
     }
     if (last.kind == FailureKind::client_failed) co_return false;
     facts.body_kept = x.body_kept || !x.body_consumed;
@@ -989,19 +986,10 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
         co_return FailureKind::bad_response;
       up_in_.consume(scan.head_size);
       const auto code = response_->get().result_int();
-      if (code < 100 || code >= 200) co_return FailureKind::none;
-      // A switch is only valid as the answer to an upgrade we forwarded, to a protocol it offered.
-      if (code == 101) {
-        co_return x.upgrade && http::valid_switch(response_->get(), request_->get())
-            ? FailureKind::none
-            : FailureKind::bad_response;
-      }
+      if (const auto final = final_head(x, code)) co_return *final;
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
-        head_out_.clear();
-        http::strip_hop_by_hop(response_->get());  // an interim head is forwarded too
-        http::strip_origin_claims(response_->get(), code);
-        http::append_interim_head(head_out_, response_->get());
+        write_interim_head(code);
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
@@ -1032,6 +1020,24 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
                                             : FailureKind::reset_after_send;
     }
   }
+}
+
+// A complete response head with status `code`: the attempt's outcome when it is a final answer
+// (none; a 101 only as the answer to an upgrade we forwarded, to a protocol it offered, else a
+// bad response), nullopt for an interim 1xx.
+std::optional<FailureKind> Session::final_head(const Exchange& x, unsigned code) const {
+  if (code < 100 || code >= 200) return FailureKind::none;
+  if (code != 101) return std::nullopt;
+  return x.upgrade && http::valid_switch(response_->get(), request_->get()) ? FailureKind::none
+                                                                            : FailureKind::bad_response;
+}
+
+// An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).
+void Session::write_interim_head(unsigned code) {
+  head_out_.clear();
+  http::strip_hop_by_hop(response_->get());
+  http::strip_origin_claims(response_->get(), code);
+  http::append_interim_head(head_out_, response_->get());
 }
 
 // Response head and body towards the client. Returns whether the upstream connection may go back
@@ -1148,6 +1154,7 @@ net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_
 }
 
 net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
+  report_attempt(x, ep, Failure::answered(101));
   write_switch_head(x);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);

@@ -136,6 +136,8 @@ private:
   boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
                                                              bool is_head, Clock::time_point try_until,
                                                              std::size_t& received);
+  std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
+  void write_interim_head(unsigned code);
   bool may_retry(Exchange& x, const Failure& attempt, const proxy::RequestFacts& request,
                  Clock::time_point deadline, const TriedSet& tried);
   void report_attempt(Exchange& x, Endpoint& ep, const Failure& f);
