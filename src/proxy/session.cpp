@@ -857,8 +857,8 @@ void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
 // Content-Length bodies as they are, chunked bodies validated chunk by chunk by chunked_ and
 // re-encoded, so that what the origin sees is exactly what we validated.
 net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upstream,
-                                                      bool is_head, Clock::time_point try_until,
-                                                      std::uint64_t& sent, std::size_t& received) {
+                                                  bool is_head, Clock::time_point try_until,
+                                                  std::uint64_t& sent, std::size_t& received) {
   write_request_head(x);
 
   // A body still to be read from the client streams while the answer is read (full duplex).
@@ -888,7 +888,7 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
 // chunked), while response_side() reads the answer: ends when the body is sent, when the origin
 // answered first (upload_->stop) or when either side failed (upload.hpp).
 net::awaitable<FailureKind> Session::stream_request(Exchange& x, socket_type& upstream,
-                                                        std::uint64_t& sent) {
+                                                    std::uint64_t& sent) {
   auto& up = *upload_;
   const auto stopped = [&] { return up.stopped(); };
   bool head_written = false;
@@ -969,8 +969,8 @@ net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& 
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
 net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type& upstream,
-                                                            bool is_head, Clock::time_point try_until,
-                                                            std::size_t& received) {
+                                                        bool is_head, Clock::time_point try_until,
+                                                        std::size_t& received) {
   const auto& limits = snapshot_->config->server;
   // While uploading, the upload may fail on the client's side: nothing more to read then.
   const auto client_gone = [this] { return upload_ != nullptr && upload_->client_failed; };

@@ -29,7 +29,7 @@ constexpr std::chrono::milliseconds drain_look{50};
 }
 
 FailureKind upload_outcome(const UploadState& state, FailureKind upload,
-                               FailureKind head, std::uint64_t sent) {
+                           FailureKind head, std::uint64_t sent) {
   // The upload already answered the client (400, 408, 413) or the client is gone.
   if (upload == FailureKind::client_failed) return FailureKind::client_failed;
   if (head == FailureKind::none) return FailureKind::none;
@@ -40,10 +40,10 @@ FailureKind upload_outcome(const UploadState& state, FailureKind upload,
 }
 
 net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& upstream,
-                                                       bool is_head, Clock::time_point try_until,
-                                                       Clock::duration send_timeout,
-                                                       std::uint64_t& sent, std::size_t& received,
-                                                       bool& fully_sent) {
+                                                   bool is_head, Clock::time_point try_until,
+                                                   Clock::duration send_timeout,
+                                                   std::uint64_t& sent, std::size_t& received,
+                                                   bool& fully_sent) {
   using namespace net::experimental::awaitable_operators;
   const auto now = worker_.clock.now();
   UploadState state;
@@ -59,7 +59,7 @@ net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& ups
 }
 
 net::awaitable<FailureKind> Session::upload_side(Exchange& x, socket_type& upstream,
-                                                     std::uint64_t& sent) {
+                                                 std::uint64_t& sent) {
   const auto failure = co_await stream_request(x, upstream, sent);
   if (failure == FailureKind::client_failed) {
     // Nothing to relay to a client that failed: the response side stops reading.
@@ -72,8 +72,8 @@ net::awaitable<FailureKind> Session::upload_side(Exchange& x, socket_type& upstr
 }
 
 net::awaitable<FailureKind> Session::response_side(Exchange& x, socket_type& upstream,
-                                                       bool is_head, Clock::time_point try_until,
-                                                       std::size_t& received) {
+                                                   bool is_head, Clock::time_point try_until,
+                                                   std::size_t& received) {
   const auto failure = co_await read_response_head(x, upstream, is_head, try_until, received);
   // A final answer (or the origin's reset) before the whole body was sent: the rest of the body
   // is not forwarded (RFC 9112 §9.5: a sender seeing such an answer ceases transmitting the body).

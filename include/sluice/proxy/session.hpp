@@ -62,7 +62,7 @@ private:
   // TLS steps, in session_tls.cpp.
   boost::asio::awaitable<bool> tls_handshake();
   boost::asio::awaitable<Failure> connect_tls(const Upstream& upstream, Endpoint& ep,
-                                                      socket_type& stream);
+                                              socket_type& stream);
   static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
   // Edge steps, in session_edge.cpp: the PROXY protocol header, the request's client address,
   // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
@@ -102,20 +102,20 @@ private:
   boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
   // The request, then the response head into response_ (full duplex for a streamed body).
   boost::asio::awaitable<FailureKind> send_request(Exchange& x, socket_type& upstream,
-                                                       bool is_head, Clock::time_point try_until,
-                                                       std::uint64_t& sent, std::size_t& received);
+                                                   bool is_head, Clock::time_point try_until,
+                                                   std::uint64_t& sent, std::size_t& received);
   // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
   // `fully_sent`: every request byte reached the origin (else its connection is not reused).
   boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
-                                                        bool is_head, Clock::time_point try_until,
-                                                        Clock::duration send_timeout,
-                                                        std::uint64_t& sent, std::size_t& received,
-                                                        bool& fully_sent);
+                                                    bool is_head, Clock::time_point try_until,
+                                                    Clock::duration send_timeout,
+                                                    std::uint64_t& sent, std::size_t& received,
+                                                    bool& fully_sent);
   boost::asio::awaitable<FailureKind> upload_side(Exchange& x, socket_type& upstream,
-                                                      std::uint64_t& sent);
+                                                  std::uint64_t& sent);
   boost::asio::awaitable<FailureKind> response_side(Exchange& x, socket_type& upstream,
-                                                        bool is_head, Clock::time_point try_until,
-                                                        std::size_t& received);
+                                                    bool is_head, Clock::time_point try_until,
+                                                    std::size_t& received);
   boost::asio::awaitable<error_code_type> write_upstream(socket_type& upstream,
                                                          std::span<const boost::asio::const_buffer> out,
                                                          std::uint64_t& sent);
@@ -125,7 +125,7 @@ private:
   // (upload.hpp) and sets the deadline of the next look, or of the response. False: it stalled.
   bool look_at_drain();
   boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
-                                                         std::uint64_t& sent);
+                                                     std::uint64_t& sent);
   boost::asio::awaitable<std::optional<FailureKind>> next_upload_piece(Exchange& x,
                                                                       std::uint64_t& content_left,
                                                                       std::string_view& piece);
@@ -134,8 +134,8 @@ private:
   void arm_body_read();
   void arm_response(Clock::time_point try_until);
   boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
-                                                             bool is_head, Clock::time_point try_until,
-                                                             std::size_t& received);
+                                                         bool is_head, Clock::time_point try_until,
+                                                         std::size_t& received);
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
   void write_interim_head(unsigned code);
   bool may_retry(Exchange& x, const Failure& attempt, const proxy::RequestFacts& request,

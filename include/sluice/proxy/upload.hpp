@@ -89,6 +89,6 @@ struct UploadState {
 // the origin's answer is what the client gets); a client failure is not the origin's; a stalled
 // write is the origin's send timeout.
 FailureKind upload_outcome(const UploadState& state, FailureKind upload,
-                               FailureKind head, std::uint64_t sent);
+                           FailureKind head, std::uint64_t sent);
 
 }  // namespace sluice::proxy
