@@ -1061,6 +1061,8 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
       BodyPiece read;
       if (plan.chunked_in) {
         read = co_await read_chunked_piece(upstream);
+      } else if (up_in_.size() > 0) {
+        read.bytes = pending_piece(up_in_, content_left, plan.until_close);
       } else {
         // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
         read = co_await read_piece(upstream, up_in_, std::span(relay_, relay_size), content_left,

@@ -59,6 +59,17 @@ TEST(ReadPiece, BufferedBytesFirstBoundedByTheLength) {
   EXPECT_EQ(all.bytes, behind);  // read-to-close: everything buffered is body
 }
 
+TEST(PendingPiece, WhatIsBufferedBoundedByTheLengthUnlessReadToClose) {
+  boost::beast::flat_buffer pending;
+  EXPECT_TRUE(pending_piece(pending, 10, false).empty());
+  const std::string_view behind = "bodyNEXT";
+  pending.commit(net::buffer_copy(pending.prepare(behind.size()), net::buffer(behind)));
+  EXPECT_EQ(pending_piece(pending, 4, false), "body");
+  EXPECT_EQ(pending_piece(pending, 100, false), behind);
+  EXPECT_EQ(pending_piece(pending, 0, true), behind);
+  EXPECT_EQ(pending.size(), behind.size());  // not consumed
+}
+
 TEST(ReadPiece, ReadsAtMostTheRelayAndWhatIsLeft) {
   net::io_context io;
   test::stream from(io, "0123456789");

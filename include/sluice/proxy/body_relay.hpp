@@ -1,8 +1,9 @@
 #pragma once
 // The body relay's steps, shared by both directions (the request body towards the origin in
 // Session::stream_request, the response body towards the client in Session::send_response):
-//  - read_piece(): the next piece of a Content-Length or read-to-close body (RFC 9112 §6.3):
-//    bytes already buffered behind the head first, else one read of at most the relay buffer;
+//  - pending_piece(), read_piece(): the next piece of a Content-Length or read-to-close body
+//    (RFC 9112 §6.3): bytes already buffered behind the head first, else one read of at most the
+//    relay buffer;
 //  - FramedPiece: what one write sends, [head] [chunk-size line] [piece] [CRLF] [last-chunk]
 //    (RFC 9112 §7.1), so that a body is re-chunked as it passes and the head leaves with its
 //    first piece in the same write.
@@ -33,22 +34,26 @@ struct BodyPiece {
   bool buffered = false;  // taken from `pending`: consume it there once it is written
 };
 
-// The next piece of a body with `left` bytes to go (or, `until_close`, up to the peer's EOF):
-// what `pending` holds first (not consumed), else one read into `relay`, after `arm_read()` set
-// the read's deadline.
+// What of a body with `left` bytes to go (or, `until_close`, up to the peer's EOF) is already
+// buffered in `pending` (behind the head): not consumed; empty when nothing is. A plain function,
+// so that the common case (a small body that came with its head) costs no coroutine.
+template <class Buffer>
+std::string_view pending_piece(const Buffer& pending, std::uint64_t left, bool until_close) noexcept {
+  const std::string_view bytes(static_cast<const char*>(pending.data().data()), pending.size());
+  return until_close ? bytes : bytes.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), left)));
+}
+
+// The next piece of such a body: what `pending` holds first (pending_piece), else one read into
+// `relay`, after `arm_read()` set the read's deadline.
 template <class Stream, class Buffer, class ArmRead>
 boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending,
                                              std::span<char> relay, std::uint64_t left,
                                              bool until_close, ArmRead&& arm_read) {
-  const auto bound = [&](std::size_t n) {
-    return until_close ? n : static_cast<std::size_t>(std::min<std::uint64_t>(n, left));
-  };
-  if (pending.size() > 0) {
-    const std::string_view bytes(static_cast<const char*>(pending.data().data()), pending.size());
-    co_return BodyPiece{{}, bytes.substr(0, bound(bytes.size())), true};
-  }
+  if (pending.size() > 0) co_return BodyPiece{{}, pending_piece(pending, left, until_close), true};
+  const auto want = until_close ? relay.size()
+                                : static_cast<std::size_t>(std::min<std::uint64_t>(relay.size(), left));
   arm_read();
-  auto [ec, n] = co_await from.async_read_some(boost::asio::buffer(relay.data(), bound(relay.size())),
+  auto [ec, n] = co_await from.async_read_some(boost::asio::buffer(relay.data(), want),
                                                boost::asio::as_tuple(boost::asio::use_awaitable));
   co_return BodyPiece{ec, {relay.data(), n}, false};
 }
