@@ -25,10 +25,11 @@ def functions(path):
             i += 1
             continue
         # The signature may span lines; it opens its body with a `{` ending one of them.
+        # A line ending in `;` or `}` ends a declaration or a one-line definition.
         j = i
-        while j < len(lines) and not lines[j].rstrip().endswith("{") and not lines[j].rstrip().endswith(";"):
+        while j < len(lines) and not lines[j].rstrip().endswith(("{", ";", "}")):
             j += 1
-        if j >= len(lines) or lines[j].rstrip().endswith(";") or "=" in lines[i].split("(")[0]:
+        if j >= len(lines) or not lines[j].rstrip().endswith("{") or "=" in lines[i].split("(")[0]:
             i = j + 1
             continue
         k = j + 1
