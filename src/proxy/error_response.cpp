@@ -7,27 +7,6 @@
 
 namespace sluice::proxy {
 
-std::string_view describe(UpstreamFailure f) {
-  switch (f) {
-    case UpstreamFailure::none: return "";
-    case UpstreamFailure::connect_refused: return "connect refused";
-    case UpstreamFailure::connect_timeout: return "connect timeout";
-    case UpstreamFailure::connect_error: return "connect failed";
-    case UpstreamFailure::reset_before_send: return "upstream reset before request sent";
-    case UpstreamFailure::reset_after_send: return "upstream reset";
-    case UpstreamFailure::response_timeout: return "response timeout";
-    case UpstreamFailure::bad_response: return "bad response";
-    case UpstreamFailure::client_failed: return "client failed";
-    case UpstreamFailure::tls_failed: return "upstream tls handshake failed";
-    case UpstreamFailure::send_timeout: return "upstream send timeout";
-  }
-  return "upstream error";
-}
-
-unsigned status_for(UpstreamFailure f) {
-  return f == UpstreamFailure::response_timeout || f == UpstreamFailure::send_timeout ? 504 : 502;
-}
-
 std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
                          bool keep_alive) {
   namespace http = boost::beast::http;

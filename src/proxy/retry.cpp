@@ -46,20 +46,20 @@ std::string_view log_token(RetrySkip s) {
   return "unknown";
 }
 
-bool never_reached_server(const AttemptFacts& a) {
-  switch (a.failure) {
-    case UpstreamFailure::connect_refused:
-    case UpstreamFailure::connect_timeout:
-    case UpstreamFailure::connect_error:
-    case UpstreamFailure::tls_failed:  // no request byte is written before the handshake ends
-    case UpstreamFailure::reset_before_send: return true;
+bool never_reached_server(const Failure& a) {
+  switch (a.kind) {
+    case FailureKind::connect_refused:
+    case FailureKind::connect_timeout:
+    case FailureKind::connect_error:
+    case FailureKind::tls_failed:  // no request byte is written before the handshake ends
+    case FailureKind::reset_before_send: return true;
     default: return false;
   }
 }
 
-bool is_listed(const config::RetryConfig& p, const AttemptFacts& a) {
-  using F = UpstreamFailure;
-  switch (a.failure) {
+bool is_listed(const config::RetryConfig& p, const Failure& a) {
+  using F = FailureKind;
+  switch (a.kind) {
     case F::connect_refused: return p.on_connect || p.on_refused;
     case F::connect_timeout: return p.on_connect || p.on_timeout;
     case F::connect_error:
@@ -75,7 +75,7 @@ bool is_listed(const config::RetryConfig& p, const AttemptFacts& a) {
   return std::find(p.on_status.begin(), p.on_status.end(), a.status) != p.on_status.end();
 }
 
-RetrySkip eligibility(const config::RetryConfig& p, const AttemptFacts& a, const RequestFacts& r) {
+RetrySkip eligibility(const config::RetryConfig& p, const Failure& a, const RequestFacts& r) {
   if (a.response_started) return RetrySkip::response_started;
   if (!is_listed(p, a)) return RetrySkip::not_retryable;
   if (never_reached_server(a) || !a.request_bytes_sent) {

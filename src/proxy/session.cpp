@@ -19,6 +19,7 @@
 #include "sluice/health/log.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
+#include "sluice/proxy/body_relay.hpp"
 
 namespace sluice::proxy {
 
@@ -34,7 +35,6 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
-using http::last_chunk;
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
@@ -62,11 +62,11 @@ std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
 
-// The chunk-size line for n bytes, as a buffer.
-struct ChunkHeader : http::ChunkHeader {
-  using http::ChunkHeader::ChunkHeader;
-  net::const_buffer buffer() const { return {data, size}; }
-};
+// The endpoint's counter arrays are indexed by these enums (upstream/ cannot include proxy/).
+static_assert(std::extent_v<decltype(EndpointCounters::retries)> == failure_kind_count);
+static_assert(std::extent_v<decltype(EndpointCounters::retry_skips)> == proxy::retry_skip_count);
+static_assert(std::extent_v<decltype(EndpointCounters::tunnels_closed)> ==
+              static_cast<std::size_t>(TunnelWatch::Verdict::drained) + 1);
 
 // Ends an attempt's in-flight count (begun by Endpoint::try_begin_request), however it ends.
 class InFlight {
@@ -112,7 +112,7 @@ struct Session::Exchange {
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
   bool request_unsent = false;   // the origin answered before the whole request reached it
   // The origin's body failed (after its head arrived): counted against the server (forward()).
-  UpstreamFailure body_failure = UpstreamFailure::none;
+  FailureKind body_failure = FailureKind::none;
   std::size_t kept_body = 0;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
@@ -387,16 +387,93 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   co_return keep;
 }
 
+// The attempt loop: pick a server (waiting in the upstream's queue when every one is at
+// max_conns), try it, and from the attempt's Failure decide (forwarder.hpp) whether its answer
+// goes to the client, another server is tried after a backoff, or the failure stands.
+// Every answer of sluice's own leaves through the one send_error() at the end: each co_await in
+// a coroutine takes its own slots in the frame, and with one per error the frame outgrew what
+// Asio recycles (1,020 bytes), costing a malloc per request.
 net::awaitable<bool> Session::forward(Exchange& x) {
-  auto& req = request_->get();
-  const auto& ucfg = x.upstream->config();
-  const auto& retry = ucfg.retry;
-  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
+  auto facts = begin_forward(x);
+  if (keeps_content_body(x) && !co_await keep_body(x)) co_return false;
+  if (!x.request_done && x.chunked_in && !co_await keep_chunked_body(x)) co_return false;
+  if (x.idem && !co_await idempotency_gate(x)) co_return x.client_keep_alive && x.request_done;
 
+  x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
+  const auto window = AttemptWindow::of(x.upstream->config(), worker_.clock.now());
+  const bool is_head = request_->get().method() == bhttp::verb::head;
+  TriedSet tried;
+  const PickContext base = pick_context(x, tried);
+  Failure last;      // the last attempt's (kind none: no attempt failed yet, or it answered)
+  ProxyError error;  // set before a `break`: the answer when no server's will do
+  for (unsigned attempt = 1;;) {
+    PickContext ctx = base;
+    auto pick = x.upstream->pick(ctx);
+    bool reserved = false;  // the slot on the picked server is already taken (queue)
+    if (!pick && tried.empty() && saturated(*x.upstream)) {
+      // Every candidate is at max_conns: wait in the upstream's bounded queue, if it has one.
+      if (const auto outcome = co_await wait_in_queue(x, base, pick)) {
+        error = {503, outcome};
+        break;
+      }
+      reserved = true;
+    }
+    if (!pick && !pick_fallback(x, ctx, tried.empty(), last, pick, error)) break;
+    Endpoint& ep = *x.upstream->endpoint(pick.index);
+    if (!begin_attempt(x, ep, pick.index, reserved, tried)) continue;  // its last slot was taken
+    std::optional<socket_type> upstream;
+    {
+      InFlight in_flight(ep);  // ends the request begun by try_begin_request()
+      last = co_await try_server(x, ep, upstream, is_head, window.try_until(worker_.clock.now()));
+      // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
+      // tunnel, which stays in flight on this server until it ends.
+      if (!last.failed() && last.status == 101) co_return co_await tunnel(x, ep, *upstream);
+    }
+    if (last.kind == FailureKind::client_failed) co_return false;
+    facts.body_kept = x.body_kept || !x.body_consumed;
+    report_attempt(x, ep, last);
+    const auto next = after_attempt(x, last, facts, attempt, window.deadline, tried);
+    if (next == AfterAttempt::deliver) {
+      const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
+      co_return end_delivery(x, ep, upstream, upstream_reusable);
+    }
+    drop_answer(upstream);  // retrying: the answer is dropped, with its connection (body unread)
+    if (next == AfterAttempt::give_up) {
+      error = not_retried(x, last);
+      break;
+    }
+    if (!co_await back_off(x, attempt, window.deadline)) co_return false;  // the client is gone
+    if (worker_.clock.now() >= window.deadline) {
+      note_skip(x, proxy::RetrySkip::deadline);
+      error = {504, "deadline"};
+      break;
+    }
+    ++attempt;
+  }
+  co_await send_error(&x, error);
+  co_return false;
+}
+
+// Full-jitter backoff before the next try, bounded by the deadline. False: the session was
+// closed meanwhile.
+net::awaitable<bool> Session::back_off(Exchange& x, unsigned attempt, Clock::time_point deadline) {
+  const auto delay = proxy::backoff_delay(x.upstream->config().retry, attempt, worker_.uniform());
+  if (delay.count() <= 0) co_return true;
+  if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
+  backoff_timer_->expires_after(std::min<Clock::duration>(delay, deadline - worker_.clock.now()));
+  co_await backoff_timer_->async_wait(nothrow);
+  co_return !closed_;
+}
+
+// The request's framing, its idempotency ticket and retry facts, and its head rewritten for the
+// origin (hop-by-hop removed, X-Forwarded-*, X-Request-Id).
+proxy::RequestFacts Session::begin_forward(Exchange& x) {
+  auto& req = request_->get();
+  const auto& retry = x.upstream->config().retry;
+  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
   // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
   const auto shape = http::shape_forward(*request_, x.request_done);
   x.expect_continue = shape.expect_continue;
-  const bool is_head = req.method() == bhttp::verb::head;
   x.chunked_in = shape.chunked;
   x.upgrade = shape.upgrade;
   x.idem = idempotency::Ticket::make(x.upstream->shared_idempotency(), req, req.method(), x.upgrade);
@@ -408,169 +485,113 @@ net::awaitable<bool> Session::forward(Exchange& x) {
                               req.count(retry.idempotency_header) != 0;
   http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
                               snapshot_->config->server.forwarded_header});
+  return facts;
+}
 
-  // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
-  // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
-  // consumed yet.
-  // A guarded keyed body is kept too: its fingerprint needs all of it before forwarding.
-  if (!x.request_done && !x.chunked_in && (retry.attempts > 1 || x.idem)) {
-    const auto limit = x.idem ? relay_size : std::min<std::uint64_t>(retry.buffer, relay_size);
-    if (request_->content_length().value_or(limit + 1) <= limit && !co_await keep_body(x))
-      co_return false;
-  }
-  if (!x.request_done && x.chunked_in && !co_await keep_chunked_body(x)) co_return false;
-  if (x.idem && !co_await idempotency_gate(x)) co_return x.client_keep_alive && x.request_done;
+// A Content-Length body up to `buffer` (and the relay block) is read before the first try and
+// kept for replay; a larger or chunked body streams, and can only be resent if none of it was
+// consumed yet. A guarded keyed body is kept too: its fingerprint needs all of it before
+// forwarding.
+bool Session::keeps_content_body(const Exchange& x) const {
+  const auto& retry = x.upstream->config().retry;
+  if (x.request_done || x.chunked_in || (retry.attempts <= 1 && !x.idem)) return false;
+  const auto limit = x.idem ? relay_size : std::min<std::uint64_t>(retry.buffer, relay_size);
+  return request_->content_length().value_or(limit + 1) <= limit;
+}
 
-  x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
-
-  const auto per_try = retry.per_try_timeout.count() != 0 ? retry.per_try_timeout : ucfg.response_timeout;
-  const auto started = worker_.clock.now();
-  const auto deadline = started + (retry.deadline.count() != 0 ? Clock::duration(retry.deadline)
-                                                               : Clock::duration(per_try) * retry.attempts);
-  TriedSet tried;
+// The balancer's context of this request: the servers tried, the hash of its key.
+PickContext Session::pick_context(Exchange& x, TriedSet& tried) const {
   PickContext base{&tried};
   base.worker = worker_.index;  // the balancer moves this worker's own cursor
   if (const auto& key = x.upstream->hash_key()) {
+    const auto& req = request_->get();
     if (const auto bytes = key->extract(req, req.target(), x.client_ip)) {
       base.hash = x.hash = hash_key_bytes(*bytes);
       base.has_hash = x.has_hash = true;
     }
   }
-  UpstreamFailure last_failure = UpstreamFailure::none;
-  ProxyError error;  // set before a `break`: the answer when no server's will do
-  for (unsigned attempt = 1;;) {
-    PickContext ctx = base;
-    auto pick = x.upstream->pick(ctx);
-    bool reserved = false;  // the slot on the picked server is already taken (queue)
-    if (!pick && tried.empty() && saturated(*x.upstream)) {
-      // Every candidate is at max_conns: wait in the upstream's bounded queue, if it has one.
-      const auto outcome = co_await wait_in_queue(x, base, pick);
-      if (outcome != nullptr) {
-        error = {503, outcome};
-        break;
-      }
-      reserved = true;
-    }
-    if (!pick && tried.empty()) {
-      if (x.upstream->endpoints().empty()) {
-        error = {503, "no servers", x.upstream->name()};
-        break;
-      }
-      if (ucfg.panic_when_all_down) {
-        ctx.panic = true;
-        pick = x.upstream->pick(ctx);
-        if (pick) spdlog::warn("upstream {}: no healthy server, panic mode: spreading over all servers",
-                               x.upstream->name());
-      }
-      if (!pick) {
-        error = {503, all_draining(*x.upstream) ? "every server drained" : "no healthy server",
-                 x.upstream->name()};
-        break;
-      }
-    }
-    if (!pick && last_failure == UpstreamFailure::none) {  // all candidates were at max_conns
-      error = {503, "no server available"};
-      break;
-    }
-    if (!pick) {  // every server was tried: the last failure stands
-      note_skip(x, proxy::RetrySkip::no_other_server);
-      error = not_retried(x, last_failure);
-      break;
-    }
-    Endpoint& ep = *x.upstream->endpoint(pick.index);
-    tried.add(pick.index);
-    // max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
-    // atomically here; another worker may have taken the last one.
-    if (!reserved && !ep.try_begin_request()) continue;
-    x.server = &ep;
-    note_server(x, ep);
-    ++x.attempts;
-    const auto try_until = std::min(deadline, worker_.clock.now() + Clock::duration(per_try));
+  return base;
+}
 
-    std::optional<socket_type> upstream;
-    proxy::AttemptFacts facts_now;
-    x.attempt_start = worker_.clock.now();
-    x.upstream_ready = x.first_byte = {};
-    {
-      InFlight in_flight(ep);  // ends the request begun by try_begin_request()
-      last_failure = co_await try_server(x, ep, upstream, is_head, try_until, facts_now);
-      // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
-      // tunnel, which stays in flight on this server until it ends.
-      if (last_failure == UpstreamFailure::none && response_->get().result_int() == 101) {
-        report_live(x, ep, health::LiveResult::response(101));
-        co_return co_await tunnel(x, ep, *upstream);
-      }
+// No server was picked. The first time: none configured, or none healthy (panic mode spreads
+// over all of them if the upstream allows it). Later: every server was tried, and the last
+// failure stands. False (with `error`): no server will do.
+bool Session::pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last,
+                            Pick& pick, ProxyError& error) {
+  if (first) {
+    if (x.upstream->endpoints().empty()) {
+      error = {503, "no servers", x.upstream->name()};
+      return false;
     }
-    if (last_failure == UpstreamFailure::client_failed) co_return false;
-    facts.body_kept = x.body_kept || !x.body_consumed;
-
-    // The origin answered. A status listed in `on` may still be retried elsewhere.
-    if (last_failure == UpstreamFailure::none) {
-      const auto status = response_->get().result_int();
-      facts_now = {UpstreamFailure::none, status, true, false};
-      report_live(x, ep, health::LiveResult::response(status));
-      if (!proxy::is_listed(retry, facts_now) || attempt >= retry.attempts ||
-          !may_retry(x, facts_now, facts, deadline, tried)) {
-        const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
-        upstream_ = nullptr;
-        if (x.body_failure != UpstreamFailure::none)
-          report_live(x, ep, live_result_of(x.body_failure));
-        if (upstream_reusable) {
-          // The origin's own idle timeout (Keep-Alive: timeout=N), with a margin, if it is the
-          // shorter one: a connection it is about to close is never reused.
-          auto idle = std::chrono::duration_cast<Clock::duration>(ucfg.keepalive_timeout);
-          if (x.origin_idle_timeout) {
-            const auto n = *x.origin_idle_timeout;
-            idle = std::min<Clock::duration>(idle, n > std::chrono::seconds(2) ? n - std::chrono::seconds(1) : n / 2);
-          }
-          worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive, idle);
-        }
-        up_in_.clear();
-        // A request body the client is still sending when the origin answered would
-        // desynchronise the connection: only keep it when the request was read completely.
-        co_return x.client_keep_alive && x.request_done;
-      }
-      // Retrying: this answer is dropped, and with it the connection (its body is unread).
-      upstream_ = nullptr;
-      upstream.reset();
-      up_in_.clear();
-      response_.reset();
-    } else {
-      // A pooled connection the origin had closed while idle is not the server's failure.
-      if (!facts_now.stale_connection) report_live(x, ep, live_result_of(last_failure));
-      spdlog::debug("upstream {} server {}: {}", x.upstream->name(), ep.identity(),
-                    describe(last_failure));
-      if (attempt >= retry.attempts) {
-        note_skip(x, proxy::RetrySkip::attempts_exhausted);
-        error = not_retried(x, last_failure);
-        break;
-      }
-      if (!may_retry(x, facts_now, facts, deadline, tried)) {
-        error = not_retried(x, last_failure);
-        break;
-      }
+    if (x.upstream->config().panic_when_all_down) {
+      ctx.panic = true;
+      pick = x.upstream->pick(ctx);
+      if (pick) spdlog::warn("upstream {}: no healthy server, panic mode: spreading over all servers",
+                             x.upstream->name());
     }
-
-    // Full-jitter backoff, bounded by the deadline.
-    const auto delay = proxy::backoff_delay(retry, attempt, worker_.uniform());
-    if (delay.count() > 0) {
-      if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
-      backoff_timer_->expires_after(std::min<Clock::duration>(delay, deadline - worker_.clock.now()));
-      co_await backoff_timer_->async_wait(nothrow);
-      if (closed_) co_return false;
-    }
-    if (worker_.clock.now() >= deadline) {
-      note_skip(x, proxy::RetrySkip::deadline);
-      error = {504, "deadline"};
-      break;
-    }
-    ++attempt;
+    if (!pick)
+      error = {503, all_draining(*x.upstream) ? "every server drained" : "no healthy server",
+               x.upstream->name()};
+    return static_cast<bool>(pick);
   }
-  // Every answer of sluice's own leaves through this one suspension point: each co_await in a
-  // coroutine takes its own slots in the frame, and with one per error the frame outgrew what
-  // Asio recycles (1,020 bytes), costing a malloc per request.
-  co_await send_error(&x, error);
-  co_return false;
+  if (!last.failed()) {  // all candidates were at max_conns
+    error = {503, "no server available"};
+    return false;
+  }
+  note_skip(x, proxy::RetrySkip::no_other_server);
+  error = not_retried(x, last);
+  return false;
+}
+
+// The picked server is tried (marked so), and its slot taken unless the queue took it already.
+// max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
+// atomically here; another worker may have taken the last one (false).
+bool Session::begin_attempt(Exchange& x, Endpoint& ep, std::uint32_t index, bool reserved, TriedSet& tried) {
+  tried.add(index);
+  if (!reserved && !ep.try_begin_request()) return false;
+  x.server = &ep;
+  note_server(x, ep);
+  ++x.attempts;
+  x.attempt_start = worker_.clock.now();
+  x.upstream_ready = x.first_byte = {};
+  return true;
+}
+
+// The retry decision (forwarder.hpp's after_attempt), with the attempts count and may_retry().
+AfterAttempt Session::after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
+                                    unsigned attempt, Clock::time_point deadline, const TriedSet& tried) {
+  const auto& retry = x.upstream->config().retry;
+  const bool attempts_left = attempt < retry.attempts;
+  if (last.failed()) {
+    spdlog::debug("upstream {} server {}: {}", x.upstream->name(), x.server->identity(),
+                  sluice_error(last));
+    if (!attempts_left) note_skip(x, proxy::RetrySkip::attempts_exhausted);
+  }
+  return proxy::after_attempt(last, proxy::is_listed(retry, last), attempts_left,
+                              [&] { return may_retry(x, last, facts, deadline, tried); });
+}
+
+// After the answer went to the client: the body's failure reported, the connection pooled when
+// it may be reused. A request body the client is still sending when the origin answered would
+// desynchronise the connection: it is kept only when the request was read completely.
+bool Session::end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream,
+                           bool reusable) {
+  const auto& ucfg = x.upstream->config();
+  upstream_ = nullptr;
+  if (x.body_failure != FailureKind::none) report_attempt(x, ep, Failure::of(x.body_failure));
+  if (reusable) {
+    worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
+                         pooled_idle_time(ucfg.keepalive_timeout, x.origin_idle_timeout));
+  }
+  up_in_.clear();
+  return x.client_keep_alive && x.request_done;
+}
+
+void Session::drop_answer(std::optional<socket_type>& upstream) {
+  upstream_ = nullptr;
+  upstream.reset();
+  up_in_.clear();
+  response_.reset();
 }
 
 // Idempotency-Key (docs/idempotency.md): claims the key, or answers from the store or with a
@@ -644,7 +665,7 @@ net::awaitable<const char*> Session::wait_in_queue(Exchange& x, const PickContex
 
 // Whether the failed attempt may be retried: eligibility from the facts, then the deadline, the
 // servers left and the budget. Counts the reason when it may not.
-bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
+bool Session::may_retry(Exchange& x, const Failure& attempt,
                         const proxy::RequestFacts& request, Clock::time_point deadline,
                         const TriedSet& tried) {
   const auto& retry = x.upstream->config().retry;
@@ -660,20 +681,15 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
     if (!any) skip = proxy::RetrySkip::no_other_server;
   }
   // A 503 asking to come back later than our deadline allows is not retried (Retry-After).
-  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_) {
-    const auto after = response_->get()[bhttp::field::retry_after];
-    unsigned long seconds = 0;
-    const auto r = std::from_chars(after.data(), after.data() + after.size(), seconds);
-    if (!after.empty() && r.ec == std::errc() &&
-        worker_.clock.now() + std::chrono::seconds(seconds) > deadline)
-      skip = proxy::RetrySkip::deadline;
-  }
+  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_ &&
+      retry_after_exceeds(response_->get()[bhttp::field::retry_after], worker_.clock.now(), deadline))
+    skip = proxy::RetrySkip::deadline;
   if (skip == proxy::RetrySkip::none &&
       !x.upstream->retry_budget(worker_.index).try_retry(worker_.clock.now()))
     skip = proxy::RetrySkip::budget_exhausted;
   if (skip == proxy::RetrySkip::none && x.server != nullptr)
     EndpointCounters::bump(
-        x.server->counters(worker_.index).retries[static_cast<std::size_t>(attempt.failure)]);
+        x.server->counters(worker_.index).retries[static_cast<std::size_t>(attempt.kind)]);
   if (skip != proxy::RetrySkip::none) {
     note_skip(x, skip);
     return false;
@@ -682,12 +698,11 @@ bool Session::may_retry(Exchange& x, const proxy::AttemptFacts& attempt,
 }
 
 // One try on one server: a pooled or new connection, the request, the response head. On success
-// `upstream` holds the connection and response_ the parsed head.
-net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
-                                                    std::optional<socket_type>& upstream,
-                                                    bool is_head, Clock::time_point try_until,
-                                                    proxy::AttemptFacts& facts) {
-  const auto& ucfg = x.upstream->config();
+// (kind none) `upstream` holds the connection and response_ the parsed head. The Failure is built
+// here, where the attempt's I/O failed.
+net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
+                                            std::optional<socket_type>& upstream, bool is_head,
+                                            Clock::time_point try_until) {
   const auto& req = request_->get();
   // An upgrade request takes a fresh connection: it is not resent after a pooled connection
   // turns out to be closed, and the connection is consumed by a tunnel anyway.
@@ -696,41 +711,20 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {
-      upstream.emplace(worker_.io);
-      upstream_ = &*upstream;
-      deadline = std::min(try_until, worker_.clock.now() + Clock::duration(ucfg.connect_timeout));
-      timed_out_ = false;
-      const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
-      if (ec) {
-        const bool timeout = ec == net::error::operation_aborted && timed_out_;
-        upstream_ = nullptr;
-        upstream.reset();
-        facts.failure = timeout                                ? UpstreamFailure::connect_timeout
-                        : ec == net::error::connection_refused ? UpstreamFailure::connect_refused
-                                                               : UpstreamFailure::connect_error;
-        co_return facts.failure;
-      }
-      error_code ignored;
-      upstream->socket().set_option(tcp::no_delay(true), ignored);
-      if (ep.tls()) {
-        // The handshake shares the connect deadline: connect_timeout covers setting up the
-        // connection, TLS included.
-        if (const auto failure = co_await connect_tls(*x.upstream, ep, *upstream); failure != UpstreamFailure::none) {
-          upstream_ = nullptr;
-          upstream.reset();
-          facts.failure = failure;
-          co_return failure;
-        }
-      }
+      if (const auto failure = co_await connect(x, ep, upstream, try_until); failure.failed())
+        co_return failure;
     }
     upstream_ = &*upstream;
     x.upstream_ready = worker_.clock.now();
 
     std::uint64_t sent = 0;
     std::size_t received = 0;
-    auto failure = co_await send_request(x, *upstream, is_head, try_until, sent, received);
-    facts.request_bytes_sent = sent > 0;
-    if (failure == UpstreamFailure::none) co_return failure;
+    const auto kind = co_await send_request(x, *upstream, is_head, try_until, sent, received);
+    if (kind == FailureKind::none) co_return Failure::answered(response_->get().result_int());
+    auto failure = Failure::of(kind);
+    failure.request_bytes_sent = sent > 0;
+    failure.reused_connection = reused;
+    failure.response_bytes_received = received > 0;
 
     upstream_ = nullptr;
     upstream.reset();
@@ -739,20 +733,44 @@ net::awaitable<UpstreamFailure> Session::try_server(Exchange& x, Endpoint& ep,
     // A pooled connection that the origin closed while idle fails before any response byte: when
     // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
     // connection to the same server. Not the server's fault, not a retry.
-    const bool stale = reused && received == 0 && failure != UpstreamFailure::response_timeout &&
-                       failure != UpstreamFailure::send_timeout &&
-                       failure != UpstreamFailure::bad_response &&
-                       failure != UpstreamFailure::client_failed;
-    if (stale && http::is_idempotent(req.method()) && (x.body_kept || !x.body_consumed)) {
+    if (health::stale_connection(failure) && http::is_idempotent(req.method()) &&
+        (x.body_kept || !x.body_consumed)) {
       spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
                     x.upstream->name(), ep.identity());
       reused = false;
       continue;
     }
-    facts.failure = failure;
-    facts.stale_connection = stale;
     co_return failure;
   }
+}
+
+// A new connection to `ep` in `upstream` (TCP, then TLS if the server has it), within
+// connect_timeout and the try's time. On failure `upstream` is empty.
+net::awaitable<Failure> Session::connect(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream,
+                                         Clock::time_point try_until) {
+  upstream.emplace(worker_.io);
+  upstream_ = &*upstream;
+  deadline = std::min(try_until, worker_.clock.now() + Clock::duration(x.upstream->config().connect_timeout));
+  timed_out_ = false;
+  const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
+  Failure failure;
+  if (ec) {
+    const bool timeout = ec == net::error::operation_aborted && timed_out_;
+    failure = Failure::of(timeout                                ? FailureKind::connect_timeout
+                          : ec == net::error::connection_refused ? FailureKind::connect_refused
+                                                                 : FailureKind::connect_error);
+  } else {
+    error_code ignored;
+    upstream->socket().set_option(tcp::no_delay(true), ignored);
+    // The handshake shares the connect deadline: connect_timeout covers setting up the
+    // connection, TLS included.
+    if (ep.tls()) failure = co_await connect_tls(*x.upstream, ep, *upstream);
+  }
+  if (failure.failed()) {
+    upstream_ = nullptr;
+    upstream.reset();
+  }
+  co_return failure;
 }
 
 // Reads a Content-Length body that fits the relay block into it, for replay.
@@ -855,12 +873,15 @@ net::awaitable<Session::BodyStep> Session::decode_chunked(Exchange& x, std::size
   }
 }
 
-void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result) {
-  if (!ep.has_health()) return;
+// What the attempt says of the server's health (health::live_result): nothing for a failure that
+// is not the server's (a stale pooled connection, the client's, sluice's own).
+void Session::report_attempt(Exchange& x, Endpoint& ep, const Failure& f) {
+  const auto result = health::live_result(f);
+  if (!result || !ep.has_health()) return;
   std::optional<health::Transition> t;
-  if (result && result->kind != health::LiveResult::Kind::response)
+  if (result->kind != health::LiveResult::Kind::response)
     EndpointCounters::bump(ep.counters(worker_.index).failures);
-  if (result && x.upstream->fail_on().counts(*result)) {
+  if (x.upstream->fail_on().counts(*result)) {
     t = ep.health().live_failure(*result);
   } else {
     t = ep.health().live_success();
@@ -868,24 +889,10 @@ void Session::report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveR
   if (t) health::log_transition(x.upstream->name(), ep, *t);
 }
 
-health::LiveResult Session::live_result_of(UpstreamFailure f) {
-  switch (f) {
-    case UpstreamFailure::connect_refused: return health::LiveResult::connect_failure("connect refused");
-    case UpstreamFailure::connect_timeout: return health::LiveResult::timeout("connect timeout");
-    case UpstreamFailure::connect_error: return health::LiveResult::connect_failure("connect failed");
-    case UpstreamFailure::response_timeout: return health::LiveResult::timeout("response timeout");
-    case UpstreamFailure::send_timeout: return health::LiveResult::timeout("send timeout");
-    case UpstreamFailure::bad_response: return health::LiveResult::response(502);
-    default: return health::LiveResult::reset("connection reset");
-  }
-}
-
 // The answer to a failure that was not retried: its status and Sluice-Error, with the reason it
 // was not retried ("upstream reset; not retried: retry budget exhausted").
-ProxyError Session::not_retried(const Exchange& x, UpstreamFailure f) const {
-  auto error = failure_error(f);
-  if (x.skip != proxy::RetrySkip::none) error.not_retried = proxy::explain(x.skip);
-  return error;
+ProxyError Session::not_retried(const Exchange& x, const Failure& f) const {
+  return error_for(f, x.skip != proxy::RetrySkip::none ? proxy::explain(x.skip) : std::string_view());
 }
 
 void Session::note_server(Exchange& x, const Endpoint& ep) {
@@ -907,9 +914,9 @@ void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
 // Head and body towards the origin, then the response head. The body streams through relay_:
 // Content-Length bodies as they are, chunked bodies validated chunk by chunk by chunked_ and
 // re-encoded, so that what the origin sees is exactly what we validated.
-net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& upstream,
-                                                      bool is_head, Clock::time_point try_until,
-                                                      std::uint64_t& sent, std::size_t& received) {
+net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upstream,
+                                                  bool is_head, Clock::time_point try_until,
+                                                  std::uint64_t& sent, std::size_t& received) {
   write_request_head(x);
 
   // A body still to be read from the client streams while the answer is read (full duplex).
@@ -931,82 +938,37 @@ net::awaitable<UpstreamFailure> Session::send_request(Exchange& x, socket_type& 
   auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
   sent = n;
   if (timed(ec))
-    co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+    co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
   co_return co_await read_response_head(x, upstream, is_head, try_until, received);
 }
 
 // The head and a body read from the client as it comes, piece by piece (re-chunked when
 // chunked), while response_side() reads the answer: ends when the body is sent, when the origin
 // answered first (upload_->stop) or when either side failed (upload.hpp).
-net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type& upstream,
-                                                        std::uint64_t& sent) {
-  const auto& limits = snapshot_->config->server;
+net::awaitable<FailureKind> Session::stream_request(Exchange& x, socket_type& upstream,
+                                                    std::uint64_t& sent) {
   auto& up = *upload_;
-  // A read or write the response side cancelled (stop) is no failure; a stall is (expire()).
-  const auto stopped = [&] { return up.stop && up.stall == UploadState::Stall::none; };
+  const auto stopped = [&] { return up.stopped(); };
   bool head_written = false;
   auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
 
   while (!x.request_done || !head_written) {
-    if (up.stop) co_return UpstreamFailure::none;
+    if (up.stop) co_return FailureKind::none;
     // Next piece of body, if any.
     std::string_view piece;
     if (!x.request_done) {
-      if (!co_await send_continue(x)) co_return UpstreamFailure::client_failed;
-      if (x.chunked_in) {
-        // What keep_chunked_body() decoded first, then validated chunks as they complete.
-        std::size_t have = std::exchange(chunked_pending_, 0);
-        if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
-          co_return stopped() ? UpstreamFailure::none : UpstreamFailure::client_failed;
-        piece = {relay_, have};
-        x.request_done = chunked_.done();
-        x.body_consumed = true;
-      } else if (in_.size() > 0) {
-        // Body bytes that arrived with the head: forward them from where they are.
-        const auto take = static_cast<std::size_t>(std::min<std::uint64_t>(in_.size(), content_left));
-        piece = view(in_).substr(0, take);
-      } else {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
-        arm_body_read();
-        auto [ec, n] = co_await client_.async_read_some(net::buffer(relay_, want), nothrow);
-        up.reading_client = false;
-        ec = timed(ec);
-        if (ec) {
-          if (stopped()) co_return UpstreamFailure::none;
-          if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
-            co_await send_error(&x, {408, "body timeout"});
-          co_return UpstreamFailure::client_failed;
-        }
-        piece = {relay_, n};
-        x.body_consumed = true;
-      }
-      if (!x.chunked_in) {  // decode_chunked() counts and bounds a chunked body itself
-        x.bytes_in += piece.size();
-        if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
-          co_await send_error(&x, {413, "body too large"});
-          co_return UpstreamFailure::client_failed;
-        }
-        content_left -= piece.size();
-        x.request_done = content_left == 0;
-      }
+      if (const auto end = co_await next_upload_piece(x, content_left, piece)) co_return *end;
       if (piece.empty() && !x.request_done) continue;  // only chunk framing was parsed
     }
 
-    // Gather: [head] [chunk-size line] [piece] [CRLF] [last-chunk]
-    std::array<net::const_buffer, 5> out;
-    std::size_t k = 0;
-    if (!head_written) out[k++] = net::buffer(head_out_);
-    const ChunkHeader chunk(piece.size());
-    if (x.chunked_in && !piece.empty()) out[k++] = chunk.buffer();
-    if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
-    if (x.chunked_in && !piece.empty()) out[k++] = net::buffer(crlf);
-    if (x.chunked_in && x.request_done) out[k++] = net::buffer(last_chunk);
-    if (const auto ec = co_await write_upstream(upstream, std::span(out.data(), k), sent)) {
-      if (stopped()) co_return UpstreamFailure::none;
+    const FramedPiece out(head_written ? std::string_view() : head_out_, piece, x.chunked_in,
+                          x.request_done);
+    if (const auto ec = co_await write_upstream(upstream, out.buffers(), sent)) {
+      if (stopped()) co_return FailureKind::none;
       up.send_failed(worker_.clock.now());
-      if (up.stall == UploadState::Stall::origin) co_return UpstreamFailure::send_timeout;
+      if (up.stall == UploadState::Stall::origin) co_return FailureKind::send_timeout;
       arm_response({});  // the origin may still have said why
-      co_return sent == 0 ? UpstreamFailure::reset_before_send : UpstreamFailure::reset_after_send;
+      co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
     }
     head_written = true;
     if (!x.chunked_in && !piece.empty() && piece.data() == view(in_).data()) {
@@ -1019,13 +981,54 @@ net::awaitable<UpstreamFailure> Session::stream_request(Exchange& x, socket_type
   up.wrote(worker_.clock.now());
   timed_out_ = false;
   look_at_drain();
-  co_return UpstreamFailure::none;
+  co_return FailureKind::none;
+}
+
+// The next piece of a streamed body in `piece`: what keep_chunked_body() decoded first, then
+// validated chunks as they complete; or Content-Length bytes, those that came with the head
+// first. nullopt: a piece (perhaps empty); else what stream_request() ends with (none when the
+// response side stopped the upload, client_failed when the client failed and was answered).
+net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& x, std::uint64_t& content_left,
+                                                                      std::string_view& piece) {
+  const auto& limits = snapshot_->config->server;
+  auto& up = *upload_;
+  if (!co_await send_continue(x)) co_return FailureKind::client_failed;
+  if (x.chunked_in) {
+    std::size_t have = std::exchange(chunked_pending_, 0);
+    if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
+      co_return up.stopped() ? FailureKind::none : FailureKind::client_failed;
+    piece = {relay_, have};
+    x.request_done = chunked_.done();
+    x.body_consumed = true;
+    co_return std::nullopt;  // decode_chunked() counts and bounds a chunked body itself
+  }
+  const auto read = co_await read_piece(client_, in_, std::span(relay_, relay_size), content_left,
+                                        false, [this] { arm_body_read(); });
+  if (!read.buffered) {
+    up.reading_client = false;
+    if (const auto ec = timed(read.ec)) {
+      if (up.stopped()) co_return FailureKind::none;
+      if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
+        co_await send_error(&x, {408, "body timeout"});
+      co_return FailureKind::client_failed;
+    }
+    x.body_consumed = true;
+  }
+  piece = read.bytes;
+  x.bytes_in += piece.size();
+  if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
+    co_await send_error(&x, {413, "body too large"});
+    co_return FailureKind::client_failed;
+  }
+  content_left -= piece.size();
+  x.request_done = content_left == 0;
+  co_return std::nullopt;
 }
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
-net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_type& upstream,
-                                                            bool is_head, Clock::time_point try_until,
-                                                            std::size_t& received) {
+net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type& upstream,
+                                                        bool is_head, Clock::time_point try_until,
+                                                        std::size_t& received) {
   const auto& limits = snapshot_->config->server;
   // While uploading, the upload may fail on the client's side: nothing more to read then.
   const auto client_gone = [this] { return upload_ != nullptr && upload_->client_failed; };
@@ -1033,31 +1036,22 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
   for (;;) {
     const auto bytes = view(up_in_);
     const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
-    if (scan.result == http::HeadScan::Result::invalid) co_return UpstreamFailure::bad_response;
+    if (scan.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
     if (scan.result == http::HeadScan::Result::complete) {
       response_.emplace(std::piecewise_construct, std::make_tuple(),
                         std::make_tuple(http::Allocator(&arena_)));
       if (!http::parse_response_head(*response_, bytes.substr(0, scan.head_size), is_head))
-        co_return UpstreamFailure::bad_response;
+        co_return FailureKind::bad_response;
       up_in_.consume(scan.head_size);
       const auto code = response_->get().result_int();
-      if (code < 100 || code >= 200) co_return UpstreamFailure::none;
-      // A switch is only valid as the answer to an upgrade we forwarded, to a protocol it offered.
-      if (code == 101) {
-        co_return x.upgrade && http::valid_switch(response_->get(), request_->get())
-            ? UpstreamFailure::none
-            : UpstreamFailure::bad_response;
-      }
+      if (const auto final = final_head(x, code)) co_return *final;
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
-        head_out_.clear();
-        http::strip_hop_by_hop(response_->get());  // an interim head is forwarded too
-        http::strip_origin_claims(response_->get(), code);
-        http::append_interim_head(head_out_, response_->get());
+        write_interim_head(code);
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
-        if (ec1 || client_gone()) co_return UpstreamFailure::client_failed;
+        if (ec1 || client_gone()) co_return FailureKind::client_failed;
         arm_response(try_until);
       }
       response_.reset();
@@ -1066,10 +1060,10 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     if (up_in_.size() == 0) {
       // The answer takes a round trip: wait for it instead of a read that would find nothing.
       auto [wec] = co_await upstream.async_wait_readable(nothrow);
-      if (client_gone()) co_return UpstreamFailure::client_failed;
+      if (client_gone()) co_return FailureKind::client_failed;
       if (wec) {
-        co_return timed(wec) == beast::error::timeout ? UpstreamFailure::response_timeout
-                                                      : UpstreamFailure::reset_after_send;
+        co_return timed(wec) == beast::error::timeout ? FailureKind::response_timeout
+                                                      : FailureKind::reset_after_send;
       }
     }
     auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
@@ -1077,138 +1071,180 @@ net::awaitable<UpstreamFailure> Session::read_response_head(Exchange& x, socket_
     up_in_.commit(n);
     if (received == 0 && n > 0) x.first_byte = worker_.clock.now();
     received += n;
-    if (client_gone()) co_return UpstreamFailure::client_failed;
+    if (client_gone()) co_return FailureKind::client_failed;
     if (ec) {
       // The request was (at least partly) written: whatever happens now, the origin may have it.
-      co_return ec == beast::error::timeout ? UpstreamFailure::response_timeout
-                                            : UpstreamFailure::reset_after_send;
+      co_return ec == beast::error::timeout ? FailureKind::response_timeout
+                                            : FailureKind::reset_after_send;
     }
   }
+}
+
+// A complete response head with status `code`: the attempt's outcome when it is a final answer
+// (none; a 101 only as the answer to an upgrade we forwarded, to a protocol it offered, else a
+// bad response), nullopt for an interim 1xx.
+std::optional<FailureKind> Session::final_head(const Exchange& x, unsigned code) const {
+  if (code < 100 || code >= 200) return FailureKind::none;
+  if (code != 101) return std::nullopt;
+  return x.upgrade && http::valid_switch(response_->get(), request_->get()) ? FailureKind::none
+                                                                            : FailureKind::bad_response;
+}
+
+// An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).
+void Session::write_interim_head(unsigned code) {
+  head_out_.clear();
+  http::strip_hop_by_hop(response_->get());
+  http::strip_origin_claims(response_->get(), code);
+  http::append_interim_head(head_out_, response_->get());
 }
 
 // Response head and body towards the client. Returns whether the upstream connection may go back
 // to the pool: only after a complete, correctly framed response with nothing left over.
 net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, bool is_head) {
   const auto& limits = snapshot_->config->server;
-  const auto& ucfg = x.upstream->config();
-  auto& res = response_->get();
-  x.status = res.result_int();
   const bool upstream_keep_alive = response_->keep_alive();
-  x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
   const auto length = response_->content_length();
-  // An answer that came before the client's body was read to the end closes the connection.
-  const auto plan = http::plan_response(*response_, is_head, x.client_version,
-                                        x.client_keep_alive && x.request_done && !worker_.is_stopping());
-  const bool body_expected = plan.body_expected;
-  const bool chunked_from_origin = plan.chunked_in;
-  // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
-  const bool until_close = plan.until_close;
-  const bool keep = plan.keep_alive;
-  const bool chunked_out = plan.chunked_out;
-
+  const auto plan = begin_response(x, is_head);
   if (plan.refuse) {
-    co_await send_error(&x, {502, describe(UpstreamFailure::bad_response)});
+    co_await send_error(&x, error_for(Failure::of(FailureKind::bad_response)));
     co_return false;
   }
-  http::rewrite_response(res, x.request_id);
-  http::strip_origin_claims(res, x.status);
-  if (x.idem) x.idem->capture_head(res);
-  write_response_head(x, plan);
-
-  bool done = !body_expected;
+  bool done = !plan.body_expected || (length && *length == 0);
   bool head_written = false;
   auto content_left = length.value_or(0);
-  if (body_expected && length) done = content_left == 0;
   while (!done || !head_written) {
     std::string_view piece;
     if (!done) {
-      expire_after(ucfg.response_timeout);
-      if (chunked_from_origin) {
-        auto& body = res.body();
-        body.data = relay_;
-        body.size = relay_size;
-        auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
-        if (ec == bhttp::error::need_buffer) ec = {};
-        ec = timed(ec);
-        if (ec) {
-          // A chunk the parser refuses is a bad response; anything else is a reset.
-          const bool bad = http::violation_from_parser_error(ec) != http::Violation::none;
-          co_await body_failed(x, ec, head_written,
-                               bad ? UpstreamFailure::bad_response : UpstreamFailure::reset_after_send);
-          co_return false;
-        }
-        piece = {relay_, relay_size - body.size};
-        done = response_->is_done();
+      expire_after(x.upstream->config().response_timeout);
+      BodyPiece read;
+      if (plan.chunked_in) {
+        read = co_await read_chunked_piece(upstream);
       } else if (up_in_.size() > 0) {
-        const auto take = until_close ? up_in_.size()
-                                      : static_cast<std::size_t>(std::min<std::uint64_t>(up_in_.size(), content_left));
-        piece = view(up_in_).substr(0, take);
+        read.bytes = pending_piece(up_in_, content_left, plan.until_close);
       } else {
-        const auto want = until_close ? relay_size
-                                      : static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
-        auto [ec, n] = co_await upstream.async_read_some(net::buffer(relay_, want), nothrow);
-        ec = timed(ec);
-        if (ec == net::error::eof && until_close) {
-          done = true;
-        } else if (ec) {
-          co_await body_failed(x, ec, head_written, UpstreamFailure::reset_after_send);
-          co_return false;
-        }
-        piece = {relay_, n};
+        // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
+        read = co_await read_piece(upstream, up_in_, std::span(relay_, relay_size), content_left,
+                                   plan.until_close, [] {});
       }
-      if (!chunked_from_origin && !until_close) {
+      const auto ec = timed(read.ec);
+      if (ec == net::error::eof && plan.until_close) {
+        done = true;
+      } else if (ec) {
+        // A chunk the parser refuses is a bad response; anything else is a reset.
+        const bool bad = plan.chunked_in && http::violation_from_parser_error(ec) != http::Violation::none;
+        co_await body_failed(x, ec, head_written, bad ? FailureKind::bad_response : FailureKind::reset_after_send);
+        co_return false;
+      }
+      piece = read.bytes;
+      if (plan.chunked_in) {
+        done = response_->is_done();
+      } else if (!plan.until_close) {
         content_left -= piece.size();
         done = content_left == 0;
       }
       if (piece.empty() && !done) continue;
     }
-
-    std::array<net::const_buffer, 5> out;
-    std::size_t k = 0;
-    if (!head_written) out[k++] = net::buffer(head_out_);
-    const ChunkHeader chunk(piece.size());
-    if (chunked_out && !piece.empty()) out[k++] = chunk.buffer();
-    if (!piece.empty()) out[k++] = net::buffer(piece.data(), piece.size());
-    if (chunked_out && !piece.empty()) out[k++] = net::buffer(crlf);
-    if (chunked_out && done) out[k++] = net::buffer(last_chunk);
+    const FramedPiece out(head_written ? std::string_view() : head_out_, piece, plan.chunked_out, done);
     expire_after(limits.idle_timeout);
-    auto [ec, n] = co_await net::async_write(client_, std::span(out.data(), k), nothrow);
-    ec = timed(ec);
+    auto [ec, n] = co_await net::async_write(client_, out.buffers(), nothrow);
     if (n > 0) x.head_sent = true;
-    if (ec) {
+    if (timed(ec)) {
       x.client_keep_alive = false;
       co_return false;
     }
     head_written = true;
-    x.head_sent = true;
-    x.bytes_out += piece.size();
-    if (x.idem) x.idem->capture_body(piece);
-    if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
+    sent_piece(x, piece, plan.chunked_in);
   }
   if (x.idem) x.idem->capture_end();
-  if (!keep) x.client_keep_alive = false;
+  if (!plan.keep_alive) x.client_keep_alive = false;
   // A request the origin answered before it had all of it leaves the connection mid-message.
-  co_return upstream_keep_alive && !until_close && up_in_.size() == 0 && !x.request_unsent;
+  co_return upstream_keep_alive && !plan.until_close && up_in_.size() == 0 && !x.request_unsent;
+}
+
+// The response's framing towards the client, and its head (rewritten, with the route's rules)
+// in head_out_ unless the framing is refused.
+http::ResponsePlan Session::begin_response(Exchange& x, bool is_head) {
+  auto& res = response_->get();
+  x.status = res.result_int();
+  x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
+  // An answer that came before the client's body was read to the end closes the connection.
+  const auto plan = http::plan_response(*response_, is_head, x.client_version,
+                                        x.client_keep_alive && x.request_done && !worker_.is_stopping());
+  if (plan.refuse) return plan;
+  http::rewrite_response(res, x.request_id);
+  http::strip_origin_claims(res, x.status);
+  if (x.idem) x.idem->capture_head(res);
+  write_response_head(x, plan);
+  return plan;
+}
+
+// The next piece of a chunked response body, decoded by Beast's parser into relay_ (a chunk it
+// refuses is reported as its error).
+net::awaitable<BodyPiece> Session::read_chunked_piece(socket_type& upstream) {
+  auto& body = response_->get().body();
+  body.data = relay_;
+  body.size = relay_size;
+  auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
+  if (ec == bhttp::error::need_buffer) ec = {};
+  co_return BodyPiece{ec, {relay_, relay_size - body.size}, false};
+}
+
+// A piece reached the client: counted, captured for a replay, and consumed when it was buffered.
+void Session::sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin) {
+  x.head_sent = true;
+  x.bytes_out += piece.size();
+  if (x.idem) x.idem->capture_body(piece);
+  if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
 }
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502
 // with the failure); after, the client connection is cut, and the exchange is logged as
 // `upstream body cut`, counted in its own status class and against the server (forward()).
 net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_written,
-                                          UpstreamFailure failure) {
+                                          FailureKind failure) {
   spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
                 x.server->identity(), ec.message());
   x.client_keep_alive = false;
   x.body_failure = failure;
   if (!head_written) {
-    co_await send_error(&x, {502, describe(failure)});
+    co_await send_error(&x, error_for(Failure::of(failure)));
     co_return;
   }
   x.error = upstream_body_cut;
 }
 
 net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
-  const auto& limits = snapshot_->config->server;
+  report_attempt(x, ep, Failure::answered(101));
+  write_switch_head(x);
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  if (timed(ec) || closed_) {
+    upstream_ = nullptr;
+    co_return false;
+  }
+  TunnelWatch watch(worker_.clock.now(), x.upstream->config().tunnel_idle_timeout);
+  tunnel_ = &watch;
+  tunnel_server_ = &ep;
+  tunnel_verdict_ = TunnelWatch::Verdict::keep;
+  deadline = watch.next_check(worker_.clock.now());
+  ep.begin_tunnel();
+  spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
+                response_->get()[bhttp::field::upgrade]);
+  const auto stats = co_await relay(client_, upstream, tunnel_io(watch));
+  ep.end_tunnel();
+  tunnel_ = nullptr;
+  tunnel_server_ = nullptr;
+  deadline = Clock::time_point::max();
+  upstream_ = nullptr;
+  in_.clear();
+  up_in_.clear();
+  tunnel_closed(x, ep, stats);
+  co_return false;  // a tunnel is the connection's last use, on both sides
+}
+
+// The 101 towards the client, in head_out_: the origin's reason and fields, rewritten.
+void Session::write_switch_head(Exchange& x) {
   auto& res = response_->get();
   x.status = 101;
   http::rewrite_response(res, x.request_id, true);
@@ -1219,17 +1255,13 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
   head_out_.append(crlf);
   http::append_fields(head_out_, res);
   head_out_.append(crlf);
-  expire_after(limits.idle_timeout);
-  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
-  if (n > 0) x.head_sent = true;
-  if (timed(ec) || closed_) {
-    upstream_ = nullptr;
-    co_return false;
-  }
+}
 
-  // Bytes that came with the heads (a client that did not wait for the 101, the origin's first
-  // frame) go first. They are moved into the relay block when they fit, so that the head buffers
-  // go back to the pool for the tunnel's lifetime.
+// The tunnel's buffers: the relay block's halves, one per direction. Bytes that came with the
+// heads (a client that did not wait for the 101, the origin's first frame) go first. They are
+// moved into the relay block when they fit, so that the head buffers go back to the pool for the
+// tunnel's lifetime.
+TunnelIo Session::tunnel_io(TunnelWatch& watch) {
   const auto half = relay_size / 2;
   std::span<char> up(relay_, half), down(relay_ + half, half);
   std::string_view client_pending = view(in_), origin_pending = view(up_in_);
@@ -1245,25 +1277,10 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
     up_in_.clear();
     up_in_.shrink_to_fit();
   }
+  return {up, down, client_pending, origin_pending, &worker_.clock, &watch.last_activity};
+}
 
-  TunnelWatch watch(worker_.clock.now(), x.upstream->config().tunnel_idle_timeout);
-  tunnel_ = &watch;
-  tunnel_server_ = &ep;
-  tunnel_verdict_ = TunnelWatch::Verdict::keep;
-  deadline = watch.next_check(worker_.clock.now());
-  ep.begin_tunnel();
-  spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
-                res[bhttp::field::upgrade]);
-  const auto stats = co_await relay(client_, upstream,
-                                    TunnelIo{up, down, client_pending, origin_pending,
-                                             &worker_.clock, &watch.last_activity});
-  ep.end_tunnel();
-  tunnel_ = nullptr;
-  tunnel_server_ = nullptr;
-  deadline = Clock::time_point::max();
-  upstream_ = nullptr;
-  in_.clear();
-  up_in_.clear();
+void Session::tunnel_closed(Exchange& x, Endpoint& ep, const TunnelStats& stats) {
   x.bytes_in += stats.up;
   x.bytes_out += stats.down;
   EndpointCounters::bump(ep.counters(worker_.index).tunnels_closed[static_cast<std::size_t>(tunnel_verdict_)]);
@@ -1273,7 +1290,6 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
                 : stats.failed                                 ? "reset"
                                                                : "closed by both sides",
                 stats.up, stats.down);
-  co_return false;  // a tunnel is the connection's last use, on both sides
 }
 
 void Session::watch_tunnel() {

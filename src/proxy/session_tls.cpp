@@ -1,5 +1,5 @@
 // The TLS steps of a session, kept apart from session.cpp: the listener-side handshake, the
-// upstream-side connect, and the Sluice-Error of a failed upstream handshake.
+// upstream-side connect, whose Failure names why the handshake failed.
 #include <cstdio>
 
 #include <boost/asio/as_tuple.hpp>
@@ -38,21 +38,22 @@ net::awaitable<bool> Session::tls_handshake() {
 // Upstream TLS on the connected `upstream`, within the connect deadline already set: SNI and the
 // name to verify (tls_server_name, else the server's host), then the handshake. A certificate the
 // CA does not vouch for fails the attempt; there is no fallback to an unverified connection.
-net::awaitable<UpstreamFailure> Session::connect_tls(const Upstream& u, Endpoint& ep, socket_type& upstream) {
+net::awaitable<Failure> Session::connect_tls(const Upstream& u, Endpoint& ep, socket_type& upstream) {
   auto* context = u.tls_context();
   if (context == nullptr) {  // the endpoint turned TLS in a newer snapshot than this request's
-    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: not configured");
-    co_return UpstreamFailure::tls_failed;
+    // Sluice's own state, not the server's failure: it does not count against the server.
+    auto failure = Failure::of(FailureKind::tls_failed, "upstream tls handshake failed: not configured");
+    failure.source = FailureSource::internal;
+    co_return failure;
   }
   upstream.start_tls(context->context());
   SSL* ssl = upstream.tls()->native_handle();
   if (!context->prepare(ssl, u.tls_server_name(ep))) {
-    std::snprintf(tls_failure_, sizeof tls_failure_, "upstream tls handshake failed: bad server name");
-    co_return UpstreamFailure::tls_failed;
+    co_return Failure::of(FailureKind::tls_failed, "upstream tls handshake failed: bad server name");
   }
   auto [ec] = co_await upstream.async_handshake(net::ssl::stream_base::client, nothrow);
-  if (!ec) co_return UpstreamFailure::none;
-  if (ec == net::error::operation_aborted && timed_out_) co_return UpstreamFailure::connect_timeout;
+  if (!ec) co_return Failure{};
+  if (ec == net::error::operation_aborted && timed_out_) co_return Failure::of(FailureKind::connect_timeout);
   if (const char* why = tls::verify_error(ssl)) {
     std::snprintf(tls_failure_, sizeof tls_failure_, "upstream certificate verify failed: %s", why);
   } else {
@@ -60,7 +61,7 @@ net::awaitable<UpstreamFailure> Session::connect_tls(const Upstream& u, Endpoint
                   ec.message().c_str());
   }
   spdlog::debug("upstream {} server {}: {}", u.name(), ep.identity(), tls_failure_);
-  co_return UpstreamFailure::tls_failed;
+  co_return Failure::of(FailureKind::tls_failed, tls_failure_);
 }
 
 // A pooled connection is reused only with the TLS settings of this request's snapshot: a reload
@@ -71,12 +72,6 @@ bool Session::tls_fits(const Upstream& u, const Endpoint& ep, socket_type& poole
   if (!pooled.is_tls()) return true;
   return u.tls_context() != nullptr &&
          SSL_get_SSL_CTX(pooled.tls()->native_handle()) == u.tls_context()->context().native_handle();
-}
-
-ProxyError Session::failure_error(UpstreamFailure f) const {
-  if (f == UpstreamFailure::tls_failed && tls_failure_[0] != '\0')
-    return {status_for(f), std::string_view(tls_failure_)};
-  return {status_for(f), describe(f)};
 }
 
 }  // namespace sluice::proxy

@@ -28,22 +28,22 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::chrono::milliseconds drain_look{50};
 }
 
-UpstreamFailure upload_outcome(const UploadState& state, UpstreamFailure upload,
-                               UpstreamFailure head, std::uint64_t sent) {
+FailureKind upload_outcome(const UploadState& state, FailureKind upload,
+                           FailureKind head, std::uint64_t sent) {
   // The upload already answered the client (400, 408, 413) or the client is gone.
-  if (upload == UpstreamFailure::client_failed) return UpstreamFailure::client_failed;
-  if (head == UpstreamFailure::none) return UpstreamFailure::none;
-  if (state.stall == UploadState::Stall::origin || upload == UpstreamFailure::send_timeout)
-    return UpstreamFailure::send_timeout;
-  if (head == UpstreamFailure::reset_after_send && sent == 0) return UpstreamFailure::reset_before_send;
+  if (upload == FailureKind::client_failed) return FailureKind::client_failed;
+  if (head == FailureKind::none) return FailureKind::none;
+  if (state.stall == UploadState::Stall::origin || upload == FailureKind::send_timeout)
+    return FailureKind::send_timeout;
+  if (head == FailureKind::reset_after_send && sent == 0) return FailureKind::reset_before_send;
   return head;
 }
 
-net::awaitable<UpstreamFailure> Session::send_streamed(Exchange& x, socket_type& upstream,
-                                                       bool is_head, Clock::time_point try_until,
-                                                       Clock::duration send_timeout,
-                                                       std::uint64_t& sent, std::size_t& received,
-                                                       bool& fully_sent) {
+net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& upstream,
+                                                   bool is_head, Clock::time_point try_until,
+                                                   Clock::duration send_timeout,
+                                                   std::uint64_t& sent, std::size_t& received,
+                                                   bool& fully_sent) {
   using namespace net::experimental::awaitable_operators;
   const auto now = worker_.clock.now();
   UploadState state;
@@ -58,10 +58,10 @@ net::awaitable<UpstreamFailure> Session::send_streamed(Exchange& x, socket_type&
   co_return upload_outcome(state, upload, head, sent);
 }
 
-net::awaitable<UpstreamFailure> Session::upload_side(Exchange& x, socket_type& upstream,
-                                                     std::uint64_t& sent) {
+net::awaitable<FailureKind> Session::upload_side(Exchange& x, socket_type& upstream,
+                                                 std::uint64_t& sent) {
   const auto failure = co_await stream_request(x, upstream, sent);
-  if (failure == UpstreamFailure::client_failed) {
+  if (failure == FailureKind::client_failed) {
     // Nothing to relay to a client that failed: the response side stops reading.
     upload_->sending = false;
     upload_->client_failed = true;
@@ -71,9 +71,9 @@ net::awaitable<UpstreamFailure> Session::upload_side(Exchange& x, socket_type& u
   co_return failure;
 }
 
-net::awaitable<UpstreamFailure> Session::response_side(Exchange& x, socket_type& upstream,
-                                                       bool is_head, Clock::time_point try_until,
-                                                       std::size_t& received) {
+net::awaitable<FailureKind> Session::response_side(Exchange& x, socket_type& upstream,
+                                                   bool is_head, Clock::time_point try_until,
+                                                   std::size_t& received) {
   const auto failure = co_await read_response_head(x, upstream, is_head, try_until, received);
   // A final answer (or the origin's reset) before the whole body was sent: the rest of the body
   // is not forwarded (RFC 9112 §9.5: a sender seeing such an answer ceases transmitting the body).

@@ -262,17 +262,17 @@ std::string RuntimeControl::metrics_text() {
     }
   m.counter("sluice_retries_total", "Retries made, by upstream and the failure retried.");
   for (const auto& u : snapshot->upstreams)
-    for (std::size_t f = 0; f < proxy::upstream_failure_count; ++f) {
-      if (f == static_cast<std::size_t>(proxy::UpstreamFailure::client_failed)) continue;  // never retried
+    for (std::size_t f = 0; f < proxy::failure_kind_count; ++f) {
+      if (f == static_cast<std::size_t>(proxy::FailureKind::client_failed)) continue;  // never retried
       std::uint64_t v = 0;
       for (Endpoint* ep : u->endpoints())
         v += sum(*ep, workers, [f](const EndpointCounters& k) -> const auto& { return k.retries[f]; });
-      const auto reason = f == 0 ? std::string_view("status") : proxy::describe(static_cast<proxy::UpstreamFailure>(f));
+      const auto reason = f == 0 ? std::string_view("status") : health::describe(static_cast<proxy::FailureKind>(f));
       m.sample({{"upstream", u->name()}, {"reason", reason}}, static_cast<double>(v));
     }
   m.counter("sluice_retries_skipped_total", "Retries not made, by upstream and reason.");
   for (const auto& u : snapshot->upstreams)
-    for (std::size_t r = 1; r < 9; ++r) {
+    for (std::size_t r = 1; r < proxy::retry_skip_count; ++r) {
       std::uint64_t v = 0;
       for (Endpoint* ep : u->endpoints())
         v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.retry_skips[r]; });

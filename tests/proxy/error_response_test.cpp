@@ -32,14 +32,6 @@ TEST(ErrorResponse, KeepAliveAndNoRequestId) {
   EXPECT_NE(r.find("HTTP/1.1 404 Not Found\r\n"), std::string::npos);
 }
 
-TEST(ErrorResponse, FailureClassesMapToStatus) {
-  EXPECT_EQ(status_for(UpstreamFailure::connect_refused), 502u);
-  EXPECT_EQ(status_for(UpstreamFailure::connect_timeout), 502u);
-  EXPECT_EQ(status_for(UpstreamFailure::bad_response), 502u);
-  EXPECT_EQ(status_for(UpstreamFailure::reset_after_send), 502u);
-  EXPECT_EQ(status_for(UpstreamFailure::response_timeout), 504u);
-}
-
 // The access log's bytes_out of sluice's own answers: the body, not the head.
 TEST(ErrorResponse, BodySizeIsWhatFollowsTheHead) {
   const auto r = format({502, "connect refused"}, "id-1", false);

@@ -7,7 +7,7 @@
 namespace sluice::proxy {
 namespace {
 
-using F = UpstreamFailure;
+using F = FailureKind;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 const config::RetryConfig defaults{};
@@ -51,12 +51,14 @@ TEST(RetryEligibility, EveryCombinationFollowsTheRules) {
                      failure == F::tls_failed) && sent)
                   continue;
                 if (failure == F::none && !sent) continue;
-                AttemptFacts a{failure, failure == F::none ? status : 0, sent, started};
+                auto a = failure == F::none ? Failure::answered(status) : Failure::of(failure);
+                a.request_bytes_sent = sent;
+                a.response_started = started;
                 RequestFacts r{idempotent, key, kept};
                 ++cases;
                 EXPECT_EQ(eligibility(defaults, a, r),
                           expected(failure, a.status, idempotent, key, sent, started, kept))
-                    << "failure=" << describe(failure) << " status=" << a.status
+                    << "failure=" << health::describe(failure) << " status=" << a.status
                     << " idempotent=" << idempotent << " key=" << key << " sent=" << sent
                     << " started=" << started << " kept=" << kept;
               }
@@ -65,13 +67,14 @@ TEST(RetryEligibility, EveryCombinationFollowsTheRules) {
 }
 
 TEST(RetryEligibility, PostWithoutKeyThatReachedTheServerIsNeverRetried) {
-  AttemptFacts a{F::reset_after_send, 0, true, false};
+  auto a = Failure::of(F::reset_after_send);
+  a.request_bytes_sent = true;
   EXPECT_EQ(eligibility(defaults, a, {false, false, true}), RetrySkip::not_idempotent);
   EXPECT_EQ(eligibility(defaults, a, {false, true, true}), RetrySkip::none);
 }
 
 TEST(RetryEligibility, PostToAClosedPortIsRetried) {
-  AttemptFacts a{F::connect_refused, 0, false, false};
+  const auto a = Failure::of(F::connect_refused);
   EXPECT_EQ(eligibility(defaults, a, {false, false, true}), RetrySkip::none);
 }
 
@@ -80,11 +83,11 @@ TEST(RetryEligibility, OnListRestrictsWhatIsRetried) {
   p.on_connect = p.on_reset = p.on_timeout = false;
   p.on_refused = true;
   p.on_status = {503};
-  EXPECT_TRUE(is_listed(p, {F::connect_refused}));
-  EXPECT_FALSE(is_listed(p, {F::connect_timeout}));
-  EXPECT_FALSE(is_listed(p, {F::reset_after_send}));
-  EXPECT_FALSE(is_listed(p, {F::none, 502, true}));
-  EXPECT_TRUE(is_listed(p, {F::none, 503, true}));
+  EXPECT_TRUE(is_listed(p, Failure::of(F::connect_refused)));
+  EXPECT_FALSE(is_listed(p, Failure::of(F::connect_timeout)));
+  EXPECT_FALSE(is_listed(p, Failure::of(F::reset_after_send)));
+  EXPECT_FALSE(is_listed(p, Failure::answered(502)));
+  EXPECT_TRUE(is_listed(p, Failure::answered(503)));
 }
 
 TEST(RetryBackoff, FullJitterWithinExponentialBoundsAndCap) {

@@ -5,7 +5,7 @@
 namespace sluice::proxy {
 namespace {
 
-using F = UpstreamFailure;
+using F = FailureKind;
 using Stall = UploadState::Stall;
 using namespace std::chrono_literals;
 
@@ -23,6 +23,17 @@ TEST(Upload, ExpiryWhileWritingToTheOriginIsTheOriginsStall) {
   s.reading_client = true;  // a later expiry does not rewrite the first verdict
   s.expired();
   EXPECT_EQ(s.stall, Stall::origin);
+}
+
+// The response side stopping the upload cancels its pending operation: that is no failure,
+// unless the upload had stalled first.
+TEST(Upload, AStopIsNoFailureUnlessItFollowsAStall) {
+  UploadState s;
+  EXPECT_FALSE(s.stopped());
+  s.stop = true;
+  EXPECT_TRUE(s.stopped());
+  s.expired();
+  EXPECT_FALSE(s.stopped());
 }
 
 TEST(Upload, ExpiryAfterTheLastByteIsNoStall) {
@@ -71,7 +82,7 @@ TEST(Upload, AnOriginStallIsASendTimeout) {
   s.stall = Stall::origin;
   // The response side was cancelled by the same expiry: its "timeout" is not the answer's.
   EXPECT_EQ(upload_outcome(s, F::send_timeout, F::response_timeout, 100), F::send_timeout);
-  EXPECT_EQ(status_for(F::send_timeout), 504u);
+  EXPECT_EQ(status_of(F::send_timeout), 504u);
 }
 
 TEST(Upload, NoAnswerAfterTheBodyIsTheResponsesFailure) {

@@ -12,6 +12,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "sluice/config/config.hpp"
+#include "sluice/config/failure.hpp"
 
 namespace sluice {
 
@@ -34,9 +35,11 @@ struct alignas(64) EndpointCounters {
   // to the client but its body broke off (response_classes).
   std::atomic<std::uint64_t> responses[7]{};
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
-  // Retries made after an attempt here failed, by proxy::UpstreamFailure ([0]: a status in `on`).
-  std::atomic<std::uint64_t> retries[11]{};
-  std::atomic<std::uint64_t> retry_skips[9]{};  // retries not made, by proxy::RetrySkip
+  // Retries made after an attempt here failed, by health::FailureKind ([0]: a status in `on`).
+  std::atomic<std::uint64_t> retries[health::failure_kind_count]{};
+  // Retries not made, by proxy::RetrySkip; tunnels_closed by proxy::TunnelWatch::Verdict (both
+  // sizes are checked against their enums in proxy/session.cpp: this module sits below proxy/).
+  std::atomic<std::uint64_t> retry_skips[9]{};
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};
   // Upgrade tunnels ended, by proxy::TunnelWatch::Verdict: [0] by a peer (close or error),

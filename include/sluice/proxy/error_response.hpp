@@ -8,26 +8,6 @@
 
 namespace sluice::proxy {
 
-// Why an upstream attempt failed. The class decides both the status the client sees and, in the
-// retry and health work, whether a retry is allowed and whether the server is blamed.
-enum class UpstreamFailure : unsigned char {
-  none,
-  connect_refused,
-  connect_timeout,
-  connect_error,
-  reset_before_send,  // the connection failed before any request byte was written
-  reset_after_send,   // ... after the request was (partly) sent
-  response_timeout,
-  bad_response,
-  client_failed,  // not the origin's fault: the client went away or broke framing mid-request
-  tls_failed,     // the TLS handshake with the origin failed (certificate rejected, protocol)
-  send_timeout,   // the origin stopped reading the request body for send_timeout
-};
-inline constexpr std::size_t upstream_failure_count = 11;
-
-std::string_view describe(UpstreamFailure f);
-unsigned status_for(UpstreamFailure f);  // 502, or 504 for response_timeout and send_timeout
-
 struct ProxyError {
   unsigned status = 0;
   std::string_view reason;  // Sluice-Error value; must point at static storage

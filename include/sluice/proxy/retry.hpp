@@ -1,7 +1,8 @@
 #pragma once
-// Retry policy: the one place that decides, from an attempt's failure class, whether the request
-// may go to another server. Pure functions and a lock-free budget; the forwarder supplies the
-// facts (what failed, whether a byte reached the server, whether the response started).
+// Retry policy: the one place that decides, from an attempt's Failure (proxy/failure.hpp),
+// whether the request may go to another server. Pure functions and a lock-free budget; the
+// Failure carries the facts (what failed, whether a byte reached the server, whether the
+// response started), RequestFacts the request's.
 //
 // Rules (issue "Safe retries"):
 //  - never once the response has started streaming to the client;
@@ -20,7 +21,7 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
-#include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/failure.hpp"
 
 namespace sluice::proxy {
 
@@ -35,18 +36,11 @@ enum class RetrySkip : std::uint8_t {
   deadline,           // no time left for another try
   attempts_exhausted, // `attempts` reached
 };
+inline constexpr std::size_t retry_skip_count = static_cast<std::size_t>(RetrySkip::attempts_exhausted) + 1;
 
 std::string_view describe(RetrySkip s);   // metric label: "budget exhausted"
 std::string_view explain(RetrySkip s);    // Sluice-Error: "retry budget exhausted"
 std::string_view log_token(RetrySkip s);  // access log `retry=`: "budget"
-
-struct AttemptFacts {
-  UpstreamFailure failure = UpstreamFailure::none;  // none when the origin answered `status`
-  unsigned status = 0;                              // the origin's status, when it answered
-  bool request_bytes_sent = false;                  // any byte of the request was written
-  bool response_started = false;                    // any byte of the response reached the client
-  bool stale_connection = false;  // a pooled connection the origin had closed: not its failure
-};
 
 struct RequestFacts {
   bool idempotent_method = false;
@@ -55,14 +49,14 @@ struct RequestFacts {
 };
 
 // True when the attempt failed in a way `on` lists (a listed status counts as a failure).
-bool is_listed(const config::RetryConfig& policy, const AttemptFacts& attempt);
+bool is_listed(const config::RetryConfig& policy, const Failure& attempt);
 
 // True when the request cannot have reached the origin: resending cannot duplicate work.
-bool never_reached_server(const AttemptFacts& attempt);
+bool never_reached_server(const Failure& attempt);
 
 // Eligibility of a retry from the attempt and the request alone (budget, servers, deadline and
 // attempts are the forwarder's to check, in that order, with the functions below).
-RetrySkip eligibility(const config::RetryConfig& policy, const AttemptFacts& attempt,
+RetrySkip eligibility(const config::RetryConfig& policy, const Failure& attempt,
                       const RequestFacts& request);
 
 // Full-jitter exponential backoff before retry number `retry` (1-based): uniform in

@@ -20,7 +20,10 @@
 #include "sluice/http/message.hpp"
 #include "sluice/config/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
+#include "sluice/proxy/body_relay.hpp"
 #include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/failure.hpp"
+#include "sluice/proxy/forwarder.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
@@ -66,8 +69,8 @@ private:
 
   // TLS steps, in session_tls.cpp.
   boost::asio::awaitable<bool> tls_handshake();
-  boost::asio::awaitable<UpstreamFailure> connect_tls(const Upstream& upstream, Endpoint& ep,
-                                                      socket_type& stream);
+  boost::asio::awaitable<Failure> connect_tls(const Upstream& upstream, Endpoint& ep,
+                                              socket_type& stream);
   static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
   // Edge steps, in session_edge.cpp: the PROXY protocol header, the request's client address,
   // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
@@ -75,16 +78,29 @@ private:
   ClientAddress client_of(const http::Fields& req) const noexcept;
   ProxyError admit(const RouteAdmission* admission, const http::Fields& req,
                    std::string_view target, const ClientAddress& client) const noexcept;
-  // The answer to a failed attempt: the failure's status and Sluice-Error (with the TLS reason).
-  ProxyError failure_error(UpstreamFailure f) const;
-  ProxyError not_retried(const Exchange& x, UpstreamFailure f) const;
+  // The answer to a failed attempt: the failure's status and Sluice-Error, and why no retry.
+  ProxyError not_retried(const Exchange& x, const Failure& f) const;
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
-  boost::asio::awaitable<UpstreamFailure> try_server(Exchange& x, Endpoint& ep,
-                                                     std::optional<socket_type>& upstream,
-                                                     bool is_head, Clock::time_point try_until,
-                                                     proxy::AttemptFacts& facts);
+  // The attempt loop's steps (forward() and forwarder.hpp).
+  proxy::RequestFacts begin_forward(Exchange& x);
+  bool keeps_content_body(const Exchange& x) const;
+  PickContext pick_context(Exchange& x, TriedSet& tried) const;
+  bool pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last, Pick& pick,
+                     ProxyError& error);
+  bool begin_attempt(Exchange& x, Endpoint& ep, std::uint32_t index, bool reserved, TriedSet& tried);
+  AfterAttempt after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
+                             unsigned attempt, Clock::time_point deadline, const TriedSet& tried);
+  bool end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream, bool reusable);
+  void drop_answer(std::optional<socket_type>& upstream);
+  boost::asio::awaitable<bool> back_off(Exchange& x, unsigned attempt, Clock::time_point deadline);
+  boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
+                                             std::optional<socket_type>& upstream, bool is_head,
+                                             Clock::time_point try_until);
+  boost::asio::awaitable<Failure> connect(Exchange& x, Endpoint& ep,
+                                          std::optional<socket_type>& upstream,
+                                          Clock::time_point try_until);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
   boost::asio::awaitable<bool> idempotency_gate(Exchange& x);
   // Chunked request bodies: validated by chunked_ before any of their bytes leave.
@@ -93,21 +109,21 @@ private:
   boost::asio::awaitable<bool> keep_chunked_body(Exchange& x);
   boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
   // The request, then the response head into response_ (full duplex for a streamed body).
-  boost::asio::awaitable<UpstreamFailure> send_request(Exchange& x, socket_type& upstream,
-                                                       bool is_head, Clock::time_point try_until,
-                                                       std::uint64_t& sent, std::size_t& received);
+  boost::asio::awaitable<FailureKind> send_request(Exchange& x, socket_type& upstream,
+                                                   bool is_head, Clock::time_point try_until,
+                                                   std::uint64_t& sent, std::size_t& received);
   // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
   // `fully_sent`: every request byte reached the origin (else its connection is not reused).
-  boost::asio::awaitable<UpstreamFailure> send_streamed(Exchange& x, socket_type& upstream,
-                                                        bool is_head, Clock::time_point try_until,
-                                                        Clock::duration send_timeout,
-                                                        std::uint64_t& sent, std::size_t& received,
-                                                        bool& fully_sent);
-  boost::asio::awaitable<UpstreamFailure> upload_side(Exchange& x, socket_type& upstream,
-                                                      std::uint64_t& sent);
-  boost::asio::awaitable<UpstreamFailure> response_side(Exchange& x, socket_type& upstream,
-                                                        bool is_head, Clock::time_point try_until,
-                                                        std::size_t& received);
+  boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
+                                                    bool is_head, Clock::time_point try_until,
+                                                    Clock::duration send_timeout,
+                                                    std::uint64_t& sent, std::size_t& received,
+                                                    bool& fully_sent);
+  boost::asio::awaitable<FailureKind> upload_side(Exchange& x, socket_type& upstream,
+                                                  std::uint64_t& sent);
+  boost::asio::awaitable<FailureKind> response_side(Exchange& x, socket_type& upstream,
+                                                    bool is_head, Clock::time_point try_until,
+                                                    std::size_t& received);
   boost::asio::awaitable<error_code_type> write_upstream(socket_type& upstream,
                                                          std::span<const boost::asio::const_buffer> out,
                                                          std::uint64_t& sent);
@@ -116,29 +132,39 @@ private:
   // While waiting for the origin to take request bytes: looks at the bytes it has not taken yet
   // (upload.hpp) and sets the deadline of the next look, or of the response. False: it stalled.
   bool look_at_drain();
-  boost::asio::awaitable<UpstreamFailure> stream_request(Exchange& x, socket_type& upstream,
-                                                         std::uint64_t& sent);
+  boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
+                                                     std::uint64_t& sent);
+  boost::asio::awaitable<std::optional<FailureKind>> next_upload_piece(Exchange& x,
+                                                                      std::uint64_t& content_left,
+                                                                      std::string_view& piece);
   // Deadlines of an attempt: a client body read (send_timeout while uploading, else
   // idle_timeout), the response head (try_until, or from the last request byte when streamed).
   void arm_body_read();
   void arm_response(Clock::time_point try_until);
-  boost::asio::awaitable<UpstreamFailure> read_response_head(Exchange& x, socket_type& upstream,
-                                                             bool is_head, Clock::time_point try_until,
-                                                             std::size_t& received);
-  bool may_retry(Exchange& x, const proxy::AttemptFacts& attempt, const proxy::RequestFacts& request,
+  boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
+                                                         bool is_head, Clock::time_point try_until,
+                                                         std::size_t& received);
+  std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
+  void write_interim_head(unsigned code);
+  bool may_retry(Exchange& x, const Failure& attempt, const proxy::RequestFacts& request,
                  Clock::time_point deadline, const TriedSet& tried);
-  void report_live(Exchange& x, Endpoint& ep, std::optional<health::LiveResult> result);
+  void report_attempt(Exchange& x, Endpoint& ep, const Failure& f);
   static bool saturated(const Upstream& upstream);
   static bool all_draining(const Upstream& upstream);
   boost::asio::awaitable<const char*> wait_in_queue(Exchange& x, const PickContext& base, Pick& pick);
-  static health::LiveResult live_result_of(UpstreamFailure f);
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
+  http::ResponsePlan begin_response(Exchange& x, bool is_head);
+  boost::asio::awaitable<BodyPiece> read_chunked_piece(socket_type& upstream);
+  void sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
-                                           bool head_written, UpstreamFailure failure);
+                                           bool head_written, FailureKind failure);
   // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
+  void write_switch_head(Exchange& x);
+  TunnelIo tunnel_io(TunnelWatch& watch);
+  void tunnel_closed(Exchange& x, Endpoint& ep, const TunnelStats& stats);
   // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
   void watch_tunnel();
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
@@ -163,7 +189,7 @@ private:
   WorkerContext& worker_;
   socket_type client_;
   std::shared_ptr<tls::ServerContext> tls_;
-  char tls_failure_[192] = {};  // Sluice-Error of the last upstream TLS failure
+  char tls_failure_[192] = {};  // detail (Sluice-Error) of the last upstream TLS failure
   socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
   std::string client_ip_;  // the peer, or the client a PROXY protocol header named
   boost::asio::ip::address client_addr_;  // the same, parsed

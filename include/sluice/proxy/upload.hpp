@@ -17,7 +17,7 @@
 #include <cstddef>
 
 #include "sluice/core/clock.hpp"
-#include "sluice/proxy/error_response.hpp"
+#include "sluice/proxy/failure.hpp"
 
 namespace sluice::proxy {
 
@@ -41,6 +41,9 @@ struct UploadState {
   Stall stall = Stall::none;
   std::size_t queued = static_cast<std::size_t>(-1);  // bytes in the socket buffer at the last look
   Clock::time_point last_progress{};
+
+  // A read or write the response side cancelled (stop) is no failure; a stall is (expired()).
+  bool stopped() const noexcept { return stop && stall == Stall::none; }
 
   enum class Drain : unsigned char { done, progressing, stalled };
   // A write to the origin made progress at `now`: the next look sets the queue's baseline.
@@ -85,7 +88,7 @@ struct UploadState {
 // `sent` request bytes written. A response head that arrived wins (even after a failed write:
 // the origin's answer is what the client gets); a client failure is not the origin's; a stalled
 // write is the origin's send timeout.
-UpstreamFailure upload_outcome(const UploadState& state, UpstreamFailure upload,
-                               UpstreamFailure head, std::uint64_t sent);
+FailureKind upload_outcome(const UploadState& state, FailureKind upload,
+                           FailureKind head, std::uint64_t sent);
 
 }  // namespace sluice::proxy

@@ -1,0 +1,78 @@
+#pragma once
+// The body relay's steps, shared by both directions (the request body towards the origin in
+// Session::stream_request, the response body towards the client in Session::send_response):
+//  - pending_piece(), read_piece(): the next piece of a Content-Length or read-to-close body
+//    (RFC 9112 §6.3): bytes already buffered behind the head first, else one read of at most the
+//    relay buffer;
+//  - FramedPiece: what one write sends, [head] [chunk-size line] [piece] [CRLF] [last-chunk]
+//    (RFC 9112 §7.1), so that a body is re-chunked as it passes and the head leaves with its
+//    first piece in the same write.
+// Chunked input is decoded (and validated before any of it is forwarded) by the session's
+// decoders (http::feed_chunked for requests, Beast's parser for responses).
+//
+// Templates on the stream type, so that beast::test::stream drives them in tests. Stateless:
+// the caller owns the buffers, the deadlines (`arm_read`) and what the bytes count for.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "sluice/http/head.hpp"
+
+namespace sluice::proxy {
+
+struct BodyPiece {
+  boost::system::error_code ec;  // of the read (none when the piece was buffered)
+  std::string_view bytes;
+  bool buffered = false;  // taken from `pending`: consume it there once it is written
+};
+
+// What of a body with `left` bytes to go (or, `until_close`, up to the peer's EOF) is already
+// buffered in `pending` (behind the head): not consumed; empty when nothing is. A plain function,
+// so that the common case (a small body that came with its head) costs no coroutine.
+template <class Buffer>
+std::string_view pending_piece(const Buffer& pending, std::uint64_t left, bool until_close) noexcept {
+  const std::string_view bytes(static_cast<const char*>(pending.data().data()), pending.size());
+  return until_close ? bytes : bytes.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), left)));
+}
+
+// The next piece of such a body: what `pending` holds first (pending_piece), else one read into
+// `relay`, after `arm_read()` set the read's deadline.
+template <class Stream, class Buffer, class ArmRead>
+boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending,
+                                             std::span<char> relay, std::uint64_t left,
+                                             bool until_close, ArmRead&& arm_read) {
+  if (pending.size() > 0) co_return BodyPiece{{}, pending_piece(pending, left, until_close), true};
+  const auto want = until_close ? relay.size()
+                                : static_cast<std::size_t>(std::min<std::uint64_t>(relay.size(), left));
+  arm_read();
+  auto [ec, n] = co_await from.async_read_some(boost::asio::buffer(relay.data(), want),
+                                               boost::asio::as_tuple(boost::asio::use_awaitable));
+  co_return BodyPiece{ec, {relay.data(), n}, false};
+}
+
+// One write's buffers. Not copyable: the buffers point into its own chunk-size line.
+class FramedPiece {
+public:
+  // `head`: empty once the head was written; `chunked`: re-chunk the piece; `last`: the body
+  // ends with this piece (a chunked one then gets its last-chunk).
+  FramedPiece(std::string_view head, std::string_view piece, bool chunked, bool last) noexcept;
+  FramedPiece(const FramedPiece&) = delete;
+  FramedPiece& operator=(const FramedPiece&) = delete;
+
+  std::span<const boost::asio::const_buffer> buffers() const noexcept { return {out_.data(), count_}; }
+
+private:
+  http::ChunkHeader chunk_;
+  std::array<boost::asio::const_buffer, 5> out_;
+  std::size_t count_ = 0;
+};
+
+}  // namespace sluice::proxy
