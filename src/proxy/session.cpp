@@ -272,19 +272,33 @@ net::awaitable<void> Session::run() {
   }
 }
 
+// The limits are copied, not referenced: before its first request a connection holds no
+// snapshot, and a reload while it waits for bytes frees the worker's old one (ThreadSanitizer
+// caught a read through a reference into it during 50 reloads under load).
+Session::HeadLimits Session::head_limits() const noexcept {
+  const auto& server = snapshot_ ? snapshot_->config->server : worker_.snapshot->config->server;
+  return HeadLimits{server.header_timeout, server.idle_timeout, server.max_header_bytes,
+                    server.max_uri_bytes};
+}
+
+// A complete head: the request runs on the newest config, its head parsed into the arena
+// (max_body_bytes is enforced by handle_request(), not by the parser).
+Session::HeadResult Session::start_request(std::size_t head_size, ProxyError& error) {
+  idle_ = false;
+  snapshot_ = worker_.snapshot;
+  begin_exchange_memory();
+  request_.emplace(std::piecewise_construct, std::make_tuple(),
+                   std::make_tuple(http::Allocator(&arena_)));
+  if (const auto r = http::parse_request_head(*request_, view(in_).substr(0, head_size))) {
+    error = {r.status, r.reason};
+    return HeadResult::error;
+  }
+  in_.consume(head_size);
+  return HeadResult::ok;
+}
+
 net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error) {
-  // The limits are copied, not referenced: before its first request a connection holds no
-  // snapshot, and a reload while it waits for bytes frees the worker's old one (ThreadSanitizer
-  // caught a read through a reference into it during 50 reloads under load).
-  struct Limits {
-    Clock::duration header_timeout, idle_timeout;
-    std::size_t max_header_bytes, max_uri_bytes;
-  };
-  const Limits limits = [&] {
-    const auto& server = snapshot_ ? snapshot_->config->server : worker_.snapshot->config->server;
-    return Limits{server.header_timeout, server.idle_timeout, server.max_header_bytes,
-                  server.max_uri_bytes};
-  }();
+  const HeadLimits limits = head_limits();
   // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
   // head. A new connection gets header_timeout from the start (slowloris protection).
   // A new connection is not idle: its client is sending its first request, and closing it at
@@ -299,26 +313,12 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   for (;;) {
     const auto step = http::next_head(view(in_), limits.max_header_bytes, limits.max_uri_bytes);
     in_.consume(step.skipped);
-    const auto bytes = view(in_);
     const auto& scan = step.scan;
     if (scan.result == http::HeadScan::Result::invalid) {
       error = {http::status_for(scan.violation), http::describe(scan.violation)};
       co_return HeadResult::error;
     }
-    if (scan.result == http::HeadScan::Result::complete) {
-      idle_ = false;
-      snapshot_ = worker_.snapshot;  // this request runs on the newest config
-      begin_exchange_memory();
-      request_.emplace(std::piecewise_construct, std::make_tuple(),
-                       std::make_tuple(http::Allocator(&arena_)));
-      // max_body_bytes is enforced here, not by the parser.
-      if (const auto r = http::parse_request_head(*request_, bytes.substr(0, scan.head_size))) {
-        error = {r.status, r.reason};
-        co_return HeadResult::error;
-      }
-      in_.consume(scan.head_size);
-      co_return HeadResult::ok;
-    }
+    if (scan.result == http::HeadScan::Result::complete) co_return start_request(scan.head_size, error);
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
     if (in_.size() == 0) {
       // Nothing buffered: give the buffer back while waiting, and wait for readability rather

@@ -80,6 +80,12 @@ private:
                    std::string_view target, const ClientAddress& client) const noexcept;
   // The answer to a failed attempt: the failure's status and Sluice-Error, and why no retry.
   ProxyError not_retried(const Exchange& x, const Failure& f) const;
+  struct HeadLimits {
+    Clock::duration header_timeout, idle_timeout;
+    std::size_t max_header_bytes, max_uri_bytes;
+  };
+  HeadLimits head_limits() const noexcept;
+  HeadResult start_request(std::size_t head_size, ProxyError& error);
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
