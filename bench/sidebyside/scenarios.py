@@ -188,11 +188,14 @@ class Bench:
                 conns = []
                 try:
                     client.request_loop(r.port, 100)  # upstream pool and code paths warm
-                    base = settled_rss_kib(r.pid)
+                    # Readings 1.1 s apart must agree (as in bursts): an idle connection's cost
+                    # is what stays once the proxy's periodic housekeeping (sluice parks after
+                    # 100 ms and trims the heap in its once-a-second sweep) has run.
+                    base = settled_rss_kib(r.pid, interval=1.1, timeout=6.0)
                     conns += client.open_idle(r.port, first)
-                    rss1 = settled_rss_kib(r.pid)
+                    rss1 = settled_rss_kib(r.pid, interval=1.1, timeout=6.0)
                     conns += client.open_idle(r.port, second)
-                    rss2 = settled_rss_kib(r.pid)
+                    rss2 = settled_rss_kib(r.pid, interval=1.1, timeout=6.0)
                     still = client.still_open(conns)
                 finally:
                     client.close_all(conns)
