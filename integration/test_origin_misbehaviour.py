@@ -133,3 +133,28 @@ def test_bad_first_chunk_is_a_bad_response(raw_origin, sluice):
     counted = r'sluice_requests_total\{[^}]*code="error"[^}]*\} 1'
     wait_until(lambda: re.search(counted, s.metrics_text()), timeout=3, what="the 502 counted")
     assert not re.search(r'sluice_requests_total\{[^}]*code="2xx"[^}]*\} [1-9]', s.metrics_text())
+
+
+def test_response_lines_leave_in_their_order_up_to_101(raw_origin, sluice):
+    """The response head goes on as the origin's bytes with sluice's edits spliced in (the head
+    index, docs/http.md): field lines keep their order of arrival, lines of one name included; up
+    to 101 field lines pass, a head with more is a bad response (502)."""
+    def respond(req):
+        n = {"/many": 101, "/too-many": 102}.get(req["target"], 0)
+        lines = (b"".join(b"X-F%d: %d\r\n" % (i, i) for i in range(n - 1)) if n
+                 else b"Set-Cookie: a=1\r\nX-Mid: 1\r\nSet-Cookie: b=2\r\n")
+        return b"HTTP/1.1 200 OK\r\n" + lines + b"Content-Length: 2\r\n\r\nok"
+
+    origin = raw_origin(respond=respond)
+    s = sluice(sluice_config([origin.address]))
+    with Conn(s.port) as c:
+        r = c.request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert r.status == 200 and r.body == b"ok"
+        assert [(k, v) for k, v in r.headers if k in ("Set-Cookie", "X-Mid")] == [
+            ("Set-Cookie", "a=1"), ("X-Mid", "1"), ("Set-Cookie", "b=2")]
+        r = c.request(b"GET /many HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert r.status == 200 and r.body == b"ok"
+        assert [k for k, _ in r.headers if k.startswith("X-F")] == ["X-F%d" % i for i in range(100)]
+        r = c.request(b"GET /too-many HTTP/1.1\r\nHost: a\r\n\r\n")
+        assert r.status == 502
+        assert r.header("Sluice-Error").startswith("bad response")

@@ -650,20 +650,46 @@ void splice_response_head(std::string& out, const ResponseHead& res, const Respo
   out.append(crlf);
 }
 
-bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept {
+namespace {
+
+// Whether every protocol of the 101's Upgrade is one `offered(chosen)` says the request offered.
+template <class Offered>
+bool switches_to_offered(const ResponseHead& res, Offered&& offered) noexcept {
   bool any = false;
   bool all_offered = true;
   for_each_protocol(res, [&](std::string_view chosen) {
     any = true;
+    all_offered = offered(chosen);
+    return all_offered;
+  });
+  return any && all_offered;
+}
+
+}  // namespace
+
+bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept {
+  return switches_to_offered(res, [&](std::string_view chosen) {
     bool offered = false;
     for_each_protocol(req, [&](std::string_view p) {
       offered = iequals(chosen, p);
       return !offered;
     });
-    all_offered = offered;
     return offered;
   });
-  return any && all_offered;
+}
+
+bool valid_switch(const ResponseHead& res, const Fields& req) noexcept {
+  return switches_to_offered(res, [&](std::string_view chosen) {
+    bool offered = false;
+    const auto [first, last] = req.equal_range(bhttp::field::upgrade);
+    for (auto line = first; line != last && !offered; ++line) {
+      for_each_list_element(line->value(), [&](std::string_view p) {
+        offered = iequals(chosen, p);
+        return !offered;
+      });
+    }
+    return offered;
+  });
 }
 
 }  // namespace sluice::http

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/core/random.hpp"
+#include "sluice/http/head_index.hpp"
 #include "sluice/idempotency/memory_store.hpp"
 #include "sluice/idempotency/record.hpp"
 #include "sluice/idempotency/redis_store.hpp"
@@ -314,6 +315,19 @@ void Ticket::capture_head(const http::Fields& fields) {
   for (const auto& f : fields) {
     if (!kept_field(f.name(), f.name_string())) continue;
     head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  }
+}
+
+void Ticket::capture_head(const http::ResponseHead& head) {
+  if (!claimed_) return;
+  captured_head_ = true;
+  head_.clear();
+  for (const auto& f : head.fields()) {
+    // Hop-by-hop lines (and those a Connection option names) and Sluice-* never reach the client.
+    if (f.hop_by_hop || f.known == http::KnownField::sluice) continue;
+    const auto name = head.name(f);
+    if (!kept_field(bhttp::string_to_field(name), name)) continue;
+    head_.append(name).append(": ").append(head.value(f)).append("\r\n");
   }
 }
 

@@ -210,9 +210,14 @@ void Session::begin_exchange_memory() {
 }
 
 void Session::end_exchange_memory() {
-  // Parsers first: their fields live in the arena.
+  // Parsers and the response index first: they live in the arena.
   request_.reset();
-  response_.reset();
+  forget_response();
+  if (response_store_ != nullptr) {
+    static_assert(std::is_trivially_destructible_v<http::ResponseHead>);
+    arena_.deallocate(response_store_, alignof(http::ResponseHead));  // a no-op inside the block
+    response_store_ = nullptr;
+  }
   if (up_in_.size() == 0) up_in_.shrink_to_fit();
   worker_.arena_blocks.release(arena_.detach());
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
@@ -424,7 +429,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     std::optional<socket_type> upstream;
     {
       InFlight in_flight(ep);  // ends the request begun by try_begin_request()
-      last = co_await try_server(x, ep, upstream, is_head, window.try_until(worker_.clock.now()));
+      last = co_await try_server(x, ep, upstream, window.try_until(worker_.clock.now()));
       // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
       // tunnel, which stays in flight on this server until it ends.
       if (!last.failed() && last.status == 101) co_return co_await tunnel(x, ep, *upstream);
@@ -591,7 +596,7 @@ void Session::drop_answer(std::optional<socket_type>& upstream) {
   upstream_ = nullptr;
   upstream.reset();
   up_in_.clear();
-  response_.reset();
+  forget_response();
 }
 
 // Idempotency-Key (docs/idempotency.md): claims the key, or answers from the store or with a
@@ -681,8 +686,8 @@ bool Session::may_retry(Exchange& x, const Failure& attempt,
     if (!any) skip = proxy::RetrySkip::no_other_server;
   }
   // A 503 asking to come back later than our deadline allows is not retried (Retry-After).
-  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_ &&
-      retry_after_exceeds(response_->get()[bhttp::field::retry_after], worker_.clock.now(), deadline))
+  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_ != nullptr &&
+      retry_after_exceeds(response_->value("Retry-After"), worker_.clock.now(), deadline))
     skip = proxy::RetrySkip::deadline;
   if (skip == proxy::RetrySkip::none &&
       !x.upstream->retry_budget(worker_.index).try_retry(worker_.clock.now()))
@@ -698,10 +703,10 @@ bool Session::may_retry(Exchange& x, const Failure& attempt,
 }
 
 // One try on one server: a pooled or new connection, the request, the response head. On success
-// (kind none) `upstream` holds the connection and response_ the parsed head. The Failure is built
+// (kind none) `upstream` holds the connection and response_ the indexed head. The Failure is built
 // here, where the attempt's I/O failed.
 net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
-                                            std::optional<socket_type>& upstream, bool is_head,
+                                            std::optional<socket_type>& upstream,
                                             Clock::time_point try_until) {
   const auto& req = request_->get();
   // An upgrade request takes a fresh connection: it is not resent after a pooled connection
@@ -719,8 +724,8 @@ net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
 
     std::uint64_t sent = 0;
     std::size_t received = 0;
-    const auto kind = co_await send_request(x, *upstream, is_head, try_until, sent, received);
-    if (kind == FailureKind::none) co_return Failure::answered(response_->get().result_int());
+    const auto kind = co_await send_request(x, *upstream, try_until, sent, received);
+    if (kind == FailureKind::none) co_return Failure::answered(response_->status());
     auto failure = Failure::of(kind);
     failure.request_bytes_sent = sent > 0;
     failure.reused_connection = reused;
@@ -729,7 +734,7 @@ net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
     upstream_ = nullptr;
     upstream.reset();
     up_in_.clear();
-    response_.reset();
+    forget_response();
     // A pooled connection that the origin closed while idle fails before any response byte: when
     // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
     // connection to the same server. Not the server's fault, not a retry.
@@ -915,7 +920,7 @@ void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
 // Content-Length bodies as they are, chunked bodies validated chunk by chunk by chunked_ and
 // re-encoded, so that what the origin sees is exactly what we validated.
 net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upstream,
-                                                  bool is_head, Clock::time_point try_until,
+                                                  Clock::time_point try_until,
                                                   std::uint64_t& sent, std::size_t& received) {
   write_request_head(x);
 
@@ -924,7 +929,7 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
   // (a frame over 1,020 bytes is a malloc per request).
   if (!x.body_kept && (!x.request_done || x.chunked_in)) {
     bool fully_sent = false;
-    const auto failure = co_await send_streamed(x, upstream, is_head, try_until,
+    const auto failure = co_await send_streamed(x, upstream, try_until,
                                                 x.upstream->config().send_timeout, sent, received,
                                                 fully_sent);
     x.request_unsent = !fully_sent;
@@ -939,7 +944,7 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
   sent = n;
   if (timed(ec))
     co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
-  co_return co_await read_response_head(x, upstream, is_head, try_until, received);
+  co_return co_await read_response_head(x, upstream, try_until, received);
 }
 
 // The head and a body read from the client as it comes, piece by piece (re-chunked when
@@ -1027,34 +1032,31 @@ net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& 
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
 net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type& upstream,
-                                                        bool is_head, Clock::time_point try_until,
+                                                        Clock::time_point try_until,
                                                         std::size_t& received) {
   const auto& limits = snapshot_->config->server;
   // While uploading, the upload may fail on the client's side: nothing more to read then.
   const auto client_gone = [this] { return upload_ != nullptr && upload_->client_failed; };
   arm_response(try_until);
   for (;;) {
-    const auto bytes = view(up_in_);
-    const auto scan = http::scan_response_head(bytes, limits.max_header_bytes);
-    if (scan.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
-    if (scan.result == http::HeadScan::Result::complete) {
-      response_.emplace(std::piecewise_construct, std::make_tuple(),
-                        std::make_tuple(http::Allocator(&arena_)));
-      if (!http::parse_response_head(*response_, bytes.substr(0, scan.head_size), is_head))
-        co_return FailureKind::bad_response;
-      up_in_.consume(scan.head_size);
-      const auto code = response_->get().result_int();
+    auto& head = response_index();
+    const auto verdict = http::index_response_head(view(up_in_), limits.max_header_bytes, head);
+    if (verdict.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
+    if (verdict.result == http::HeadScan::Result::complete) {
+      up_in_.consume(verdict.head_size);  // the bytes stay in place until the next read
+      response_ = &head;
+      const auto code = head.status();
       if (const auto final = final_head(x, code)) co_return *final;
       // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
       if (code != 100 && x.client_version == 11) {
-        write_interim_head(code);
+        write_interim_head();
         expire_after(limits.idle_timeout);
         auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
         ec1 = timed(ec1);
         if (ec1 || client_gone()) co_return FailureKind::client_failed;
         arm_response(try_until);
       }
-      response_.reset();
+      response_ = nullptr;
       continue;
     }
     if (up_in_.size() == 0) {
@@ -1086,23 +1088,38 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
 std::optional<FailureKind> Session::final_head(const Exchange& x, unsigned code) const {
   if (code < 100 || code >= 200) return FailureKind::none;
   if (code != 101) return std::nullopt;
-  return x.upgrade && http::valid_switch(response_->get(), request_->get()) ? FailureKind::none
-                                                                            : FailureKind::bad_response;
+  return x.upgrade && http::valid_switch(*response_, request_->get()) ? FailureKind::none
+                                                                       : FailureKind::bad_response;
+}
+
+// The exchange's response index, in the arena: made once, reused by every head of the exchange.
+http::ResponseHead& Session::response_index() {
+  if (response_store_ == nullptr) {
+    response_store_ = new (arena_.allocate(sizeof(http::ResponseHead), alignof(http::ResponseHead)))
+        http::ResponseHead;
+  }
+  return *response_store_;
+}
+
+// The response head in hand is dropped (retried, failed, or the exchange ended).
+void Session::forget_response() noexcept {
+  response_ = nullptr;
+  chunked_response_.reset();
 }
 
 // An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).
-void Session::write_interim_head(unsigned code) {
+void Session::write_interim_head() {
   head_out_.clear();
-  http::strip_hop_by_hop(response_->get());
-  http::strip_origin_claims(response_->get(), code);
-  http::append_interim_head(head_out_, response_->get());
+  http::ResponseSplice edits;
+  edits.kind = http::ResponseSplice::Kind::interim;
+  http::splice_response_head(head_out_, *response_, edits);
 }
 
 // Response head and body towards the client. Returns whether the upstream connection may go back
 // to the pool: only after a complete, correctly framed response with nothing left over.
 net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, bool is_head) {
   const auto& limits = snapshot_->config->server;
-  const bool upstream_keep_alive = response_->keep_alive();
+  const bool upstream_keep_alive = response_->keep_alive(is_head);
   const auto length = response_->content_length();
   const auto plan = begin_response(x, is_head);
   if (plan.refuse) {
@@ -1137,7 +1154,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
       }
       piece = read.bytes;
       if (plan.chunked_in) {
-        done = response_->is_done();
+        done = chunked_response_->is_done();
       } else if (!plan.until_close) {
         content_left -= piece.size();
         done = content_left == 0;
@@ -1164,27 +1181,37 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
 // The response's framing towards the client, and its head (rewritten, with the route's rules)
 // in head_out_ unless the framing is refused.
 http::ResponsePlan Session::begin_response(Exchange& x, bool is_head) {
-  auto& res = response_->get();
-  x.status = res.result_int();
-  x.origin_idle_timeout = http::keep_alive_timeout(res[bhttp::field::keep_alive]);
+  const auto& res = *response_;
+  x.status = res.status();
+  x.origin_idle_timeout = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
   // An answer that came before the client's body was read to the end closes the connection.
-  const auto plan = http::plan_response(*response_, is_head, x.client_version,
-                                        x.client_keep_alive && x.request_done && !worker_.is_stopping());
+  auto plan = http::plan_response(res, is_head, x.client_version,
+                                  x.client_keep_alive && x.request_done && !worker_.is_stopping());
   if (plan.refuse) return plan;
-  http::rewrite_response(res, x.request_id);
-  http::strip_origin_claims(res, x.status);
+  if (plan.chunked_in && !begin_chunked_body(is_head)) {
+    plan.refuse = true;  // not expected: the index accepted what Beast accepts (fuzzed)
+    return plan;
+  }
   if (x.idem) x.idem->capture_head(res);
   write_response_head(x, plan);
   return plan;
 }
 
+// A chunked body is decoded by Beast's parser: it reads the same head bytes first (still in place:
+// no read came since the head's).
+bool Session::begin_chunked_body(bool is_head) {
+  chunked_response_.emplace(std::piecewise_construct, std::make_tuple(),
+                            std::make_tuple(http::Allocator(&arena_)));
+  return http::parse_response_head(*chunked_response_, response_->bytes(), is_head);
+}
+
 // The next piece of a chunked response body, decoded by Beast's parser into relay_ (a chunk it
 // refuses is reported as its error).
 net::awaitable<BodyPiece> Session::read_chunked_piece(socket_type& upstream) {
-  auto& body = response_->get().body();
+  auto& body = chunked_response_->get().body();
   body.data = relay_;
   body.size = relay_size;
-  auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *response_, nothrow);
+  auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *chunked_response_, nothrow);
   if (ec == bhttp::error::need_buffer) ec = {};
   co_return BodyPiece{ec, {relay_, relay_size - body.size}, false};
 }
@@ -1230,7 +1257,7 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
   deadline = watch.next_check(worker_.clock.now());
   ep.begin_tunnel();
   spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
-                response_->get()[bhttp::field::upgrade]);
+                response_->value(http::KnownField::upgrade));
   const auto stats = co_await relay(client_, upstream, tunnel_io(watch));
   ep.end_tunnel();
   tunnel_ = nullptr;
@@ -1245,16 +1272,12 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& ups
 
 // The 101 towards the client, in head_out_: the origin's reason and fields, rewritten.
 void Session::write_switch_head(Exchange& x) {
-  auto& res = response_->get();
   x.status = 101;
-  http::rewrite_response(res, x.request_id, true);
   head_out_.clear();
-  head_out_.append("HTTP/1.1 101 ");
-  const std::string_view reason = res.reason();
-  head_out_.append(reason.empty() ? std::string_view("Switching Protocols") : reason);
-  head_out_.append(crlf);
-  http::append_fields(head_out_, res);
-  head_out_.append(crlf);
+  http::ResponseSplice edits;
+  edits.request_id = x.request_id;
+  edits.kind = http::ResponseSplice::Kind::switching;
+  http::splice_response_head(head_out_, *response_, edits);
 }
 
 // The tunnel's buffers: the relay block's halves, one per direction. Bytes that came with the
@@ -1374,14 +1397,16 @@ void Session::write_request_head(const Exchange& x) {
 void Session::write_response_head(const Exchange& x, const http::ResponsePlan& plan) {
   const auto& rules = x.route->response_rules;
   head_out_.clear();
+  http::ResponseSplice edits{x.request_id, plan, x.client_version, x.attempts};
   if (rules.empty()) {
-    http::append_response_head(head_out_, response_->get(), plan, x.client_version, x.attempts);
+    http::splice_response_head(head_out_, *response_, edits);
     return;
   }
   char version[24];
   const auto vars = rule_variables(x, version);
-  http::append_response_head(head_out_, response_->get(), plan, x.client_version, x.attempts,
-                             &rules, &vars);
+  edits.rules = &rules;
+  edits.vars = &vars;
+  http::splice_response_head(head_out_, *response_, edits);
 }
 
 // `return`: the route's own answer, no upstream involved. The connection stays open only when the

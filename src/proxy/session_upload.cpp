@@ -40,7 +40,7 @@ FailureKind upload_outcome(const UploadState& state, FailureKind upload,
 }
 
 net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& upstream,
-                                                   bool is_head, Clock::time_point try_until,
+                                                   Clock::time_point try_until,
                                                    Clock::duration send_timeout,
                                                    std::uint64_t& sent, std::size_t& received,
                                                    bool& fully_sent) {
@@ -52,7 +52,7 @@ net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& ups
   upload_ = &state;
   // `&&` waits for both sides (neither throws): each stops the other when it must (upload.hpp).
   const auto [upload, head] = co_await (upload_side(x, upstream, sent) &&
-                                        response_side(x, upstream, is_head, try_until, received));
+                                        response_side(x, upstream, try_until, received));
   upload_ = nullptr;
   fully_sent = state.fully_sent;
   co_return upload_outcome(state, upload, head, sent);
@@ -72,9 +72,9 @@ net::awaitable<FailureKind> Session::upload_side(Exchange& x, socket_type& upstr
 }
 
 net::awaitable<FailureKind> Session::response_side(Exchange& x, socket_type& upstream,
-                                                   bool is_head, Clock::time_point try_until,
+                                                   Clock::time_point try_until,
                                                    std::size_t& received) {
-  const auto failure = co_await read_response_head(x, upstream, is_head, try_until, received);
+  const auto failure = co_await read_response_head(x, upstream, try_until, received);
   // A final answer (or the origin's reset) before the whole body was sent: the rest of the body
   // is not forwarded (RFC 9112 §9.5: a sender seeing such an answer ceases transmitting the body).
   if (upload_->draining) look_at_drain();  // did the origin take every byte before answering?

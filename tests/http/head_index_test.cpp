@@ -305,12 +305,25 @@ TEST(HeadIndex, SwitchAndInterimHeads) {
   ASSERT_EQ(index_response_head("HTTP/1.1 101 \r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nSluice-X: 1\r\n\r\n",
                                 4096, res).result, HeadScan::Result::complete);
   EXPECT_TRUE(valid_switch(res, req));
+  // The same over the request's Beast fields (the session's request side).
+  Fields fields;
+  fields.insert(boost::beast::http::field::upgrade, "websocket, foo/2");
+  EXPECT_TRUE(valid_switch(res, fields));
   std::string out;
   splice_response_head(out, res, {"id", {}, 11, 1, ResponseSplice::Kind::switching});
   EXPECT_EQ(out, "HTTP/1.1 101 Switching Protocols\r\nSluice-X: 1\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n"
                  "X-Request-Id: id\r\n\r\n");
   ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\nUpgrade: h2c\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
   EXPECT_FALSE(valid_switch(res, req));  // not offered
+  EXPECT_FALSE(valid_switch(res, fields));
+  fields.insert(boost::beast::http::field::upgrade, "H2C");  // offered on a second line
+  EXPECT_TRUE(valid_switch(res, fields));
+  ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\nUpgrade: websocket, h2c\r\n\r\n", 4096, res).result,
+            HeadScan::Result::complete);
+  EXPECT_TRUE(valid_switch(res, fields));
+  EXPECT_FALSE(valid_switch(res, req));  // h2c not offered
+  ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
+  EXPECT_FALSE(valid_switch(res, fields));  // no Upgrade: no switch
   ASSERT_EQ(index_response_head("HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\nContent-Length: 0\r\n"
                                 "X-Request-Id: o\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
   out.clear();

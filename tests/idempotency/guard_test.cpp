@@ -6,6 +6,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "sluice/http/head.hpp"
+#include "sluice/http/head_index.hpp"
+#include "sluice/http/rewrite.hpp"
 #include "sluice/idempotency/memory_store.hpp"
 
 namespace sluice::idempotency {
@@ -94,6 +97,43 @@ TEST_F(GuardTest, TheSecondRequestGetsTheFirstAnswerReplayed) {
   EXPECT_TRUE(out.ends_with("\r\n\r\npaid\n")) << out;
   EXPECT_EQ(backing_->total(Outcome::first), 1u);
   EXPECT_EQ(backing_->total(Outcome::replayed), 1u);
+}
+
+// The session captures the origin's indexed head (the response path over the head index): the
+// replay is the one the Fields path gave, after rewrite_response() and strip_origin_claims().
+TEST_F(GuardTest, CaptureOverTheIndexedHeadIsTheFieldsCapture) {
+  const std::string_view head =
+      "HTTP/1.1 201 Created\r\nX-Origin: app-1\r\nConnection: keep-alive, X-Hop\r\nX-Hop: 1\r\n"
+      "Sluice-Error: fake\r\nContent-Length: 5\r\nKeep-Alive: timeout=5\r\nX-Request-Id: o\r\n"
+      "Idempotent-Replayed: no\r\nset-cookie:  a=1 \r\n\r\n";
+  http::ResponseHead indexed;
+  ASSERT_EQ(http::index_response_head(head, 4096, indexed).result, http::HeadScan::Result::complete);
+  http::ResponseParser parser;
+  ASSERT_TRUE(http::parse_response_head(parser, head, false));
+  http::rewrite_response(parser.get(), "id");
+  http::strip_origin_claims(parser.get(), 201);
+  std::string replays[2];
+  for (int i = 0; i < 2; ++i) {
+    Request r;
+    r.key = i == 0 ? "k-fields" : "k-index";
+    auto first = begin(r);
+    ASSERT_EQ(verdict_, Ticket::Verdict::forward);
+    if (i == 0) {
+      first->capture_head(parser.get());
+    } else {
+      first->capture_head(indexed);
+    }
+    first->capture_body("paid\n");
+    first->capture_end();
+    first->finish(0, io_.get_executor(), 201);
+    auto second = begin(r);
+    ASSERT_EQ(verdict_, Ticket::Verdict::answered);
+    replays[i] = second->response("id-2", true);
+  }
+  EXPECT_EQ(replays[1], replays[0]);
+  EXPECT_NE(replays[1].find("X-Origin: app-1\r\nset-cookie: a=1\r\n"), std::string::npos) << replays[1];
+  EXPECT_EQ(replays[1].find("fake"), std::string::npos) << replays[1];
+  EXPECT_EQ(replays[1].find("X-Hop"), std::string::npos) << replays[1];
 }
 
 TEST_F(GuardTest, AfterTheReplayWindowTheRequestIsExecutedAgain) {

@@ -28,6 +28,10 @@
 #include "sluice/idempotency/fingerprint.hpp"
 #include "sluice/idempotency/store.hpp"
 
+namespace sluice::http {
+class ResponseHead;  // head_index.hpp
+}
+
 namespace sluice::idempotency {
 
 enum class Outcome : std::uint8_t {
@@ -113,6 +117,9 @@ public:
   // The origin's answer as it is relayed: its head (fields), each body piece, and its end (the
   // whole body reached the client).
   void capture_head(const http::Fields& fields);
+  // The same over the origin's indexed head, as rewrite_response() and strip_origin_claims() leave
+  // it (the session's response path).
+  void capture_head(const http::ResponseHead& head);
   void capture_body(std::string_view piece);
   void capture_end() noexcept { captured_all_ = true; }
   // The exchange ended with `status`. An answer the origin gave whole and store_statuses lists

@@ -17,6 +17,7 @@
 
 #include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
+#include "sluice/http/head_index.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/config/fail_on.hpp"
 #include "sluice/proxy/admission.hpp"
@@ -102,7 +103,7 @@ private:
   void drop_answer(std::optional<socket_type>& upstream);
   boost::asio::awaitable<bool> back_off(Exchange& x, unsigned attempt, Clock::time_point deadline);
   boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
-                                             std::optional<socket_type>& upstream, bool is_head,
+                                             std::optional<socket_type>& upstream,
                                              Clock::time_point try_until);
   boost::asio::awaitable<Failure> connect(Exchange& x, Endpoint& ep,
                                           std::optional<socket_type>& upstream,
@@ -116,19 +117,19 @@ private:
   boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
   // The request, then the response head into response_ (full duplex for a streamed body).
   boost::asio::awaitable<FailureKind> send_request(Exchange& x, socket_type& upstream,
-                                                   bool is_head, Clock::time_point try_until,
+                                                   Clock::time_point try_until,
                                                    std::uint64_t& sent, std::size_t& received);
   // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
   // `fully_sent`: every request byte reached the origin (else its connection is not reused).
   boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
-                                                    bool is_head, Clock::time_point try_until,
+                                                    Clock::time_point try_until,
                                                     Clock::duration send_timeout,
                                                     std::uint64_t& sent, std::size_t& received,
                                                     bool& fully_sent);
   boost::asio::awaitable<FailureKind> upload_side(Exchange& x, socket_type& upstream,
                                                   std::uint64_t& sent);
   boost::asio::awaitable<FailureKind> response_side(Exchange& x, socket_type& upstream,
-                                                    bool is_head, Clock::time_point try_until,
+                                                    Clock::time_point try_until,
                                                     std::size_t& received);
   boost::asio::awaitable<error_code_type> write_upstream(socket_type& upstream,
                                                          std::span<const boost::asio::const_buffer> out,
@@ -148,10 +149,12 @@ private:
   void arm_body_read();
   void arm_response(Clock::time_point try_until);
   boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
-                                                         bool is_head, Clock::time_point try_until,
+                                                         Clock::time_point try_until,
                                                          std::size_t& received);
+  http::ResponseHead& response_index();
+  void forget_response() noexcept;
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
-  void write_interim_head(unsigned code);
+  void write_interim_head();
   bool may_retry(Exchange& x, const Failure& attempt, const proxy::RequestFacts& request,
                  Clock::time_point deadline, const TriedSet& tried);
   void report_attempt(Exchange& x, Endpoint& ep, const Failure& f);
@@ -162,6 +165,7 @@ private:
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
+  bool begin_chunked_body(bool is_head);
   boost::asio::awaitable<BodyPiece> read_chunked_piece(socket_type& upstream);
   void sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
@@ -209,7 +213,15 @@ private:
   std::string head_out_;             // serialized head towards the origin or the client
   Arena arena_;
   std::optional<http::RequestParser> request_;
-  std::optional<http::ResponseParser> response_;
+  // The response head, indexed over its bytes in up_in_ (issue 17, point 3). read_response_head()
+  // consumes them at once, but they stay where they are until up_in_'s next prepare(), which comes
+  // only after the head was answered (spliced into head_out_): no copy. response_ is the complete
+  // head in hand (nullptr: none); its storage is in the arena, made on the exchange's first head.
+  const http::ResponseHead* response_ = nullptr;
+  http::ResponseHead* response_store_ = nullptr;
+  // A chunked response body is still decoded by Beast's parser, given the same head bytes first
+  // (begin_chunked_body()); Content-Length, bodiless and read-to-close responses need none.
+  std::optional<http::ResponseParser> chunked_response_;
   char* relay_ = nullptr;
   // The request's chunked body: its decoder, and the decoded bytes waiting at the start of relay_
   // for stream_request() (what keep_chunked_body() read when the body outgrew relay_).
