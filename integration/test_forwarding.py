@@ -31,8 +31,11 @@ def test_3000_requests_split_exactly_over_three_origins(origins, sluice):
 
 
 def test_split_stays_exact_with_two_workers(origins, sluice):
-    """Six concurrent keep-alive clients spread over two workers (SO_REUSEPORT): the workers share
-    one round-robin cursor, so the total split is still exactly even."""
+    """Six concurrent keep-alive clients spread over two workers (SO_REUSEPORT): each worker has
+    its own round-robin cursor (no cache line written by both per request, as nginx), so each
+    worker's share is split exactly over the three servers (every server within one of a third of
+    it), and the total is within one request per server of an exact third: not exact, since the
+    kernel decides how many connections each worker gets."""
     os_ = origins(3)
     s = sluice(sluice_config(os_, workers=2))
     with ThreadPoolExecutor(6) as pool:
@@ -45,8 +48,9 @@ def test_split_stays_exact_with_two_workers(origins, sluice):
         assert out["statuses"] == {"200": 500}, out
         for name, n in out["origins"].items():
             totals[name] = totals.get(name, 0) + n
-    assert totals == {"app-1": 1000, "app-2": 1000, "app-3": 1000}
-    assert [o.stats()["requests"] for o in os_] == [1000, 1000, 1000]
+    assert sorted(totals) == ["app-1", "app-2", "app-3"] and sum(totals.values()) == 3000, totals
+    assert all(abs(n - 1000) <= 1 for n in totals.values()), totals
+    assert [o.stats()["requests"] for o in os_] == [totals[f"app-{i}"] for i in (1, 2, 3)]
 
 
 def test_upstream_connections_are_reused(origins, sluice):
