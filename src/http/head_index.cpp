@@ -314,7 +314,11 @@ struct IndexFinisher {
       r.host_at_ = h->value_at;
       r.host_size_ = h->value_size;
     }
-    // admit_request(), in its order.
+    return {};
+  }
+
+  // admit_request(), in its order, on a head that parsed.
+  static Rejection admit(RequestHead& r, const RequestLimits& limits) noexcept {
     if (r.content_length_ && limits.max_body_bytes != 0 && *r.content_length_ > limits.max_body_bytes)
       return {413, "body too large"};
     if (r.verb_ == bhttp::verb::connect) return {501, "method not supported"};
@@ -368,6 +372,10 @@ HeadVerdict index_request_head(std::string_view bytes, const RequestLimits& limi
     v.head_size = scan.head_size;
     IndexFinisher::cover(out, scan.head_size);
     v.rejection = IndexFinisher::request(out, state, limits);
+    if (!v.rejection) {
+      v.rejection = IndexFinisher::admit(out, limits);
+      v.admission = static_cast<bool>(v.rejection);
+    }
     if (v.rejection) v.result = HeadScan::Result::invalid;
   }
   return v;

@@ -157,23 +157,53 @@ std::unique_ptr<Ticket> Ticket::make(const std::shared_ptr<const Guard>& guard, 
   return std::make_unique<Ticket>(guard, key);
 }
 
+std::unique_ptr<Ticket> Ticket::make(const std::shared_ptr<const Guard>& guard, const http::RequestHead& head,
+                                     bhttp::verb method, bool upgrade) {
+  if (guard == nullptr || upgrade || method == bhttp::verb::head) return nullptr;
+  const auto key = head.value(guard->header());
+  if (key.empty()) return nullptr;
+  return std::make_unique<Ticket>(guard, key);
+}
+
 Ticket::Ticket(std::shared_ptr<const Guard> guard, std::string_view key)
     : guard_(std::move(guard)), key_header_(key) {}
 Ticket::~Ticket() = default;
 
+namespace {
+std::string_view field_value(const http::Fields& fields, std::string_view name) { return fields[name]; }
+std::string_view field_value(const http::RequestHead& head, std::string_view name) { return head.value(name); }
+}  // namespace
+
+template <class Head>
+void Ticket::set_store_key(const Head& head, std::string_view scope_ip) {
+  Sha256 h;
+  h.part(guard_->upstream());
+  for (const auto& s : guard_->config().scope)
+    h.part(s == "client_ip" ? scope_ip : field_value(head, std::string_view(s).substr(s.find(':') + 1)));
+  h.part(key_header_);
+  store_key_.assign(key_prefix).append(hex(h.finish()));
+}
+
+// Not coroutines: the key is made before the first suspension, so `fields` need not outlive it.
 net::awaitable<Ticket::Verdict> Ticket::begin(unsigned worker, const http::Fields& fields,
                                               std::string_view method, std::string_view target,
                                               std::string_view body, std::string_view scope_ip,
                                               const bool& closed) {
+  set_store_key(fields, scope_ip);
+  return claim(worker, method, target, body, closed);
+}
+
+net::awaitable<Ticket::Verdict> Ticket::begin(unsigned worker, const http::RequestHead& head,
+                                              std::string_view method, std::string_view target,
+                                              std::string_view body, std::string_view scope_ip,
+                                              const bool& closed) {
+  set_store_key(head, scope_ip);
+  return claim(worker, method, target, body, closed);
+}
+
+net::awaitable<Ticket::Verdict> Ticket::claim(unsigned worker, std::string_view method, std::string_view target,
+                                              std::string_view body, const bool& closed) {
   const auto& config = guard_->config();
-  {
-    Sha256 h;  // the store key: upstream, scope values, the client's key
-    h.part(guard_->upstream());
-    for (const auto& s : config.scope)
-      h.part(s == "client_ip" ? scope_ip : std::string_view(fields[std::string_view(s).substr(s.find(':') + 1)]));
-    h.part(key_header_);
-    store_key_.assign(key_prefix).append(hex(h.finish()));
-  }
   fingerprint_ = fingerprint(method, target, body);
   pending_ = encode_pending(fingerprint_, new_token());
   auto& store = *guard_->backing().store;

@@ -1,6 +1,7 @@
 #include "sluice/proxy/admission.hpp"
 
 #include "sluice/balancer/hash.hpp"
+#include "sluice/http/head_index.hpp"
 
 namespace sluice::proxy {
 
@@ -13,6 +14,20 @@ std::string_view trim(std::string_view s) noexcept {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
+}
+
+// Calls `step(element)` for the elements of one X-Forwarded-For line from its last to its
+// first, until it returns false (then false).
+template <class Step>
+bool walk_back(std::string_view list, Step& step) {
+  while (!list.empty()) {
+    const auto comma = list.rfind(',');
+    const auto element = trim(comma == std::string_view::npos ? list : list.substr(comma + 1));
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(0, comma);
+    if (element.empty()) continue;  // RFC 9110 §5.6.1: empty list elements do not count
+    if (!step(element)) return false;
+  }
+  return true;
 }
 
 // Walks the X-Forwarded-For elements from the last line's last element to the first line's
@@ -28,15 +43,32 @@ void for_each_from_last(const http::Fields& fields, Step step) {
   for (std::size_t n = lines; n > 0; --n) {
     auto it = first;
     for (std::size_t i = 1; i < n; ++i) ++it;
-    std::string_view list = it->value();
-    while (!list.empty()) {
-      const auto comma = list.rfind(',');
-      const auto element = trim(comma == std::string_view::npos ? list : list.substr(comma + 1));
-      list = comma == std::string_view::npos ? std::string_view() : list.substr(0, comma);
-      if (element.empty()) continue;  // RFC 9110 §5.6.1: empty list elements do not count
-      if (!step(element)) return;
-    }
+    if (!walk_back(it->value(), step)) return;
   }
+}
+
+template <class Step>
+void for_each_from_last(const http::RequestHead& head, Step step) {
+  if (head.count(http::KnownField::x_forwarded_for) == 0) return;
+  const auto fields = head.fields();
+  for (std::size_t n = fields.size(); n > 0; --n)
+    if (fields[n - 1].known == http::KnownField::x_forwarded_for && !walk_back(head.value(fields[n - 1]), step))
+      return;
+}
+
+template <class Head>
+ClientAddress resolve(const Head& head, std::string_view peer_text, const ip::address& peer,
+                      const CidrSet& trusted) noexcept {
+  ClientAddress client{peer_text, peer};
+  if (trusted.empty() || !contains(trusted, peer)) return client;
+  for_each_from_last(head, [&](std::string_view element) {
+    std::string_view text;
+    const auto a = parse_forwarded_for(element, text);
+    if (!a) return false;  // the trusted hop that passed this on is the client we know
+    client = {text, *a};
+    return contains(trusted, *a);
+  });
+  return client;
 }
 
 }  // namespace
@@ -57,16 +89,12 @@ std::optional<ip::address> parse_forwarded_for(std::string_view element,
 
 ClientAddress resolve_client(const http::Fields& fields, std::string_view peer_text,
                              const ip::address& peer, const CidrSet& trusted) noexcept {
-  ClientAddress client{peer_text, peer};
-  if (trusted.empty() || !contains(trusted, peer)) return client;
-  for_each_from_last(fields, [&](std::string_view element) {
-    std::string_view text;
-    const auto a = parse_forwarded_for(element, text);
-    if (!a) return false;  // the trusted hop that passed this on is the client we know
-    client = {text, *a};
-    return contains(trusted, *a);
-  });
-  return client;
+  return resolve(fields, peer_text, peer, trusted);
+}
+
+ClientAddress resolve_client(const http::RequestHead& head, std::string_view peer_text,
+                             const ip::address& peer, const CidrSet& trusted) noexcept {
+  return resolve(head, peer_text, peer, trusted);
 }
 
 unsigned retry_after_seconds(Clock::duration d) noexcept {
@@ -99,6 +127,19 @@ RouteAdmission::RouteAdmission(const config::RouteConfig& route, const RouteAdmi
 RouteAdmission::Result RouteAdmission::admit(const ClientAddress& client, const http::Fields& fields,
                                              std::string_view target, Clock::time_point now,
                                              unsigned worker) const noexcept {
+  return admit_head(client, fields, target, now, worker);
+}
+
+RouteAdmission::Result RouteAdmission::admit(const ClientAddress& client, const http::RequestHead& head,
+                                             std::string_view target, Clock::time_point now,
+                                             unsigned worker) const noexcept {
+  return admit_head(client, head, target, now, worker);
+}
+
+template <class Head>
+RouteAdmission::Result RouteAdmission::admit_head(const ClientAddress& client, const Head& fields,
+                                                  std::string_view target, Clock::time_point now,
+                                                  unsigned worker) const noexcept {
   // Deny first: an address in both lists is refused (the narrower intent wins).
   if (contains(deny_, client.address) || (!allow_.empty() && !contains(allow_, client.address))) {
     add_own<std::uint64_t>((*counters_)[worker].denied);

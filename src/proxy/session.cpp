@@ -114,6 +114,8 @@ struct Session::Exchange {
   // The origin's body failed (after its head arrived): counted against the server (forward()).
   FailureKind body_failure = FailureKind::none;
   std::size_t kept_body = 0;
+  // A chunked body kept whole (keep_chunked_body()): the Content-Length it is sent with.
+  std::optional<std::uint64_t> kept_length;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
   bool has_hash = false;
@@ -210,8 +212,14 @@ void Session::begin_exchange_memory() {
 }
 
 void Session::end_exchange_memory() {
-  // Parsers and the response index first: they live in the arena.
-  request_.reset();
+  // The indexes and parsers first: they live in the arena.
+  static_assert(std::is_trivially_destructible_v<http::RequestHead>);
+  request_ = nullptr;
+  if (request_bytes_ != nullptr) arena_.deallocate(std::exchange(request_bytes_, nullptr), 1);
+  if (request_store_ != nullptr) {
+    arena_.deallocate(request_store_, alignof(http::RequestHead));  // a no-op inside the block
+    request_store_ = nullptr;
+  }
   forget_response();
   if (response_store_ != nullptr) {
     static_assert(std::is_trivially_destructible_v<http::ResponseHead>);
@@ -286,19 +294,28 @@ Session::HeadLimits Session::head_limits() const noexcept {
                     server.max_uri_bytes};
 }
 
-// A complete head: the request runs on the newest config, its head parsed into the arena
-// (max_body_bytes is enforced by handle_request(), not by the parser).
-Session::HeadResult Session::start_request(std::size_t head_size, ProxyError& error) {
+http::RequestHead& Session::request_index() {
+  if (request_store_ == nullptr) {
+    request_store_ = new (arena_.allocate(sizeof(http::RequestHead), alignof(http::RequestHead)))
+        http::RequestHead;
+  }
+  return *request_store_;
+}
+
+// A complete head (or one admit_request() refuses): the request runs on the newest config, its
+// index rebased onto a copy of its bytes in the arena, as body reads may move in_'s. (The copy
+// costs a memcpy of the head; keeping the bytes in place would tie every body read to the index.)
+Session::HeadResult Session::start_request(const http::HeadVerdict& verdict) {
   idle_ = false;
   snapshot_ = worker_.snapshot;
-  begin_exchange_memory();
-  request_.emplace(std::piecewise_construct, std::make_tuple(),
-                   std::make_tuple(http::Allocator(&arena_)));
-  if (const auto r = http::parse_request_head(*request_, view(in_).substr(0, head_size))) {
-    error = {r.status, r.reason};
-    return HeadResult::error;
-  }
-  in_.consume(head_size);
+  auto& head = request_index();
+  const auto bytes = view(in_).substr(verdict.head_start, verdict.head_size);
+  request_bytes_ = static_cast<char*>(arena_.allocate(bytes.size(), 1));
+  std::memcpy(request_bytes_, bytes.data(), bytes.size());
+  head.rebase({request_bytes_, bytes.size()});
+  in_.consume(verdict.head_start + verdict.head_size);
+  request_ = &head;
+  refused_ = verdict.admission ? ProxyError{verdict.rejection.status, verdict.rejection.reason} : ProxyError{};
   return HeadResult::ok;
 }
 
@@ -316,14 +333,21 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   }
   first_request_ = false;
   for (;;) {
-    const auto step = http::next_head(view(in_), limits.max_header_bytes, limits.max_uri_bytes);
-    in_.consume(step.skipped);
-    const auto& scan = step.scan;
-    if (scan.result == http::HeadScan::Result::invalid) {
-      error = {http::status_for(scan.violation), http::describe(scan.violation)};
-      co_return HeadResult::error;
+    if (in_.size() > 0) {
+      // The index is built in the arena as the bytes come; max_body_bytes of the config the
+      // request will run on (start_request()), read before any suspension.
+      begin_exchange_memory();
+      const auto verdict = http::index_request_head(
+          view(in_), {limits.max_header_bytes, limits.max_uri_bytes, worker_.snapshot->config->server.max_body_bytes},
+          request_index());
+      if (verdict.result == http::HeadScan::Result::complete || verdict.admission)
+        co_return start_request(verdict);
+      if (verdict.result == http::HeadScan::Result::invalid) {
+        error = {verdict.rejection.status, verdict.rejection.reason};
+        co_return HeadResult::error;
+      }
+      in_.consume(verdict.head_start);  // the empty lines before a head (RFC 9112 §2.2)
     }
-    if (scan.result == http::HeadScan::Result::complete) co_return start_request(scan.head_size, error);
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
     if (in_.size() == 0) {
       // Nothing buffered: give the buffer back while waiting, and wait for readability rather
@@ -355,8 +379,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
 }
 
 net::awaitable<bool> Session::handle_request(Exchange& x) {
-  auto& req = request_->get();
-  const auto& limits = snapshot_->config->server;
+  const auto& req = *request_;
   {
     char generated[37];
     const auto id = http::choose_request_id(req, worker_.ids, generated);
@@ -364,16 +387,17 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     std::memcpy(x.id_storage, id.data(), n);
     x.request_id = std::string_view(x.id_storage, n);
   }
-  x.client_keep_alive = request_->keep_alive();
+  x.client_keep_alive = req.keep_alive();
   x.client_version = req.version();
-  x.request_done = request_->is_done();
+  x.request_done = req.body_done();
 
-  // 413, CONNECT (501), a bad absolute-form target (400); an absolute-form target sets Host.
-  if (const auto r = http::admit_request(*request_, limits.max_body_bytes)) {
-    co_await send_error(&x, {r.status, r.reason});
+  // 413, CONNECT (501), a bad absolute-form target (400), found by the index (admit_request());
+  // an absolute-form target's authority is the host.
+  if (refused_.status != 0) {
+    co_await send_error(&x, refused_);
     co_return false;
   }
-  x.route = snapshot_->router.match(req[bhttp::field::host], http::path_of(req.target()));
+  x.route = snapshot_->router.match(req.host(), http::path_of(req.target()));
   if (x.route == nullptr) {
     co_await send_error(&x, {404, "no route"});
     co_return false;  // error answers close the connection (they say Connection: close)
@@ -406,7 +430,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
 
   x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
   const auto window = AttemptWindow::of(x.upstream->config(), worker_.clock.now());
-  const bool is_head = request_->get().method() == bhttp::verb::head;
+  const bool is_head = request_->verb() == bhttp::verb::head;
   TriedSet tried;
   const PickContext base = pick_context(x, tried);
   Failure last;      // the last attempt's (kind none: no attempt failed yet, or it answered)
@@ -473,23 +497,22 @@ net::awaitable<bool> Session::back_off(Exchange& x, unsigned attempt, Clock::tim
 // The request's framing, its idempotency ticket and retry facts, and its head rewritten for the
 // origin (hop-by-hop removed, X-Forwarded-*, X-Request-Id).
 proxy::RequestFacts Session::begin_forward(Exchange& x) {
-  auto& req = request_->get();
+  const auto& req = *request_;
   const auto& retry = x.upstream->config().retry;
   if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
-  // Expect: 100-continue is answered here, hop by hop, when we start reading the body.
-  const auto shape = http::shape_forward(*request_, x.request_done);
-  x.expect_continue = shape.expect_continue;
-  x.chunked_in = shape.chunked;
-  x.upgrade = shape.upgrade;
-  x.idem = idempotency::Ticket::make(x.upstream->shared_idempotency(), req, req.method(), x.upgrade);
+  // Expect: 100-continue is answered here, hop by hop, when we start reading the body (and is
+  // not forwarded: splice_request_head()).
+  if (const auto e = req.value(http::KnownField::expect); !e.empty())
+    x.expect_continue = beast::iequals(e, "100-continue") && req.version() == 11 && !x.request_done;
+  x.chunked_in = req.chunked();
+  x.upgrade = http::wants_upgrade(req, !x.request_done);
+  x.idem = idempotency::Ticket::make(x.upstream->shared_idempotency(), req, req.verb(), x.upgrade);
   proxy::RequestFacts facts;
   // An Upgrade request is never resent once a byte of it was written: the origin may have
   // switched already. (Connect failures are still retried.)
-  facts.idempotent_method = http::is_idempotent(req.method()) && !x.upgrade;
+  facts.idempotent_method = http::is_idempotent(req.verb()) && !x.upgrade;
   facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
                               req.count(retry.idempotency_header) != 0;
-  http::rewrite_request(req, {client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
-                              snapshot_->config->server.forwarded_header});
   return facts;
 }
 
@@ -509,8 +532,7 @@ PickContext Session::pick_context(Exchange& x, TriedSet& tried) const {
   PickContext base{&tried};
   base.worker = worker_.index;  // the balancer moves this worker's own cursor
   if (const auto& key = x.upstream->hash_key()) {
-    const auto& req = request_->get();
-    if (const auto bytes = key->extract(req, req.target(), x.client_ip)) {
+    if (const auto bytes = key->extract(*request_, request_->target(), x.client_ip)) {
       base.hash = x.hash = hash_key_bytes(*bytes);
       base.has_hash = x.has_hash = true;
     }
@@ -603,12 +625,12 @@ void Session::drop_answer(std::optional<socket_type>& upstream) {
 // refusal (problem+json). True: forward the request.
 net::awaitable<bool> Session::idempotency_gate(Exchange& x) {
   auto& ticket = *x.idem;
-  const auto& req = request_->get();
+  const auto& req = *request_;
   // The fingerprint needs the whole body before the first byte leaves: a body larger than the
   // relay block is refused (413), never forwarded unprotected.
   if (!x.request_done || x.chunked_in) {
     ticket.refuse_too_large(worker_.index);
-  } else if (co_await ticket.begin(worker_.index, req, req.method_string(), req.target(),
+  } else if (co_await ticket.begin(worker_.index, req, req.method(), req.target(),
                                    std::string_view(relay_, x.kept_body), client_ip_, closed_) ==
              idempotency::Ticket::Verdict::forward) {
     co_return true;
@@ -708,7 +730,7 @@ bool Session::may_retry(Exchange& x, const Failure& attempt,
 net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
                                             std::optional<socket_type>& upstream,
                                             Clock::time_point try_until) {
-  const auto& req = request_->get();
+  const auto& req = *request_;
   // An upgrade request takes a fresh connection: it is not resent after a pooled connection
   // turns out to be closed, and the connection is consumed by a tunnel anyway.
   if (!x.upgrade) upstream = worker_.pool.acquire(ep);
@@ -738,7 +760,7 @@ net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
     // A pooled connection that the origin closed while idle fails before any response byte: when
     // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
     // connection to the same server. Not the server's fault, not a retry.
-    if (health::stale_connection(failure) && http::is_idempotent(req.method()) &&
+    if (health::stale_connection(failure) && http::is_idempotent(req.verb()) &&
         (x.body_kept || !x.body_consumed)) {
       spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
                     x.upstream->name(), ep.identity());
@@ -835,9 +857,7 @@ net::awaitable<bool> Session::keep_chunked_body(Exchange& x) {
   x.chunked_in = false;
   x.kept_body = have;
   x.body_kept = true;
-  char length[24];
-  const auto r = std::to_chars(length, length + sizeof length, have);
-  request_->get().set(bhttp::field::content_length, std::string_view(length, r.ptr - length));
+  x.kept_length = have;
   co_return true;
 }
 
@@ -1088,7 +1108,7 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
 std::optional<FailureKind> Session::final_head(const Exchange& x, unsigned code) const {
   if (code < 100 || code >= 200) return FailureKind::none;
   if (code != 101) return std::nullopt;
-  return x.upgrade && http::valid_switch(*response_, request_->get()) ? FailureKind::none
+  return x.upgrade && http::valid_switch(*response_, *request_) ? FailureKind::none
                                                                        : FailureKind::bad_response;
 }
 
@@ -1367,10 +1387,10 @@ net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
 
 http::Variables Session::rule_variables(const Exchange& x, std::span<char, 24> version) const {
   using V = http::Variable;
-  const auto& req = request_->get();
+  const auto& req = *request_;
   http::Variables v;
   v[V::request_id] = x.request_id;
-  v[V::host] = http::host_without_port(req[bhttp::field::host]);
+  v[V::host] = http::host_without_port(req.host());
   v[V::client_ip] = client_ip_;
   if (x.upstream != nullptr) v[V::upstream] = x.upstream->name();
   if (x.server != nullptr) v[V::server] = x.server->identity();
@@ -1380,18 +1400,24 @@ http::Variables Session::rule_variables(const Exchange& x, std::span<char, 24> v
   return v;
 }
 
+// The client's head with the edits spliced in: hop-by-hop fields dropped, X-Forwarded-*,
+// X-Request-Id, the route's path rewrite and request rules.
 void Session::write_request_head(const Exchange& x) {
   const auto& route = *x.route;
   head_out_.clear();
+  http::RequestSplice edits{{client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
+                             snapshot_->config->server.forwarded_header},
+                            x.chunked_in, route.rewrite ? &*route.rewrite : nullptr};
+  edits.content_length = x.kept_length;
   if (route.request_rules.empty()) {
-    http::append_request_head(head_out_, request_->get(), x.chunked_in,
-                              {route.rewrite ? &*route.rewrite : nullptr});
+    http::splice_request_head(head_out_, *request_, edits);
     return;
   }
   char version[24];
   const auto vars = rule_variables(x, version);
-  http::append_request_head(head_out_, request_->get(), x.chunked_in,
-                            {route.rewrite ? &*route.rewrite : nullptr, &route.request_rules, &vars});
+  edits.rules = &route.request_rules;
+  edits.vars = &vars;
+  http::splice_request_head(head_out_, *request_, edits);
 }
 
 void Session::write_response_head(const Exchange& x, const http::ResponsePlan& plan) {
@@ -1419,7 +1445,7 @@ net::awaitable<bool> Session::send_fixed_answer(Exchange& x) {
     head_out_.clear();
     x.status = x.route->answer->status;
     x.bytes_out = http::append_fixed_answer(head_out_, *x.route->answer, vars, &x.route->response_rules,
-                                            keep, request_->get().method() == bhttp::verb::head,
+                                            keep, request_->verb() == bhttp::verb::head,
                                             x.client_version);
   }
   expire_after(snapshot_->config->server.idle_timeout);
@@ -1447,13 +1473,13 @@ void Session::log_exchange(const Exchange& x) {
   if (!worker_.access_log.enabled()) return;
   AccessRecord r;
   r.client = x.client_ip.empty() ? std::string_view(client_ip_) : x.client_ip;
-  if (request_ && request_->is_header_done()) {
-    const auto& req = request_->get();
-    r.method = req.method_string();
+  if (request_ != nullptr) {
+    const auto& req = *request_;
+    r.method = req.method();
     r.target = req.target();
     r.protocol = req.version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
-    r.host = req[bhttp::field::host];
-    r.user_agent = req[bhttp::field::user_agent];
+    r.host = req.host();
+    r.user_agent = req.value("User-Agent");
   } else {
     r.method = "-";
     r.target = "-";

@@ -71,12 +71,12 @@ net::awaitable<bool> Session::read_proxy_header() {
   co_return true;
 }
 
-ClientAddress Session::client_of(const http::Fields& req) const noexcept {
+ClientAddress Session::client_of(const http::RequestHead& req) const noexcept {
   return resolve_client(req, client_ip_, client_addr_, snapshot_->config->server.trusted_proxies);
 }
 
 // The answer for a request the route turns away, or status 0 to let it in.
-ProxyError Session::admit(const RouteAdmission* admission, const http::Fields& req,
+ProxyError Session::admit(const RouteAdmission* admission, const http::RequestHead& req,
                           std::string_view target, const ClientAddress& client) const noexcept {
   if (admission == nullptr) return {};
   const auto result = admission->admit(client, req, target, worker_.clock.now(), worker_.index);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../http/indexed_request.hpp"
+
 namespace sluice {
 namespace {
 
@@ -31,6 +33,18 @@ TEST(HashKey, HeaderByNameCaseInsensitively) {
   const auto k = key("header:X-User");
   EXPECT_EQ(k.extract(fields({{"x-user", "alice"}}), "/", ""), "alice");
   EXPECT_EQ(k.extract(fields({{"X-Other", "bob"}}), "/", ""), std::nullopt);
+}
+
+// The session extracts over the request's index: the same key as over Beast's fields.
+TEST(HashKey, OverTheIndexAsOverFields) {
+  for (const auto* text : {"header:X-User", "cookie:session", "query:u", "uri"}) {
+    const auto k = key(text);
+    for (const auto& f : {fields({{"x-user", "alice"}, {"X-User", "bob"}}), fields({{"Cookie", "a=1"}, {"Cookie", "session=x"}}),
+                          fields({{"Cookie", "xsession=1"}}), fields({})}) {
+      const auto x = http::testing::indexed(f, "/p?u=9");
+      EXPECT_EQ(k.extract(x->head, "/p?u=9", "10.0.0.1"), k.extract(f, "/p?u=9", "10.0.0.1")) << text;
+    }
+  }
 }
 
 TEST(HashKey, CookieByExactNameAcrossCookieLines) {

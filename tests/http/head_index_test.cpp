@@ -202,6 +202,30 @@ std::string many_fields(std::size_t n, std::string_view start) {
   return head + "\r\n";
 }
 
+// admit_request()'s refusals come on a head that parsed: flagged, with the index complete, as the
+// session answers them as requests (their id, their log line); a head that did not parse is not.
+TEST(HeadIndex, AdmissionRefusalsAreFlaggedOnAParsedHead) {
+  RequestHead r;
+  const std::string_view big = "POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+  auto v = index_request_head(big, {16 * 1024, 8 * 1024, 5}, r);
+  EXPECT_EQ(v.result, Result::invalid);
+  EXPECT_EQ(v.rejection.status, 413u);
+  EXPECT_TRUE(v.admission);
+  EXPECT_EQ(v.head_size, big.size());
+  EXPECT_EQ(r.target(), "/up");
+  EXPECT_TRUE(r.keep_alive());
+  v = index_request_head("CONNECT b:443 HTTP/1.1\r\nHost: b:443\r\n\r\n", {}, r);
+  EXPECT_EQ(v.rejection.status, 501u);
+  EXPECT_TRUE(v.admission);
+  v = index_request_head("GET http://u@b.example/p HTTP/1.1\r\nHost: a\r\n\r\n", {}, r);
+  EXPECT_EQ(v.rejection.status, 400u);
+  EXPECT_TRUE(v.admission);
+  v = index_request_head("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", {}, r);
+  EXPECT_EQ(v.rejection.status, 400u);
+  EXPECT_FALSE(v.admission);
+  EXPECT_FALSE(index_request_head(big, {}, r).admission);
+}
+
 TEST(HeadIndex, AboveCapacityIsTooLarge) {
   RequestHead r;
   const auto fits = many_fields(HeadIndex::capacity - 1, "GET / HTTP/1.1\r\nHost: a\r\n");

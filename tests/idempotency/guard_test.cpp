@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../http/indexed_request.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
@@ -42,9 +44,11 @@ protected:
     http::Fields fields;
     fields.set("Idempotency-Key", r.key);
     fields.set(bhttp::field::authorization, r.authorization);
-    auto ticket = Ticket::make(guard_, fields, bhttp::verb::post, false);
+    // Over the request's index, as the session does (the Fields overloads: NoKeyNoTicket).
+    const auto req = http::testing::indexed(fields, r.target);
+    auto ticket = Ticket::make(guard_, req->head, bhttp::verb::post, false);
     EXPECT_TRUE(ticket);
-    auto future = net::co_spawn(io_, ticket->begin(0, fields, "POST", r.target, r.body, "127.0.0.1", closed),
+    auto future = net::co_spawn(io_, ticket->begin(0, req->head, "POST", r.target, r.body, "127.0.0.1", closed),
                                 net::use_future);
     io_.restart();
     io_.run();
@@ -78,6 +82,9 @@ TEST_F(GuardTest, NoKeyNoTicket) {
   EXPECT_FALSE(Ticket::make(nullptr, fields, bhttp::verb::post, false));
   EXPECT_FALSE(Ticket::make(guard_, fields, bhttp::verb::head, false));
   EXPECT_FALSE(Ticket::make(guard_, fields, bhttp::verb::get, true)) << "an upgrade is not guarded";
+  EXPECT_FALSE(Ticket::make(guard_, http::testing::indexed({})->head, bhttp::verb::post, false));
+  EXPECT_TRUE(Ticket::make(guard_, http::testing::indexed(fields)->head, bhttp::verb::post, false));
+  EXPECT_TRUE(Ticket::make(guard_, fields, bhttp::verb::post, false));
 }
 
 TEST_F(GuardTest, TheSecondRequestGetsTheFirstAnswerReplayed) {

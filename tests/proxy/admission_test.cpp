@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../http/indexed_request.hpp"
+
 namespace sluice::proxy {
 namespace {
 
@@ -21,8 +23,12 @@ http::Fields xff(std::initializer_list<const char*> lines) {
   return f;
 }
 
+// Over Beast's fields and over the same lines indexed (the session's path): the same answer.
 std::string resolved(const http::Fields& f, const char* peer, const CidrSet& trusted) {
-  return std::string(resolve_client(f, peer, ip(peer), trusted).text);
+  std::string text(resolve_client(f, peer, ip(peer), trusted).text);
+  EXPECT_EQ(resolve_client(http::testing::indexed(f)->head, peer, ip(peer), trusted).text, text)
+      << "over the index";
+  return text;
 }
 
 TEST(ResolveClient, UntrustedPeerIsTheClientWhateverItClaims) {
@@ -88,13 +94,13 @@ TEST(RouteAdmission, RefusalsAreCountedPerWorkerAndSummed) {
   const auto route = route_with({}, cidrs({"192.0.2.0/24"}));
   const RouteAdmission a(route, nullptr);
   for (unsigned worker : {0u, 1u, 7u, 7u})
-    EXPECT_EQ(a.admit({"192.0.2.9", ip("192.0.2.9")}, {}, "/api/", {}, worker).verdict,
+    EXPECT_EQ(a.admit({"192.0.2.9", ip("192.0.2.9")}, http::Fields{}, "/api/", {}, worker).verdict,
               RouteAdmission::Verdict::forbidden);
-  EXPECT_EQ(a.admit({"198.51.100.1", ip("198.51.100.1")}, {}, "/api/", {}, 3).verdict,
+  EXPECT_EQ(a.admit({"198.51.100.1", ip("198.51.100.1")}, http::Fields{}, "/api/", {}, 3).verdict,
             RouteAdmission::Verdict::pass);
   EXPECT_EQ(a.denied(), 4u);
   const RouteAdmission reloaded(route, &a);
-  EXPECT_EQ(reloaded.admit({"192.0.2.9", ip("192.0.2.9")}, {}, "/api/", {}, 2).verdict,
+  EXPECT_EQ(reloaded.admit({"192.0.2.9", ip("192.0.2.9")}, http::Fields{}, "/api/", {}, 2).verdict,
             RouteAdmission::Verdict::forbidden);
   EXPECT_EQ(reloaded.denied(), 5u);
   EXPECT_EQ(reloaded.limited(), 0u);
@@ -112,7 +118,7 @@ config::RateLimitConfig limit(std::uint32_t burst, std::string key = "client_ip"
 TEST(RouteAdmission, RateLimitPerClientWithRetryAfter) {
   ManualClock clock;
   const RouteAdmission a(route_with({}, {}, limit(2)), nullptr);
-  const auto take = [&](const char* client) { return a.admit({client, ip(client)}, {}, "/api/", clock.now()); };
+  const auto take = [&](const char* client) { return a.admit({client, ip(client)}, http::Fields{}, "/api/", clock.now()); };
   EXPECT_EQ(take("192.0.2.1").verdict, RouteAdmission::Verdict::pass);
   EXPECT_EQ(take("192.0.2.1").verdict, RouteAdmission::Verdict::pass);
   const auto r = take("192.0.2.1");

@@ -11,6 +11,7 @@
 #include "sluice/http/message.hpp"
 
 namespace sluice {
+namespace http { class RequestHead; }
 
 class HashKey {
 public:
@@ -20,6 +21,9 @@ public:
 
   // The key's bytes for this request, pointing into `fields`, `target` or `client_ip`.
   std::optional<std::string_view> extract(const http::Fields& fields, std::string_view target,
+                                          std::string_view client_ip) const;
+  // The same over the request's index (the session's path).
+  std::optional<std::string_view> extract(const http::RequestHead& head, std::string_view target,
                                           std::string_view client_ip) const;
 
   Kind kind() const noexcept { return kind_; }

@@ -178,6 +178,9 @@ struct HeadVerdict {
   std::size_t head_start = 0;
   std::size_t head_size = 0;  // complete: up to and including the final CRLFCRLF
   Rejection rejection;
+  // The head parsed and is indexed; the refusal is admit_request()'s (413, CONNECT's 501, a bad
+  // absolute-form target), which the session answers as a request (with its id, logged).
+  bool admission = false;
 };
 HeadVerdict index_request_head(std::string_view bytes, const RequestLimits& limits,
                                RequestHead& out) noexcept;

@@ -30,6 +30,7 @@
 
 namespace sluice::http {
 class ResponseHead;  // head_index.hpp
+class RequestHead;
 }
 
 namespace sluice::idempotency {
@@ -95,6 +96,8 @@ public:
   // not an upgrade).
   static std::unique_ptr<Ticket> make(const std::shared_ptr<const Guard>& guard, const http::Fields& fields,
                                       boost::beast::http::verb method, bool upgrade);
+  static std::unique_ptr<Ticket> make(const std::shared_ptr<const Guard>& guard, const http::RequestHead& head,
+                                      boost::beast::http::verb method, bool upgrade);
 
   enum class Verdict { forward, answered };
   // Claims the key or decides the answer. `body` is the whole request body (the caller checked
@@ -102,6 +105,11 @@ public:
   // `closed`: the client connection went away (stops a wait). After `answered`, response()
   // holds the complete answer to write.
   boost::asio::awaitable<Verdict> begin(unsigned worker, const http::Fields& fields,
+                                        std::string_view method, std::string_view target,
+                                        std::string_view body, std::string_view scope_ip,
+                                        const bool& closed);
+  // The same over the request's index (the session's path).
+  boost::asio::awaitable<Verdict> begin(unsigned worker, const http::RequestHead& head,
                                         std::string_view method, std::string_view target,
                                         std::string_view body, std::string_view scope_ip,
                                         const bool& closed);
@@ -134,6 +142,11 @@ public:
   ~Ticket();
 
 private:
+  // The store key: upstream, scope values (`scope_ip`, header values), the client's key.
+  template <class Head>
+  void set_store_key(const Head& head, std::string_view scope_ip);
+  boost::asio::awaitable<Verdict> claim(unsigned worker, std::string_view method, std::string_view target,
+                                        std::string_view body, const bool& closed);
   enum class Step { claimed, answered, retry, wait };
   Step decide(std::string_view value, bool waited);
   void start_head(unsigned status);  // the status line, into head_

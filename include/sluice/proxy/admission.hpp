@@ -39,6 +39,9 @@ struct ClientAddress {
 // `peer_text` is `peer` as text. Reads X-Forwarded-For only when `peer` is trusted.
 ClientAddress resolve_client(const http::Fields& fields, std::string_view peer_text,
                              const boost::asio::ip::address& peer, const CidrSet& trusted) noexcept;
+// The same over the request's index (the session's path).
+ClientAddress resolve_client(const http::RequestHead& head, std::string_view peer_text,
+                             const boost::asio::ip::address& peer, const CidrSet& trusted) noexcept;
 
 // One X-Forwarded-For element as an address: "192.0.2.1", "2001:db8::1", "[2001:db8::1]",
 // "[2001:db8::1]:443" or "192.0.2.1:80"; `text` gets the address part.
@@ -70,6 +73,8 @@ public:
   // `worker`: the calling worker's index, whose counters a refusal bumps.
   Result admit(const ClientAddress& client, const http::Fields& fields, std::string_view target,
                Clock::time_point now, unsigned worker = 0) const noexcept;
+  Result admit(const ClientAddress& client, const http::RequestHead& head, std::string_view target,
+               Clock::time_point now, unsigned worker = 0) const noexcept;
 
   // For metrics: "HOST/PREFIX" ("/api/" for a route without host).
   const std::string& label() const noexcept { return label_; }
@@ -79,6 +84,9 @@ public:
   const RateLimiter* limiter() const noexcept { return limiter_.get(); }
 
 private:
+  template <class Head>
+  Result admit_head(const ClientAddress& client, const Head& head, std::string_view target,
+                    Clock::time_point now, unsigned worker) const noexcept;
   std::uint64_t total(std::atomic<std::uint64_t> AdmissionCounters::*field) const noexcept;
 
   CidrSet allow_;

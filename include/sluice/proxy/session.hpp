@@ -76,8 +76,8 @@ private:
   // Edge steps, in session_edge.cpp: the PROXY protocol header, the request's client address,
   // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
   boost::asio::awaitable<bool> read_proxy_header();
-  ClientAddress client_of(const http::Fields& req) const noexcept;
-  ProxyError admit(const RouteAdmission* admission, const http::Fields& req,
+  ClientAddress client_of(const http::RequestHead& req) const noexcept;
+  ProxyError admit(const RouteAdmission* admission, const http::RequestHead& req,
                    std::string_view target, const ClientAddress& client) const noexcept;
   // The answer to a failed attempt: the failure's status and Sluice-Error, and why no retry.
   ProxyError not_retried(const Exchange& x, const Failure& f) const;
@@ -86,7 +86,8 @@ private:
     std::size_t max_header_bytes, max_uri_bytes;
   };
   HeadLimits head_limits() const noexcept;
-  HeadResult start_request(std::size_t head_size, ProxyError& error);
+  HeadResult start_request(const http::HeadVerdict& verdict);
+  http::RequestHead& request_index();
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> forward(Exchange& x);
@@ -212,7 +213,15 @@ private:
   HeadBuffer up_in_;
   std::string head_out_;             // serialized head towards the origin or the client
   Arena arena_;
-  std::optional<http::RequestParser> request_;
+  // The request head, indexed in one pass (issue 17, point 3) while it arrives in in_, then over a
+  // copy of its bytes in the arena (body reads into in_ may move them): request_ is the complete
+  // head in hand (nullptr: none); its index is in the arena, made when the exchange's first bytes
+  // arrive. refused_: admit_request()'s refusal of that head (413, 501, a bad target), answered
+  // by handle_request() as a request (with its id, logged).
+  const http::RequestHead* request_ = nullptr;
+  http::RequestHead* request_store_ = nullptr;
+  char* request_bytes_ = nullptr;
+  ProxyError refused_;
   // The response head, indexed over its bytes in up_in_ (issue 17, point 3). read_response_head()
   // consumes them at once, but they stay where they are until up_in_'s next prepare(), which comes
   // only after the head was answered (spliced into head_out_): no copy. response_ is the complete
