@@ -319,6 +319,32 @@ Session::HeadResult Session::start_request(const http::HeadVerdict& verdict) {
   return HeadResult::ok;
 }
 
+// The bytes buffered so far: a head that has its end is indexed (in the arena, for the config
+// the request will run on: start_request()); one that has not is only scanned for a violation,
+// so that a client sending its head slowly holds no arena block (the `bursts` benchmark's
+// thousand partial heads). nullopt: more bytes are needed.
+std::optional<Session::HeadResult> Session::look_at_head(const HeadLimits& limits, ProxyError& error) {
+  const auto buffered = view(in_);
+  if (buffered.find("\r\n\r\n", http::empty_lines_before(buffered)) == std::string_view::npos) {
+    const auto step = http::next_head(buffered, limits.max_header_bytes, limits.max_uri_bytes);
+    in_.consume(step.skipped);  // the empty lines before a head (RFC 9112 §2.2)
+    if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
+    error = {http::status_for(step.scan.violation), http::describe(step.scan.violation)};
+    return HeadResult::error;
+  }
+  begin_exchange_memory();
+  const auto verdict = http::index_request_head(
+      buffered, {limits.max_header_bytes, limits.max_uri_bytes, worker_.snapshot->config->server.max_body_bytes},
+      request_index());
+  if (verdict.result == http::HeadScan::Result::complete || verdict.admission) return start_request(verdict);
+  if (verdict.result == http::HeadScan::Result::invalid) {
+    error = {verdict.rejection.status, verdict.rejection.reason};
+    return HeadResult::error;
+  }
+  in_.consume(verdict.head_start);
+  return std::nullopt;
+}
+
 net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error) {
   const HeadLimits limits = head_limits();
   // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
@@ -334,19 +360,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   first_request_ = false;
   for (;;) {
     if (in_.size() > 0) {
-      // The index is built in the arena as the bytes come; max_body_bytes of the config the
-      // request will run on (start_request()), read before any suspension.
-      begin_exchange_memory();
-      const auto verdict = http::index_request_head(
-          view(in_), {limits.max_header_bytes, limits.max_uri_bytes, worker_.snapshot->config->server.max_body_bytes},
-          request_index());
-      if (verdict.result == http::HeadScan::Result::complete || verdict.admission)
-        co_return start_request(verdict);
-      if (verdict.result == http::HeadScan::Result::invalid) {
-        error = {verdict.rejection.status, verdict.rejection.reason};
-        co_return HeadResult::error;
-      }
-      in_.consume(verdict.head_start);  // the empty lines before a head (RFC 9112 §2.2)
+      if (const auto done = look_at_head(limits, error)) co_return *done;
     }
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
     if (in_.size() == 0) {

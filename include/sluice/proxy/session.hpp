@@ -86,6 +86,7 @@ private:
     std::size_t max_header_bytes, max_uri_bytes;
   };
   HeadLimits head_limits() const noexcept;
+  std::optional<HeadResult> look_at_head(const HeadLimits& limits, ProxyError& error);
   HeadResult start_request(const http::HeadVerdict& verdict);
   http::RequestHead& request_index();
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
@@ -213,10 +214,9 @@ private:
   HeadBuffer up_in_;
   std::string head_out_;             // serialized head towards the origin or the client
   Arena arena_;
-  // The request head, indexed in one pass (issue 17, point 3) while it arrives in in_, then over a
+  // The request head, indexed in one pass (issue 17, point 3) once its end is in in_, then over a
   // copy of its bytes in the arena (body reads into in_ may move them): request_ is the complete
-  // head in hand (nullptr: none); its index is in the arena, made when the exchange's first bytes
-  // arrive. refused_: admit_request()'s refusal of that head (413, 501, a bad target), answered
+  // head in hand (nullptr: none); its index is in the arena (look_at_head()). refused_: admit_request()'s refusal of that head (413, 501, a bad target), answered
   // by handle_request() as a request (with its id, logged).
   const http::RequestHead* request_ = nullptr;
   http::RequestHead* request_store_ = nullptr;
