@@ -275,3 +275,25 @@ def test_a_refusing_server_is_ejected_once_and_counted(scripted, sluice):
     assert s.server_status(refusing)["state"] == "ejected"
     retried = metric(s, "sluice_retries_total", upstream="app", reason="connect refused")
     assert good.count() == 12 and retried == 3, retried
+
+
+def test_a_request_of_101_field_lines_passes_and_102_are_431_before_any_origin(scripted, sluice):
+    """docs/http.md: the head index keeps up to 101 field lines (HAProxy's tune.http.maxhdr); a
+    request with more is answered 431 `header too large` and reaches no origin."""
+    origin = scripted("a")
+    s = sluice(sluice_config([origin.address]))
+
+    def head(lines):  # Host plus lines - 1 others
+        filler = "".join(f"Filler-{i}: v\r\n" for i in range(lines - 1))
+        return f"GET / HTTP/1.1\r\nHost: a\r\n{filler}\r\n".encode()
+
+    with Conn(s.port) as c:
+        r = c.request(head(102))
+    assert (r.status, r.header("Sluice-Error")) == (431, "header too large"), r
+    origin.settle()
+    assert (origin.accepted, origin.bytes_received()) == (0, b"")
+    with Conn(s.port) as c:
+        r = c.request(head(101))
+    assert r.status == 200, r
+    origin.settle()
+    assert origin.count() == 1 and origin.bytes_received().count(b"\r\nFiller-") == 100
