@@ -197,15 +197,10 @@ net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
                                     : false;
     proxy::Session session(ctx_, std::move(client), std::move(tls), proxy_protocol);
     co_await session.run();
-    if (session.parked()) {
-      parking_.park(session.take_parked());  // still open: still counted in active_
-      co_return;
-    }
+    session_ended(session);
   } catch (const std::exception& e) {
-    // Nothing on the data path should throw; if something does, lose the connection, not the process.
-    spdlog::error("worker {}: session ended by exception: {}", ctx_.index, e.what());
+    session_failed(e);
   }
-  connection_ended();
 }
 
 net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
@@ -213,13 +208,23 @@ net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
     proxy::Session session(ctx_, std::move(client.stream));
     session.resumed(client.client);
     co_await session.run();
-    if (session.parked()) {
-      parking_.park(session.take_parked());  // still open: still counted in active_
-      co_return;
-    }
+    session_ended(session);
   } catch (const std::exception& e) {
-    spdlog::error("worker {}: session ended by exception: {}", ctx_.index, e.what());
+    session_failed(e);
   }
+}
+
+void Worker::session_ended(proxy::Session& session) {
+  if (session.parked()) {
+    parking_.park(session.take_parked());  // still open: still counted in active_
+  } else {
+    connection_ended();
+  }
+}
+
+void Worker::session_failed(const std::exception& e) {
+  // Nothing on the data path should throw; if something does, lose the connection, not the process.
+  spdlog::error("worker {}: session ended by exception: {}", ctx_.index, e.what());
   connection_ended();
 }
 

@@ -4,6 +4,7 @@
 // path needs no locks. The control thread reaches a worker only through post() (the public
 // methods below do that themselves) and reads active_sessions(), an atomic.
 #include <atomic>
+#include <exception>
 #include <future>
 #include <memory>
 #include <thread>
@@ -85,6 +86,10 @@ private:
   boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket, int tls_listener);
   // A parked connection the client sent its next request on (proxy/parking.hpp).
   boost::asio::awaitable<void> serve_parked(proxy::ParkedClient client);
+  // After run(): a session that parked keeps its connection (and its slot); any other end frees it.
+  void session_ended(proxy::Session& session);
+  // run() or the setup before it threw: log it and free the slot.
+  void session_failed(const std::exception& e);
   // A client connection closed: one slot free below max_connections.
   void connection_ended();
   boost::asio::awaitable<void> tick_loop();
