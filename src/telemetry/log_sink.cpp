@@ -93,54 +93,59 @@ bool LogSink::write_locked(std::span<struct iovec> parts) {
   return true;
 }
 
-void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
-  using namespace std::chrono;
-  const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
-  const auto secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-  const auto milli = static_cast<unsigned>(ms - static_cast<long long>(secs) * 1000);
-  // gmtime_r once a second per thread.
-  thread_local std::time_t cached = -1;
-  thread_local char date[20];  // "YYYY-MM-DDTHH:MM:SS"
-  if (secs != cached) {
-    std::tm tm{};
-    ::gmtime_r(&secs, &tm);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    cached = secs;
-  }
-  out.append(std::string_view(date, 19));
-  const char frac[5] = {'.', static_cast<char>('0' + milli / 100), static_cast<char>('0' + milli / 10 % 10),
-                        static_cast<char>('0' + milli % 10), 'Z'};
-  out.append(std::string_view(frac, 5));
+namespace {
+
+// The calendar form of the last second a thread formatted, per caller: gmtime_r / localtime_r
+// (which may read the zone file) run once a second, not once a line.
+struct SecondCache {
+  std::time_t secs = -1;
+  char date[20] = {};  // "YYYY-MM-DDTHH:MM:SS"
+  char offset[6] = {};  // "+HH:MM", as spdlog's %z (from tm_gmtoff: "+00:00" for gmtime_r)
+};
+
+using ToTm = std::tm* (*)(const std::time_t*, std::tm*);
+
+void refill(SecondCache& c, std::time_t secs, ToTm to_tm) {
+  std::tm tm{};
+  to_tm(&secs, &tm);
+  std::strftime(c.date, sizeof c.date, "%Y-%m-%dT%H:%M:%S", &tm);
+  long minutes = tm.tm_gmtoff / 60;
+  c.offset[0] = minutes < 0 ? '-' : '+';
+  if (minutes < 0) minutes = -minutes;
+  c.offset[1] = static_cast<char>('0' + minutes / 600 % 10);
+  c.offset[2] = static_cast<char>('0' + minutes / 60 % 10);
+  c.offset[3] = ':';
+  c.offset[4] = static_cast<char>('0' + minutes % 60 / 10);
+  c.offset[5] = static_cast<char>('0' + minutes % 10);
+  c.secs = secs;
 }
 
-void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
+// "YYYY-MM-DDTHH:MM:SS.mmm" of `t`, without a zone.
+void append_date_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t, SecondCache& c,
+                    ToTm to_tm) {
   using namespace std::chrono;
   const auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
-  const auto secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  const auto secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);  // down, also before 1970
   const auto milli = static_cast<unsigned>(ms - static_cast<long long>(secs) * 1000);
-  // localtime_r (which may read the zone file) once a second per thread.
-  thread_local std::time_t cached = -1;
-  thread_local char date[20];  // "YYYY-MM-DDTHH:MM:SS"
-  thread_local char offset[6];  // "+HH:MM", as spdlog's %z
-  if (secs != cached) {
-    std::tm tm{};
-    ::localtime_r(&secs, &tm);
-    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    long minutes = tm.tm_gmtoff / 60;
-    offset[0] = minutes < 0 ? '-' : '+';
-    if (minutes < 0) minutes = -minutes;
-    offset[1] = static_cast<char>('0' + minutes / 600 % 10);
-    offset[2] = static_cast<char>('0' + minutes / 60 % 10);
-    offset[3] = ':';
-    offset[4] = static_cast<char>('0' + minutes % 60 / 10);
-    offset[5] = static_cast<char>('0' + minutes % 10);
-    cached = secs;
-  }
-  out.append(std::string_view(date, 19));
+  if (secs != c.secs) refill(c, secs, to_tm);
+  out.append(std::string_view(c.date, 19));
   const char frac[4] = {'.', static_cast<char>('0' + milli / 100), static_cast<char>('0' + milli / 10 % 10),
                         static_cast<char>('0' + milli % 10)};
   out.append(std::string_view(frac, 4));
-  out.append(std::string_view(offset, 6));
+}
+
+}  // namespace
+
+void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
+  thread_local SecondCache cache;
+  append_date_ms(out, t, cache, ::gmtime_r);
+  out.push_back('Z');
+}
+
+void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t) {
+  thread_local SecondCache cache;
+  append_date_ms(out, t, cache, ::localtime_r);
+  out.append(std::string_view(cache.offset, 6));
 }
 
 void append_json_string(spdlog::memory_buf_t& out, std::string_view s) {
