@@ -313,17 +313,19 @@ void request_bench(benchmark::State& state, std::string_view bytes, Stage stage,
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
 }
 
-void response_bench(benchmark::State& state, std::string_view bytes, Stage stage,
-                    const Router::Route* edge = nullptr) {
+// One head through Run (a response of the seed path, or either side through the head index).
+template <bool (*Run)(Worker&, std::string_view, Stage)>
+void head_bench(benchmark::State& state, std::string_view bytes, Stage stage,
+                const Router::Route* edge = nullptr) {
   Worker w;
   w.edge = edge;
   w.request_id = "0b5c6a1e-7d3f-4e2a-9c8b-1a2b3c4d5e6f";
-  if (!run_response(w, bytes, stage)) {
-    state.SkipWithError("response rejected");
+  if (!Run(w, bytes, stage)) {
+    state.SkipWithError("head rejected");
     return;
   }
   AllocScope allocs(state);
-  for (auto _ : state) benchmark::DoNotOptimize(run_response(w, bytes, stage));
+  for (auto _ : state) benchmark::DoNotOptimize(Run(w, bytes, stage));
   allocs.done();
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
 }
@@ -350,17 +352,17 @@ void BM_RequestWithHeaderRules(benchmark::State& s) {
 }
 BENCHMARK(BM_RequestWithHeaderRules);
 
-void BM_ResponseSmall(benchmark::State& s) { response_bench(s, small_response, Stage::full); }
-void BM_ResponseSmallScan(benchmark::State& s) { response_bench(s, small_response, Stage::scan); }
-void BM_ResponseSmallParse(benchmark::State& s) { response_bench(s, small_response, Stage::parse); }
-void BM_ResponseApp(benchmark::State& s) { response_bench(s, app_response, Stage::full); }
+void BM_ResponseSmall(benchmark::State& s) { head_bench<run_response>(s, small_response, Stage::full); }
+void BM_ResponseSmallScan(benchmark::State& s) { head_bench<run_response>(s, small_response, Stage::scan); }
+void BM_ResponseSmallParse(benchmark::State& s) { head_bench<run_response>(s, small_response, Stage::parse); }
+void BM_ResponseApp(benchmark::State& s) { head_bench<run_response>(s, app_response, Stage::full); }
 BENCHMARK(BM_ResponseSmall);
 BENCHMARK(BM_ResponseSmallScan);
 BENCHMARK(BM_ResponseSmallParse);
 BENCHMARK(BM_ResponseApp);
 void BM_ResponseWithHeaderRules(benchmark::State& s) {
   const auto edge = edge_route();
-  response_bench(s, app_response, Stage::full, &edge);
+  head_bench<run_response>(s, app_response, Stage::full, &edge);
 }
 BENCHMARK(BM_ResponseWithHeaderRules);
 
@@ -433,39 +435,23 @@ http::Variables index_variables(const Worker& w, const http::RequestHead* req) {
   return true;
 }
 
-template <bool (*Run)(Worker&, std::string_view, Stage)>
-void index_bench(benchmark::State& state, std::string_view bytes, Stage stage,
-                 const Router::Route* edge = nullptr) {
-  Worker w;
-  w.edge = edge;
-  w.request_id = "0b5c6a1e-7d3f-4e2a-9c8b-1a2b3c4d5e6f";
-  if (!Run(w, bytes, stage)) {
-    state.SkipWithError("head rejected");
-    return;
-  }
-  AllocScope allocs(state);
-  for (auto _ : state) benchmark::DoNotOptimize(Run(w, bytes, stage));
-  allocs.done();
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
-}
-
-void BM_IndexRequestBrowser(benchmark::State& s) { index_bench<run_index_request>(s, browser_request, Stage::full); }
+void BM_IndexRequestBrowser(benchmark::State& s) { head_bench<run_index_request>(s, browser_request, Stage::full); }
 void BM_IndexRequestBrowserParse(benchmark::State& s) {
-  index_bench<run_index_request>(s, browser_request, Stage::parse);
+  head_bench<run_index_request>(s, browser_request, Stage::parse);
 }
-void BM_IndexRequestWrk(benchmark::State& s) { index_bench<run_index_request>(s, wrk_request, Stage::full); }
+void BM_IndexRequestWrk(benchmark::State& s) { head_bench<run_index_request>(s, wrk_request, Stage::full); }
 void BM_IndexRequestWithHeaderRules(benchmark::State& s) {
   const auto edge = edge_route();
-  index_bench<run_index_request>(s, browser_request, Stage::full, &edge);
+  head_bench<run_index_request>(s, browser_request, Stage::full, &edge);
 }
-void BM_IndexResponseSmall(benchmark::State& s) { index_bench<run_index_response>(s, small_response, Stage::full); }
+void BM_IndexResponseSmall(benchmark::State& s) { head_bench<run_index_response>(s, small_response, Stage::full); }
 void BM_IndexResponseSmallParse(benchmark::State& s) {
-  index_bench<run_index_response>(s, small_response, Stage::parse);
+  head_bench<run_index_response>(s, small_response, Stage::parse);
 }
-void BM_IndexResponseApp(benchmark::State& s) { index_bench<run_index_response>(s, app_response, Stage::full); }
+void BM_IndexResponseApp(benchmark::State& s) { head_bench<run_index_response>(s, app_response, Stage::full); }
 void BM_IndexResponseWithHeaderRules(benchmark::State& s) {
   const auto edge = edge_route();
-  index_bench<run_index_response>(s, app_response, Stage::full, &edge);
+  head_bench<run_index_response>(s, app_response, Stage::full, &edge);
 }
 BENCHMARK(BM_IndexRequestBrowser);
 BENCHMARK(BM_IndexRequestBrowserParse);
