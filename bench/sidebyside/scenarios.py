@@ -92,6 +92,12 @@ ALL = list(LOADS) + list(SPECIAL)
 BURSTS = 10  # bursts per round of `bursts`, each of idle_steps[0] connections
 
 
+def steady_rss_kib(pid):
+    """VmRSS once two readings 1.1 s apart agree: a proxy returning memory from a periodic
+    timer (sluice: once a second) has had its chance."""
+    return settled_rss_kib(pid, interval=1.1, timeout=6.0)
+
+
 def rotation(contenders, round_index):
     k = round_index % len(contenders)
     return contenders[k:] + contenders[:k]
@@ -176,41 +182,55 @@ class Bench:
             "error_kinds": w["error_kinds"],
         }
 
-    # Idle connections -----------------------------------------------------------------------
+    # Scenarios on a fresh proxy -------------------------------------------------------------
 
-    def _idle(self):
-        first, second = self.s.idle_steps
+    def _fresh_rounds(self, kind, measure):
+        """Each round, each contender (rotated) started anew; measure(c, r, i) gives its entry
+        in the round's row while it runs, and it is stopped whatever happens."""
         rounds = []
         for i in range(self.s.rounds):
             row = {}
             for c in rotation(self.contenders, i):
                 r = c.start(self.s.workdir, self.origins)
-                conns = []
                 try:
-                    client.request_loop(r.port, 100)  # upstream pool and code paths warm
-                    # Readings 1.1 s apart must agree (as in bursts): an idle connection's cost
-                    # is what stays once the proxy's periodic housekeeping (sluice parks after
-                    # 100 ms and trims the heap in its once-a-second sweep) has run.
-                    base = settled_rss_kib(r.pid, interval=1.1, timeout=6.0)
-                    conns += client.open_idle(r.port, first)
-                    rss1 = settled_rss_kib(r.pid, interval=1.1, timeout=6.0)
-                    conns += client.open_idle(r.port, second)
-                    rss2 = settled_rss_kib(r.pid, interval=1.1, timeout=6.0)
-                    still = client.still_open(conns)
+                    row[c.name] = measure(c, r, i)
                 finally:
-                    client.close_all(conns)
                     r.stop()
-                row[c.name] = {
-                    "rss_base_kib": base, "rss_first_kib": rss1, "rss_second_kib": rss2,
-                    "kib_per_conn": (rss2 - rss1) / second,
-                    "kib_per_conn_first": (rss1 - base) / first,
-                    "still_open": still, "opened": first + second,
-                }
-                self.log(f"  idle round {i + 1}/{self.s.rounds} {c.name:10s} "
-                         f"base {base} KiB, +{first}: {rss1} KiB, +{second}: {rss2} KiB -> "
-                         f"{row[c.name]['kib_per_conn']:.2f} KiB/conn ({still} still open)")
             rounds.append(row)
-        return {"kind": "idle", "rounds": rounds}
+        return {"kind": kind, "rounds": rounds}
+
+    # Idle connections -----------------------------------------------------------------------
+
+    def _idle(self):
+        first, second = self.s.idle_steps
+
+        def measure(c, r, i):
+            conns = []
+            try:
+                client.request_loop(r.port, 100)  # upstream pool and code paths warm
+                # Readings 1.1 s apart must agree (as in bursts): an idle connection's cost
+                # is what stays once the proxy's periodic housekeeping (sluice parks after
+                # 100 ms and trims the heap in its once-a-second sweep) has run.
+                base = steady_rss_kib(r.pid)
+                conns += client.open_idle(r.port, first)
+                rss1 = steady_rss_kib(r.pid)
+                conns += client.open_idle(r.port, second)
+                rss2 = steady_rss_kib(r.pid)
+                still = client.still_open(conns)
+            finally:
+                client.close_all(conns)
+            entry = {
+                "rss_base_kib": base, "rss_first_kib": rss1, "rss_second_kib": rss2,
+                "kib_per_conn": (rss2 - rss1) / second,
+                "kib_per_conn_first": (rss1 - base) / first,
+                "still_open": still, "opened": first + second,
+            }
+            self.log(f"  idle round {i + 1}/{self.s.rounds} {c.name:10s} "
+                     f"base {base} KiB, +{first}: {rss1} KiB, +{second}: {rss2} KiB -> "
+                     f"{entry['kib_per_conn']:.2f} KiB/conn ({still} still open)")
+            return entry
+
+        return self._fresh_rounds("idle", measure)
 
     # Bursts of connections with partial heads ---------------------------------------------
 
@@ -218,47 +238,32 @@ class Bench:
         """Resident memory after each of BURSTS bursts: memory a burst takes must come back
         (to the proxy's pools, then to the system), not pile up burst after burst."""
         count = self.s.idle_steps[0]
-        rounds = []
-        for i in range(self.s.rounds):
-            row = {}
-            for c in rotation(self.contenders, i):
-                r = c.start(self.s.workdir, self.origins)
-                try:
-                    client.request_loop(r.port, 100)
-                    base = settled_rss_kib(r.pid)
-                    after = []
-                    for _ in range(BURSTS):
-                        client.burst(r.port, count)
-                        # Two readings 1.1 s apart: a proxy returning memory from a periodic
-                        # timer (sluice: once a second) has had its chance.
-                        after.append(settled_rss_kib(r.pid, interval=1.1, timeout=6.0))
-                finally:
-                    r.stop()
-                row[c.name] = {"rss_base_kib": base, "rss_after_kib": after,
-                               "rss_first_kib": after[0], "rss_last_kib": after[-1],
-                               "growth_kib": after[-1] - after[0], "peak_kib": max(after)}
-                self.log(f"  bursts round {i + 1}/{self.s.rounds} {c.name:10s} base {base} KiB, "
-                         f"after each burst {after} KiB -> growth {after[-1] - after[0]} KiB")
-            rounds.append(row)
-        return {"kind": "bursts", "rounds": rounds}
+
+        def measure(c, r, i):
+            client.request_loop(r.port, 100)
+            base = settled_rss_kib(r.pid)
+            after = []
+            for _ in range(BURSTS):
+                client.burst(r.port, count)
+                after.append(steady_rss_kib(r.pid))
+            self.log(f"  bursts round {i + 1}/{self.s.rounds} {c.name:10s} base {base} KiB, "
+                     f"after each burst {after} KiB -> growth {after[-1] - after[0]} KiB")
+            return {"rss_base_kib": base, "rss_after_kib": after,
+                    "rss_first_kib": after[0], "rss_last_kib": after[-1],
+                    "growth_kib": after[-1] - after[0], "peak_kib": max(after)}
+
+        return self._fresh_rounds("bursts", measure)
 
     # Startup --------------------------------------------------------------------------------
 
     def _startup(self):
-        rounds = []
-        for i in range(self.s.rounds):
-            row = {}
-            for c in rotation(self.contenders, i):
-                r = c.start(self.s.workdir, self.origins)
-                try:
-                    rss = rss_kib(r.pid)
-                finally:
-                    r.stop()
-                row[c.name] = {"startup_ms": r.startup_s * 1000.0, "rss_kib": rss}
-                self.log(f"  startup round {i + 1}/{self.s.rounds} {c.name:10s} "
-                         f"{r.startup_s * 1000:.1f} ms, {rss} KiB")
-            rounds.append(row)
-        return {"kind": "startup", "rounds": rounds}
+        def measure(c, r, i):
+            rss = rss_kib(r.pid)
+            self.log(f"  startup round {i + 1}/{self.s.rounds} {c.name:10s} "
+                     f"{r.startup_s * 1000:.1f} ms, {rss} KiB")
+            return {"startup_ms": r.startup_s * 1000.0, "rss_kib": rss}
+
+        return self._fresh_rounds("startup", measure)
 
     # Instructions per request ---------------------------------------------------------------
 
