@@ -27,12 +27,8 @@ LineRing::Push LineRing::push(std::string_view line) noexcept {
   head_.store(head + line.size(), std::memory_order_release);
 
   const std::uint64_t now = head + line.size();
-  if (now - tail_seen_ < wake_at_) {
-    woken_ = false;
-    return Push::queued;
-  }
   // Past the mark by our stale view: look at the real tail (a cache miss once per batch drained).
-  tail_seen_ = tail_.load(std::memory_order_acquire);
+  if (now - tail_seen_ >= wake_at_) tail_seen_ = tail_.load(std::memory_order_acquire);
   if (now - tail_seen_ < wake_at_) {
     woken_ = false;
     return Push::queued;
