@@ -34,9 +34,23 @@ protected:
   // As Worker::join() does: what is still parked is closed and its wait's handler run, before
   // the lot and the session list it is in go.
   ~ParkingTest() override {
-    for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close();
+    close_every_session(&SessionLink::close);
     io_.restart();
     io_.poll();
+  }
+
+  // What the worker does to its session list: close_if_idle on graceful shutdown and reload,
+  // close at the shutdown timeout.
+  void close_every_session(void (SessionLink::*how)()) {
+    for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) ((*it++).*how)();
+  }
+
+  // The other end closed: a read gets end of file, not bytes.
+  static void expect_eof(tcp::socket& socket) {
+    char byte;
+    boost::system::error_code ec;
+    socket.read_some(net::buffer(&byte, 1), ec);
+    EXPECT_EQ(ec, net::error::eof);
   }
 
   // A connected pair: the server side is parked, the client side is the test's.
@@ -96,29 +110,23 @@ TEST_F(ParkingTest, WakesWhenTheClientCloses) {
   client.close();
   settle();
   ASSERT_TRUE(woken_);  // the session reads the EOF and ends as for any idle connection
-  char byte;
-  boost::system::error_code ec;
-  woken_->stream.socket().read_some(net::buffer(&byte, 1), ec);
-  EXPECT_EQ(ec, net::error::eof);
+  expect_eof(woken_->stream.socket());
 }
 
 TEST_F(ParkingTest, GracefulShutdownClosesAParkedConnection) {
   auto client = park();
-  for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close_if_idle();
+  close_every_session(&SessionLink::close_if_idle);
   settle();
   EXPECT_FALSE(woken_);
   EXPECT_EQ(ended_, 1);
   EXPECT_TRUE(worker_.sessions.empty());
   EXPECT_EQ(lot_.size(), 0u);
-  char byte;
-  boost::system::error_code ec;
-  client.read_some(net::buffer(&byte, 1), ec);
-  EXPECT_EQ(ec, net::error::eof);
+  expect_eof(client);
 }
 
 TEST_F(ParkingTest, ShutdownTimeoutClosesAParkedConnection) {
   auto client = park();
-  for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close();
+  close_every_session(&SessionLink::close);
   settle();
   EXPECT_FALSE(woken_);
   EXPECT_EQ(ended_, 1);
