@@ -134,6 +134,15 @@ protected:
     r.request_id = id;
     log.write(r);
   }
+  // `threads` threads at once, thread t writing ids "t-0", "t-1", ... up to per_thread lines.
+  static void put_from_threads(AccessLog& log, int threads, int per_thread) {
+    std::vector<std::thread> running;
+    for (int t = 0; t < threads; ++t)
+      running.emplace_back([&log, t, per_thread] {
+        for (int i = 0; i < per_thread; ++i) put(log, std::to_string(t) + "-" + std::to_string(i));
+      });
+    for (auto& t : running) t.join();
+  }
   static std::string id_of(const std::string& line) {
     const auto at = line.find(" id=") + 4;
     return line.substr(at, line.find(' ', at) - at);
@@ -146,12 +155,7 @@ protected:
 TEST_F(AccessLogBuffer, EachThreadsLinesArriveWholeAndInOrder) {
   AccessLog log(section_);
   constexpr int per_thread = 2000;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 3; ++t)
-    threads.emplace_back([&log, t] {
-      for (int i = 0; i < per_thread; ++i) put(log, std::to_string(t) + "-" + std::to_string(i));
-    });
-  for (auto& t : threads) t.join();
+  put_from_threads(log, 3, per_thread);
   ASSERT_TRUE(log.flush());
   const auto got = lines(read(section_.access_file));
   ASSERT_EQ(got.size(), 3u * per_thread);
@@ -172,12 +176,7 @@ TEST_F(AccessLogBuffer, EachThreadsLinesArriveWholeAndInOrder) {
 TEST_F(AccessLogBuffer, SmallRingsThatWrapUnderThreadsLoseNothingUncounted) {
   AccessLog log(section_, {.ring_bytes = 4096, .wake_bytes = 1024, .interval = std::chrono::milliseconds(1)});
   constexpr int per_thread = 3000;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t)
-    threads.emplace_back([&log, t] {
-      for (int i = 0; i < per_thread; ++i) put(log, std::to_string(t) + "-" + std::to_string(i));
-    });
-  for (auto& t : threads) t.join();
+  put_from_threads(log, 2, per_thread);
   ASSERT_TRUE(log.flush());
   const auto got = lines(read(section_.access_file));
   EXPECT_EQ(got.size() + log.dropped(), 2u * per_thread);
