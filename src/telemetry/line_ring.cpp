@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sluice/core/per_worker.hpp"
+
 namespace sluice {
 
 LineRing::LineRing(std::size_t capacity, std::size_t wake_at)
@@ -15,8 +17,7 @@ LineRing::Push LineRing::push(std::string_view line) noexcept {
   if (capacity_ - (head - tail_seen_) < line.size()) {
     tail_seen_ = tail_.load(std::memory_order_acquire);  // the consumer may have made room
     if (capacity_ - (head - tail_seen_) < line.size()) {
-      // Written by this worker only: a plain load and store, no locked instruction.
-      dropped_.store(dropped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      add_own<std::uint64_t>(dropped_);  // written by this worker only: no locked instruction
       return Push::dropped;
     }
   }
