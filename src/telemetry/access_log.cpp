@@ -50,10 +50,7 @@ void add_ms(Buffer& out, std::chrono::microseconds d) {
   if (us < 0) out.push_back('-');
   const auto abs = static_cast<std::uint64_t>(us < 0 ? -us : us);
   add_uint(out, abs / 1000);
-  const auto frac = static_cast<unsigned>(abs % 1000);
-  const char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
-                     static_cast<char>('0' + frac % 10)};
-  out.append(std::string_view(f, 4));
+  append_thousandths(out, static_cast<unsigned>(abs % 1000));
 }
 
 // JSON: a string, or null when empty.

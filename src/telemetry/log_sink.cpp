@@ -129,9 +129,7 @@ void append_date_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_p
   const auto milli = static_cast<unsigned>(ms - static_cast<long long>(secs) * 1000);
   if (secs != c.secs) refill(c, secs, to_tm);
   out.append(std::string_view(c.date, 19));
-  const char frac[4] = {'.', static_cast<char>('0' + milli / 100), static_cast<char>('0' + milli / 10 % 10),
-                        static_cast<char>('0' + milli % 10)};
-  out.append(std::string_view(frac, 4));
+  append_thousandths(out, milli);
 }
 
 }  // namespace

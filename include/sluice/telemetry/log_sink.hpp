@@ -65,6 +65,13 @@ void append_rfc3339_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::tim
 // Allocation-free; the date part and offset are cached per thread for the current second.
 void append_local_iso_ms(spdlog::memory_buf_t& out, std::chrono::system_clock::time_point t);
 
+// ".123": thousandths (0..999) as three decimals, after a whole number of seconds or milliseconds.
+inline void append_thousandths(spdlog::memory_buf_t& out, unsigned n) {
+  const char f[4] = {'.', static_cast<char>('0' + n / 100), static_cast<char>('0' + n / 10 % 10),
+                     static_cast<char>('0' + n % 10)};
+  out.append(std::string_view(f, 4));
+}
+
 // The bytes both log formats escape in a value: `"`, `\`, control bytes and DEL.
 inline constexpr auto log_escaped_bytes = [] {
   std::array<bool, 256> t{};
