@@ -89,8 +89,8 @@ struct Session::Exchange {
   // arena until the exchange ends), or one generated into generated_id.
   char generated_id[37];
   std::string_view request_id;
-  // The client address (see proxy::resolve_client), copied: it may point into X-Forwarded-For.
-  char client_storage[46];
+  // The client address (see proxy::resolve_client): a view into X-Forwarded-For (the request
+  // head's arena copy, kept until the exchange ends) or into client_ip_.
   std::string_view client_ip;
   const Upstream* upstream = nullptr;
   const Router::Route* route = nullptr;  // its edge rules (docs/edge.md)
@@ -412,7 +412,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   }
   x.upstream = x.route->upstream;
   const auto client = client_of(req);
-  x.client_ip = std::string_view(x.client_storage, client.text.copy(x.client_storage, sizeof x.client_storage));
+  x.client_ip = client.text;
   // Admission before a route's own answer: deny and rate limits hold for `return` routes too.
   if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0) {
     co_await send_error(&x, refused);
