@@ -76,20 +76,23 @@ void append_fields(std::string& out, const Fields& fields, const HeaderRules& ru
   rules.append(out, vars);
 }
 
-void append_request_head(std::string& out, const RequestHeader& req, bool chunked,
-                         const RequestEdits& edits) {
-  out.append(req.method_string());
+void append_request_line(std::string& out, std::string_view method, std::string_view target,
+                         const PathRewrite* path, bool has_host) {
+  out.append(method);
   out.push_back(' ');
-  if (edits.path != nullptr) {
-    append_rewritten_target(out, req.target(), *edits.path);
+  if (path != nullptr) {
+    append_rewritten_target(out, target, *path);
   } else {
-    out.append(req.target());
+    out.append(target);
   }
   out.append(" HTTP/1.1\r\n");
-  // An HTTP/1.0 request may come without Host; forwarded as HTTP/1.1 it needs one, and with no
-  // authority to name it is empty (RFC 9110 §7.2), else the origin must answer 400 (RFC 9112
-  // §3.2). Found by fuzz_request.
-  if (req.count(bhttp::field::host) == 0) out.append("Host: \r\n");
+  if (!has_host) out.append("Host: \r\n");
+}
+
+void append_request_head(std::string& out, const RequestHeader& req, bool chunked,
+                         const RequestEdits& edits) {
+  append_request_line(out, req.method_string(), req.target(), edits.path,
+                      req.count(bhttp::field::host) != 0);
   if (edits.rules != nullptr) {
     append_fields(out, req, *edits.rules, *edits.vars);
   } else {

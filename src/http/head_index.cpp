@@ -564,17 +564,8 @@ bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded
 
 void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& e) {
   const auto& info = e.forwarded;
-  out.append(req.method());
-  out.push_back(' ');
-  if (e.path != nullptr) {
-    append_rewritten_target(out, req.target(), *e.path);
-  } else {
-    out.append(req.target());
-  }
-  out.append(" HTTP/1.1\r\n");
-  // An HTTP/1.0 request without Host still needs one as HTTP/1.1 (append_request_head()); an
-  // absolute-form target's authority is the Host (admit_request()).
-  if (!req.has_host()) out.append("Host: \r\n");
+  // An absolute-form target's authority is the Host (admit_request()).
+  append_request_line(out, req.method(), req.target(), e.path, req.has_host());
   LineWriter w(out, req);
   if (req.host_from_target() && !dropped_by(e.rules, "Host")) w.line("Host", req.host());
   // shape_forward() consumes Expect when its first line says something.

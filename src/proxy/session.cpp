@@ -85,12 +85,12 @@ private:
 // Per-request state: lives on run()'s coroutine frame for the duration of one exchange.
 struct Session::Exchange {
   Clock::time_point start;
-  // The id is copied here: a client's id would otherwise point into its X-Request-Id field,
-  // which rewriting replaces.
-  char id_storage[129];
+  // The request's id: the client's own (a view into the request head's bytes, which stay in the
+  // arena until the exchange ends), or one generated into generated_id.
+  char generated_id[37];
   std::string_view request_id;
-  // The client address (see proxy::resolve_client), copied: it may point into X-Forwarded-For.
-  char client_storage[46];
+  // The client address (see proxy::resolve_client): a view into X-Forwarded-For (the request
+  // head's arena copy, kept until the exchange ends) or into client_ip_.
   std::string_view client_ip;
   const Upstream* upstream = nullptr;
   const Router::Route* route = nullptr;  // its edge rules (docs/edge.md)
@@ -394,13 +394,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
 
 net::awaitable<bool> Session::handle_request(Exchange& x) {
   const auto& req = *request_;
-  {
-    char generated[37];
-    const auto id = http::choose_request_id(req, worker_.ids, generated);
-    const auto n = std::min(id.size(), sizeof x.id_storage);
-    std::memcpy(x.id_storage, id.data(), n);
-    x.request_id = std::string_view(x.id_storage, n);
-  }
+  x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
   x.client_keep_alive = req.keep_alive();
   x.client_version = req.version();
   x.request_done = req.body_done();
@@ -418,7 +412,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   }
   x.upstream = x.route->upstream;
   const auto client = client_of(req);
-  x.client_ip = std::string_view(x.client_storage, client.text.copy(x.client_storage, sizeof x.client_storage));
+  x.client_ip = client.text;
   // Admission before a route's own answer: deny and rate limits hold for `return` routes too.
   if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0) {
     co_await send_error(&x, refused);

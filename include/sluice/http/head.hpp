@@ -48,6 +48,14 @@ struct RequestEdits {
   const Variables* vars = nullptr;  // required with `rules`
 };
 
+// "METHOD target HTTP/1.1\r\n" towards the origin (always HTTP/1.1), the target rewritten by
+// `path` when there is one; then "Host: \r\n" when the request has no Host (an HTTP/1.0 request
+// may come without; forwarded as HTTP/1.1 it needs one, and with no authority to name it is
+// empty, RFC 9110 §7.2, else the origin must answer 400, RFC 9112 §3.2; found by fuzz_request).
+// Shared by both request writers (this one and splice_request_head()).
+void append_request_line(std::string& out, std::string_view method, std::string_view target,
+                         const PathRewrite* path, bool has_host);
+
 // The request head towards the origin, after rewrite_request(): always HTTP/1.1, the framing
 // line (Transfer-Encoding: chunked) when the body is relayed chunked, and a Host (empty when the
 // client sent none, as HTTP/1.0 may: HTTP/1.1 requires one).
