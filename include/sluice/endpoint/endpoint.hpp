@@ -11,6 +11,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 
+#include "sluice/core/per_worker.hpp"
 #include "sluice/config/config.hpp"
 #include "sluice/config/failure.hpp"
 
@@ -46,9 +47,8 @@ struct alignas(64) EndpointCounters {
   // [1] tunnel_idle_timeout, [2] tunnel_drain_timeout.
   std::atomic<std::uint64_t> tunnels_closed[3]{};
 
-  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept {
-    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
-  }
+  // One worker writes each slot: core/per_worker.hpp's single-writer increment.
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept { add_own(c, by); }
 };
 // Upper bounds (seconds) of the duration buckets; one more bucket holds the rest.
 inline constexpr double duration_bounds[EndpointCounters::buckets] = {
