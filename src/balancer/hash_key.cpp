@@ -2,8 +2,6 @@
 
 #include "sluice/http/head_index.hpp"
 
-#include <boost/beast/core/string.hpp>
-
 namespace sluice {
 
 namespace {
@@ -28,21 +26,10 @@ std::optional<std::string_view> find_pair(std::string_view list, std::string_vie
 }
 
 // The first line of the header (head[name]), the cookie's value in any Cookie line.
-std::optional<std::string_view> header_value(const http::Fields& fields, std::string_view name) {
-  const auto it = fields.find(name);
-  if (it == fields.end()) return std::nullopt;
-  return std::string_view(it->value());
-}
 std::optional<std::string_view> header_value(const http::RequestHead& head, std::string_view name) {
   const auto* f = head.find(name);
   if (f == nullptr) return std::nullopt;
   return head.value(*f);
-}
-std::optional<std::string_view> cookie_value(const http::Fields& fields, std::string_view name) {
-  const auto [first, last] = fields.equal_range(boost::beast::http::field::cookie);
-  for (auto it = first; it != last; ++it)
-    if (auto v = find_pair(it->value(), name, ';')) return v;
-  return std::nullopt;
 }
 std::optional<std::string_view> cookie_value(const http::RequestHead& head, std::string_view name) {
   std::optional<std::string_view> found;
@@ -52,35 +39,24 @@ std::optional<std::string_view> cookie_value(const http::RequestHead& head, std:
   return found;
 }
 
-template <class Head>
-std::optional<std::string_view> extract_key(HashKey::Kind kind, const std::string& name, const Head& head,
-                                            std::string_view target, std::string_view client_ip) {
-  switch (kind) {
-    case HashKey::Kind::client_ip: return client_ip;
-    case HashKey::Kind::uri: return target;
-    case HashKey::Kind::header: return header_value(head, name);
-    case HashKey::Kind::cookie: return cookie_value(head, name);
-    case HashKey::Kind::query: {
+}  // namespace
+
+std::optional<std::string_view> HashKey::extract(const http::RequestHead& head, std::string_view target,
+                                                 std::string_view client_ip) const {
+  switch (kind_) {
+    case Kind::client_ip: return client_ip;
+    case Kind::uri: return target;
+    case Kind::header: return header_value(head, name_);
+    case Kind::cookie: return cookie_value(head, name_);
+    case Kind::query: {
       const auto q = target.find('?');
       if (q == std::string_view::npos) return std::nullopt;
       auto query = target.substr(q + 1);
       query = query.substr(0, query.find('#'));
-      return find_pair(query, name, '&');
+      return find_pair(query, name_, '&');
     }
   }
   return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<std::string_view> HashKey::extract(const http::Fields& fields, std::string_view target,
-                                                 std::string_view client_ip) const {
-  return extract_key(kind_, name_, fields, target, client_ip);
-}
-
-std::optional<std::string_view> HashKey::extract(const http::RequestHead& head, std::string_view target,
-                                                 std::string_view client_ip) const {
-  return extract_key(kind_, name_, head, target, client_ip);
 }
 
 }  // namespace sluice

@@ -649,46 +649,20 @@ void splice_response_head(std::string& out, const ResponseHead& res, const Respo
   out.append(crlf);
 }
 
-namespace {
-
-// Whether every protocol of the 101's Upgrade is one `offered(chosen)` says the request offered.
-template <class Offered>
-bool switches_to_offered(const ResponseHead& res, Offered&& offered) noexcept {
+// Every protocol of the 101's Upgrade must be one the request offered.
+bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept {
   bool any = false;
   bool all_offered = true;
   for_each_protocol(res, [&](std::string_view chosen) {
     any = true;
-    all_offered = offered(chosen);
+    all_offered = false;
+    for_each_protocol(req, [&](std::string_view p) {
+      all_offered = iequals(chosen, p);
+      return !all_offered;
+    });
     return all_offered;
   });
   return any && all_offered;
-}
-
-}  // namespace
-
-bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept {
-  return switches_to_offered(res, [&](std::string_view chosen) {
-    bool offered = false;
-    for_each_protocol(req, [&](std::string_view p) {
-      offered = iequals(chosen, p);
-      return !offered;
-    });
-    return offered;
-  });
-}
-
-bool valid_switch(const ResponseHead& res, const Fields& req) noexcept {
-  return switches_to_offered(res, [&](std::string_view chosen) {
-    bool offered = false;
-    const auto [first, last] = req.equal_range(bhttp::field::upgrade);
-    for (auto line = first; line != last && !offered; ++line) {
-      for_each_list_element(line->value(), [&](std::string_view p) {
-        offered = iequals(chosen, p);
-        return !offered;
-      });
-    }
-    return offered;
-  });
 }
 
 }  // namespace sluice::http

@@ -149,14 +149,6 @@ std::shared_ptr<const Guard> make_guard(const config::UpstreamConfig& upstream, 
   return std::make_shared<Guard>(upstream, std::move(backing), clock);
 }
 
-std::unique_ptr<Ticket> Ticket::make(const std::shared_ptr<const Guard>& guard, const http::Fields& fields,
-                                     bhttp::verb method, bool upgrade) {
-  if (guard == nullptr || upgrade || method == bhttp::verb::head) return nullptr;
-  const auto key = fields[guard->header()];
-  if (key.empty()) return nullptr;
-  return std::make_unique<Ticket>(guard, key);
-}
-
 std::unique_ptr<Ticket> Ticket::make(const std::shared_ptr<const Guard>& guard, const http::RequestHead& head,
                                      bhttp::verb method, bool upgrade) {
   if (guard == nullptr || upgrade || method == bhttp::verb::head) return nullptr;
@@ -169,30 +161,16 @@ Ticket::Ticket(std::shared_ptr<const Guard> guard, std::string_view key)
     : guard_(std::move(guard)), key_header_(key) {}
 Ticket::~Ticket() = default;
 
-namespace {
-std::string_view field_value(const http::Fields& fields, std::string_view name) { return fields[name]; }
-std::string_view field_value(const http::RequestHead& head, std::string_view name) { return head.value(name); }
-}  // namespace
-
-template <class Head>
-void Ticket::set_store_key(const Head& head, std::string_view scope_ip) {
+void Ticket::set_store_key(const http::RequestHead& head, std::string_view scope_ip) {
   Sha256 h;
   h.part(guard_->upstream());
   for (const auto& s : guard_->config().scope)
-    h.part(s == "client_ip" ? scope_ip : field_value(head, std::string_view(s).substr(s.find(':') + 1)));
+    h.part(s == "client_ip" ? scope_ip : head.value(std::string_view(s).substr(s.find(':') + 1)));
   h.part(key_header_);
   store_key_.assign(key_prefix).append(hex(h.finish()));
 }
 
-// Not coroutines: the key is made before the first suspension, so `fields` need not outlive it.
-net::awaitable<Ticket::Verdict> Ticket::begin(unsigned worker, const http::Fields& fields,
-                                              std::string_view method, std::string_view target,
-                                              std::string_view body, std::string_view scope_ip,
-                                              const bool& closed) {
-  set_store_key(fields, scope_ip);
-  return claim(worker, method, target, body, closed);
-}
-
+// Not a coroutine: the key is made before the first suspension, so `head` need not outlive it.
 net::awaitable<Ticket::Verdict> Ticket::begin(unsigned worker, const http::RequestHead& head,
                                               std::string_view method, std::string_view target,
                                               std::string_view body, std::string_view scope_ip,
@@ -336,16 +314,6 @@ std::string_view Ticket::response(std::string_view request_id, bool keep_alive) 
   if (!keep_alive) out_.append("Connection: close\r\n");
   out_.append("\r\n").append(body_);
   return out_;
-}
-
-void Ticket::capture_head(const http::Fields& fields) {
-  if (!claimed_) return;
-  captured_head_ = true;
-  head_.clear();
-  for (const auto& f : fields) {
-    if (!kept_field(f.name(), f.name_string())) continue;
-    head_.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
-  }
 }
 
 void Ticket::capture_head(const http::ResponseHead& head) {

@@ -6,7 +6,6 @@
 namespace sluice::proxy {
 
 namespace ip = boost::asio::ip;
-namespace bhttp = boost::beast::http;
 
 namespace {
 
@@ -34,41 +33,12 @@ bool walk_back(std::string_view list, Step& step) {
 // first, calling `step(element)` until it returns false. (Several lines are one list, in
 // order: RFC 9110 §5.3.)
 template <class Step>
-void for_each_from_last(const http::Fields& fields, Step step) {
-  const auto [first, last] = fields.equal_range("X-Forwarded-For");
-  if (first == last) return;
-  // Beast's equal_range iterates forwards only: find the lines' count, then visit them backwards.
-  std::size_t lines = 0;
-  for (auto it = first; it != last; ++it) ++lines;
-  for (std::size_t n = lines; n > 0; --n) {
-    auto it = first;
-    for (std::size_t i = 1; i < n; ++i) ++it;
-    if (!walk_back(it->value(), step)) return;
-  }
-}
-
-template <class Step>
 void for_each_from_last(const http::RequestHead& head, Step step) {
   if (head.count(http::KnownField::x_forwarded_for) == 0) return;
   const auto fields = head.fields();
   for (std::size_t n = fields.size(); n > 0; --n)
     if (fields[n - 1].known == http::KnownField::x_forwarded_for && !walk_back(head.value(fields[n - 1]), step))
       return;
-}
-
-template <class Head>
-ClientAddress resolve(const Head& head, std::string_view peer_text, const ip::address& peer,
-                      const CidrSet& trusted) noexcept {
-  ClientAddress client{peer_text, peer};
-  if (trusted.empty() || !contains(trusted, peer)) return client;
-  for_each_from_last(head, [&](std::string_view element) {
-    std::string_view text;
-    const auto a = parse_forwarded_for(element, text);
-    if (!a) return false;  // the trusted hop that passed this on is the client we know
-    client = {text, *a};
-    return contains(trusted, *a);
-  });
-  return client;
 }
 
 }  // namespace
@@ -87,14 +57,18 @@ std::optional<ip::address> parse_forwarded_for(std::string_view element,
   return a;
 }
 
-ClientAddress resolve_client(const http::Fields& fields, std::string_view peer_text,
-                             const ip::address& peer, const CidrSet& trusted) noexcept {
-  return resolve(fields, peer_text, peer, trusted);
-}
-
 ClientAddress resolve_client(const http::RequestHead& head, std::string_view peer_text,
                              const ip::address& peer, const CidrSet& trusted) noexcept {
-  return resolve(head, peer_text, peer, trusted);
+  ClientAddress client{peer_text, peer};
+  if (trusted.empty() || !contains(trusted, peer)) return client;
+  for_each_from_last(head, [&](std::string_view element) {
+    std::string_view text;
+    const auto a = parse_forwarded_for(element, text);
+    if (!a) return false;  // the trusted hop that passed this on is the client we know
+    client = {text, *a};
+    return contains(trusted, *a);
+  });
+  return client;
 }
 
 unsigned retry_after_seconds(Clock::duration d) noexcept {
@@ -124,22 +98,9 @@ RouteAdmission::RouteAdmission(const config::RouteConfig& route, const RouteAdmi
   limiter_ = std::make_shared<RateLimiter>(s);
 }
 
-RouteAdmission::Result RouteAdmission::admit(const ClientAddress& client, const http::Fields& fields,
-                                             std::string_view target, Clock::time_point now,
-                                             unsigned worker) const noexcept {
-  return admit_head(client, fields, target, now, worker);
-}
-
 RouteAdmission::Result RouteAdmission::admit(const ClientAddress& client, const http::RequestHead& head,
                                              std::string_view target, Clock::time_point now,
                                              unsigned worker) const noexcept {
-  return admit_head(client, head, target, now, worker);
-}
-
-template <class Head>
-RouteAdmission::Result RouteAdmission::admit_head(const ClientAddress& client, const Head& fields,
-                                                  std::string_view target, Clock::time_point now,
-                                                  unsigned worker) const noexcept {
   // Deny first: an address in both lists is refused (the narrower intent wins).
   if (contains(deny_, client.address) || (!allow_.empty() && !contains(allow_, client.address))) {
     add_own<std::uint64_t>((*counters_)[worker].denied);
@@ -148,7 +109,7 @@ RouteAdmission::Result RouteAdmission::admit_head(const ClientAddress& client, c
   if (!limiter_) return {};
   // A request without the keyed header is keyed by its client address, so that leaving the
   // header out does not escape the limit. The first byte keeps the two kinds of key apart.
-  const auto value = key_.extract(fields, target, client.text);
+  const auto value = key_.extract(head, target, client.text);
   const bool by_header = key_.kind() == HashKey::Kind::header && value;
   const std::uint64_t key =
       hash_mix64(hash_key_bytes(by_header ? *value : client.text) ^ (by_header ? 1u : 0u));

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "indexed_request.hpp"
 #include "sluice/http/request_id.hpp"
 #include "targets/targets.hpp"
 
@@ -329,25 +330,27 @@ TEST(HeadIndex, SwitchAndInterimHeads) {
   ASSERT_EQ(index_response_head("HTTP/1.1 101 \r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\nSluice-X: 1\r\n\r\n",
                                 4096, res).result, HeadScan::Result::complete);
   EXPECT_TRUE(valid_switch(res, req));
-  // The same over the request's Beast fields (the session's request side).
+  // The offer alone (no Connection: upgrade), then with a second Upgrade line.
   Fields fields;
   fields.insert(boost::beast::http::field::upgrade, "websocket, foo/2");
-  EXPECT_TRUE(valid_switch(res, fields));
+  const auto offer = testing::indexed(fields);
+  EXPECT_TRUE(valid_switch(res, offer->head));
+  fields.insert(boost::beast::http::field::upgrade, "H2C");  // offered on a second line
+  const auto offer2 = testing::indexed(fields);
   std::string out;
   splice_response_head(out, res, {"id", {}, 11, 1, ResponseSplice::Kind::switching});
   EXPECT_EQ(out, "HTTP/1.1 101 Switching Protocols\r\nSluice-X: 1\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n"
                  "X-Request-Id: id\r\n\r\n");
   ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\nUpgrade: h2c\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
   EXPECT_FALSE(valid_switch(res, req));  // not offered
-  EXPECT_FALSE(valid_switch(res, fields));
-  fields.insert(boost::beast::http::field::upgrade, "H2C");  // offered on a second line
-  EXPECT_TRUE(valid_switch(res, fields));
+  EXPECT_FALSE(valid_switch(res, offer->head));
+  EXPECT_TRUE(valid_switch(res, offer2->head));  // offered on the second line
   ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\nUpgrade: websocket, h2c\r\n\r\n", 4096, res).result,
             HeadScan::Result::complete);
-  EXPECT_TRUE(valid_switch(res, fields));
+  EXPECT_TRUE(valid_switch(res, offer2->head));
   EXPECT_FALSE(valid_switch(res, req));  // h2c not offered
   ASSERT_EQ(index_response_head("HTTP/1.1 101 OK\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
-  EXPECT_FALSE(valid_switch(res, fields));  // no Upgrade: no switch
+  EXPECT_FALSE(valid_switch(res, offer2->head));  // no Upgrade: no switch
   ASSERT_EQ(index_response_head("HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\nContent-Length: 0\r\n"
                                 "X-Request-Id: o\r\n\r\n", 4096, res).result, HeadScan::Result::complete);
   out.clear();

@@ -1,7 +1,6 @@
 #pragma once
-// Test helper: the fields of a Beast container as a request head indexed by index_request_head(),
-// so that a consumer's Fields overload and its index overload (the session's path) are checked
-// on the same lines.
+// Test helper: the lines of a Beast container as a request head indexed by index_request_head(),
+// the way the session reads a request (its consumers take only the index), after "Host: test".
 #include <memory>
 #include <string>
 

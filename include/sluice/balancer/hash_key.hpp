@@ -19,10 +19,7 @@ public:
 
   explicit HashKey(config::HashKeySpec spec) : kind_(spec.kind), name_(std::move(spec.name)) {}
 
-  // The key's bytes for this request, pointing into `fields`, `target` or `client_ip`.
-  std::optional<std::string_view> extract(const http::Fields& fields, std::string_view target,
-                                          std::string_view client_ip) const;
-  // The same over the request's index (the session's path).
+  // The key's bytes for this request, pointing into the head's bytes, `target` or `client_ip`.
   std::optional<std::string_view> extract(const http::RequestHead& head, std::string_view target,
                                           std::string_view client_ip) const;
 

@@ -195,8 +195,6 @@ std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& g
 bool wants_upgrade(const RequestHead& req, bool has_body) noexcept;
 // valid_switch() over the indexes: the 101's Upgrade names only protocols the request offered.
 bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept;
-// The same with the request still in Beast's fields (the session's request side).
-bool valid_switch(const ResponseHead& res, const Fields& req) noexcept;
 // plan_response() over the index.
 ResponsePlan plan_response(const ResponseHead& res, bool is_head, unsigned client_version,
                            bool client_keep_alive) noexcept;

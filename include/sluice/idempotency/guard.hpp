@@ -94,8 +94,6 @@ class Ticket {
 public:
   // nullptr unless `guard` is set, the request carries its key and may be guarded (not HEAD,
   // not an upgrade).
-  static std::unique_ptr<Ticket> make(const std::shared_ptr<const Guard>& guard, const http::Fields& fields,
-                                      boost::beast::http::verb method, bool upgrade);
   static std::unique_ptr<Ticket> make(const std::shared_ptr<const Guard>& guard, const http::RequestHead& head,
                                       boost::beast::http::verb method, bool upgrade);
 
@@ -104,11 +102,6 @@ public:
   // it fits: else refuse_too_large()). `scope_ip` is the client's address (scope "client_ip").
   // `closed`: the client connection went away (stops a wait). After `answered`, response()
   // holds the complete answer to write.
-  boost::asio::awaitable<Verdict> begin(unsigned worker, const http::Fields& fields,
-                                        std::string_view method, std::string_view target,
-                                        std::string_view body, std::string_view scope_ip,
-                                        const bool& closed);
-  // The same over the request's index (the session's path).
   boost::asio::awaitable<Verdict> begin(unsigned worker, const http::RequestHead& head,
                                         std::string_view method, std::string_view target,
                                         std::string_view body, std::string_view scope_ip,
@@ -122,11 +115,9 @@ public:
   std::string_view refusal() const noexcept;
   bool keeps_connection() const noexcept { return outcome_ != Outcome::too_large; }
 
-  // The origin's answer as it is relayed: its head (fields), each body piece, and its end (the
-  // whole body reached the client).
-  void capture_head(const http::Fields& fields);
-  // The same over the origin's indexed head, as rewrite_response() and strip_origin_claims() leave
-  // it (the session's response path).
+  // The origin's answer as it is relayed: its indexed head, as rewrite_response() and
+  // strip_origin_claims() leave it, each body piece, and its end (the whole body reached the
+  // client).
   void capture_head(const http::ResponseHead& head);
   void capture_body(std::string_view piece);
   void capture_end() noexcept { captured_all_ = true; }
@@ -143,8 +134,7 @@ public:
 
 private:
   // The store key: upstream, scope values (`scope_ip`, header values), the client's key.
-  template <class Head>
-  void set_store_key(const Head& head, std::string_view scope_ip);
+  void set_store_key(const http::RequestHead& head, std::string_view scope_ip);
   boost::asio::awaitable<Verdict> claim(unsigned worker, std::string_view method, std::string_view target,
                                         std::string_view body, const bool& closed);
   enum class Step { claimed, answered, retry, wait };

@@ -32,14 +32,11 @@
 namespace sluice::proxy {
 
 struct ClientAddress {
-  std::string_view text;  // as written (no port, no brackets); points into the fields or `peer`
+  std::string_view text;  // as written (no port, no brackets); points into the request head or `peer`
   boost::asio::ip::address address;
 };
 
 // `peer_text` is `peer` as text. Reads X-Forwarded-For only when `peer` is trusted.
-ClientAddress resolve_client(const http::Fields& fields, std::string_view peer_text,
-                             const boost::asio::ip::address& peer, const CidrSet& trusted) noexcept;
-// The same over the request's index (the session's path).
 ClientAddress resolve_client(const http::RequestHead& head, std::string_view peer_text,
                              const boost::asio::ip::address& peer, const CidrSet& trusted) noexcept;
 
@@ -71,8 +68,6 @@ public:
   static bool needed(const config::RouteConfig& route) noexcept;
 
   // `worker`: the calling worker's index, whose counters a refusal bumps.
-  Result admit(const ClientAddress& client, const http::Fields& fields, std::string_view target,
-               Clock::time_point now, unsigned worker = 0) const noexcept;
   Result admit(const ClientAddress& client, const http::RequestHead& head, std::string_view target,
                Clock::time_point now, unsigned worker = 0) const noexcept;
 
@@ -84,9 +79,6 @@ public:
   const RateLimiter* limiter() const noexcept { return limiter_.get(); }
 
 private:
-  template <class Head>
-  Result admit_head(const ClientAddress& client, const Head& head, std::string_view target,
-                    Clock::time_point now, unsigned worker) const noexcept;
   std::uint64_t total(std::atomic<std::uint64_t> AdmissionCounters::*field) const noexcept;
 
   CidrSet allow_;
