@@ -194,11 +194,22 @@ def test_client_request_id_survives_a_large_head(origins, sluice):
     s = sluice(sluice_config(os_))
     # Large in bytes, not in lines: above 101 field lines a request is refused 431 (docs/http.md).
     filler = "".join(f"A{i}: {'b' * 80}\r\n" for i in range(95))
+    request = (f"GET /?echo=1 HTTP/1.1\r\nHost: {s.address}\r\n{filler}"
+               "X-Request-Id: client-id-42\r\n\r\n").encode()
+    assert len(request) > 8192  # past the 4 KiB a client head buffer starts at, twice
     with Conn(s.port) as c:
-        c.send(f"GET /?echo=1 HTTP/1.1\r\nHost: {s.address}\r\n{filler}"
-               "X-Request-Id: client-id-42\r\n\r\n".encode())
+        c.send(request)
         raw_head = c.read_raw_head()
+    assert raw_head.startswith(b"HTTP/1.1 200 "), raw_head[:100]
     assert b"\r\nX-Request-Id: client-id-42\r\n" in raw_head + b"\r\n", raw_head[-200:]
+    # The origin got the whole head, the client's id once (not replaced by a generated one).
+    with Conn(s.port) as c:
+        r = c.request(request)
+    assert r.status == 200, r
+    received = echo_headers(r)
+    assert header_values(received, "x-request-id") == ["client-id-42"], received[-5:]
+    assert [k for k, _ in received if k.startswith("a")] == [f"a{i}" for i in range(95)]
+    assert r.header_all("X-Request-Id") == ["client-id-42"]
 
 
 def test_x_forwarded_for_lines_are_joined_and_appended(origins, sluice):

@@ -158,3 +158,9 @@ def test_response_lines_leave_in_their_order_up_to_101(raw_origin, sluice):
         r = c.request(b"GET /too-many HTTP/1.1\r\nHost: a\r\n\r\n")
         assert r.status == 502
         assert r.header("Sluice-Error").startswith("bad response")
+    # One oversized answer spoils only its own request: on default settings the next ones, of
+    # either size, are still served by that origin.
+    with Conn(s.port) as c:
+        for target in (b"/many", b"/"):
+            r = c.request(b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+            assert (r.status, r.body) == (200, b"ok"), (target, r)

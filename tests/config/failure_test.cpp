@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 namespace sluice::health {
 namespace {
 
@@ -26,6 +28,10 @@ TEST(Failure, AnAnswerIsNoFailureAndCarriesItsStatus) {
 TEST(Failure, TheClientsFailureIsBlamedOnTheClient) {
   EXPECT_EQ(Failure::of(K::client_failed).source, FailureSource::client);
   EXPECT_EQ(Failure::of(K::reset_after_send).source, FailureSource::upstream);
+  for (std::size_t k = 1; k < failure_kind_count; ++k) {
+    const auto kind = static_cast<K>(k);
+    if (kind != K::client_failed) EXPECT_EQ(Failure::of(kind).source, FailureSource::upstream) << describe(kind);
+  }
 }
 
 // The pooled connection the origin closed while idle: it broke on a reset before any byte of an
@@ -54,6 +60,8 @@ TEST(Failure, LiveResultOfEachKind) {
       {K::send_timeout, R::timeout, 0},       {K::bad_response, R::response, 502},
       {K::tls_failed, R::reset, 0},
   };
+  // Every kind but none and client_failed (no word on the server): a new kind must be added here.
+  static_assert(std::size(cases) == failure_kind_count - 2);
   for (const auto& c : cases) {
     const auto r = live_result(Failure::of(c.kind));
     ASSERT_TRUE(r) << describe(c.kind);

@@ -239,6 +239,10 @@ TEST(HeadIndex, AboveCapacityIsTooLarge) {
   ResponseHead s;
   EXPECT_EQ(index_response_head(many_fields(HeadIndex::capacity + 1, "HTTP/1.1 200 OK\r\n"), 1 << 16, s).result,
             Result::invalid);
+  // The boundary on the response side too: exactly capacity lines pass.
+  EXPECT_EQ(index_response_head(many_fields(HeadIndex::capacity, "HTTP/1.1 200 OK\r\n"), 1 << 16, s).result,
+            Result::complete);
+  EXPECT_EQ(HeadIndex::capacity, 101u);  // the limit docs/http.md states (HAProxy's tune.http.maxhdr)
 }
 
 TEST(HeadIndex, SplicedRequestKeepsTheClientsLines) {

@@ -111,21 +111,32 @@ TEST(BodyRelay, FailAtEveryPointUntilItSucceeds) {
     to.connect(peer);
     boost::beast::flat_buffer pending;
     char relay[8];
+    boost::system::error_code failure;
     const auto step = [&]() -> net::awaitable<bool> {
       std::uint64_t left = body.size();
       bool head = true;
       while (left > 0) {
         const auto p = co_await read_piece(from, pending, std::span(relay), left, false, [] {});
-        if (p.ec) co_return false;
+        if (p.ec) {
+          failure = p.ec;
+          co_return false;
+        }
         left -= p.bytes.size();
         const FramedPiece out(head ? "HEAD\r\n\r\n" : "", p.bytes, true, left == 0);
         auto [ec, written] = co_await net::async_write(to, out.buffers(), net::as_tuple(net::use_awaitable));
-        if (ec) co_return false;
+        if (ec) {
+          failure = ec;
+          co_return false;
+        }
         head = false;
       }
       co_return true;
     };
-    if (!run(io, step())) continue;  // failed at point n: try with the failure one step later
+    if (!run(io, step())) {
+      // The injected failure itself, not an eof or a short piece taken for one.
+      EXPECT_EQ(failure, test::error::test_failure) << "point " << n << ": " << failure.message();
+      continue;  // failed at point n: try with the failure one step later
+    }
     std::string expected = "HEAD\r\n\r\n";
     for (std::size_t i = 0; i < body.size(); i += sizeof relay) {
       const auto piece = body.substr(i, sizeof relay);

@@ -34,6 +34,20 @@ TEST(Upload, AStopIsNoFailureUnlessItFollowsAStall) {
   EXPECT_TRUE(s.stopped());
   s.expired();
   EXPECT_FALSE(s.stopped());
+
+  // In the order the comment names: the stall first, then the response side's stop.
+  UploadState stalled;
+  stalled.expired();
+  stalled.stop = true;
+  EXPECT_FALSE(stalled.stopped());
+  EXPECT_EQ(stalled.stall, Stall::origin);
+
+  // Once the body is all sent an expiry is no stall: the stop stays a plain stop.
+  UploadState sent;
+  sent.sending = false;
+  sent.stop = true;
+  sent.expired();
+  EXPECT_TRUE(sent.stopped());
 }
 
 TEST(Upload, ExpiryAfterTheLastByteIsNoStall) {
