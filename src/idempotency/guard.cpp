@@ -106,7 +106,7 @@ std::string_view to_string(Mode m) {
 
 std::uint64_t Backing::total(Outcome o) const noexcept {
   std::uint64_t sum = 0;
-  for (const auto& slot : counts) sum += slot[static_cast<std::size_t>(o)].load(std::memory_order_relaxed);
+  counts.for_each([&](const auto& slot) { sum += slot[static_cast<std::size_t>(o)].load(std::memory_order_relaxed); });
   return sum;
 }
 

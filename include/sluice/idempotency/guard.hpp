@@ -21,6 +21,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "sluice/core/per_worker.hpp"
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/http/message.hpp"
@@ -53,12 +54,10 @@ std::string_view to_string(Mode m);
 struct Backing {
   std::shared_ptr<Store> store;
   std::string store_name;  // "memory" or the redis URL, for /api/status
-  static constexpr unsigned slots = 64;
-  std::array<std::array<std::atomic<std::uint64_t>, outcome_count>, slots> counts{};
-  void count(unsigned worker, Outcome o) noexcept {
-    auto& c = counts[worker % slots][static_cast<std::size_t>(o)];
-    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
+  // Each worker's counts on their own cache line (core/per_worker.hpp): no line shared between
+  // workers counting keyed requests.
+  PerWorker<std::array<std::atomic<std::uint64_t>, outcome_count>> counts;
+  void count(unsigned worker, Outcome o) noexcept { add_own(counts[worker][static_cast<std::size_t>(o)]); }
   std::uint64_t total(Outcome o) const noexcept;
 };
 
