@@ -81,10 +81,10 @@ void ParkingLot::park(ParkedClient client) {
   worker_.sessions.push_back(*parked);
   ++parked_;
   auto& socket = parked->client.stream.socket();
-  socket.async_wait(tls::Stream::socket_type::wait_read,
-                    boost::asio::bind_allocator(SlabAllocator<void>(&slab_), [p = std::move(parked)](error_code ec) {
-                      p->lot.on_ready(*p, ec);
-                    }));
+  tls::edge::async_wait_readable(
+      socket, boost::asio::bind_allocator(SlabAllocator<void>(&slab_), [p = std::move(parked)](error_code ec) {
+        p->lot.on_ready(*p, ec);
+      }));
 }
 
 void ParkingLot::on_ready(Parked& parked, error_code ec) {

@@ -14,9 +14,13 @@ bool ConnectionPool::is_alive(stream_type& stream) noexcept {
   // not reusable. With TLS the same holds for records: an idle peer that sends one is closing
   // (close_notify) or out of step, so the raw socket is asked.
   char byte;
-  const auto fd = stream.socket().native_handle();
-  const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  auto& socket = stream.socket();
+  const auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+  // Nothing came in, not even a FIN: whatever comes next raises a new edge, so the wait for the
+  // answer to the request about to be written needs no try (tls/edge_io.hpp).
+  tls::edge::drained(socket);
+  return true;
 }
 
 std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoint& endpoint) {

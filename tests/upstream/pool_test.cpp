@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/write.hpp>
+#include <array>
 #include <thread>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -22,6 +24,8 @@ struct Fixture : ::testing::Test {
   tcp::acceptor acceptor{io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)};
   ManualClock clock;
   ConnectionPool pool{clock};
+  // Outstanding work, as a worker always has: without it poll() would not run the reactor.
+  net::executor_work_guard<net::io_context::executor_type> guard = net::make_work_guard(io);
   Endpoint endpoint{"o", config::HostPort{"127.0.0.1", acceptor.local_endpoint().port()},
                     acceptor.local_endpoint(), 1};
 
@@ -73,6 +77,41 @@ TEST_F(Fixture, UnsolicitedBytesMakeAConnectionUnusable) {
     auto got = pool.acquire(endpoint);
     if (got) pool.release(endpoint, std::move(*got), 8, std::chrono::seconds(30));
   }
+  EXPECT_FALSE(pool.acquire(endpoint));
+}
+
+// The peek that finds a pooled connection alive proves it drained: the wait for the answer to
+// the request written on it is queued for the answer's edge without a try.
+TEST_F(Fixture, ATakenConnectionIsProvedDrainedSoTheWaitForItsAnswerNeedsNoTry) {
+  tcp::socket server(io);
+  pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
+  auto c = pool.acquire(endpoint);
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(tls::edge::will_try(c->socket()));
+  bool answered = false;
+  c->async_wait_readable([&](boost::system::error_code ec) { answered = !ec; });
+  io.poll();
+  EXPECT_FALSE(answered);
+  net::write(server, net::buffer("HTTP/1.1 204 No Content\r\n\r\n", 25));
+  for (int i = 0; i < 1000 && !answered; ++i) io.run_one_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(answered);
+}
+
+// The origin's FIN came with the last bytes of its answer: the read of those bytes does not
+// report it, the peek at the next checkout does.
+TEST_F(Fixture, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
+  tcp::socket server(io);
+  auto c = connect(&server);
+  net::write(server, net::buffer("HTTP/1.1 204 No Content\r\n\r\n", 25));
+  server.close();
+  std::array<char, 64> buffer{};
+  std::size_t got = 0;
+  c.async_read_some(net::buffer(buffer), [&](boost::system::error_code ec, std::size_t n) {
+    if (!ec) got = n;
+  });
+  for (int i = 0; i < 1000 && got == 0; ++i) io.run_one_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(got, 25u);
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
   EXPECT_FALSE(pool.acquire(endpoint));
 }
 

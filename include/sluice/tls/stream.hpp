@@ -21,6 +21,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
 
+#include "sluice/tls/edge_io.hpp"
+
 namespace sluice::tls {
 
 class Stream {
@@ -84,9 +86,10 @@ public:
   }
 
   // Waits until a read would not block. On a plain socket: for the kernel to have bytes (which
-  // lets an idle connection hold no read buffer). With TLS, decrypted bytes may already sit in the
-  // TLS engine where the kernel cannot see them, so this completes at once and the read that
-  // follows does the waiting.
+  // lets an idle connection hold no read buffer), with edge_io.hpp's wait (no epoll_ctl; no try
+  // on a socket proved drained). With TLS, decrypted bytes may already sit in the TLS engine
+  // where the kernel cannot see them, so this completes at once and the read that follows does
+  // the waiting.
   template <class Token>
   auto async_wait_readable(Token&& token) {
     return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
@@ -95,7 +98,7 @@ public:
             boost::asio::post(socket().get_executor(),
                               [h = std::move(handler)]() mutable { std::move(h)(boost::system::error_code{}); });
           } else {
-            socket_.async_wait(socket_type::wait_read, std::move(handler));
+            edge::async_wait_readable(socket_, std::move(handler));
           }
         },
         token);

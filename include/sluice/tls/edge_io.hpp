@@ -1,0 +1,207 @@
+#pragma once
+// A readiness wait on a plain TCP socket that does not re-register what is registered already,
+// and what lets it skip its try: a socket proved drained.
+//
+// Asio's epoll reactor registers each socket once, edge-triggered, for input and output. Its
+// async_wait re-registers the descriptor with epoll_ctl(EPOLL_CTL_MOD) every time; a read
+// started before the peer has sent anything costs a recv() that returns EAGAIN. A proxied
+// keep-alive request paid one of these on each side (waiting for the origin's answer, waiting for
+// the client's next request): two of its seven system calls.
+//
+// The reactor keeps, per descriptor and direction, whether an edge has come since an operation
+// said the socket was exhausted, and tries a new operation at once only then:
+// - async_wait_readable is queued for the next edge like a read (no epoll_ctl); tried at once,
+//   with a one-byte MSG_PEEK, only when the reactor has seen an edge since the socket was last
+//   proved drained.
+// - drained(socket) records that proof: a recv() or peek that just said EAGAIN saw no byte, no
+//   FIN and no error, so whatever comes later raises a new edge. (A read that returns fewer bytes
+//   than asked is no such proof: a FIN that came with or right after those bytes is reported only
+//   by the next read, and its edge may have been consumed already. nginx knows it from
+//   EPOLLRDHUP, which Asio does not register.) The pool proves it for every connection it hands
+//   out (ConnectionPool::is_alive), so the wait for the origin's answer costs no system call.
+//
+// Built on Asio's reactor interface (boost/asio/detail, Boost 1.81): the reactor's start_op, the
+// operation base class, the socket's implementation (which basic_socket keeps protected) and the
+// reactor's per-descriptor flags (which it keeps private). The wait is Asio's wait operation with
+// another perform function; cancellation (cancel(), close(), per-operation cancellation slots)
+// and handler allocation work as for Asio's. Only on the thread that runs the io_context.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/detail/bind_handler.hpp>
+#include <boost/asio/detail/epoll_reactor.hpp>
+#include <boost/asio/detail/fenced_block.hpp>
+#include <boost/asio/detail/handler_alloc_helpers.hpp>
+#include <boost/asio/detail/handler_cont_helpers.hpp>
+#include <boost/asio/detail/handler_work.hpp>
+#include <boost/asio/detail/reactor_op.hpp>
+#include <boost/asio/detail/socket_ops.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/query.hpp>
+
+namespace sluice::tls::edge {
+
+namespace asio_detail = boost::asio::detail;
+using tcp_socket = boost::asio::ip::tcp::socket;
+using Reactor = asio_detail::epoll_reactor;
+
+static_assert(std::is_same_v<asio_detail::reactor, Reactor>,
+              "edge_io.hpp is written against Asio's epoll reactor");
+
+// The socket's implementation (descriptor, state flags, reactor registration). A class derived
+// from the socket may form a pointer to basic_socket's protected member; it is never constructed.
+class SocketAccess : public tcp_socket {
+public:
+  static auto& impl(tcp_socket& s) noexcept { return (s.*(&SocketAccess::impl_)).get_implementation(); }
+};
+
+// The reactor's per-descriptor flags "an edge has come since the last exhausting operation",
+// which descriptor_state keeps private: an explicit instantiation may name a private member, and
+// the friend function it defines hands the pointer out.
+struct TrySpeculative {
+  using type = bool (Reactor::descriptor_state::*)[Reactor::max_ops];
+  friend type member(TrySpeculative) noexcept;
+};
+template <class Tag, typename Tag::type M>
+struct Expose {
+  friend typename Tag::type member(Tag) noexcept { return M; }
+};
+template struct Expose<TrySpeculative, &Reactor::descriptor_state::try_speculative_>;
+
+// Records that `s` has just been proved drained for input (see above): the next readiness wait
+// or read on it waits for the next edge instead of trying. No-op on a socket the reactor does not
+// know.
+inline void drained(tcp_socket& s) noexcept {
+  if (auto* data = SocketAccess::impl(s).reactor_data_) (data->*member(TrySpeculative{}))[Reactor::read_op] = false;
+}
+
+// Whether the next readiness wait or read on `s` will be tried at once (the reactor has seen an
+// input edge since the socket was last proved drained, or never had it proved).
+inline bool will_try(tcp_socket& s) noexcept {
+  auto* data = SocketAccess::impl(s).reactor_data_;
+  return data == nullptr || (data->*member(TrySpeculative{}))[Reactor::read_op];
+}
+
+// The reactor of the socket's io_context, looked up once per thread and context.
+inline Reactor& reactor_of(tcp_socket& s) {
+  thread_local boost::asio::execution_context* context = nullptr;
+  thread_local Reactor* reactor = nullptr;
+  auto& c = boost::asio::query(s.get_executor(), boost::asio::execution::context);
+  if (&c != context) {
+    reactor = &boost::asio::use_service<Reactor>(c);
+    context = &c;
+  }
+  return *reactor;
+}
+
+// The wait operation being started on this thread: its perform function is then a try at once
+// (inside Reactor::start_op); any other call comes from the reactor, for an edge.
+inline thread_local const void* starting_wait = nullptr;
+
+class Cancellation {
+public:
+  Cancellation(Reactor* r, Reactor::per_descriptor_data* d, int fd) noexcept
+      : reactor_(r), data_(d), fd_(fd) {}
+  void operator()(boost::asio::cancellation_type_t type) {
+    using boost::asio::cancellation_type;
+    if (!!(type & (cancellation_type::terminal | cancellation_type::partial | cancellation_type::total))) {
+      reactor_->cancel_ops_by_key(fd_, *data_, Reactor::read_op, this);
+    }
+  }
+
+private:
+  Reactor* reactor_;
+  Reactor::per_descriptor_data* data_;
+  int fd_;
+};
+
+template <class Handler, class IoExecutor>
+class WaitOp : public asio_detail::reactor_op {
+public:
+  BOOST_ASIO_DEFINE_HANDLER_PTR(WaitOp);
+
+  WaitOp(int fd, Handler& handler, const IoExecutor& ex)
+      : reactor_op(boost::system::error_code(), &WaitOp::do_perform, &WaitOp::do_complete),
+        fd_(fd), handler_(std::move(handler)), work_(handler_, ex) {}
+
+  static status do_perform(reactor_op* base) {
+    auto* o = static_cast<WaitOp*>(base);
+    if (starting_wait != o) return done;  // the reactor saw an edge: readable, at end or failed
+    char byte;
+    const auto n = ::recv(o->fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? not_done : done;
+  }
+
+  static void do_complete(void* owner, asio_detail::operation* base, const boost::system::error_code&,
+                          std::size_t) {
+    auto* o = static_cast<WaitOp*>(base);
+    ptr p = {std::addressof(o->handler_), o, o};
+    asio_detail::handler_work<Handler, IoExecutor> w(std::move(o->work_));
+    asio_detail::binder1<Handler, boost::system::error_code> handler(o->handler_, o->ec_);
+    p.h = std::addressof(handler.handler_);
+    p.reset();
+    if (owner) {
+      asio_detail::fenced_block b(asio_detail::fenced_block::half);
+      w.complete(handler, handler.handler_);
+    }
+  }
+
+private:
+  int fd_;
+  Handler handler_;
+  asio_detail::handler_work<Handler, IoExecutor> work_;
+};
+
+// Starts `op` as a read-direction operation of `s`, as Asio's socket service does: per-operation
+// cancellation if the handler had a connected slot, non-blocking mode, then the reactor (allowed
+// to try the operation at once).
+template <class Slot>
+void start(tcp_socket& s, asio_detail::reactor_op* op, bool is_continuation, Slot& slot) {
+  auto& impl = SocketAccess::impl(s);
+  auto& reactor = reactor_of(s);
+  if (slot.is_connected()) {
+    op->cancellation_key_ = &slot.template emplace<Cancellation>(&reactor, &impl.reactor_data_, impl.socket_);
+  }
+  if ((impl.state_ & asio_detail::socket_ops::non_blocking) != 0 ||
+      asio_detail::socket_ops::set_internal_non_blocking(impl.socket_, impl.state_, true, op->ec_)) {
+    reactor.start_op(Reactor::read_op, impl.socket_, impl.reactor_data_, op, is_continuation, true);
+    return;
+  }
+  reactor.post_immediate_completion(op, is_continuation);
+}
+
+// async_initiate's initiation: the handler in, one operation on the socket out.
+struct InitiateWait {
+  tcp_socket* socket;
+
+  template <class Handler>
+  void operator()(Handler&& h) const {
+    std::decay_t<Handler> handler(std::forward<Handler>(h));
+    using Op = WaitOp<std::decay_t<Handler>, tcp_socket::executor_type>;
+    const bool is_continuation = boost_asio_handler_cont_helpers::is_continuation(handler);
+    auto slot = boost::asio::get_associated_cancellation_slot(handler);
+    typename Op::ptr p = {std::addressof(handler), Op::ptr::allocate(handler), nullptr};
+    p.p = new (p.v) Op(SocketAccess::impl(*socket).socket_, handler, socket->get_executor());
+    auto* op = p.p;
+    p.v = p.p = nullptr;
+    starting_wait = op;
+    start(*socket, op, is_continuation, slot);
+    starting_wait = nullptr;
+  }
+};
+
+// Waits until the socket has bytes, is at end of stream or has failed. Completion signature
+// void(error_code).
+template <class Token>
+auto async_wait_readable(tcp_socket& s, Token&& token) {
+  return boost::asio::async_initiate<Token, void(boost::system::error_code)>(InitiateWait{&s}, token);
+}
+
+}  // namespace sluice::tls::edge

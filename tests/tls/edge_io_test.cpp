@@ -1,0 +1,174 @@
+#include "sluice/tls/edge_io.hpp"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <optional>
+#include <string>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/write.hpp>
+
+namespace sluice::tls::edge {
+namespace {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+
+// A connected loopback pair: `ours` is waited on, `peer` writes to it.
+struct EdgeIo : ::testing::Test {
+  net::io_context io;
+  tcp::acceptor acceptor{io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)};
+  tcp::socket peer{io};
+  tcp::socket ours{io};
+  // Outstanding work, as a worker always has: without it the io_context would stop, and not run
+  // its reactor, once nothing is queued.
+  net::executor_work_guard<net::io_context::executor_type> guard = net::make_work_guard(io);
+
+  EdgeIo() {
+    peer.connect(acceptor.local_endpoint());
+    ours = acceptor.accept();
+  }
+
+  void send(const std::string& bytes) { net::write(peer, net::buffer(bytes)); }
+
+  // Runs the io_context until `done` holds (the kernel delivers loopback bytes at once, but the
+  // reactor sees them only at its next look), bounded.
+  template <class Done>
+  bool run_until(Done done) {
+    for (int i = 0; i < 2000 && !done(); ++i) io.run_one_for(std::chrono::milliseconds(5));
+    return done();
+  }
+
+  struct Read {
+    std::optional<error_code> ec;
+    std::size_t n = 0;
+  };
+  void read(std::array<char, 16>& buffer, Read& r, std::size_t size = 16) {
+    ours.async_read_some(net::buffer(buffer.data(), size), [&r](error_code ec, std::size_t n) {
+      r.ec = ec;
+      r.n = n;
+    });
+  }
+};
+
+// The pool's peek said EAGAIN (no byte, no FIN, no error): the wait after it is queued for the
+// next edge without a try, and new bytes end it.
+TEST_F(EdgeIo, AWaitOnASocketProvedDrainedIsQueuedWithoutATry) {
+  char byte;
+  ASSERT_LT(::recv(ours.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), 0);
+  EXPECT_TRUE(will_try(ours));  // a new socket: never proved drained
+  drained(ours);
+  EXPECT_FALSE(will_try(ours));
+  std::optional<error_code> waited;
+  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
+  io.poll();
+  EXPECT_FALSE(waited);
+  send("d");
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_FALSE(*waited);
+  EXPECT_TRUE(will_try(ours));  // the edge came: the read that follows tries
+  std::array<char, 16> buffer{};
+  Read r;
+  read(buffer, r);
+  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
+  EXPECT_EQ(std::string(buffer.data(), r.n), "d");
+}
+
+// A FIN that came with the last bytes is reported only by the read after them, and its edge is
+// consumed: a short read is no proof of a drained socket, so the wait after it tries, and ends.
+TEST_F(EdgeIo, AFinThatCameWithTheLastBytesEndsTheNextWait) {
+  send("abc");
+  peer.close();
+  io.poll();  // the reactor sees the one edge, with nothing queued
+  std::array<char, 16> buffer{};
+  Read r;
+  read(buffer, r);
+  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
+  ASSERT_FALSE(*r.ec);
+  EXPECT_EQ(std::string(buffer.data(), r.n), "abc");
+  std::optional<error_code> waited;
+  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_FALSE(*waited);
+  Read eof;
+  read(buffer, eof);
+  ASSERT_TRUE(run_until([&] { return eof.ec.has_value(); }));
+  EXPECT_EQ(*eof.ec, net::error::eof);
+}
+
+TEST_F(EdgeIo, AWaitOnASocketWithBytesAlreadyThereCompletesAtOnce) {
+  send("x");
+  // Let the reactor see (or not see) the edge; either way the wait's first try finds the byte.
+  io.poll();
+  std::optional<error_code> waited;
+  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_FALSE(*waited);
+  // The wait took nothing: the byte is still there for the read.
+  std::array<char, 16> buffer{};
+  Read r;
+  read(buffer, r);
+  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
+  EXPECT_EQ(std::string(buffer.data(), r.n), "x");
+}
+
+TEST_F(EdgeIo, TheEndOfStreamEndsAQueuedWait) {
+  drained(ours);
+  std::optional<error_code> waited;
+  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
+  io.poll();
+  ASSERT_FALSE(waited);
+  peer.close();
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_FALSE(*waited);
+  std::array<char, 16> buffer{};
+  Read eof;
+  read(buffer, eof);
+  ASSERT_TRUE(run_until([&] { return eof.ec.has_value(); }));
+  EXPECT_EQ(*eof.ec, net::error::eof);
+}
+
+TEST_F(EdgeIo, CancelAndCloseEndAQueuedWait) {
+  std::optional<error_code> waited;
+  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
+  io.poll();
+  ASSERT_FALSE(waited);
+  ours.cancel();
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_EQ(*waited, net::error::operation_aborted);
+
+  std::optional<error_code> again;
+  async_wait_readable(ours, [&](error_code ec) { again = ec; });
+  io.poll();
+  ASSERT_FALSE(again);
+  ours.close();
+  ASSERT_TRUE(run_until([&] { return again.has_value(); }));
+  EXPECT_EQ(*again, net::error::operation_aborted);
+}
+
+TEST_F(EdgeIo, APerOperationCancellationSlotEndsOnlyThatOperation) {
+  net::cancellation_signal signal;
+  std::optional<error_code> waited;
+  async_wait_readable(ours, net::bind_cancellation_slot(signal.slot(), [&](error_code ec) { waited = ec; }));
+  io.poll();
+  ASSERT_FALSE(waited);
+  signal.emit(net::cancellation_type::terminal);
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_EQ(*waited, net::error::operation_aborted);
+  // The socket is still good: a read on it gets what the peer sends next.
+  std::array<char, 16> buffer{};
+  Read r;
+  read(buffer, r);
+  send("ok");
+  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
+  EXPECT_EQ(std::string(buffer.data(), r.n), "ok");
+}
+
+}  // namespace
+}  // namespace sluice::tls::edge
