@@ -126,16 +126,11 @@ struct Session::Exchange {
   std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
 };
 
-Session::Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls,
-                 bool proxy_protocol)
+Session::Session(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
+                 std::shared_ptr<tls::ServerContext> tls, bool proxy_protocol)
     : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
-  error_code ec;
-  const auto remote = client_.socket().remote_endpoint(ec);
-  if (!ec) {
-    client_addr_ = unmapped(remote.address());
-    client_ip_ = client_addr_.to_string();
-  }
-  client_.socket().set_option(tcp::no_delay(true), ec);
+  client_addr_ = unmapped(client_address);
+  client_ip_ = client_addr_.to_string();
   worker_.sessions.push_back(*this);
 }
 
@@ -149,9 +144,14 @@ void Session::close_if_idle() {
 
 void Session::close() {
   if (closed_) return;
-  closed_ = true;
   error_code ignored;
   client_.shutdown(tcp::socket::shutdown_both, ignored);
+  close_streams();
+}
+
+void Session::close_streams() noexcept {
+  closed_ = true;
+  error_code ignored;
   client_.close(ignored);
   if (upstream_ != nullptr) upstream_->close(ignored);
 }
@@ -196,9 +196,7 @@ ParkedClient Session::take_parked() noexcept {
   return {std::move(client_), client_addr_, idle_until_};
 }
 
-void Session::resumed(const boost::asio::ip::address& client) {
-  client_addr_ = client;
-  client_ip_ = client.to_string();
+void Session::resumed() noexcept {
   first_request_ = false;
   proxy_protocol_ = false;  // read before it was parked
 }
@@ -281,7 +279,7 @@ net::awaitable<void> Session::run() {
     // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
     error_code ignored;
     client_.shutdown(tcp::socket::shutdown_send, ignored);
-    close();
+    close_streams();
   }
 }
 
@@ -363,9 +361,12 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       if (const auto done = look_at_head(limits, error)) co_return *done;
     }
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
-    if (in_.size() == 0) {
-      // Nothing buffered: give the buffer back while waiting, and wait for readability rather
-      // than try a read that would only say "again" (one system call saved per request).
+    // Nothing buffered: take what the kernel has, often the request already (a new connection,
+    // a quick client). When it has nothing (EAGAIN proves the socket drained, so the wait below
+    // costs no system call), give the buffer back while waiting for readability.
+    std::size_t n = in_.size() == 0 ? client_.try_read_some(prepare_head_read(in_)) : 0;
+    error_code ec;
+    if (n == 0 && in_.size() == 0) {
       in_.shrink_to_fit();
       parkable_wait_ = idle_ && !client_.is_tls();
       auto [wec] = co_await client_.async_wait_readable(nothrow);
@@ -375,8 +376,11 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
       if (idle_) deadline = idle_until_;  // the read that follows is still under idle_timeout
     }
-    auto [ec, n] = co_await client_.async_read_some(prepare_head_read(in_), nothrow);
-    ec = timed(ec);
+    if (n == 0) {
+      auto [rec, m] = co_await client_.async_read_some(prepare_head_read(in_), nothrow);
+      ec = timed(rec);
+      n = m;
+    }
     in_.commit(n);
     if (ec) {
       if (ec == beast::error::timeout && in_.size() > 0) {
@@ -1415,8 +1419,8 @@ void Session::write_request_head(const Exchange& x) {
   head_out_.clear();
   http::RequestSplice edits{{client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
                              snapshot_->config->server.forwarded_header},
-                            x.chunked_in, route.rewrite ? &*route.rewrite : nullptr};
-  edits.content_length = x.kept_length;
+                            x.chunked_in, route.rewrite ? &*route.rewrite : nullptr, nullptr, nullptr,
+                            x.kept_length};
   if (route.request_rules.empty()) {
     http::splice_request_head(head_out_, *request_, edits);
     return;

@@ -163,7 +163,8 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
       co_await slot_free_.async_wait(nothrow);
     }
     if (ctx_.is_stopping() || !acceptor->is_open()) co_return;  // shutdown, or removed by a reload
-    auto [ec, socket] = co_await acceptor->async_accept(nothrow);
+    tcp::endpoint peer;
+    auto [ec, socket] = co_await acceptor->async_accept(peer, nothrow);
     if (ec) {
       if (ctx_.is_stopping() || ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
       // EMFILE/ENFILE and friends: back off instead of spinning.
@@ -175,12 +176,14 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
     // Accepted in the race with shutdown: served all the same (its request is on its way; the
     // answer says Connection: close), like a connection already open.
     active_.fetch_add(1, std::memory_order_acq_rel);
-    net::co_spawn(io_, serve(std::move(socket), tls_listener), net::detached);
+    net::co_spawn(io_, serve(std::move(socket), peer.address(), tls_listener), net::detached);
   }
 }
 
-net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
+net::awaitable<void> Worker::serve(tcp::socket socket, net::ip::address peer, int tls_listener) {
   try {
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // once: a parked connection keeps it
     tls::Stream client(std::move(socket));
     std::shared_ptr<tls::ServerContext> tls;
     if (tls_listener >= 0) {
@@ -195,7 +198,7 @@ net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
                                 : static_cast<std::size_t>(tls_listener) < server.tls.size()
                                     ? server.tls[static_cast<std::size_t>(tls_listener)].proxy_protocol
                                     : false;
-    proxy::Session session(ctx_, std::move(client), std::move(tls), proxy_protocol);
+    proxy::Session session(ctx_, std::move(client), peer, std::move(tls), proxy_protocol);
     co_await session.run();
     session_ended(session);
   } catch (const std::exception& e) {
@@ -205,8 +208,8 @@ net::awaitable<void> Worker::serve(tcp::socket socket, int tls_listener) {
 
 net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
   try {
-    proxy::Session session(ctx_, std::move(client.stream));
-    session.resumed(client.client);
+    proxy::Session session(ctx_, std::move(client.stream), client.client);
+    session.resumed();
     co_await session.run();
     session_ended(session);
   } catch (const std::exception& e) {

@@ -1,4 +1,5 @@
 #include "sluice/tls/edge_io.hpp"
+#include "sluice/tls/stream.hpp"
 
 #include <gtest/gtest.h>
 
@@ -168,6 +169,40 @@ TEST_F(EdgeIo, APerOperationCancellationSlotEndsOnlyThatOperation) {
   send("ok");
   ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
   EXPECT_EQ(std::string(buffer.data(), r.n), "ok");
+}
+
+// Stream::try_read_some: the session's first step when it has nothing buffered.
+TEST_F(EdgeIo, TryReadSomeTakesWhatIsThereOrProvesTheSocketDrained) {
+  Stream stream(std::move(ours));
+  std::array<char, 16> buffer{};
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 0u);  // nothing yet: EAGAIN...
+  EXPECT_FALSE(will_try(stream.socket()));                   // ...which proves it drained
+  std::optional<error_code> waited;
+  stream.async_wait_readable([&](error_code ec) { waited = ec; });
+  io.poll();
+  EXPECT_FALSE(waited);  // queued without a try
+  send("GET / HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer.data(), 4)), 4u);  // at most the buffer
+  EXPECT_EQ(std::string(buffer.data(), 4), "GET ");
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 14u);
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 0u);
+  EXPECT_FALSE(will_try(stream.socket()));
+}
+
+TEST_F(EdgeIo, TryReadSomeLeavesTheEndOfStreamToTheReadThatFollows) {
+  Stream stream(std::move(ours));
+  peer.close();
+  std::array<char, 16> buffer{};
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 0u);
+  // Not proved drained: the wait that follows tries, sees the end at once, and the read says so.
+  std::optional<error_code> waited;
+  stream.async_wait_readable([&](error_code ec) { waited = ec; });
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  std::optional<error_code> read;
+  stream.async_read_some(net::buffer(buffer), [&](error_code ec, std::size_t) { read = ec; });
+  ASSERT_TRUE(run_until([&] { return read.has_value(); }));
+  EXPECT_EQ(*read, net::error::eof);
 }
 
 }  // namespace

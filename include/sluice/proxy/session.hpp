@@ -42,8 +42,9 @@ public:
   // `tls`: the listener's TLS context when `client` carries TLS (the handshake is run()'s first
   // step); kept for the connection's lifetime, whatever reloads happen meanwhile.
   // `proxy_protocol`: a PROXY protocol header comes first (before TLS), see docs/edge.md.
-  Session(WorkerContext& worker, tls::Stream client, std::shared_ptr<tls::ServerContext> tls = {},
-          bool proxy_protocol = false);
+  // `client_address`: the peer's, as accept() gave it (no getpeername per connection).
+  Session(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
+          std::shared_ptr<tls::ServerContext> tls = {}, bool proxy_protocol = false);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -57,12 +58,13 @@ public:
 
   // Parking (parking.hpp). parked(): run() ended because the connection had been idle for
   // park_after; take_parked() hands it to the worker's ParkingLot. resumed(): a connection back
-  // from the lot (not its first request; its client address is the one it was parked with).
+  // from the lot (not its first request; constructed with the client address it was parked with).
   bool parked() const noexcept { return parked_; }
   ParkedClient take_parked() noexcept;
-  void resumed(const boost::asio::ip::address& client);
+  void resumed() noexcept;
 
 private:
+  void close_streams() noexcept;  // close() without its shutdown first
   enum class HeadResult { ok, closed, error, parked };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides

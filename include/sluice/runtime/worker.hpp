@@ -83,7 +83,8 @@ private:
 
   boost::asio::awaitable<void> accept_loop(std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor,
                                            int tls_listener);
-  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket, int tls_listener);
+  boost::asio::awaitable<void> serve(boost::asio::ip::tcp::socket socket, boost::asio::ip::address peer,
+                                    int tls_listener);
   // A parked connection the client sent its next request on (proxy/parking.hpp).
   boost::asio::awaitable<void> serve_parked(proxy::ParkedClient client);
   // After run(): a session that parked keeps its connection (and its slot); any other end frees it.

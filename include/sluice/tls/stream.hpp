@@ -10,6 +10,9 @@
 //
 // Owned by one session or the pool of one worker; like every Asio object, not thread-safe. Reads
 // and writes may overlap (one of each at a time) on the worker's thread.
+#include <sys/socket.h>
+
+#include <cerrno>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -83,6 +86,18 @@ public:
           },
           token, buffers);
     }
+  }
+
+  // A read that does not wait: the bytes the kernel has now (at most the buffer's size), or 0
+  // when it has none (EAGAIN, which proves the socket drained: the next readiness wait is not
+  // tried, see edge_io.hpp), with TLS (not tried: the engine may hold bytes the kernel does not),
+  // at end of stream or on an error (left for the read that follows to report).
+  std::size_t try_read_some(boost::asio::mutable_buffer buffer) noexcept {
+    if (tls_) return 0;
+    const auto n = ::recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+    if (n > 0) return static_cast<std::size_t>(n);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) edge::drained(socket_);
+    return 0;
   }
 
   // Waits until a read would not block. On a plain socket: for the kernel to have bytes (which
