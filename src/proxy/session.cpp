@@ -375,6 +375,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
       if (wec && park) co_return HeadResult::parked;
       if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
       if (idle_) deadline = idle_until_;  // the read that follows is still under idle_timeout
+      n = client_.try_read_some(prepare_head_read(in_));  // readable: no second operation
     }
     if (n == 0) {
       auto [rec, m] = co_await client_.async_read_some(prepare_head_read(in_), nothrow);
@@ -1091,15 +1092,8 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
       response_ = nullptr;
       continue;
     }
-    if (up_in_.size() == 0) {
-      // The answer takes a round trip: wait for it instead of a read that would find nothing.
-      auto [wec] = co_await upstream.async_wait_readable(nothrow);
-      if (client_gone()) co_return FailureKind::client_failed;
-      if (wec) {
-        co_return timed(wec) == beast::error::timeout ? FailureKind::response_timeout
-                                                      : FailureKind::reset_after_send;
-      }
-    }
+    // The answer takes a round trip. On a pooled connection, which the pool's peek proved
+    // drained, this read waits for it without a try that would find nothing (tls/edge_io.hpp).
     auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
     ec = timed(ec);
     up_in_.commit(n);

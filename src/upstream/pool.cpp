@@ -17,8 +17,8 @@ bool ConnectionPool::is_alive(stream_type& stream) noexcept {
   auto& socket = stream.socket();
   const auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
-  // Nothing came in, not even a FIN: whatever comes next raises a new edge, so the wait for the
-  // answer to the request about to be written needs no try (tls/edge_io.hpp).
+  // Nothing came in, not even a FIN: whatever comes next raises a new edge, so the read of the
+  // answer to the request about to be written is queued without a try (tls/edge_io.hpp).
   tls::edge::drained(socket);
   return true;
 }

@@ -80,8 +80,8 @@ TEST_F(Fixture, UnsolicitedBytesMakeAConnectionUnusable) {
   EXPECT_FALSE(pool.acquire(endpoint));
 }
 
-// The peek that finds a pooled connection alive proves it drained: the wait for the answer to
-// the request written on it is queued for the answer's edge without a try.
+// The peek that finds a pooled connection alive proves it drained: the read (or wait) for the
+// answer to the request written on it is queued for the answer's edge without a try.
 TEST_F(Fixture, ATakenConnectionIsProvedDrainedSoTheWaitForItsAnswerNeedsNoTry) {
   tcp::socket server(io);
   pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
