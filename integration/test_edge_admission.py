@@ -100,6 +100,21 @@ def test_untrusted_peer_and_malformed_headers_are_closed_and_counted(origins, sl
         assert c.request(b"PROXY UNKNOWN\r\n" + get(t)).status == 200
 
 
+def test_a_listener_without_proxy_protocol_never_reads_a_header(origins, sluice, tmp_path):
+    """Only a proxy_protocol listener reads a PROXY header. Beside one (here the TLS listener),
+    plain requests on the other listener are served and nothing is counted as refused. (Built by
+    GCC 12, `proxy_protocol_ && !co_await read_proxy_header()` ran the read on every connection:
+    each was counted as an untrusted peer, and the answers were still right.)"""
+    from test_tls import Pki, tls_block
+    cert = Pki(tmp_path / "pki").leaf("a", "IP:127.0.0.1")
+    s = sluice(sluice_config(origins(1), top=ADMIN, server_extra=(
+        'trusted_proxies = ["10.0.0.0/8"]' + tls_block([cert], extra="proxy_protocol = true"))))
+    for _ in range(5):
+        with Conn(s.port) as c:
+            assert c.request(get(s)).status == 200
+    assert metric(s, "sluice_proxy_protocol_rejected_total", reason="untrusted") == 0
+
+
 def test_trusted_x_forwarded_for_chain_is_resolved_like_real_ip_recursive(origins, sluice):
     s = sluice(sluice_config(origins(1), access="json",
                              server_extra='trusted_proxies = ["127.0.0.1/32", "10.0.0.0/8"]'))

@@ -84,8 +84,12 @@ void warn_store(const Guard& g, std::string_view what, const error_code& ec) {
 net::awaitable<void> write_back(std::shared_ptr<const Guard> guard, unsigned worker, std::string key,
                                 std::string value, std::string pending, Clock::duration ttl) {
   auto& store = *guard->backing().store;
-  const auto ec = value.empty() ? co_await store.remove_if(worker, key, pending)
-                                : co_await store.put(worker, key, value, ttl);
+  boost::system::error_code ec;  // no co_await inside ?: (GCC 12 miscompiles it; session.cpp)
+  if (value.empty()) {
+    ec = co_await store.remove_if(worker, key, pending);
+  } else {
+    ec = co_await store.put(worker, key, value, ttl);
+  }
   if (ec) {
     guard->backing().count(worker, Outcome::store_error);
     warn_store(*guard, value.empty() ? "release" : "write", ec);

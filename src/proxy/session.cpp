@@ -237,8 +237,12 @@ net::awaitable<void> Session::run() {
   const PoolAllocator<char> blocks(&worker_.head_blocks);
   in_ = HeadBuffer(max_header + read_chunk, blocks);
   up_in_ = HeadBuffer(max_header + read_chunk, blocks);
-  if ((proxy_protocol_ && !co_await read_proxy_header()) ||
-      (client_.is_tls() && !co_await tls_handshake())) {
+  // No co_await inside && or ||: GCC 12 miscompiles it (this one ran read_proxy_header() on
+  // every connection, proxy_protocol or not; a two-line reproduction traps).
+  bool ready = true;
+  if (proxy_protocol_) ready = co_await read_proxy_header();
+  if (ready && client_.is_tls()) ready = co_await tls_handshake();
+  if (!ready) {
     deadline = Clock::time_point::max();
     close();
     co_return;
@@ -437,13 +441,13 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
 // Asio recycles (1,020 bytes), costing a malloc per request.
 net::awaitable<bool> Session::forward(Exchange& x) {
   auto facts = begin_forward(x);
-  if (keeps_content_body(x) && !co_await keep_body(x)) co_return false;
-  if (!x.request_done && x.chunked_in && !co_await keep_chunked_body(x)) co_return false;
-  if (x.idem && !co_await idempotency_gate(x)) co_return x.client_keep_alive && x.request_done;
-
-  x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
-  const auto window = AttemptWindow::of(x.upstream->config(), worker_.clock.now());
-  const bool is_head = request_->verb() == bhttp::verb::head;
+  bool ready = true;  // no co_await inside && (GCC 12 miscompiles it, see run())
+  if (keeps_content_body(x)) ready = co_await keep_body(x);
+  if (ready && !x.request_done && x.chunked_in) ready = co_await keep_chunked_body(x);
+  if (!ready) co_return false;
+  if (x.idem) ready = co_await idempotency_gate(x);
+  if (!ready) co_return x.client_keep_alive && x.request_done;
+  const auto window = begin_attempts(x);
   TriedSet tried;
   const PickContext base = pick_context(x, tried);
   Failure last;      // the last attempt's (kind none: no attempt failed yet, or it answered)
@@ -476,7 +480,8 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     report_attempt(x, ep, last);
     const auto next = after_attempt(x, last, facts, attempt, window.deadline, tried);
     if (next == AfterAttempt::deliver) {
-      const bool upstream_reusable = co_await send_response(x, *upstream, is_head);
+      const bool head = request_->verb() == bhttp::verb::head;
+      const bool upstream_reusable = co_await send_response(x, *upstream, head);
       co_return end_delivery(x, ep, upstream, upstream_reusable);
     }
     drop_answer(upstream);  // retrying: the answer is dropped, with its connection (body unread)
@@ -527,6 +532,12 @@ proxy::RequestFacts Session::begin_forward(Exchange& x) {
   facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
                               req.count(retry.idempotency_header) != 0;
   return facts;
+}
+
+// The attempts begin: the request counts for the retry budget, and its time window starts.
+AttemptWindow Session::begin_attempts(Exchange& x) {
+  x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
+  return AttemptWindow::of(x.upstream->config(), worker_.clock.now());
 }
 
 // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
@@ -792,7 +803,9 @@ net::awaitable<Failure> Session::connect(Exchange& x, Endpoint& ep, std::optiona
   upstream_ = &*upstream;
   deadline = std::min(try_until, worker_.clock.now() + Clock::duration(x.upstream->config().connect_timeout));
   timed_out_ = false;
-  const auto [ec] = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
+  error_code ec;
+  tls::edge::open_socket(upstream->socket(), ep.socket_address().protocol(), ec);  // close-on-exec
+  if (!ec) std::tie(ec) = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
   Failure failure;
   if (ec) {
     const bool timeout = ec == net::error::operation_aborted && timed_out_;
@@ -1033,8 +1046,10 @@ net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& 
   if (!co_await send_continue(x)) co_return FailureKind::client_failed;
   if (x.chunked_in) {
     std::size_t have = std::exchange(chunked_pending_, 0);
-    if (have == 0 && co_await decode_chunked(x, have, true) == BodyStep::failed)
-      co_return up.stopped() ? FailureKind::none : FailureKind::client_failed;
+    if (have == 0) {
+      if (co_await decode_chunked(x, have, true) == BodyStep::failed)
+        co_return up.stopped() ? FailureKind::none : FailureKind::client_failed;
+    }
     piece = {relay_, have};
     x.request_done = chunked_.done();
     x.body_consumed = true;

@@ -163,8 +163,16 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
       co_await slot_free_.async_wait(nothrow);
     }
     if (ctx_.is_stopping() || !acceptor->is_open()) co_return;  // shutdown, or removed by a reload
+    // accept4 (tls/edge_io.hpp): non-blocking and close-on-exec from the start. When the backlog
+    // is empty, the wait for the next connection is queued without a try.
     tcp::endpoint peer;
-    auto [ec, socket] = co_await acceptor->async_accept(peer, nothrow);
+    boost::system::error_code ec;
+    auto socket = tls::edge::accept_now(*acceptor, peer, ec);
+    if (ec == net::error::would_block) {
+      auto [wec] = co_await tls::edge::async_wait_readable(*acceptor, nothrow);
+      if (wec && (ctx_.is_stopping() || wec == net::error::operation_aborted || !acceptor->is_open())) co_return;
+      continue;
+    }
     if (ec) {
       if (ctx_.is_stopping() || ec == net::error::operation_aborted || !acceptor->is_open()) co_return;
       // EMFILE/ENFILE and friends: back off instead of spinning.

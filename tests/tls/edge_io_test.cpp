@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+
 #include <array>
 #include <optional>
 #include <string>
@@ -203,6 +205,37 @@ TEST_F(EdgeIo, TryReadSomeLeavesTheEndOfStreamToTheReadThatFollows) {
   stream.async_read_some(net::buffer(buffer), [&](error_code ec, std::size_t) { read = ec; });
   ASSERT_TRUE(run_until([&] { return read.has_value(); }));
   EXPECT_EQ(*read, net::error::eof);
+}
+
+TEST_F(EdgeIo, AcceptNowTakesAConnectionNonBlockingAndCloseOnExec) {
+  tcp::endpoint peer;
+  error_code ec;
+  auto none = accept_now(acceptor, peer, ec);
+  EXPECT_EQ(ec, net::error::would_block);  // nothing waiting (the fixture took its one)...
+  EXPECT_FALSE(none.is_open());
+  EXPECT_FALSE(will_try(acceptor));  // ...which proves the backlog empty
+  std::optional<error_code> waited;
+  async_wait_readable(acceptor, [&](error_code e) { waited = e; });
+  io.poll();
+  EXPECT_FALSE(waited);  // queued without a try
+  tcp::socket client(io);
+  client.connect(acceptor.local_endpoint());
+  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  EXPECT_FALSE(*waited);
+  auto accepted = accept_now(acceptor, peer, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(accepted.is_open());
+  EXPECT_EQ(peer, client.local_endpoint());
+  const int fd = accepted.native_handle();
+  EXPECT_NE(::fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+  EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  // Asio's own operations work on it (and need no ioctl: it knows the socket is non-blocking).
+  net::write(client, net::buffer("hi", 2));
+  std::array<char, 4> buffer{};
+  std::optional<std::size_t> got;
+  accepted.async_read_some(net::buffer(buffer), [&](error_code e, std::size_t n) { if (!e) got = n; });
+  ASSERT_TRUE(run_until([&] { return got.has_value(); }));
+  EXPECT_EQ(std::string(buffer.data(), *got), "hi");
 }
 
 }  // namespace

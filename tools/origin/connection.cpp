@@ -126,7 +126,9 @@ asio::awaitable<void> connection::run() {
 
     if (!co_await respond(r, k, bad_knob, parser_->keep_alive())) co_return;
     // A long pipelined burst would otherwise pile all of its responses up in memory.
-    if (out_.size() >= flush_threshold && !co_await flush()) co_return;
+    if (out_.size() >= flush_threshold) {
+      if (!co_await flush()) co_return;  // not inside && (GCC 12 miscompiles co_await there)
+    }
   }
 }
 

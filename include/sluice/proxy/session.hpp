@@ -97,6 +97,7 @@ private:
   // The attempt loop's steps (forward() and forwarder.hpp).
   proxy::RequestFacts begin_forward(Exchange& x);
   bool keeps_content_body(const Exchange& x) const;
+  AttemptWindow begin_attempts(Exchange& x);
   PickContext pick_context(Exchange& x, TriedSet& tried) const;
   bool pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last, Pick& pick,
                      ProxyError& error);

@@ -26,6 +26,7 @@
 // another perform function; cancellation (cancel(), close(), per-operation cancellation slots)
 // and handler allocation work as for Asio's. Only on the thread that runs the io_context.
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -55,42 +56,64 @@ using Reactor = asio_detail::epoll_reactor;
 static_assert(std::is_same_v<asio_detail::reactor, Reactor>,
               "edge_io.hpp is written against Asio's epoll reactor");
 
-// The socket's implementation (descriptor, state flags, reactor registration). A class derived
-// from the socket may form a pointer to basic_socket's protected member; it is never constructed.
+using tcp_acceptor = boost::asio::ip::tcp::acceptor;
+
+// Private members, reached the one portable way: an explicit instantiation may name a private
+// member, and the friend function it defines hands the pointer out.
+template <class Tag, typename Tag::type M>
+struct Expose {
+  friend typename Tag::type member(Tag) noexcept { return M; }
+};
+
+// The implementation (descriptor, state flags, reactor registration) of a socket or an acceptor,
+// both Asio's reactive_socket_service<tcp>'s. A class derived from the socket may form a pointer
+// to basic_socket's protected member (it is never constructed); the acceptor's is private.
 class SocketAccess : public tcp_socket {
 public:
   static auto& impl(tcp_socket& s) noexcept { return (s.*(&SocketAccess::impl_)).get_implementation(); }
 };
+using AcceptorImpl = asio_detail::io_object_impl<asio_detail::reactive_socket_service<boost::asio::ip::tcp>,
+                                                 tcp_acceptor::executor_type>;
+struct AcceptorImplTag {
+  using type = AcceptorImpl tcp_acceptor::*;
+  friend type member(AcceptorImplTag) noexcept;
+};
+template struct Expose<AcceptorImplTag, &tcp_acceptor::impl_>;
+
+inline auto& impl(tcp_socket& s) noexcept { return SocketAccess::impl(s); }
+inline auto& impl(tcp_acceptor& a) noexcept { return (a.*member(AcceptorImplTag{})).get_implementation(); }
+
+// A socket or an acceptor.
+template <class T>
+concept Pollable = std::is_same_v<T, tcp_socket> || std::is_same_v<T, tcp_acceptor>;
 
 // The reactor's per-descriptor flags "an edge has come since the last exhausting operation",
-// which descriptor_state keeps private: an explicit instantiation may name a private member, and
-// the friend function it defines hands the pointer out.
+// which descriptor_state keeps private.
 struct TrySpeculative {
   using type = bool (Reactor::descriptor_state::*)[Reactor::max_ops];
   friend type member(TrySpeculative) noexcept;
-};
-template <class Tag, typename Tag::type M>
-struct Expose {
-  friend typename Tag::type member(Tag) noexcept { return M; }
 };
 template struct Expose<TrySpeculative, &Reactor::descriptor_state::try_speculative_>;
 
 // Records that `s` has just been proved drained for input (see above): the next readiness wait
 // or read on it waits for the next edge instead of trying. No-op on a socket the reactor does not
 // know.
-inline void drained(tcp_socket& s) noexcept {
-  if (auto* data = SocketAccess::impl(s).reactor_data_) (data->*member(TrySpeculative{}))[Reactor::read_op] = false;
+template <Pollable T>
+void drained(T& s) noexcept {
+  if (auto* data = impl(s).reactor_data_) (data->*member(TrySpeculative{}))[Reactor::read_op] = false;
 }
 
 // Whether the next readiness wait or read on `s` will be tried at once (the reactor has seen an
 // input edge since the socket was last proved drained, or never had it proved).
-inline bool will_try(tcp_socket& s) noexcept {
-  auto* data = SocketAccess::impl(s).reactor_data_;
+template <Pollable T>
+bool will_try(T& s) noexcept {
+  auto* data = impl(s).reactor_data_;
   return data == nullptr || (data->*member(TrySpeculative{}))[Reactor::read_op];
 }
 
 // The reactor of the socket's io_context, looked up once per thread and context.
-inline Reactor& reactor_of(tcp_socket& s) {
+template <Pollable T>
+Reactor& reactor_of(T& s) {
   thread_local boost::asio::execution_context* context = nullptr;
   thread_local Reactor* reactor = nullptr;
   auto& c = boost::asio::query(s.get_executor(), boost::asio::execution::context);
@@ -162,9 +185,9 @@ private:
 // Starts `op` as a read-direction operation of `s`, as Asio's socket service does: per-operation
 // cancellation if the handler had a connected slot, non-blocking mode, then the reactor (allowed
 // to try the operation at once).
-template <class Slot>
-void start(tcp_socket& s, asio_detail::reactor_op* op, bool is_continuation, Slot& slot) {
-  auto& impl = SocketAccess::impl(s);
+template <Pollable T, class Slot>
+void start(T& s, asio_detail::reactor_op* op, bool is_continuation, Slot& slot) {
+  auto& impl = edge::impl(s);
   auto& reactor = reactor_of(s);
   if (slot.is_connected()) {
     op->cancellation_key_ = &slot.template emplace<Cancellation>(&reactor, &impl.reactor_data_, impl.socket_);
@@ -178,8 +201,9 @@ void start(tcp_socket& s, asio_detail::reactor_op* op, bool is_continuation, Slo
 }
 
 // async_initiate's initiation: the handler in, one operation on the socket out.
+template <Pollable T>
 struct InitiateWait {
-  tcp_socket* socket;
+  T* socket;
 
   template <class Handler>
   void operator()(Handler&& h) const {
@@ -188,7 +212,7 @@ struct InitiateWait {
     const bool is_continuation = boost_asio_handler_cont_helpers::is_continuation(handler);
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
     typename Op::ptr p = {std::addressof(handler), Op::ptr::allocate(handler), nullptr};
-    p.p = new (p.v) Op(SocketAccess::impl(*socket).socket_, handler, socket->get_executor());
+    p.p = new (p.v) Op(impl(*socket).socket_, handler, socket->get_executor());
     auto* op = p.p;
     p.v = p.p = nullptr;
     starting_wait = op;
@@ -199,9 +223,62 @@ struct InitiateWait {
 
 // Waits until the socket has bytes, is at end of stream or has failed. Completion signature
 // void(error_code).
-template <class Token>
-auto async_wait_readable(tcp_socket& s, Token&& token) {
-  return boost::asio::async_initiate<Token, void(boost::system::error_code)>(InitiateWait{&s}, token);
+// On an acceptor: until a connection is waiting to be accepted.
+template <Pollable T, class Token>
+auto async_wait_readable(T& s, Token&& token) {
+  return boost::asio::async_initiate<Token, void(boost::system::error_code)>(InitiateWait<T>{&s}, token);
+}
+
+// One connection from `a`'s backlog, with accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): non-blocking
+// already (Asio's accept would leave that to an ioctl at the socket's first operation) and
+// close-on-exec (so it does not leak into a binary upgrade's new process, as ::accept's do).
+// `peer`: the client's address. Nothing waiting: a closed socket and would_block, and the
+// acceptor is proved drained (its next readiness wait needs no try). An error: a closed socket
+// and the error.
+inline tcp_socket accept_now(tcp_acceptor& a, boost::asio::ip::tcp::endpoint& peer,
+                             boost::system::error_code& ec) {
+  tcp_socket socket(a.get_executor());
+  auto& listener = impl(a);
+  if ((listener.state_ & asio_detail::socket_ops::non_blocking) == 0 &&
+      !asio_detail::socket_ops::set_internal_non_blocking(listener.socket_, listener.state_, true, ec)) {
+    return socket;  // once per acceptor, as Asio's own accept does
+  }
+  socklen_t length = static_cast<socklen_t>(peer.capacity());
+  const int fd = ::accept4(a.native_handle(), peer.data(), &length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      drained(a);
+      ec = boost::asio::error::would_block;
+    } else {
+      ec.assign(errno, boost::system::system_category());
+    }
+    return socket;
+  }
+  peer.resize(length);
+  socket.assign(peer.protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return socket;
+  }
+  impl(socket).state_ |= asio_detail::socket_ops::internal_non_blocking;
+  return socket;
+}
+
+// Opens `s` for `protocol` with socket(SOCK_NONBLOCK | SOCK_CLOEXEC), before a connect:
+// non-blocking from the start (no ioctl at its first operation) and close-on-exec (Asio's open
+// leaks it into a binary upgrade's new process, where an origin connection would stay open).
+inline void open_socket(tcp_socket& s, const boost::asio::ip::tcp& protocol, boost::system::error_code& ec) {
+  const int fd = ::socket(protocol.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol.protocol());
+  if (fd < 0) {
+    ec.assign(errno, boost::system::system_category());
+    return;
+  }
+  s.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  impl(s).state_ |= asio_detail::socket_ops::internal_non_blocking;
 }
 
 }  // namespace sluice::tls::edge
