@@ -480,8 +480,7 @@ net::awaitable<bool> Session::forward(Exchange& x) {
     report_attempt(x, ep, last);
     const auto next = after_attempt(x, last, facts, attempt, window.deadline, tried);
     if (next == AfterAttempt::deliver) {
-      const bool head = request_->verb() == bhttp::verb::head;
-      const bool upstream_reusable = co_await send_response(x, *upstream, head);
+      const bool upstream_reusable = co_await send_response(x, *upstream);
       co_return end_delivery(x, ep, upstream, upstream_reusable);
     }
     drop_answer(upstream);  // retrying: the answer is dropped, with its connection (body unread)
@@ -1158,8 +1157,8 @@ void Session::write_interim_head() {
 
 // Response head and body towards the client. Returns whether the upstream connection may go back
 // to the pool: only after a complete, correctly framed response with nothing left over.
-net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, bool is_head) {
-  const auto& limits = snapshot_->config->server;
+net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) {
+  const bool is_head = request_->verb() == bhttp::verb::head;
   const bool upstream_keep_alive = response_->keep_alive(is_head);
   const auto length = response_->content_length();
   const auto plan = begin_response(x, is_head);
@@ -1203,7 +1202,7 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream, 
       if (piece.empty() && !done) continue;
     }
     const FramedPiece out(head_written ? std::string_view() : head_out_, piece, plan.chunked_out, done);
-    expire_after(limits.idle_timeout);
+    expire_after(snapshot_->config->server.idle_timeout);
     auto [ec, n] = co_await net::async_write(client_, out.buffers(), nothrow);
     if (n > 0) x.head_sent = true;
     if (timed(ec)) {

@@ -168,7 +168,7 @@ private:
   boost::asio::awaitable<const char*> wait_in_queue(Exchange& x, const PickContext& base, Pick& pick);
   void note_server(Exchange& x, const Endpoint& ep);
   void note_skip(Exchange& x, proxy::RetrySkip skip);
-  boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream, bool is_head);
+  boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
   bool begin_chunked_body(bool is_head);
   boost::asio::awaitable<BodyPiece> read_chunked_piece(socket_type& upstream);
