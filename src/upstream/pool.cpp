@@ -1,9 +1,5 @@
 #include "sluice/upstream/pool.hpp"
 
-#include <sys/socket.h>
-
-#include <cerrno>
-
 #include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
@@ -13,10 +9,8 @@ bool ConnectionPool::is_alive(stream_type& stream) noexcept {
   // closed it) or unsolicited data that would desynchronise the next exchange. Either way it is
   // not reusable. With TLS the same holds for records: an idle peer that sends one is closing
   // (close_notify) or out of step, so the raw socket is asked.
-  char byte;
   auto& socket = stream.socket();
-  const auto n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+  if (!tls::edge::nothing_to_read(socket.native_handle())) return false;
   // Nothing came in, not even a FIN: whatever comes next raises a new edge, so the read of the
   // answer to the request about to be written is queued without a try (tls/edge_io.hpp).
   tls::edge::drained(socket);

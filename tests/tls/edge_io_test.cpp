@@ -6,6 +6,7 @@
 #include <fcntl.h>
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -48,16 +49,41 @@ struct EdgeIo : ::testing::Test {
     return done();
   }
 
+  // A readiness wait on `s`; its outcome lands in `out`.
+  template <class S>
+  void wait_on(S& s, std::optional<error_code>& out) {
+    async_wait_readable(s, [&out](error_code ec) { out = ec; });
+  }
+  // Whether the wait is still queued once everything ready has run (no try found bytes).
+  bool queued(const std::optional<error_code>& waited) {
+    io.poll();
+    return !waited.has_value();
+  }
+  bool ends(const std::optional<error_code>& waited) {
+    return run_until([&] { return waited.has_value(); });
+  }
+
+  // One read on `s` (`ours` by default), run to its completion. The buffer outlives a read that
+  // does not complete.
   struct Read {
     std::optional<error_code> ec;
-    std::size_t n = 0;
+    std::string bytes;
   };
-  void read(std::array<char, 16>& buffer, Read& r, std::size_t size = 16) {
-    ours.async_read_some(net::buffer(buffer.data(), size), [&r](error_code ec, std::size_t n) {
-      r.ec = ec;
-      r.n = n;
+  template <class S>
+  Read read_once(S& s) {
+    struct State {
+      Read read;
+      std::array<char, 16> buffer{};
+    };
+    auto state = std::make_shared<State>();
+    s.async_read_some(net::buffer(state->buffer), [state](error_code ec, std::size_t n) {
+      state->read.ec = ec;
+      state->read.bytes.assign(state->buffer.data(), n);
     });
+    EXPECT_TRUE(run_until([&] { return state->read.ec.has_value(); }));
+    return state->read;
   }
+  Read read_once() { return read_once(ours); }
 };
 
 // The pool's peek said EAGAIN (no byte, no FIN, no error): the wait after it is queued for the
@@ -69,18 +95,13 @@ TEST_F(EdgeIo, AWaitOnASocketProvedDrainedIsQueuedWithoutATry) {
   drained(ours);
   EXPECT_FALSE(will_try(ours));
   std::optional<error_code> waited;
-  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
-  io.poll();
-  EXPECT_FALSE(waited);
+  wait_on(ours, waited);
+  EXPECT_TRUE(queued(waited));
   send("d");
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  ASSERT_TRUE(ends(waited));
   EXPECT_FALSE(*waited);
   EXPECT_TRUE(will_try(ours));  // the edge came: the read that follows tries
-  std::array<char, 16> buffer{};
-  Read r;
-  read(buffer, r);
-  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
-  EXPECT_EQ(std::string(buffer.data(), r.n), "d");
+  EXPECT_EQ(read_once().bytes, "d");
 }
 
 // A FIN that came with the last bytes is reported only by the read after them, and its edge is
@@ -89,20 +110,14 @@ TEST_F(EdgeIo, AFinThatCameWithTheLastBytesEndsTheNextWait) {
   send("abc");
   peer.close();
   io.poll();  // the reactor sees the one edge, with nothing queued
-  std::array<char, 16> buffer{};
-  Read r;
-  read(buffer, r);
-  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
+  const auto r = read_once();
   ASSERT_FALSE(*r.ec);
-  EXPECT_EQ(std::string(buffer.data(), r.n), "abc");
+  EXPECT_EQ(r.bytes, "abc");
   std::optional<error_code> waited;
-  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  wait_on(ours, waited);
+  ASSERT_TRUE(ends(waited));
   EXPECT_FALSE(*waited);
-  Read eof;
-  read(buffer, eof);
-  ASSERT_TRUE(run_until([&] { return eof.ec.has_value(); }));
-  EXPECT_EQ(*eof.ec, net::error::eof);
+  EXPECT_EQ(*read_once().ec, net::error::eof);
 }
 
 TEST_F(EdgeIo, AWaitOnASocketWithBytesAlreadyThereCompletesAtOnce) {
@@ -110,48 +125,36 @@ TEST_F(EdgeIo, AWaitOnASocketWithBytesAlreadyThereCompletesAtOnce) {
   // Let the reactor see (or not see) the edge; either way the wait's first try finds the byte.
   io.poll();
   std::optional<error_code> waited;
-  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  wait_on(ours, waited);
+  ASSERT_TRUE(ends(waited));
   EXPECT_FALSE(*waited);
-  // The wait took nothing: the byte is still there for the read.
-  std::array<char, 16> buffer{};
-  Read r;
-  read(buffer, r);
-  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
-  EXPECT_EQ(std::string(buffer.data(), r.n), "x");
+  EXPECT_EQ(read_once().bytes, "x");  // the wait took nothing: the byte is still there
 }
 
 TEST_F(EdgeIo, TheEndOfStreamEndsAQueuedWait) {
   drained(ours);
   std::optional<error_code> waited;
-  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
-  io.poll();
-  ASSERT_FALSE(waited);
+  wait_on(ours, waited);
+  ASSERT_TRUE(queued(waited));
   peer.close();
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  ASSERT_TRUE(ends(waited));
   EXPECT_FALSE(*waited);
-  std::array<char, 16> buffer{};
-  Read eof;
-  read(buffer, eof);
-  ASSERT_TRUE(run_until([&] { return eof.ec.has_value(); }));
-  EXPECT_EQ(*eof.ec, net::error::eof);
+  EXPECT_EQ(*read_once().ec, net::error::eof);
 }
 
 TEST_F(EdgeIo, CancelAndCloseEndAQueuedWait) {
   std::optional<error_code> waited;
-  async_wait_readable(ours, [&](error_code ec) { waited = ec; });
-  io.poll();
-  ASSERT_FALSE(waited);
+  wait_on(ours, waited);
+  ASSERT_TRUE(queued(waited));
   ours.cancel();
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  ASSERT_TRUE(ends(waited));
   EXPECT_EQ(*waited, net::error::operation_aborted);
 
   std::optional<error_code> again;
-  async_wait_readable(ours, [&](error_code ec) { again = ec; });
-  io.poll();
-  ASSERT_FALSE(again);
+  wait_on(ours, again);
+  ASSERT_TRUE(queued(again));
   ours.close();
-  ASSERT_TRUE(run_until([&] { return again.has_value(); }));
+  ASSERT_TRUE(ends(again));
   EXPECT_EQ(*again, net::error::operation_aborted);
 }
 
@@ -159,18 +162,13 @@ TEST_F(EdgeIo, APerOperationCancellationSlotEndsOnlyThatOperation) {
   net::cancellation_signal signal;
   std::optional<error_code> waited;
   async_wait_readable(ours, net::bind_cancellation_slot(signal.slot(), [&](error_code ec) { waited = ec; }));
-  io.poll();
-  ASSERT_FALSE(waited);
+  ASSERT_TRUE(queued(waited));
   signal.emit(net::cancellation_type::terminal);
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  ASSERT_TRUE(ends(waited));
   EXPECT_EQ(*waited, net::error::operation_aborted);
   // The socket is still good: a read on it gets what the peer sends next.
-  std::array<char, 16> buffer{};
-  Read r;
-  read(buffer, r);
   send("ok");
-  ASSERT_TRUE(run_until([&] { return r.ec.has_value(); }));
-  EXPECT_EQ(std::string(buffer.data(), r.n), "ok");
+  EXPECT_EQ(read_once().bytes, "ok");
 }
 
 // Stream::try_read_some: the session's first step when it has nothing buffered.
@@ -181,10 +179,9 @@ TEST_F(EdgeIo, TryReadSomeTakesWhatIsThereOrProvesTheSocketDrained) {
   EXPECT_FALSE(will_try(stream.socket()));                   // ...which proves it drained
   std::optional<error_code> waited;
   stream.async_wait_readable([&](error_code ec) { waited = ec; });
-  io.poll();
-  EXPECT_FALSE(waited);  // queued without a try
+  EXPECT_TRUE(queued(waited));  // queued without a try
   send("GET / HTTP/1.1\r\n\r\n");
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  ASSERT_TRUE(ends(waited));
   EXPECT_EQ(stream.try_read_some(net::buffer(buffer.data(), 4)), 4u);  // at most the buffer
   EXPECT_EQ(std::string(buffer.data(), 4), "GET ");
   EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 14u);
@@ -200,11 +197,8 @@ TEST_F(EdgeIo, TryReadSomeLeavesTheEndOfStreamToTheReadThatFollows) {
   // Not proved drained: the wait that follows tries, sees the end at once, and the read says so.
   std::optional<error_code> waited;
   stream.async_wait_readable([&](error_code ec) { waited = ec; });
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
-  std::optional<error_code> read;
-  stream.async_read_some(net::buffer(buffer), [&](error_code ec, std::size_t) { read = ec; });
-  ASSERT_TRUE(run_until([&] { return read.has_value(); }));
-  EXPECT_EQ(*read, net::error::eof);
+  ASSERT_TRUE(ends(waited));
+  EXPECT_EQ(*read_once(stream).ec, net::error::eof);
 }
 
 TEST_F(EdgeIo, AcceptNowTakesAConnectionNonBlockingAndCloseOnExec) {
@@ -215,12 +209,11 @@ TEST_F(EdgeIo, AcceptNowTakesAConnectionNonBlockingAndCloseOnExec) {
   EXPECT_FALSE(none.is_open());
   EXPECT_FALSE(will_try(acceptor));  // ...which proves the backlog empty
   std::optional<error_code> waited;
-  async_wait_readable(acceptor, [&](error_code e) { waited = e; });
-  io.poll();
-  EXPECT_FALSE(waited);  // queued without a try
+  wait_on(acceptor, waited);
+  EXPECT_TRUE(queued(waited));  // queued without a try
   tcp::socket client(io);
   client.connect(acceptor.local_endpoint());
-  ASSERT_TRUE(run_until([&] { return waited.has_value(); }));
+  ASSERT_TRUE(ends(waited));
   EXPECT_FALSE(*waited);
   auto accepted = accept_now(acceptor, peer, ec);
   ASSERT_FALSE(ec) << ec.message();
@@ -231,11 +224,7 @@ TEST_F(EdgeIo, AcceptNowTakesAConnectionNonBlockingAndCloseOnExec) {
   EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
   // Asio's own operations work on it (and need no ioctl: it knows the socket is non-blocking).
   net::write(client, net::buffer("hi", 2));
-  std::array<char, 4> buffer{};
-  std::optional<std::size_t> got;
-  accepted.async_read_some(net::buffer(buffer), [&](error_code e, std::size_t n) { if (!e) got = n; });
-  ASSERT_TRUE(run_until([&] { return got.has_value(); }));
-  EXPECT_EQ(std::string(buffer.data(), *got), "hi");
+  EXPECT_EQ(read_once(accepted).bytes, "hi");
 }
 
 }  // namespace

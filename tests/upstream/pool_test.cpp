@@ -112,6 +112,12 @@ TEST_F(Fixture, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
   for (int i = 0; i < 1000 && got == 0; ++i) io.run_one_for(std::chrono::milliseconds(5));
   ASSERT_EQ(got, 25u);
   pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  // Loopback has the FIN there by now; bounded in case it is a moment late, as above.
+  for (int i = 0; i < 1000 && pool.idle_count() == 1; ++i) {
+    auto taken = pool.acquire(endpoint);
+    if (taken) pool.release(endpoint, std::move(*taken), 8, std::chrono::seconds(30));
+    std::this_thread::yield();
+  }
   EXPECT_FALSE(pool.acquire(endpoint));
 }
 

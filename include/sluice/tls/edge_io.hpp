@@ -18,7 +18,7 @@
 //   than asked is no such proof: a FIN that came with or right after those bytes is reported only
 //   by the next read, and its edge may have been consumed already. nginx knows it from
 //   EPOLLRDHUP, which Asio does not register.) The pool proves it for every connection it hands
-//   out (ConnectionPool::is_alive), so the wait for the origin's answer costs no system call.
+//   out (ConnectionPool::is_alive), so the read of the origin's answer is queued without a try.
 //
 // Built on Asio's reactor interface (boost/asio/detail, Boost 1.81): the reactor's start_op, the
 // operation base class, the socket's implementation (which basic_socket keeps protected) and the
@@ -111,6 +111,14 @@ bool will_try(T& s) noexcept {
   return data == nullptr || (data->*member(TrySpeculative{}))[Reactor::read_op];
 }
 
+// A one-byte MSG_PEEK: true when the kernel has nothing for `fd` (EAGAIN: no byte, no FIN, no
+// error), false when a read would return at once (bytes, end of stream or an error).
+inline bool nothing_to_read(int fd) noexcept {
+  char byte;
+  const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 // The reactor of the socket's io_context, looked up once per thread and context.
 template <Pollable T>
 Reactor& reactor_of(T& s) {
@@ -157,9 +165,7 @@ public:
   static status do_perform(reactor_op* base) {
     auto* o = static_cast<WaitOp*>(base);
     if (starting_wait != o) return done;  // the reactor saw an edge: readable, at end or failed
-    char byte;
-    const auto n = ::recv(o->fd_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? not_done : done;
+    return nothing_to_read(o->fd_) ? not_done : done;
   }
 
   static void do_complete(void* owner, asio_detail::operation* base, const boost::system::error_code&,
@@ -229,6 +235,17 @@ auto async_wait_readable(T& s, Token&& token) {
   return boost::asio::async_initiate<Token, void(boost::system::error_code)>(InitiateWait<T>{&s}, token);
 }
 
+// Gives `fd`, opened non-blocking by us, to `s` (registered with the reactor); Asio is told it is
+// non-blocking, so its first operation sets nothing. On failure `fd` is closed.
+inline void adopt(tcp_socket& s, const boost::asio::ip::tcp& protocol, int fd, boost::system::error_code& ec) {
+  s.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  impl(s).state_ |= asio_detail::socket_ops::internal_non_blocking;
+}
+
 // One connection from `a`'s backlog, with accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): non-blocking
 // already (Asio's accept would leave that to an ioctl at the socket's first operation) and
 // close-on-exec (so it does not leak into a binary upgrade's new process, as ::accept's do).
@@ -255,12 +272,7 @@ inline tcp_socket accept_now(tcp_acceptor& a, boost::asio::ip::tcp::endpoint& pe
     return socket;
   }
   peer.resize(length);
-  socket.assign(peer.protocol(), fd, ec);
-  if (ec) {
-    ::close(fd);
-    return socket;
-  }
-  impl(socket).state_ |= asio_detail::socket_ops::internal_non_blocking;
+  adopt(socket, peer.protocol(), fd, ec);
   return socket;
 }
 
@@ -273,12 +285,7 @@ inline void open_socket(tcp_socket& s, const boost::asio::ip::tcp& protocol, boo
     ec.assign(errno, boost::system::system_category());
     return;
   }
-  s.assign(protocol, fd, ec);
-  if (ec) {
-    ::close(fd);
-    return;
-  }
-  impl(s).state_ |= asio_detail::socket_ops::internal_non_blocking;
+  adopt(s, protocol, fd, ec);
 }
 
 }  // namespace sluice::tls::edge
