@@ -72,7 +72,7 @@ BUILD_DIR=build/tsan scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE
 
 phase "ThreadSanitizer: unit tests"
 build/tsan/sluice_tests --gtest_brief=1 \
-  --gtest_filter='*Concurrency*:*Concurrent*:*Threads*:RetryBudget*:HealthServer*:HealthEjectionGuard*'
+  --gtest_filter='*Concurrency*:*Concurrent*:*Threads*:RetryBudget*:HealthServer*:HealthEjectionGuard*:Mailbox*'
 
 phase "ThreadSanitizer: multi-worker integration tests"
 # sluice with 2 workers + the control thread: reloads under load (weighted balancer, health

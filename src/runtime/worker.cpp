@@ -40,8 +40,8 @@ Worker::~Worker() { join(); }
 
 void Worker::add_listener(std::uint64_t id, tcp protocol, int fd, int tls_listener) {
   // The socket is registered with this worker's reactor on its own thread: the reactor does no
-  // per-descriptor locking (BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO).
-  net::post(io_, [this, id, protocol, fd, tls_listener] {
+  // locking (BOOST_ASIO_CONCURRENCY_HINT_UNSAFE).
+  mailbox_.post([this, id, protocol, fd, tls_listener] {
     auto acceptor = std::make_shared<tcp::acceptor>(io_);
     boost::system::error_code ec;
     acceptor->assign(protocol, fd, ec);
@@ -57,7 +57,7 @@ void Worker::add_listener(std::uint64_t id, tcp protocol, int fd, int tls_listen
 }
 
 void Worker::remove_listener(std::uint64_t id) {
-  net::post(io_, [this, id] {
+  mailbox_.post([this, id] {
     for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
       if (it->id != id) continue;
       boost::system::error_code ignored;
@@ -70,7 +70,7 @@ void Worker::remove_listener(std::uint64_t id) {
 }
 
 void Worker::set_max_connections(std::uint32_t max_connections) {
-  net::post(io_, [this, max_connections] {
+  mailbox_.post([this, max_connections] {
     max_connections_ = max_connections;
     slot_free_.cancel();
   });
@@ -78,6 +78,7 @@ void Worker::set_max_connections(std::uint32_t max_connections) {
 
 void Worker::start() {
   net::co_spawn(io_, tick_loop(), net::detached);
+  net::co_spawn(io_, mailbox_.run(), net::detached);
   thread_ = std::thread([this] {
     try {
       io_.run();
@@ -96,27 +97,29 @@ void Worker::join() {
   // io_context, after ctx_, and never give back their arena and relay blocks (LeakSanitizer
   // found the 64 KiB relay block of a request cut at shutdown_timeout). Run them here, on the
   // joining thread, now that the worker's own thread is gone: each session sees
-  // operation_aborted, ends and cleans up as on any error.
+  // operation_aborted, ends and cleans up as on any error. Tasks posted after stop() run first,
+  // as they did when they were posted to the io_context itself.
+  mailbox_.drain();
   io_.restart();
   io_.poll();
 }
 
 void Worker::publish(std::shared_ptr<const Snapshot> snapshot) {
-  net::post(io_, [this, s = std::move(snapshot)]() mutable { ctx_.snapshot = std::move(s); });
+  mailbox_.post([this, s = std::move(snapshot)]() mutable { ctx_.snapshot = std::move(s); });
 }
 
 void Worker::close_idle(Endpoint& endpoint) {
-  net::post(io_, [this, e = &endpoint] { ctx_.pool.close(*e); });
+  mailbox_.post([this, e = &endpoint] { ctx_.pool.close(*e); });
 }
 
 void Worker::close_idle(std::shared_ptr<Endpoint> endpoint) {
-  net::post(io_, [this, e = std::move(endpoint)] { ctx_.pool.close(*e); });
+  mailbox_.post([this, e = std::move(endpoint)] { ctx_.pool.close(*e); });
 }
 
 std::future<std::size_t> Worker::count_upstream_connections() {
   auto promise = std::make_shared<std::promise<std::size_t>>();
   auto counted = promise->get_future();
-  net::post(io_, [this, promise] {
+  mailbox_.post([this, promise] {
     std::size_t n = ctx_.pool.idle_count();
     for (const auto& session : ctx_.sessions) n += session.holds_upstream() ? 1 : 0;
     promise->set_value(n);
@@ -125,11 +128,11 @@ std::future<std::size_t> Worker::count_upstream_connections() {
 }
 
 void Worker::count_pooled(std::function<void(std::vector<std::uint32_t>)> done) {
-  net::post(io_, [this, done = std::move(done)] { done(ctx_.pool.idle_by_endpoint()); });
+  mailbox_.post([this, done = std::move(done)] { done(ctx_.pool.idle_by_endpoint()); });
 }
 
 void Worker::begin_shutdown() {
-  net::post(io_, [this] {
+  mailbox_.post([this] {
     ctx_.stopping = true;
     for (auto& l : listeners_) {
       boost::system::error_code ignored;
@@ -143,12 +146,13 @@ void Worker::begin_shutdown() {
 }
 
 void Worker::stop() {
-  net::post(io_, [this] {
+  mailbox_.post([this] {
     ctx_.stopping = true;
     for (auto it = ctx_.sessions.begin(); it != ctx_.sessions.end();) (it++)->close();
     ctx_.pool.close_all();
     tick_timer_.cancel();
     guard_.reset();
+    mailbox_.close();
     io_.stop();
   });
 }
