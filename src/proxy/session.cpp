@@ -103,6 +103,7 @@ struct Session::Exchange {
   std::string_view error;
   proxy::RetrySkip skip = proxy::RetrySkip::none;  // why the last failure was not retried
   bool client_keep_alive = false;
+  bool client_closes = false;  // the client asked to close (Connection: close, HTTP/1.0): it sends no more
   bool expect_continue = false;  // the client waits for 100 Continue before sending its body
   bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
   bool head_sent = false;        // response head reached the client: no error page possible
@@ -130,7 +131,7 @@ Session::Session(WorkerContext& worker, tls::Stream client, const boost::asio::i
                  std::shared_ptr<tls::ServerContext> tls, bool proxy_protocol)
     : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
   client_addr_ = unmapped(client_address);
-  client_ip_ = client_addr_.to_string();
+  client_ip_ = ip_text(client_addr_).view();  // IPv4 fits the string's own buffer: no allocation
   worker_.sessions.push_back(*this);
 }
 
@@ -263,6 +264,8 @@ net::awaitable<void> Session::run() {
     Exchange x;
     x.start = worker_.clock.now();
     const bool keep = co_await handle_request(x);
+    // Nothing more can come from a client that asked to close and was read to the end.
+    nothing_unread_ = x.client_closes && x.request_done && in_.size() == 0;
     log_exchange(x);
     end_exchange_memory();
     if (!keep || worker_.is_stopping()) break;
@@ -280,9 +283,12 @@ net::awaitable<void> Session::run() {
   }
   deadline = Clock::time_point::max();
   if (!closed_) {
-    // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
+    // Half-close so that a client still sending (a body we refused, a request after the one we
+    // answered with Connection: close) sees our answer, not a reset. A client that asked to close
+    // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
+    // lingering close), one system call less per such connection.
     error_code ignored;
-    client_.shutdown(tcp::socket::shutdown_send, ignored);
+    if (!nothing_unread_) client_.shutdown(tcp::socket::shutdown_send, ignored);
     close_streams();
   }
 }
@@ -366,9 +372,11 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
     }
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
     // Nothing buffered: take what the kernel has, often the request already (a new connection,
-    // a quick client). When it has nothing (EAGAIN proves the socket drained, so the wait below
-    // costs no system call), give the buffer back while waiting for readability.
-    std::size_t n = in_.size() == 0 ? client_.try_read_some(prepare_head_read(in_)) : 0;
+    // a quick client). When it has nothing (EAGAIN, or the last request's short read on a
+    // connection watched for hang-ups, proves the socket drained, so neither this try nor the
+    // wait below costs a system call), give the buffer back while waiting for readability.
+    if (idle_) client_.watch_hangup();  // a keep-alive connection: once, at its second request
+    std::size_t n = in_.size() == 0 && client_.worth_a_try() ? client_.try_read_some(prepare_head_read(in_)) : 0;
     error_code ec;
     if (n == 0 && in_.size() == 0) {
       in_.shrink_to_fit();
@@ -405,6 +413,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   const auto& req = *request_;
   x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
   x.client_keep_alive = req.keep_alive();
+  x.client_closes = !x.client_keep_alive;
   x.client_version = req.version();
   x.request_done = req.body_done();
 
@@ -1106,9 +1115,19 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
       response_ = nullptr;
       continue;
     }
-    // The answer takes a round trip. On a pooled connection, which the pool's peek proved
-    // drained, this read waits for it without a try that would find nothing (tls/edge_io.hpp).
-    auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
+    // The answer takes a round trip. On a pooled connection, which the pool proved drained,
+    // neither the try nor the wait costs a system call (tls/edge_io.hpp); the read after the wait
+    // is ours, so that a short one proves the connection drained for its next checkout.
+    const auto buffer = prepare_some(up_in_);
+    std::size_t n = upstream.try_read_some(buffer);
+    error_code ec;
+    if (n == 0 && !upstream.is_tls()) {
+      std::tie(ec) = co_await upstream.async_wait_readable(nothrow);
+      if (!ec) n = upstream.try_read_some(buffer);
+    }
+    if (n == 0 && !ec) {
+      std::tie(ec, n) = co_await upstream.async_read_some(buffer, nothrow);  // TLS, EOF or an error
+    }
     ec = timed(ec);
     up_in_.commit(n);
     if (received == 0 && n > 0) x.first_byte = worker_.clock.now();

@@ -249,6 +249,7 @@ private:
   bool parked_ = false;
   Clock::time_point idle_until_{};
   bool closed_ = false;
+  bool nothing_unread_ = false;  // the last exchange's client asked to close and was read to the end
   bool timed_out_ = false;  // expire() cancelled the operation under way
   // While tunnelling: the tunnel's watch (on tunnel()'s frame), its server, and why it was closed.
   TunnelWatch* tunnel_ = nullptr;

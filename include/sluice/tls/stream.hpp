@@ -89,16 +89,35 @@ public:
   }
 
   // A read that does not wait: the bytes the kernel has now (at most the buffer's size), or 0
-  // when it has none (EAGAIN, which proves the socket drained: the next readiness wait is not
-  // tried, see edge_io.hpp), with TLS (not tried: the engine may hold bytes the kernel does not),
-  // at end of stream or on an error (left for the read that follows to report).
+  // - when it has none: proved so before (no edge since, and no system call now), or told now
+  //   (EAGAIN, which is such a proof: the next readiness wait is not tried, see edge_io.hpp);
+  // - with TLS (not tried: the engine may hold bytes the kernel does not);
+  // - at end of stream or on an error (left for the read that follows to report).
+  // A short read proves the socket drained too once watch_hangup() registered it for hang-ups.
   std::size_t try_read_some(boost::asio::mutable_buffer buffer) noexcept {
-    if (tls_) return 0;
+    if (tls_ || !edge::will_try(socket_)) return 0;
     const auto n = ::recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-    if (n > 0) return static_cast<std::size_t>(n);
+    if (n > 0) {
+      if (static_cast<std::size_t>(n) < buffer.size()) edge::short_read(socket_);
+      return static_cast<std::size_t>(n);
+    }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) edge::drained(socket_);
     return 0;
   }
+
+  // A plain connection expected to serve more than one exchange (a keep-alive client, a pooled
+  // origin connection): registers it for hang-ups (EPOLLRDHUP; one epoll_ctl, the first time),
+  // after which its short reads prove it drained and a next read needs no system call that
+  // finds nothing (edge_io.hpp). Nothing with TLS.
+  void watch_hangup() noexcept {
+    if (!tls_) edge::watch_hangup(socket_);
+  }
+  // Whether try_read_some() would ask the kernel (plain, and not proved drained since the last
+  // edge): when not, a read buffer is not worth taking for it.
+  bool worth_a_try() noexcept { return !tls_ && edge::will_try(socket_); }
+  // Whether the kernel is known to have nothing for this plain connection: no byte, no FIN and
+  // no error since a proof (EAGAIN, or a short read while watched). False with TLS.
+  bool known_drained() noexcept { return !tls_ && edge::hangup_watched(socket_) && !edge::will_try(socket_); }
 
   // Waits until a read would not block. On a plain socket: for the kernel to have bytes (which
   // lets an idle connection hold no read buffer), with edge_io.hpp's wait (no epoll_ctl; no try
