@@ -6,6 +6,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
@@ -38,6 +39,18 @@ constexpr std::string_view crlf = "\r\n";
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
+
+// What try_write() left of `buffers` (past the first `skip` bytes), with Asio's async_write;
+// returns the error and the bytes of `buffers` written in all. A coroutine of its own, so that
+// its state is in the rare frame that needs it, not in the hot ones.
+template <class Buffers>
+net::awaitable<std::tuple<error_code, std::size_t>> write_rest(tls::Stream& stream, Buffers buffers,
+                                                               std::size_t skip) {
+  beast::buffers_suffix<Buffers> rest(buffers);
+  rest.consume(skip);
+  auto [ec, n] = co_await net::async_write(stream, rest, nothrow);
+  co_return std::tuple(ec, skip + n);
+}
 
 // Room to read into `buffer` without exceeding its max_size.
 template <class Buffer>
@@ -281,16 +294,19 @@ net::awaitable<void> Session::run() {
     expire_after(std::chrono::seconds(1));
     co_await client_.async_tls_shutdown(nothrow);
   }
+  end_connection();
+}
+
+void Session::end_connection() noexcept {
   deadline = Clock::time_point::max();
-  if (!closed_) {
-    // Half-close so that a client still sending (a body we refused, a request after the one we
-    // answered with Connection: close) sees our answer, not a reset. A client that asked to close
-    // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
-    // lingering close), one system call less per such connection.
-    error_code ignored;
-    if (!nothing_unread_) client_.shutdown(tcp::socket::shutdown_send, ignored);
-    close_streams();
-  }
+  if (closed_) return;
+  // Half-close so that a client still sending (a body we refused, a request after the one we
+  // answered with Connection: close) sees our answer, not a reset. A client that asked to close
+  // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
+  // lingering close), one system call less per such connection.
+  error_code ignored;
+  if (!nothing_unread_) client_.shutdown(tcp::socket::shutdown_send, ignored);
+  close_streams();
 }
 
 // The limits are copied, not referenced: before its first request a connection holds no
@@ -994,8 +1010,9 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
                                              net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
   deadline = try_until;
   timed_out_ = false;
-  auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
-  sent = n;
+  sent = upstream.try_write(out);  // usually all of it: no reactor operation
+  error_code ec;
+  if (sent < net::buffer_size(out)) std::tie(ec, sent) = co_await write_rest(upstream, out, sent);
   if (timed(ec))
     co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
   co_return co_await read_response_head(x, upstream, try_until, received);
@@ -1212,17 +1229,14 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
         co_return false;
       }
       piece = read.bytes;
-      if (plan.chunked_in) {
-        done = chunked_response_->is_done();
-      } else if (!plan.until_close) {
-        content_left -= piece.size();
-        done = content_left == 0;
-      }
+      done = body_ends(plan, piece, content_left);
       if (piece.empty() && !done) continue;
     }
     const FramedPiece out(head_written ? std::string_view() : head_out_, piece, plan.chunked_out, done);
     expire_after(snapshot_->config->server.idle_timeout);
-    auto [ec, n] = co_await net::async_write(client_, out.buffers(), nothrow);
+    std::size_t n = client_.try_write(out.buffers());  // usually all of it: no reactor operation
+    error_code ec;
+    if (n < net::buffer_size(out.buffers())) std::tie(ec, n) = co_await write_rest(client_, out.buffers(), n);
     if (n > 0) x.head_sent = true;
     if (timed(ec)) {
       x.client_keep_alive = false;
@@ -1235,6 +1249,16 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
   if (!plan.keep_alive) x.client_keep_alive = false;
   // A request the origin answered before it had all of it leaves the connection mid-message.
   co_return upstream_keep_alive && !plan.until_close && up_in_.size() == 0 && !x.request_unsent;
+}
+
+// Whether the response body ends with `piece`, just read (`content_left`: what a Content-Length
+// still expects, counted down here).
+bool Session::body_ends(const http::ResponsePlan& plan, std::string_view piece,
+                        std::uint64_t& content_left) const {
+  if (plan.chunked_in) return chunked_response_->is_done();
+  if (plan.until_close) return false;
+  content_left -= piece.size();
+  return content_left == 0;
 }
 
 // The response's framing towards the client, and its head (rewritten, with the route's rules)

@@ -8,6 +8,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -15,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
 namespace sluice::tls::edge {
@@ -245,6 +247,50 @@ TEST_F(EdgeIo, AcceptedConnectionsInheritTcpNoDelayFromTheListener) {
   tcp::no_delay option;
   accepted->get_option(option);
   EXPECT_TRUE(option.value());
+}
+
+// Stream::try_write: the session's first step for a head and body it has in hand.
+TEST_F(EdgeIo, TryWriteSendsWhatTheKernelTakesAtOnce) {
+  Stream stream(std::move(ours));
+  const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
+  const std::array<net::const_buffer, 3> out{net::buffer(head), net::const_buffer(), net::buffer("hi", 2)};
+  EXPECT_EQ(stream.try_write(out), head.size() + 2);  // empty buffers are skipped
+  std::string got(head.size() + 2, '\0');
+  net::read(peer, net::buffer(got));
+  EXPECT_EQ(got, head + "hi");
+}
+
+TEST_F(EdgeIo, TryWriteStopsAtAFullSocketAndLeavesErrorsToTheWriteThatFollows) {
+  Stream stream(std::move(ours));
+  const std::string big(64 * 1024, 'x');
+  std::size_t total = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const auto n = stream.try_write(net::buffer(big));
+    if (n == 0) break;  // EAGAIN: the peer does not read
+    total += n;
+  }
+  EXPECT_GT(total, 0u);
+  EXPECT_EQ(stream.try_write(net::buffer(big)), 0u);
+  peer.close();
+  // A reset or a broken pipe: 0 (no SIGPIPE), and the write after it reports the error.
+  for (int i = 0; i < 100 && stream.try_write(net::buffer(big)) > 0; ++i) {
+  }
+  EXPECT_EQ(stream.try_write(net::buffer(big)), 0u);
+  error_code ec;
+  net::write(stream.socket(), net::buffer(big), ec);
+  EXPECT_TRUE(ec);
+}
+
+TEST_F(EdgeIo, TryWriteLeavesTlsAndLongBufferSequencesToTheAsyncWrite) {
+  std::array<net::const_buffer, 9> many;
+  for (auto& b : many) b = net::buffer("x", 1);
+  Stream plain(std::move(ours));
+  EXPECT_EQ(plain.try_write(many), 0u);
+  EXPECT_EQ(plain.try_write(std::span(many.data(), 8)), 8u);
+  net::ssl::context tls_context(net::ssl::context::tls_client);
+  Stream tls(std::move(plain.socket()));
+  tls.start_tls(tls_context);
+  EXPECT_EQ(tls.try_write(net::buffer("x", 1)), 0u);
 }
 
 // Hang-up watching (watch_hangup): a short read proves a watched socket drained, unless the

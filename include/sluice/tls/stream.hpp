@@ -11,6 +11,7 @@
 // Owned by one session or the pool of one worker; like every Asio object, not thread-safe. Reads
 // and writes may overlap (one of each at a time) on the worker's thread.
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -103,6 +105,31 @@ public:
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) edge::drained(socket_);
     return 0;
+  }
+
+  // A write that does not wait: as much of `buffers` as the kernel takes now (one sendmsg,
+  // MSG_DONTWAIT | MSG_NOSIGNAL, at most `max_iov` buffers), or 0 with TLS, with more buffers,
+  // when it takes nothing (EAGAIN) or on an error (left for the write that follows to report).
+  // A whole answer usually goes at once: no reactor operation and no suspension, where Asio's
+  // async_write would make the same system call and then post its completion.
+  template <class ConstBuffers>
+  std::size_t try_write(const ConstBuffers& buffers) noexcept {
+    if (tls_) return 0;
+    constexpr std::size_t max_iov = 8;
+    iovec iov[max_iov];
+    std::size_t count = 0;
+    for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers); ++it) {
+      const boost::asio::const_buffer b(*it);
+      if (b.size() == 0) continue;
+      if (count == max_iov) return 0;
+      iov[count++] = iovec{const_cast<void*>(b.data()), b.size()};
+    }
+    if (count == 0) return 0;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const auto n = ::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
   // A plain connection expected to serve more than one exchange (a keep-alive client, a pooled
