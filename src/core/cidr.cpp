@@ -1,6 +1,9 @@
 #include "sluice/core/cidr.hpp"
 
 #include <charconv>
+#include <string>
+
+#include <boost/asio/detail/socket_ops.hpp>
 
 namespace sluice {
 
@@ -10,6 +13,32 @@ ip::address unmapped(const ip::address& a) noexcept {
   if (a.is_v6() && a.to_v6().is_v4_mapped())
     return ip::make_address_v4(ip::v4_mapped, a.to_v6());
   return a;
+}
+
+IpText ip_text(const ip::address& a) noexcept {
+  IpText t;
+  if (a.is_v4()) {
+    const auto b = a.to_v4().to_bytes();
+    char* out = t.chars.data();
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      if (i > 0) *out++ = '.';
+      const unsigned v = b[i];
+      if (v >= 100) *out++ = static_cast<char>('0' + v / 100);
+      if (v >= 10) *out++ = static_cast<char>('0' + v / 10 % 10);
+      *out++ = static_cast<char>('0' + v % 10);
+    }
+    t.size = static_cast<std::size_t>(out - t.chars.data());
+    return t;
+  }
+  // Rare on the data path (IPv6 clients), and inet_ntop's compression rules are worth keeping.
+  boost::system::error_code ec;
+  const auto v6 = a.to_v6();
+  const auto bytes = v6.to_bytes();
+  if (boost::asio::detail::socket_ops::inet_ntop(AF_INET6, bytes.data(), t.chars.data(), t.chars.size(),
+                                        v6.scope_id(), ec) != nullptr) {
+    t.size = std::char_traits<char>::length(t.chars.data());
+  }
+  return t;
 }
 
 namespace {

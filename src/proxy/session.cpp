@@ -6,6 +6,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
@@ -38,6 +39,18 @@ constexpr std::string_view crlf = "\r\n";
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
+
+// What try_write() left of `buffers` (past the first `skip` bytes), with Asio's async_write;
+// returns the error and the bytes of `buffers` written in all. A coroutine of its own, so that
+// its state is in the rare frame that needs it, not in the hot ones.
+template <class Buffers>
+net::awaitable<std::tuple<error_code, std::size_t>> write_rest(tls::Stream& stream, Buffers buffers,
+                                                               std::size_t skip) {
+  beast::buffers_suffix<Buffers> rest(buffers);
+  rest.consume(skip);
+  auto [ec, n] = co_await net::async_write(stream, rest, nothrow);
+  co_return std::tuple(ec, skip + n);
+}
 
 // Room to read into `buffer` without exceeding its max_size.
 template <class Buffer>
@@ -103,6 +116,7 @@ struct Session::Exchange {
   std::string_view error;
   proxy::RetrySkip skip = proxy::RetrySkip::none;  // why the last failure was not retried
   bool client_keep_alive = false;
+  bool client_closes = false;  // the client asked to close (Connection: close, HTTP/1.0): it sends no more
   bool expect_continue = false;  // the client waits for 100 Continue before sending its body
   bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
   bool head_sent = false;        // response head reached the client: no error page possible
@@ -130,7 +144,7 @@ Session::Session(WorkerContext& worker, tls::Stream client, const boost::asio::i
                  std::shared_ptr<tls::ServerContext> tls, bool proxy_protocol)
     : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
   client_addr_ = unmapped(client_address);
-  client_ip_ = client_addr_.to_string();
+  client_ip_ = ip_text(client_addr_).view();  // IPv4 fits the string's own buffer: no allocation
   worker_.sessions.push_back(*this);
 }
 
@@ -263,6 +277,8 @@ net::awaitable<void> Session::run() {
     Exchange x;
     x.start = worker_.clock.now();
     const bool keep = co_await handle_request(x);
+    // Nothing more can come from a client that asked to close and was read to the end.
+    nothing_unread_ = x.client_closes && x.request_done && in_.size() == 0;
     log_exchange(x);
     end_exchange_memory();
     if (!keep || worker_.is_stopping()) break;
@@ -278,13 +294,19 @@ net::awaitable<void> Session::run() {
     expire_after(std::chrono::seconds(1));
     co_await client_.async_tls_shutdown(nothrow);
   }
+  end_connection();
+}
+
+void Session::end_connection() noexcept {
   deadline = Clock::time_point::max();
-  if (!closed_) {
-    // Half-close so that a client still sending (a body we refused) sees our answer, not a reset.
-    error_code ignored;
-    client_.shutdown(tcp::socket::shutdown_send, ignored);
-    close_streams();
-  }
+  if (closed_) return;
+  // Half-close so that a client still sending (a body we refused, a request after the one we
+  // answered with Connection: close) sees our answer, not a reset. A client that asked to close
+  // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
+  // lingering close), one system call less per such connection.
+  error_code ignored;
+  if (!nothing_unread_) client_.shutdown(tcp::socket::shutdown_send, ignored);
+  close_streams();
 }
 
 // The limits are copied, not referenced: before its first request a connection holds no
@@ -366,9 +388,11 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
     }
     if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
     // Nothing buffered: take what the kernel has, often the request already (a new connection,
-    // a quick client). When it has nothing (EAGAIN proves the socket drained, so the wait below
-    // costs no system call), give the buffer back while waiting for readability.
-    std::size_t n = in_.size() == 0 ? client_.try_read_some(prepare_head_read(in_)) : 0;
+    // a quick client). When it has nothing (EAGAIN, or the last request's short read on a
+    // connection watched for hang-ups, proves the socket drained, so neither this try nor the
+    // wait below costs a system call), give the buffer back while waiting for readability.
+    if (idle_) client_.watch_hangup();  // a keep-alive connection: once, at its second request
+    std::size_t n = in_.size() == 0 && client_.worth_a_try() ? client_.try_read_some(prepare_head_read(in_)) : 0;
     error_code ec;
     if (n == 0 && in_.size() == 0) {
       in_.shrink_to_fit();
@@ -405,6 +429,7 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   const auto& req = *request_;
   x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
   x.client_keep_alive = req.keep_alive();
+  x.client_closes = !x.client_keep_alive;
   x.client_version = req.version();
   x.request_done = req.body_done();
 
@@ -985,8 +1010,9 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
                                              net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
   deadline = try_until;
   timed_out_ = false;
-  auto [ec, n] = co_await net::async_write(upstream, out, nothrow);
-  sent = n;
+  sent = upstream.try_write(out);  // usually all of it: no reactor operation
+  error_code ec;
+  if (sent < net::buffer_size(out)) std::tie(ec, sent) = co_await write_rest(upstream, out, sent);
   if (timed(ec))
     co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
   co_return co_await read_response_head(x, upstream, try_until, received);
@@ -1106,9 +1132,19 @@ net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type
       response_ = nullptr;
       continue;
     }
-    // The answer takes a round trip. On a pooled connection, which the pool's peek proved
-    // drained, this read waits for it without a try that would find nothing (tls/edge_io.hpp).
-    auto [ec, n] = co_await upstream.async_read_some(prepare_some(up_in_), nothrow);
+    // The answer takes a round trip. On a pooled connection, which the pool proved drained,
+    // neither the try nor the wait costs a system call (tls/edge_io.hpp); the read after the wait
+    // is ours, so that a short one proves the connection drained for its next checkout.
+    const auto buffer = prepare_some(up_in_);
+    std::size_t n = upstream.try_read_some(buffer);
+    error_code ec;
+    if (n == 0 && !upstream.is_tls()) {
+      std::tie(ec) = co_await upstream.async_wait_readable(nothrow);
+      if (!ec) n = upstream.try_read_some(buffer);
+    }
+    if (n == 0 && !ec) {
+      std::tie(ec, n) = co_await upstream.async_read_some(buffer, nothrow);  // TLS, EOF or an error
+    }
     ec = timed(ec);
     up_in_.commit(n);
     if (received == 0 && n > 0) x.first_byte = worker_.clock.now();
@@ -1193,17 +1229,14 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
         co_return false;
       }
       piece = read.bytes;
-      if (plan.chunked_in) {
-        done = chunked_response_->is_done();
-      } else if (!plan.until_close) {
-        content_left -= piece.size();
-        done = content_left == 0;
-      }
+      if (plan.chunked_in || !plan.until_close) done = body_ends(plan, piece, content_left);
       if (piece.empty() && !done) continue;
     }
     const FramedPiece out(head_written ? std::string_view() : head_out_, piece, plan.chunked_out, done);
     expire_after(snapshot_->config->server.idle_timeout);
-    auto [ec, n] = co_await net::async_write(client_, out.buffers(), nothrow);
+    std::size_t n = client_.try_write(out.buffers());  // usually all of it: no reactor operation
+    error_code ec;
+    if (n < net::buffer_size(out.buffers())) std::tie(ec, n) = co_await write_rest(client_, out.buffers(), n);
     if (n > 0) x.head_sent = true;
     if (timed(ec)) {
       x.client_keep_alive = false;
@@ -1216,6 +1249,15 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
   if (!plan.keep_alive) x.client_keep_alive = false;
   // A request the origin answered before it had all of it leaves the connection mid-message.
   co_return upstream_keep_alive && !plan.until_close && up_in_.size() == 0 && !x.request_unsent;
+}
+
+// Whether a chunked or Content-Length body ends with `piece`, just read (`content_left`: what a
+// Content-Length still expects, counted down here). A body read to the close ends at the EOF.
+bool Session::body_ends(const http::ResponsePlan& plan, std::string_view piece,
+                        std::uint64_t& content_left) const {
+  if (plan.chunked_in) return chunked_response_->is_done();
+  content_left -= piece.size();
+  return content_left == 0;
 }
 
 // The response's framing towards the client, and its head (rewritten, with the route's rules)

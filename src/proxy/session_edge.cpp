@@ -66,7 +66,7 @@ net::awaitable<bool> Session::read_proxy_header() {
   }
   if (const auto& source = parser.source()) {
     client_addr_ = unmapped(*source);
-    client_ip_ = client_addr_.to_string();
+    client_ip_ = ip_text(client_addr_).view();
   }
   co_return true;
 }

@@ -50,6 +50,10 @@ void Worker::add_listener(std::uint64_t id, tcp protocol, int fd, int tls_listen
       spdlog::error("worker {}: cannot accept on a new listener: {}", ctx_.index, ec.message());
       return;
     }
+    // Accepted connections inherit TCP_NODELAY from the listener (Linux copies the listening
+    // socket's options into each one): set once here, not once per connection.
+    acceptor->set_option(tcp::no_delay(true), ec);
+    if (ec) spdlog::warn("worker {}: TCP_NODELAY on a listener: {}", ctx_.index, ec.message());
     if (ctx_.stopping) return;  // shutting down: the acceptor closes as it goes out of scope
     listeners_.push_back({id, acceptor});
     net::co_spawn(io_, accept_loop(std::move(acceptor), tls_listener), net::detached);
@@ -202,9 +206,7 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
 
 net::awaitable<void> Worker::serve(tcp::socket socket, net::ip::address peer, int tls_listener) {
   try {
-    boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);  // once: a parked connection keeps it
-    tls::Stream client(std::move(socket));
+    tls::Stream client(std::move(socket));  // TCP_NODELAY from the listener (add_listener)
     std::shared_ptr<tls::ServerContext> tls;
     if (tls_listener >= 0) {
       // Listeners are opened once; the certificates come from the current snapshot.

@@ -4,12 +4,15 @@
 
 namespace sluice {
 
-bool ConnectionPool::is_alive(stream_type& stream) noexcept {
+bool ConnectionPool::is_alive(stream_type& stream, Clock::duration idle_for) noexcept {
   // An idle HTTP/1.1 connection has nothing to say: a readable byte is either EOF (the origin
   // closed it) or unsolicited data that would desynchronise the next exchange. Either way it is
   // not reusable. With TLS the same holds for records: an idle peer that sends one is closing
   // (close_notify) or out of step, so the raw socket is asked.
   auto& socket = stream.socket();
+  // Proved drained by the last read of the answer (a short read on a watched connection, see
+  // tls/edge_io.hpp), and no edge since: nothing came, not even a FIN. No system call.
+  if (idle_for < proof_lifetime && stream.known_drained()) return true;
   if (!tls::edge::nothing_to_read(socket.native_handle())) return false;
   // Nothing came in, not even a FIN: whatever comes next raises a new edge, so the read of the
   // answer to the request about to be written is queued without a try (tls/edge_io.hpp).
@@ -24,7 +27,7 @@ std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoin
   while (!stack.empty()) {
     Idle idle = std::move(stack.back());
     stack.pop_back();
-    if (idle.expires > now && is_alive(idle.stream)) return std::move(idle.stream);
+    if (idle.expires > now && is_alive(idle.stream, now - idle.released)) return std::move(idle.stream);
     boost::system::error_code ignored;
     idle.stream.close(ignored);
   }
@@ -42,7 +45,10 @@ void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::
     // Full: drop the oldest, keep the freshest.
     stack.erase(stack.begin());  // closes it
   }
-  stack.push_back(Idle{std::move(stream), clock_.now() + keepalive_timeout});
+  // Its next answer's short read may then prove it drained: the checkout after that needs no peek.
+  stream.watch_hangup();
+  const auto now = clock_.now();
+  stack.push_back(Idle{std::move(stream), now, now + keepalive_timeout});
 }
 
 void ConnectionPool::sweep() {

@@ -7,6 +7,26 @@ namespace {
 
 boost::asio::ip::address ip(const char* text) { return *parse_ip(text); }
 
+TEST(IpText, WritesWhatToStringWrites) {
+  for (const char* text : {"0.0.0.0", "127.0.0.1", "10.20.30.40", "192.168.100.9", "255.255.255.255",
+                           "1.0.99.100", "::1", "::", "2001:db8::1", "fe80::1:2:3:4", "::ffff:192.0.2.1",
+                           "2001:db8:0:1:1:1:1:1"}) {
+    const auto a = boost::asio::ip::make_address(text);
+    EXPECT_EQ(ip_text(a).view(), a.to_string()) << text;
+  }
+  boost::asio::ip::address_v6 scoped = boost::asio::ip::make_address_v6("fe80::1");
+  scoped.scope_id(2);
+  EXPECT_EQ(ip_text(scoped).view(), boost::asio::ip::address(scoped).to_string());
+}
+
+TEST(IpText, EveryIPv4OctetValue) {
+  for (unsigned v = 0; v < 256; ++v) {
+    const boost::asio::ip::address_v4 a({static_cast<unsigned char>(v), 0, static_cast<unsigned char>(255 - v),
+                                         static_cast<unsigned char>(v)});
+    EXPECT_EQ(ip_text(a).view(), a.to_string());
+  }
+}
+
 TEST(Cidr, MatchesIPv4RangesAtEveryPrefixBoundary) {
   const auto c = *parse_cidr("10.0.0.0/8");
   EXPECT_TRUE(c.contains(ip("10.0.0.1")));

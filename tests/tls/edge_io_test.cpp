@@ -8,6 +8,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -15,6 +16,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 
 namespace sluice::tls::edge {
@@ -222,9 +224,198 @@ TEST_F(EdgeIo, AcceptNowTakesAConnectionNonBlockingAndCloseOnExec) {
   const int fd = accepted.native_handle();
   EXPECT_NE(::fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
   EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);
+  // Not a duplicate: its close needs no EPOLL_CTL_DEL first.
+  EXPECT_EQ(impl(accepted).state_ & asio_detail::socket_ops::possible_dup, 0);
   // Asio's own operations work on it (and need no ioctl: it knows the socket is non-blocking).
   net::write(client, net::buffer("hi", 2));
   EXPECT_EQ(read_once(accepted).bytes, "hi");
+}
+
+// Worker::add_listener sets TCP_NODELAY on the listener only: what Linux does for it.
+TEST_F(EdgeIo, AcceptedConnectionsInheritTcpNoDelayFromTheListener) {
+  acceptor.set_option(tcp::no_delay(true));
+  tcp::socket client(io);
+  client.connect(acceptor.local_endpoint());
+  tcp::endpoint peer;
+  error_code ec;
+  std::optional<tcp::socket> accepted;
+  ASSERT_TRUE(run_until([&] {
+    auto s = accept_now(acceptor, peer, ec);
+    if (s.is_open()) accepted.emplace(std::move(s));
+    return accepted.has_value();
+  }));
+  tcp::no_delay option;
+  accepted->get_option(option);
+  EXPECT_TRUE(option.value());
+}
+
+// Stream::try_write: the session's first step for a head and body it has in hand.
+TEST_F(EdgeIo, TryWriteSendsWhatTheKernelTakesAtOnce) {
+  Stream stream(std::move(ours));
+  const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
+  const std::array<net::const_buffer, 3> out{net::buffer(head), net::const_buffer(), net::buffer("hi", 2)};
+  EXPECT_EQ(stream.try_write(out), head.size() + 2);  // empty buffers are skipped
+  std::string got(head.size() + 2, '\0');
+  net::read(peer, net::buffer(got));
+  EXPECT_EQ(got, head + "hi");
+}
+
+TEST_F(EdgeIo, TryWriteStopsAtAFullSocketAndLeavesErrorsToTheWriteThatFollows) {
+  Stream stream(std::move(ours));
+  const std::string big(64 * 1024, 'x');
+  std::size_t total = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const auto n = stream.try_write(net::buffer(big));
+    if (n == 0) break;  // EAGAIN: the peer does not read
+    total += n;
+  }
+  EXPECT_GT(total, 0u);
+  EXPECT_EQ(stream.try_write(net::buffer(big)), 0u);
+  peer.close();
+  // A reset or a broken pipe: 0 (no SIGPIPE), and the write after it reports the error.
+  for (int i = 0; i < 100 && stream.try_write(net::buffer(big)) > 0; ++i) {
+  }
+  EXPECT_EQ(stream.try_write(net::buffer(big)), 0u);
+  error_code ec;
+  net::write(stream.socket(), net::buffer(big), ec);
+  EXPECT_TRUE(ec);
+}
+
+TEST_F(EdgeIo, TryWriteLeavesTlsAndLongBufferSequencesToTheAsyncWrite) {
+  std::array<net::const_buffer, 9> many;
+  for (auto& b : many) b = net::buffer("x", 1);
+  Stream plain(std::move(ours));
+  EXPECT_EQ(plain.try_write(many), 0u);
+  EXPECT_EQ(plain.try_write(std::span(many.data(), 8)), 8u);
+  net::ssl::context tls_context(net::ssl::context::tls_client);
+  Stream tls(std::move(plain.socket()));
+  tls.start_tls(tls_context);
+  EXPECT_EQ(tls.try_write(net::buffer("x", 1)), 0u);
+}
+
+// Each io_context's sockets reach its own reactor, also when a new context is made where a
+// destroyed one was, on the same thread (a per-thread cache keyed by address once handed out the
+// destroyed one: the session tests crashed in epoll_reactor::start_op).
+TEST(EdgeIoReactor, ASocketReachesTheReactorOfItsOwnContext) {
+  for (int i = 0; i < 3; ++i) {
+    auto io = std::make_unique<net::io_context>();
+    tcp::acceptor acceptor(*io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+    tcp::socket client(*io);
+    client.connect(acceptor.local_endpoint());
+    auto& expected = net::use_service<Reactor>(*io);
+    EXPECT_EQ(&reactor_of(client), &expected);
+    tcp::socket unopened(*io);
+    EXPECT_EQ(&reactor_of(unopened), &expected);
+    std::optional<error_code> waited;
+    async_wait_readable(acceptor, [&](error_code ec) { waited = ec; });
+    tcp::socket other(*io);
+    other.connect(acceptor.local_endpoint());
+    for (int n = 0; n < 2000 && !waited; ++n) io->run_one_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(waited);
+    EXPECT_FALSE(*waited);
+  }
+}
+
+// Hang-up watching (watch_hangup): a short read proves a watched socket drained, unless the
+// event that reported its bytes also reported a FIN.
+struct WatchedSocket : EdgeIo {
+  Stream stream{std::move(ours)};
+  std::array<char, 16> buffer{};
+
+  std::size_t try_read() { return stream.try_read_some(net::buffer(buffer)); }
+  // Watched, then proved drained by an EAGAIN (the one proof a watch does not change).
+  void watch_and_prove() {
+    stream.watch_hangup();
+    ASSERT_TRUE(hangup_watched(stream.socket()));
+    ASSERT_EQ(try_read(), 0u);
+    ASSERT_TRUE(stream.known_drained());
+  }
+  // A wait for the next edge, run until it ends.
+  void wait_for_edge() {
+    std::optional<error_code> waited;
+    stream.async_wait_readable([&](error_code ec) { waited = ec; });
+    ASSERT_TRUE(ends(waited));
+    ASSERT_FALSE(*waited);
+  }
+};
+
+TEST_F(WatchedSocket, AShortReadProvesTheSocketDrainedSoTheNextTryAndWaitCostNothing) {
+  watch_and_prove();
+  send("GET / HTTP/1.1\r\n\r\n");
+  wait_for_edge();
+  EXPECT_EQ(try_read(), 16u);  // as much as asked: no proof
+  EXPECT_FALSE(stream.known_drained());
+  EXPECT_EQ(try_read(), 2u);  // fewer: the kernel has nothing more, and no FIN was reported
+  EXPECT_TRUE(stream.known_drained());
+  EXPECT_FALSE(stream.worth_a_try());
+  std::optional<error_code> waited;
+  stream.async_wait_readable([&](error_code ec) { waited = ec; });
+  EXPECT_TRUE(queued(waited));  // queued without a peek
+  send("x");
+  ASSERT_TRUE(ends(waited));
+  EXPECT_EQ(try_read(), 1u);
+}
+
+TEST_F(WatchedSocket, AFinReportedWithTheBytesIsNotMistakenForADrainedSocket) {
+  watch_and_prove();
+  send("abc");
+  peer.close();  // loopback: the FIN is there before the reactor looks, in the same event
+  wait_for_edge();
+  EXPECT_EQ(try_read(), 3u);
+  EXPECT_FALSE(stream.known_drained());  // the event said EPOLLRDHUP
+  EXPECT_TRUE(stream.worth_a_try());
+  EXPECT_EQ(try_read(), 0u);  // the end of stream, left for the read that follows
+  EXPECT_EQ(*read_once(stream).ec, net::error::eof);
+}
+
+TEST_F(WatchedSocket, AFinAfterAShortReadRaisesAnEdgeOfItsOwn) {
+  watch_and_prove();
+  send("abc");
+  wait_for_edge();
+  ASSERT_EQ(try_read(), 3u);
+  ASSERT_TRUE(stream.known_drained());
+  peer.close();
+  wait_for_edge();  // queued without a try, ended by the FIN's own edge
+  EXPECT_EQ(try_read(), 0u);
+  EXPECT_EQ(*read_once(stream).ec, net::error::eof);
+}
+
+TEST_F(WatchedSocket, AShortReadBeforeTheWatchOrBeforeAnEagainProvesNothing) {
+  send("abc");
+  peer.shutdown(tcp::socket::shutdown_send);  // the FIN with the bytes, before any watch
+  io.poll();
+  ASSERT_EQ(try_read(), 3u);
+  EXPECT_FALSE(stream.known_drained());
+  // Watched now, but the FIN came before: until an EAGAIN, a short read is no proof.
+  stream.watch_hangup();
+  EXPECT_FALSE(stream.known_drained());
+  EXPECT_TRUE(stream.worth_a_try());
+  EXPECT_EQ(try_read(), 0u);  // the end of stream, not an EAGAIN
+  EXPECT_FALSE(stream.known_drained());
+  EXPECT_EQ(*read_once(stream).ec, net::error::eof);
+}
+
+TEST_F(WatchedSocket, TheWatchOutlivesAsioReRegisteringTheDescriptor) {
+  watch_and_prove();
+  // Asio's own wait re-registers the descriptor (epoll_ctl MOD) from its registered events.
+  std::optional<error_code> waited;
+  stream.socket().async_wait(tcp::socket::wait_read, [&](error_code ec) { waited = ec; });
+  send("abc");
+  peer.close();
+  ASSERT_TRUE(ends(waited));
+  EXPECT_TRUE(hangup_watched(stream.socket()));
+  EXPECT_EQ(try_read(), 3u);
+  EXPECT_FALSE(stream.known_drained());  // the hang-up was still reported
+}
+
+TEST_F(WatchedSocket, ATlsStreamIsNeverWatchedNorKnownDrained) {
+  net::ssl::context tls_context(net::ssl::context::tls_client);
+  Stream tls(std::move(stream.socket()));
+  tls.start_tls(tls_context);
+  tls.watch_hangup();
+  EXPECT_FALSE(hangup_watched(tls.socket()));
+  EXPECT_FALSE(tls.known_drained());
+  EXPECT_FALSE(tls.worth_a_try());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/write.hpp>
 #include <array>
+#include <string_view>
 #include <thread>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -119,6 +120,77 @@ TEST_F(Fixture, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
     std::this_thread::yield();
   }
   EXPECT_FALSE(pool.acquire(endpoint));
+}
+
+// A pooled connection is watched for hang-ups (tls/edge_io.hpp): the short read of its next
+// answer proves it drained, and the checkout after that trusts the proof for proof_lifetime.
+struct WatchedPool : Fixture {
+  tcp::socket server{io};
+  std::array<char, 64> buffer{};
+
+  // A connection that went through the pool once (watched, then proved drained by the peek).
+  ConnectionPool::stream_type pooled() {
+    pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
+    auto c = pool.acquire(endpoint);
+    EXPECT_TRUE(c);
+    EXPECT_TRUE(c->known_drained());
+    return std::move(*c);
+  }
+  // The session's read of an answer: a wait for its edge, then a read of what came.
+  std::size_t read_answer(ConnectionPool::stream_type& c) {
+    bool readable = false;
+    c.async_wait_readable([&](boost::system::error_code ec) { readable = !ec; });
+    for (int i = 0; i < 1000 && !readable; ++i) io.run_one_for(std::chrono::milliseconds(5));
+    EXPECT_TRUE(readable);
+    return c.try_read_some(net::buffer(buffer));
+  }
+  static constexpr std::string_view answer = "HTTP/1.1 204 No Content\r\n\r\n";
+};
+
+TEST_F(WatchedPool, AShortAnswerReadLetsTheNextCheckoutTakeTheConnectionAsItIs) {
+  auto c = pooled();
+  net::write(server, net::buffer(answer));
+  ASSERT_EQ(read_answer(c), answer.size());
+  EXPECT_TRUE(c.known_drained());
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  auto again = pool.acquire(endpoint);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->known_drained());
+}
+
+TEST_F(WatchedPool, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
+  auto c = pooled();
+  net::write(server, net::buffer(answer));
+  server.close();  // loopback: there with the answer, reported in the same event
+  ASSERT_EQ(read_answer(c), answer.size());
+  EXPECT_FALSE(c.known_drained());
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  EXPECT_FALSE(pool.acquire(endpoint));
+}
+
+TEST_F(WatchedPool, AFinWhileIdleIsSeenAtCheckoutOnceTheReactorLooked) {
+  auto c = pooled();
+  net::write(server, net::buffer(answer));
+  ASSERT_EQ(read_answer(c), answer.size());
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  server.close();
+  io.poll();  // the worker's loop: the FIN's edge
+  EXPECT_FALSE(pool.acquire(endpoint));
+}
+
+// The window the proof leaves: a FIN the reactor has not looked at yet is missed by a checkout
+// within proof_lifetime (nginx's keepalive cache has the same one), and caught by the peek after.
+TEST_F(WatchedPool, AProofIsTrustedForItsLifetimeThenThePeekAsksAgain) {
+  auto c = pooled();
+  net::write(server, net::buffer(answer));
+  ASSERT_EQ(read_answer(c), answer.size());
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  server.close();  // the reactor does not look
+  auto trusted = pool.acquire(endpoint);
+  ASSERT_TRUE(trusted);  // taken on the proof, without a system call
+  pool.release(endpoint, std::move(*trusted), 8, std::chrono::seconds(30));
+  clock.advance(ConnectionPool::proof_lifetime);
+  EXPECT_FALSE(pool.acquire(endpoint));  // the peek saw the FIN
 }
 
 TEST_F(Fixture, ExpiresAfterKeepaliveTimeout) {

@@ -31,6 +31,16 @@ std::optional<Cidr> parse_cidr(std::string_view text, std::string* why = nullptr
 std::optional<boost::asio::ip::address> parse_ip(std::string_view text) noexcept;
 boost::asio::ip::address unmapped(const boost::asio::ip::address& a) noexcept;
 
+// An address as text, as address::to_string() writes it ("192.0.2.1", "2001:db8::1",
+// "fe80::1%2"), without allocating: IPv4 by hand (to_string's inet_ntop formats through
+// sprintf, ~1,100 instructions a connection), IPv6 with inet_ntop into the fixed buffer.
+struct IpText {
+  std::array<char, 64> chars{};  // an IPv6 address, a '%' and a scope id
+  std::size_t size = 0;
+  std::string_view view() const noexcept { return {chars.data(), size}; }
+};
+IpText ip_text(const boost::asio::ip::address& a) noexcept;
+
 using CidrSet = std::vector<Cidr>;
 bool contains(const CidrSet& set, const boost::asio::ip::address& a) noexcept;
 

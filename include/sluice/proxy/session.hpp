@@ -64,7 +64,10 @@ public:
   void resumed() noexcept;
 
 private:
-  void close_streams() noexcept;  // close() without its shutdown first
+  void close_streams() noexcept;
+  // After the last exchange (not parked): the half-close when the client may still be sending,
+  // then the close.
+  void end_connection() noexcept;  // close() without its shutdown first
   enum class HeadResult { ok, closed, error, parked };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
@@ -170,6 +173,7 @@ private:
   void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
+  bool body_ends(const http::ResponsePlan& plan, std::string_view piece, std::uint64_t& content_left) const;
   bool begin_chunked_body(bool is_head);
   boost::asio::awaitable<BodyPiece> read_chunked_piece(socket_type& upstream);
   void sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin);
@@ -249,6 +253,7 @@ private:
   bool parked_ = false;
   Clock::time_point idle_until_{};
   bool closed_ = false;
+  bool nothing_unread_ = false;  // the last exchange's client asked to close and was read to the end
   bool timed_out_ = false;  // expire() cancelled the operation under way
   // While tunnelling: the tunnel's watch (on tunnel()'s frame), its server, and why it was closed.
   TunnelWatch* tunnel_ = nullptr;

@@ -2,11 +2,11 @@
 // A readiness wait on a plain TCP socket that does not re-register what is registered already,
 // and what lets it skip its try: a socket proved drained.
 //
-// Asio's epoll reactor registers each socket once, edge-triggered, for input and output. Its
-// async_wait re-registers the descriptor with epoll_ctl(EPOLL_CTL_MOD) every time; a read
-// started before the peer has sent anything costs a recv() that returns EAGAIN. A proxied
-// keep-alive request paid one of these on each side (waiting for the origin's answer, waiting for
-// the client's next request): two of its seven system calls.
+// Asio's epoll reactor registers each socket once, edge-triggered, for input and output (not for
+// EPOLLRDHUP). Its async_wait re-registers the descriptor with epoll_ctl(EPOLL_CTL_MOD) every
+// time; a read started before the peer has sent anything costs a recv() that returns EAGAIN. A
+// proxied keep-alive request paid one of these on each side (waiting for the origin's answer,
+// waiting for the client's next request): two of its seven system calls.
 //
 // The reactor keeps, per descriptor and direction, whether an edge has come since an operation
 // said the socket was exhausted, and tries a new operation at once only then:
@@ -14,22 +14,26 @@
 //   with a one-byte MSG_PEEK, only when the reactor has seen an edge since the socket was last
 //   proved drained.
 // - drained(socket) records that proof: a recv() or peek that just said EAGAIN saw no byte, no
-//   FIN and no error, so whatever comes later raises a new edge. (A read that returns fewer bytes
-//   than asked is no such proof: a FIN that came with or right after those bytes is reported only
-//   by the next read, and its edge may have been consumed already. nginx knows it from
-//   EPOLLRDHUP, which Asio does not register.) The pool proves it for every connection it hands
-//   out (ConnectionPool::is_alive), so the read of the origin's answer is queued without a try.
+//   FIN and no error, so whatever comes later raises a new edge. The pool proves it for every
+//   connection it hands out (ConnectionPool::is_alive), so the answer is awaited without a try.
+// - A read that returns fewer bytes than asked is such a proof only on a socket watched for
+//   hang-ups (watch_hangup: EPOLLRDHUP registered, nginx's rule); otherwise a FIN that came with
+//   or right after those bytes is reported only by the next read, and its edge may have been
+//   consumed already.
 //
 // Built on Asio's reactor interface (boost/asio/detail, Boost 1.81): the reactor's start_op, the
 // operation base class, the socket's implementation (which basic_socket keeps protected) and the
-// reactor's per-descriptor flags (which it keeps private). The wait is Asio's wait operation with
+// reactor's per-descriptor flags, registered events, epoll descriptor and completion function
+// (which it keeps private). The wait is Asio's wait operation with
 // another perform function; cancellation (cancel(), close(), per-operation cancellation slots)
 // and handler allocation work as for Asio's. Only on the thread that runs the io_context.
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -95,12 +99,104 @@ struct TrySpeculative {
 };
 template struct Expose<TrySpeculative, &Reactor::descriptor_state::try_speculative_>;
 
+// The events the descriptor is registered for, the epoll instance, the function an operation
+// completes with, and the descriptor's own: all private to Asio's reactor.
+struct RegisteredEvents {
+  using type = std::uint32_t Reactor::descriptor_state::*;
+  friend type member(RegisteredEvents) noexcept;
+};
+template struct Expose<RegisteredEvents, &Reactor::descriptor_state::registered_events_>;
+struct EpollFd {
+  using type = int Reactor::*;
+  friend type member(EpollFd) noexcept;
+};
+template struct Expose<EpollFd, &Reactor::epoll_fd_>;
+using CompleteFunction = void (*)(void*, asio_detail::scheduler_operation*, const boost::system::error_code&,
+                                  std::size_t);
+struct OperationFunction {
+  using type = CompleteFunction asio_detail::scheduler_operation::*;
+  friend type member(OperationFunction) noexcept;
+};
+template struct Expose<OperationFunction, &asio_detail::scheduler_operation::func_>;
+struct DescriptorComplete {
+  using type = CompleteFunction;
+  friend type member(DescriptorComplete) noexcept;
+};
+template struct Expose<DescriptorComplete, &Reactor::descriptor_state::do_complete>;
+
+struct DescriptorReactor {
+  using type = Reactor* Reactor::descriptor_state::*;
+  friend type member(DescriptorReactor) noexcept;
+};
+template struct Expose<DescriptorReactor, &Reactor::descriptor_state::reactor_>;
+
+// Whether `s` is registered for EPOLLRDHUP (watch_hangup below).
+template <Pollable T>
+bool hangup_watched(T& s) noexcept {
+  auto* data = impl(s).reactor_data_;
+  return data != nullptr && (data->*member(RegisteredEvents{}) & EPOLLRDHUP) != 0;
+}
+
 // Records that `s` has just been proved drained for input (see above): the next readiness wait
 // or read on it waits for the next edge instead of trying. No-op on a socket the reactor does not
 // know.
 template <Pollable T>
 void drained(T& s) noexcept {
-  if (auto* data = impl(s).reactor_data_) (data->*member(TrySpeculative{}))[Reactor::read_op] = false;
+  auto* data = impl(s).reactor_data_;
+  if (data == nullptr) return;
+  auto& flags = data->*member(TrySpeculative{});
+  flags[Reactor::read_op] = false;
+  // Nor is a FIN pending: any that comes later is reported with EPOLLRDHUP (see watch_hangup).
+  if (hangup_watched(s)) flags[Reactor::except_op] = false;
+}
+
+// Short reads as proofs (nginx's rule with EPOLLRDHUP). Once `s` is watched, a read that returned
+// fewer bytes than asked drained the socket unless a FIN was pending: epoll reports the state at
+// the time it hands an event out, so a FIN that came before then was reported with the bytes
+// (EPOLLRDHUP), and one that came after raises an edge of its own. A reported hang-up is passed
+// to the reactor as an exceptional condition, which sets the descriptor's except flag; nothing
+// else does on a socket without out-of-band reads, and only drained() clears it again.
+//
+// The reactor calls this instead of Asio's own completion for a watched descriptor's events.
+inline void complete_with_hangup(void* owner, asio_detail::scheduler_operation* base,
+                                 const boost::system::error_code& ec, std::size_t events) {
+  if ((events & EPOLLRDHUP) != 0) events |= EPOLLPRI;
+  member(DescriptorComplete{})(owner, base, ec, events);
+}
+
+// The reactor of the socket's io_context, looked up once per thread and context.
+template <Pollable T>
+Reactor& reactor_of(T& s);
+
+// Registers `s` for EPOLLRDHUP as well (one epoll_ctl, once per socket), so that its short reads
+// can prove it drained (short_read). The FIN state before this is unknown: the first proof after
+// it must be an EAGAIN (drained). Returns whether `s` is watched.
+inline bool watch_hangup(tcp_socket& s) noexcept {
+  auto* data = impl(s).reactor_data_;
+  if (data == nullptr) return false;
+  auto& registered = data->*member(RegisteredEvents{});
+  if ((registered & EPOLLRDHUP) != 0) return true;
+  if (registered == 0) return false;  // not in the epoll set (a type epoll refused)
+  // Set before the descriptor can report a hang-up. Descriptor states are recycled by the
+  // reactor: a later socket in this one keeps the function, which does nothing without EPOLLRDHUP.
+  // (A C-style cast may name the private base.)
+  ((asio_detail::scheduler_operation*)data)->*member(OperationFunction{}) = &complete_with_hangup;
+  (data->*member(TrySpeculative{}))[Reactor::except_op] = true;
+  epoll_event ev{};
+  ev.events = registered | EPOLLRDHUP;
+  ev.data.ptr = data;
+  if (::epoll_ctl(reactor_of(s).*member(EpollFd{}), EPOLL_CTL_MOD, impl(s).socket_, &ev) != 0) return false;
+  registered = ev.events;  // Asio's own epoll_ctl(MOD)s start from this: EPOLLRDHUP stays
+  return true;
+}
+
+// `s` has just returned fewer bytes than asked: proved drained if it is watched and no hang-up
+// was reported since the last drained() (see above); else nothing is known.
+inline void short_read(tcp_socket& s) noexcept {
+  auto* data = impl(s).reactor_data_;
+  if (data == nullptr || !hangup_watched(s)) return;
+  auto& flags = data->*member(TrySpeculative{});
+  if (!flags[Reactor::except_op]) flags[Reactor::read_op] = false;
 }
 
 // Whether the next readiness wait or read on `s` will be tried at once (the reactor has seen an
@@ -119,17 +215,13 @@ inline bool nothing_to_read(int fd) noexcept {
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-// The reactor of the socket's io_context, looked up once per thread and context.
 template <Pollable T>
 Reactor& reactor_of(T& s) {
-  thread_local boost::asio::execution_context* context = nullptr;
-  thread_local Reactor* reactor = nullptr;
-  auto& c = boost::asio::query(s.get_executor(), boost::asio::execution::context);
-  if (&c != context) {
-    reactor = &boost::asio::use_service<Reactor>(c);
-    context = &c;
-  }
-  return *reactor;
+  // A registered descriptor names its reactor. (A per-thread cache keyed by the io_context's
+  // address handed out a destroyed reactor once a new io_context took the old one's address on
+  // the same thread: tests/proxy/session_harness.hpp found it.)
+  if (auto* data = impl(s).reactor_data_) return *(data->*member(DescriptorReactor{}));
+  return boost::asio::use_service<Reactor>(boost::asio::query(s.get_executor(), boost::asio::execution::context));
 }
 
 // The wait operation being started on this thread: its perform function is then a try at once
@@ -237,13 +329,24 @@ auto async_wait_readable(T& s, Token&& token) {
 
 // Gives `fd`, opened non-blocking by us, to `s` (registered with the reactor); Asio is told it is
 // non-blocking, so its first operation sets nothing. On failure `fd` is closed.
+//
+// Asio takes an assigned descriptor for a possible duplicate and removes it from the epoll set
+// before closing it (EPOLL_CTL_DEL, one system call per connection); the close does that for a
+// descriptor that is not duplicated. Ours are not: accept4 and socket() just made them, and they
+// are close-on-exec. The one moment they are duplicated is between fork() and exec() of a binary
+// upgrade (upgrade.cpp), when a socket closed here stays open in the child, and so stays in this
+// epoll set, until the exec: its events then reach a descriptor state the reactor has recycled,
+// as a spurious readiness that every operation takes for what it is (a read or peek that finds
+// nothing is queued again; the flags of edge_io only ever err towards a try).
 inline void adopt(tcp_socket& s, const boost::asio::ip::tcp& protocol, int fd, boost::system::error_code& ec) {
   s.assign(protocol, fd, ec);
   if (ec) {
     ::close(fd);
     return;
   }
-  impl(s).state_ |= asio_detail::socket_ops::internal_non_blocking;
+  auto& state = impl(s).state_;
+  state |= asio_detail::socket_ops::internal_non_blocking;
+  state &= static_cast<asio_detail::socket_ops::state_type>(~asio_detail::socket_ops::possible_dup);
 }
 
 // One connection from `a`'s backlog, with accept4(SOCK_NONBLOCK | SOCK_CLOEXEC): non-blocking

@@ -11,6 +11,7 @@
 // Owned by one session or the pool of one worker; like every Asio object, not thread-safe. Reads
 // and writes may overlap (one of each at a time) on the worker's thread.
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -89,16 +91,60 @@ public:
   }
 
   // A read that does not wait: the bytes the kernel has now (at most the buffer's size), or 0
-  // when it has none (EAGAIN, which proves the socket drained: the next readiness wait is not
-  // tried, see edge_io.hpp), with TLS (not tried: the engine may hold bytes the kernel does not),
-  // at end of stream or on an error (left for the read that follows to report).
+  // - when it has none: proved so before (no edge since, and no system call now), or told now
+  //   (EAGAIN, which is such a proof: the next readiness wait is not tried, see edge_io.hpp);
+  // - with TLS (not tried: the engine may hold bytes the kernel does not);
+  // - at end of stream or on an error (left for the read that follows to report).
+  // A short read proves the socket drained too once watch_hangup() registered it for hang-ups.
   std::size_t try_read_some(boost::asio::mutable_buffer buffer) noexcept {
-    if (tls_) return 0;
+    if (tls_ || !edge::will_try(socket_)) return 0;
     const auto n = ::recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-    if (n > 0) return static_cast<std::size_t>(n);
+    if (n > 0) {
+      if (static_cast<std::size_t>(n) < buffer.size()) edge::short_read(socket_);
+      return static_cast<std::size_t>(n);
+    }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) edge::drained(socket_);
     return 0;
   }
+
+  // A write that does not wait: as much of `buffers` as the kernel takes now (one sendmsg,
+  // MSG_DONTWAIT | MSG_NOSIGNAL, at most `max_iov` buffers), or 0 with TLS, with more buffers,
+  // when it takes nothing (EAGAIN) or on an error (left for the write that follows to report).
+  // A whole answer usually goes at once: no reactor operation and no suspension, where Asio's
+  // async_write would make the same system call and then post its completion.
+  template <class ConstBuffers>
+  std::size_t try_write(const ConstBuffers& buffers) noexcept {
+    if (tls_) return 0;
+    constexpr std::size_t max_iov = 8;
+    iovec iov[max_iov];
+    std::size_t count = 0;
+    for (auto it = boost::asio::buffer_sequence_begin(buffers); it != boost::asio::buffer_sequence_end(buffers); ++it) {
+      const boost::asio::const_buffer b(*it);
+      if (b.size() == 0) continue;
+      if (count == max_iov) return 0;
+      iov[count++] = iovec{const_cast<void*>(b.data()), b.size()};
+    }
+    if (count == 0) return 0;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count;
+    const auto n = ::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return n > 0 ? static_cast<std::size_t>(n) : 0;
+  }
+
+  // A plain connection expected to serve more than one exchange (a keep-alive client, a pooled
+  // origin connection): registers it for hang-ups (EPOLLRDHUP; one epoll_ctl, the first time),
+  // after which its short reads prove it drained and a next read needs no system call that
+  // finds nothing (edge_io.hpp). Nothing with TLS.
+  void watch_hangup() noexcept {
+    if (!tls_) edge::watch_hangup(socket_);
+  }
+  // Whether try_read_some() would ask the kernel (plain, and not proved drained since the last
+  // edge): when not, a read buffer is not worth taking for it.
+  bool worth_a_try() noexcept { return !tls_ && edge::will_try(socket_); }
+  // Whether the kernel is known to have nothing for this plain connection: no byte, no FIN and
+  // no error since a proof (EAGAIN, or a short read while watched). False with TLS.
+  bool known_drained() noexcept { return !tls_ && edge::hangup_watched(socket_) && !edge::will_try(socket_); }
 
   // Waits until a read would not block. On a plain socket: for the kernel to have bytes (which
   // lets an idle connection hold no read buffer), with edge_io.hpp's wait (no epoll_ctl; no try

@@ -2,7 +2,9 @@
 // Idle keep-alive connections to origins, one pool per worker (so no locks), indexed by endpoint
 // id. A connection enters the pool only after its response was read completely and framed
 // correctly; it leaves it when a request takes it, when it has been idle past keepalive_timeout
-// (sweep), or when the origin closed it (checked with a non-blocking peek before reuse).
+// (sweep), or when the origin closed it. That is checked at checkout: a connection the last read
+// of its answer proved drained, with no edge since and idle for less than `proof_lifetime`, is
+// taken as it is; any other gets a non-blocking peek (tls/edge_io.hpp).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -19,6 +21,12 @@ public:
   using stream_type = tls::Stream;  // plain or TLS: TLS sessions are pooled as they are
 
   explicit ConnectionPool(const Clock& clock) : clock_(clock) {}
+
+  // How long a proof that a connection is drained is trusted without a peek. The reactor learns
+  // of an origin's FIN at its next look, so one that comes in the current round is missed; an
+  // origin closes an idle connection at its own keep-alive timeout, seconds after the answer, so
+  // a connection idle for longer than this is asked the kernel again (one recv) before reuse.
+  static constexpr Clock::duration proof_lifetime = std::chrono::seconds(1);
 
   // A live idle connection to `endpoint`, most recently used first (the least likely to have been
   // closed by the origin's idle timer). Discards connections found closed or expired.
@@ -42,9 +50,10 @@ public:
 private:
   struct Idle {
     stream_type stream;
+    Clock::time_point released;
     Clock::time_point expires;
   };
-  static bool is_alive(stream_type& stream) noexcept;
+  static bool is_alive(stream_type& stream, Clock::duration idle_for) noexcept;
 
   const Clock& clock_;
   // [endpoint id] -> idle connections, oldest first: reuse from the back (the freshest), expiry
