@@ -4,8 +4,12 @@
 # `GET /`. For a change whose effect is smaller than the side-by-side run's round-to-round swing
 # (bench/run.sh compares proxies; this compares builds of one, in adjacent runs).
 #
-# Usage: bench/ab.sh ROUNDS SECONDS CONNECTIONS BINARY...   (CLOSE=1: Connection: close)
-# Example: bench/ab.sh 3 3 64 /tmp/sluice-before build/release/sluice
+# Usage: bench/ab.sh ROUNDS SECONDS CONNECTIONS BINARY...
+#   CLOSE=1: Connection: close. KEEPALIVE=N: the upstream's `keepalive` (default 32, the config's
+#   default). Keep it at or above CONNECTIONS: below it every build opens origin connections all
+#   the time, and the churn, not the change, decides the figure (2026-12-02: a change that looked
+#   25% slower at 32 was even at 128).
+# Example: KEEPALIVE=128 bench/ab.sh 3 3 64 /tmp/sluice-before build/release/sluice
 # Loopback only; bounded by ROUNDS x binaries x (SECONDS + 1) s of load; ends what it started.
 set -euo pipefail
 ROUNDS=$1; DUR=$2; CONNS=$3; shift 3
@@ -39,6 +43,7 @@ workers = 1
 level = "warn"
 access = "off"
 [upstreams.app]
+keepalive = ${KEEPALIVE:-32}
 [[upstreams.app.servers]]
 address = "127.0.0.1:$OPORT"
 T
