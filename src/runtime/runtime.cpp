@@ -303,8 +303,22 @@ void retire_removed(Runtime::State& s, const Snapshot& old, const Snapshot& now)
 // Makes `snapshot` the one every new request and probe uses.
 void publish(Runtime::State& s, std::shared_ptr<const Snapshot> snapshot) {
   const auto old = std::exchange(s.snapshot, snapshot);
-  for (auto& w : s.workers) w->publish(snapshot);
-  if (old) retire_removed(s, *old, *snapshot);
+  // Removed servers are retired once every worker has switched: a request that starts on the old
+  // snapshot meanwhile would find all of its servers draining and be answered 503 (a reload that
+  // swaps a DNS name for another did, under ASan: integration/test_discovery.py).
+  const auto retire = [&s, old, snapshot] {
+    if (old) retire_removed(s, *old, *snapshot);
+  };
+  if (s.workers.empty()) {
+    retire();
+  } else {
+    auto left = std::make_shared<std::atomic<std::size_t>>(s.workers.size());
+    for (auto& w : s.workers) {
+      w->publish(snapshot, [left, &s, retire] {
+        if (left->fetch_sub(1, std::memory_order_acq_rel) == 1) net::post(s.control, retire);
+      });
+    }
+  }
   update_probes(s);
 }
 

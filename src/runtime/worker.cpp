@@ -108,8 +108,11 @@ void Worker::join() {
   io_.poll();
 }
 
-void Worker::publish(std::shared_ptr<const Snapshot> snapshot) {
-  mailbox_.post([this, s = std::move(snapshot)]() mutable { ctx_.snapshot = std::move(s); });
+void Worker::publish(std::shared_ptr<const Snapshot> snapshot, std::function<void()> switched) {
+  mailbox_.post([this, s = std::move(snapshot), switched = std::move(switched)]() mutable {
+    ctx_.snapshot = std::move(s);
+    if (switched) switched();
+  });
 }
 
 void Worker::close_idle(Endpoint& endpoint) {

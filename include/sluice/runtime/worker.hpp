@@ -49,8 +49,9 @@ public:
   void start();
   void join();
 
-  // Any thread. Requests that start after this see the new snapshot.
-  void publish(std::shared_ptr<const Snapshot> snapshot);
+  // Any thread. Requests that start after this see the new snapshot. `switched`, if set, runs on
+  // the worker's thread once it has taken the snapshot.
+  void publish(std::shared_ptr<const Snapshot> snapshot, std::function<void()> switched = {});
   // Any thread. Closes this worker's idle pooled connections to `endpoint` (drain).
   void close_idle(Endpoint& endpoint);
   // The same for an endpoint no snapshot may hold any more (gone at a reload or from DNS): kept
