@@ -116,7 +116,6 @@ struct Session::Exchange {
   std::string_view error;
   proxy::RetrySkip skip = proxy::RetrySkip::none;  // why the last failure was not retried
   bool client_keep_alive = false;
-  bool client_closes = false;  // the client asked to close (Connection: close, HTTP/1.0): it sends no more
   bool expect_continue = false;  // the client waits for 100 Continue before sending its body
   bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
   bool head_sent = false;        // response head reached the client: no error page possible
@@ -261,6 +260,7 @@ net::awaitable<void> Session::run() {
     close();
     co_return;
   }
+  bool nothing_unread = false;  // the last exchange's client asked to close and was read to the end
   while (!closed_) {
     ProxyError error;
     const auto head = co_await read_request_head(error);
@@ -278,7 +278,7 @@ net::awaitable<void> Session::run() {
     x.start = worker_.clock.now();
     const bool keep = co_await handle_request(x);
     // Nothing more can come from a client that asked to close and was read to the end.
-    nothing_unread_ = x.client_closes && x.request_done && in_.size() == 0;
+    nothing_unread = !request_->keep_alive() && x.request_done && in_.size() == 0;
     log_exchange(x);
     end_exchange_memory();
     if (!keep || worker_.is_stopping()) break;
@@ -294,10 +294,10 @@ net::awaitable<void> Session::run() {
     expire_after(std::chrono::seconds(1));
     co_await client_.async_tls_shutdown(nothrow);
   }
-  end_connection();
+  end_connection(nothing_unread);
 }
 
-void Session::end_connection() noexcept {
+void Session::end_connection(bool nothing_unread) noexcept {
   deadline = Clock::time_point::max();
   if (closed_) return;
   // Half-close so that a client still sending (a body we refused, a request after the one we
@@ -305,7 +305,7 @@ void Session::end_connection() noexcept {
   // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
   // lingering close), one system call less per such connection.
   error_code ignored;
-  if (!nothing_unread_) client_.shutdown(tcp::socket::shutdown_send, ignored);
+  if (!nothing_unread) client_.shutdown(tcp::socket::shutdown_send, ignored);
   close_streams();
 }
 
@@ -429,7 +429,6 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
   const auto& req = *request_;
   x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
   x.client_keep_alive = req.keep_alive();
-  x.client_closes = !x.client_keep_alive;
   x.client_version = req.version();
   x.request_done = req.body_done();
 

@@ -64,10 +64,10 @@ public:
   void resumed() noexcept;
 
 private:
-  void close_streams() noexcept;
-  // After the last exchange (not parked): the half-close when the client may still be sending,
-  // then the close.
-  void end_connection() noexcept;  // close() without its shutdown first
+  void close_streams() noexcept;  // close() without its shutdown first
+  // After the last exchange (not parked): the half-close unless the client can send nothing more
+  // (`nothing_unread`), then the close.
+  void end_connection(bool nothing_unread) noexcept;
   enum class HeadResult { ok, closed, error, parked };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
@@ -253,7 +253,6 @@ private:
   bool parked_ = false;
   Clock::time_point idle_until_{};
   bool closed_ = false;
-  bool nothing_unread_ = false;  // the last exchange's client asked to close and was read to the end
   bool timed_out_ = false;  // expire() cancelled the operation under way
   // While tunnelling: the tunnel's watch (on tunnel()'s frame), its server, and why it was closed.
   TunnelWatch* tunnel_ = nullptr;
