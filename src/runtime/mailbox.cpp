@@ -1,6 +1,5 @@
 #include "sluice/runtime/mailbox.hpp"
 
-#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 

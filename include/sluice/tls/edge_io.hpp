@@ -130,6 +130,16 @@ struct DescriptorReactor {
 };
 template struct Expose<DescriptorReactor, &Reactor::descriptor_state::reactor_>;
 
+// The reactor of the socket's io_context.
+template <Pollable T>
+Reactor& reactor_of(T& s) {
+  // A registered descriptor names its reactor. (A per-thread cache keyed by the io_context's
+  // address handed out a destroyed reactor once a new io_context took the old one's address on
+  // the same thread: tests/proxy/session_harness.hpp found it.)
+  if (auto* data = impl(s).reactor_data_) return *(data->*member(DescriptorReactor{}));
+  return boost::asio::use_service<Reactor>(boost::asio::query(s.get_executor(), boost::asio::execution::context));
+}
+
 // Whether `s` is registered for EPOLLRDHUP (watch_hangup below).
 template <Pollable T>
 bool hangup_watched(T& s) noexcept {
@@ -163,10 +173,6 @@ inline void complete_with_hangup(void* owner, asio_detail::scheduler_operation* 
   if ((events & EPOLLRDHUP) != 0) events |= EPOLLPRI;
   member(DescriptorComplete{})(owner, base, ec, events);
 }
-
-// The reactor of the socket's io_context, looked up once per thread and context.
-template <Pollable T>
-Reactor& reactor_of(T& s);
 
 // Registers `s` for EPOLLRDHUP as well (one epoll_ctl, once per socket), so that its short reads
 // can prove it drained (short_read). The FIN state before this is unknown: the first proof after
@@ -213,15 +219,6 @@ inline bool nothing_to_read(int fd) noexcept {
   char byte;
   const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-template <Pollable T>
-Reactor& reactor_of(T& s) {
-  // A registered descriptor names its reactor. (A per-thread cache keyed by the io_context's
-  // address handed out a destroyed reactor once a new io_context took the old one's address on
-  // the same thread: tests/proxy/session_harness.hpp found it.)
-  if (auto* data = impl(s).reactor_data_) return *(data->*member(DescriptorReactor{}));
-  return boost::asio::use_service<Reactor>(boost::asio::query(s.get_executor(), boost::asio::execution::context));
 }
 
 // The wait operation being started on this thread: its perform function is then a try at once
