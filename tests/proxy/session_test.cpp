@@ -85,6 +85,10 @@ TEST_F(SessionTest, ConnectionCloseIsAnsweredThenTheClientReadsEndOfStream) {
   EXPECT_EQ(worker_.pool.idle_count(), 1u);
 }
 
+// The origin closes its connection right behind a keep-alive answer. The pool must see the FIN:
+// a GET sent into the dead connection would be retried, but a POST without Idempotency-Key would
+// not (it may have reached the origin), and would be answered 502. Both must succeed, each over a
+// new connection, with no failed attempt.
 TEST_F(SessionTest, AnOriginThatClosesAfterItsAnswerGetsTheNextRequestOnANewConnection) {
   configure();
   origin_.after = Origin::After::close;  // keep-alive by its head, FIN right behind the answer
@@ -95,14 +99,22 @@ TEST_F(SessionTest, AnOriginThatClosesAfterItsAnswerGetsTheNextRequestOnANewConn
   client.send("GET /two HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: f-2\r\n\r\n");
   EXPECT_EQ(next_response(client),
             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Request-Id: f-2\r\n\r\nok");
-  ASSERT_EQ(origin_.accepted(), 2u);
+  client.send(
+      "POST /three HTTP/1.1\r\nHost: app.test\r\nContent-Length: 4\r\nX-Request-Id: f-3\r\n\r\n"
+      "data");
+  EXPECT_EQ(next_response(client),
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Request-Id: f-3\r\n\r\nok");
+  ASSERT_EQ(origin_.accepted(), 3u);
   EXPECT_EQ(origin_.connections[0]->received, forwarded_head("GET /one HTTP/1.1", "f-1"));
   EXPECT_EQ(origin_.connections[1]->received, forwarded_head("GET /two HTTP/1.1", "f-2"));
+  EXPECT_EQ(origin_.connections[2]->received,
+            forwarded_head("POST /three HTTP/1.1", "f-3", "Content-Length: 4\r\n") + "data");
   EXPECT_FALSE(client.ended);
-  // Neither attempt failed: no retry, no failure counted against the server.
+  // No attempt failed: none retried, none counted against the server.
   const auto& counters = worker_.snapshot->upstreams[0]->endpoints()[0]->counters(0);
   EXPECT_EQ(counters.failures.load(), 0u);
-  EXPECT_EQ(counters.responses[2].load(), 2u);
+  for (const auto& retried : counters.retries) EXPECT_EQ(retried.load(), 0u);
+  EXPECT_EQ(counters.responses[2].load(), 3u);
 }
 
 TEST_F(SessionTest, PipelinedRequestsAreAnsweredInOrderOverOneOriginConnection) {

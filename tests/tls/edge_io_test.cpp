@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -296,9 +297,17 @@ TEST_F(EdgeIo, TryWriteLeavesTlsAndLongBufferSequencesToTheAsyncWrite) {
 // Each io_context's sockets reach its own reactor, also when a new context is made where a
 // destroyed one was, on the same thread (a per-thread cache keyed by address once handed out the
 // destroyed one: the session tests crashed in epoll_reactor::start_op).
+// Each context is made in the same storage, so that it has its predecessor's address, while
+// blocks of a reactor's size hold the memory the predecessor's reactor had (so the new reactor is
+// elsewhere): a reactor looked up by the context's address would be neither the new one nor usable.
 TEST(EdgeIoReactor, ASocketReachesTheReactorOfItsOwnContext) {
+  alignas(net::io_context) unsigned char storage[sizeof(net::io_context)];
+  std::vector<std::unique_ptr<unsigned char[]>> held;
   for (int i = 0; i < 3; ++i) {
-    auto io = std::make_unique<net::io_context>();
+    for (int k = 0; k < 8; ++k) held.push_back(std::make_unique<unsigned char[]>(sizeof(Reactor)));
+    auto* raw = new (storage) net::io_context;
+    const auto destroy = [](net::io_context* c) { c->~io_context(); };
+    std::unique_ptr<net::io_context, decltype(destroy)> io(raw, destroy);
     tcp::acceptor acceptor(*io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
     tcp::socket client(*io);
     client.connect(acceptor.local_endpoint());

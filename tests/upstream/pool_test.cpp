@@ -144,6 +144,13 @@ struct WatchedPool : Fixture {
     EXPECT_TRUE(readable);
     return c.try_read_some(net::buffer(buffer));
   }
+  // A pooled connection that has just read its next answer whole, back in the pool.
+  void answered_and_released() {
+    auto c = pooled();
+    net::write(server, net::buffer(answer));
+    EXPECT_EQ(read_answer(c), answer.size());
+    pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  }
   static constexpr std::string_view answer = "HTTP/1.1 204 No Content\r\n\r\n";
 };
 
@@ -169,10 +176,7 @@ TEST_F(WatchedPool, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
 }
 
 TEST_F(WatchedPool, AFinWhileIdleIsSeenAtCheckoutOnceTheReactorLooked) {
-  auto c = pooled();
-  net::write(server, net::buffer(answer));
-  ASSERT_EQ(read_answer(c), answer.size());
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  answered_and_released();
   server.close();
   io.poll();  // the worker's loop: the FIN's edge
   EXPECT_FALSE(pool.acquire(endpoint));
@@ -181,10 +185,7 @@ TEST_F(WatchedPool, AFinWhileIdleIsSeenAtCheckoutOnceTheReactorLooked) {
 // The window the proof leaves: a FIN the reactor has not looked at yet is missed by a checkout
 // within proof_lifetime (nginx's keepalive cache has the same one), and caught by the peek after.
 TEST_F(WatchedPool, AProofIsTrustedForItsLifetimeThenThePeekAsksAgain) {
-  auto c = pooled();
-  net::write(server, net::buffer(answer));
-  ASSERT_EQ(read_answer(c), answer.size());
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  answered_and_released();
   server.close();  // the reactor does not look
   auto trusted = pool.acquire(endpoint);
   ASSERT_TRUE(trusted);  // taken on the proof, without a system call
