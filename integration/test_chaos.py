@@ -351,11 +351,15 @@ def fleet(tmp_path):
 def test_sigkill_one_origin_no_client_errors_no_unkeyed_post_twice(fleet, sluice):
     origins = fleet(3)
     s = sluice(chaos_config(origins))
-    with ChaosLoad(s.port, rate=20, threads=4, delay_ms=50) as load:
+    with ChaosLoad(s.port, rate=20, threads=4, delay_ms=100) as load:
         load.wait_for_more(80)
-        # Strike while app-2 is working on a request (each takes 50 ms there).
-        wait_until(lambda: origins[1].stats()["in_flight"] > 0, timeout=5, interval=0.002,
-                   what="a request in flight on app-2")
+        # Strike just after app-2 has taken a request: a new line in its execution log is written
+        # once the request is read, before its 100 ms delay, so the kill meets it in flight unless
+        # this thread stalls for 100 ms. (Striking at any moment in_flight > 0 met a request in
+        # its last milliseconds often enough to fail a loaded CI run.)
+        taken = origins[1].exec_log.read_bytes().count(b"\n")
+        wait_until(lambda: origins[1].exec_log.read_bytes().count(b"\n") > taken, timeout=5,
+                   interval=0.001, what="app-2 to take a request")
         killed_at = load.now()
         origins[1].proc.kill()  # SIGKILL, by PID
         origins[1].proc.wait()
