@@ -84,6 +84,7 @@ void Worker::start() {
   net::co_spawn(io_, tick_loop(), net::detached);
   net::co_spawn(io_, mailbox_.run(), net::detached);
   thread_ = std::thread([this] {
+    const FramePool::Use frames(frames_);
     try {
       io_.run();
     } catch (const std::exception& e) {

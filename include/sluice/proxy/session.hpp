@@ -20,6 +20,7 @@
 #include "sluice/http/head_index.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/config/fail_on.hpp"
+#include "sluice/core/pooled_frame.hpp"
 #include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/body_relay.hpp"
 #include "sluice/proxy/error_response.hpp"
@@ -264,3 +265,7 @@ private:
 };
 
 }  // namespace sluice::proxy
+
+// A request nests several of the session's coroutines; their frames come from the worker's
+// FramePool (core/pooled_frame.hpp).
+SLUICE_POOLED_COROUTINES(sluice::proxy::Session);

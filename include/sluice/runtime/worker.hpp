@@ -18,6 +18,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "sluice/core/frame_pool.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/runtime/mailbox.hpp"
@@ -100,6 +101,8 @@ private:
   // One thread runs this context and no other thread calls into it (the control thread posts to
   // mailbox_), so neither the scheduler nor the reactor locks: no mutex per handler or per
   // operation (~470 instructions per proxied request, bench/callgrind.sh).
+  // The session coroutines' frames, while the loop runs on the worker's thread.
+  FramePool frames_;
   boost::asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE};
   Mailbox mailbox_{io_};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
