@@ -56,7 +56,7 @@ void FramePool::deallocate(void* p, std::size_t size) noexcept {
   const std::size_t c = class_of(size);
   if (c >= classes) return ::operator delete(p, size);
   FramePool* pool = current_;
-  if (pool == nullptr || pool->count_[c] >= max_per_class) return ::operator delete(p, block_size(c));
+  if (pool == nullptr || pool->count_[c] >= limit(c)) return ::operator delete(p, block_size(c));
   Block* b = static_cast<Block*>(p);
   b->next = pool->free_[c];
   pool->free_[c] = b;

@@ -562,7 +562,12 @@ bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded
 
 }  // namespace
 
+// What the splices add to a head, typically (X-Forwarded-*, X-Request-Id, Connection): reserved
+// with the head's own size, so that a fresh session's buffer grows once, not line by line.
+constexpr std::size_t splice_headroom = 256;
+
 void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& e) {
+  out.reserve(out.size() + req.byte_size() + splice_headroom);
   const auto& info = e.forwarded;
   // An absolute-form target's authority is the Host (admit_request()).
   append_request_line(out, req.method(), req.target(), e.path, req.has_host());
@@ -621,6 +626,7 @@ void append_final_lines(std::string& out, const ResponseSplice& e, bool codings)
 }  // namespace
 
 void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& e) {
+  out.reserve(out.size() + res.byte_size() + splice_headroom);
   using Kind = ResponseSplice::Kind;
   const auto status = res.status();
   // Beast's reason() for a line without one: the registered phrase (Session::tunnel says

@@ -62,6 +62,12 @@ TEST(FramePool, KeepsAtMostItsLimitPerClass) {
   for (std::size_t i = 0; i < FramePool::max_per_class + 10; ++i) blocks.push_back(FramePool::allocate(64));
   for (void* p : blocks) FramePool::deallocate(p, 64);
   EXPECT_EQ(pool.kept(), FramePool::max_per_class);
+  // Large classes are bounded by bytes: 128 blocks of 2 KiB.
+  blocks.clear();
+  const std::size_t big = FramePool::granule * FramePool::classes;
+  for (int i = 0; i < 200; ++i) blocks.push_back(FramePool::allocate(big));
+  for (void* p : blocks) FramePool::deallocate(p, big);
+  EXPECT_EQ(pool.kept(), FramePool::max_per_class + 128);
 }
 
 TEST(FramePool, KeepsBlocksAllocatedBeforeItWasInstalled) {

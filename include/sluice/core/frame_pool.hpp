@@ -20,7 +20,13 @@ class FramePool {
 public:
   static constexpr std::size_t granule = 64;
   static constexpr std::size_t classes = 32;  // frames up to 2 KiB; larger ones use the heap
+  // Kept per class: 512 blocks, and at most 256 KiB (128 of the 2 KiB class).
   static constexpr std::size_t max_per_class = 512;
+  static constexpr std::size_t max_bytes_per_class = 256 * 1024;
+  static constexpr std::size_t limit(std::size_t size_class) noexcept {
+    const std::size_t by_bytes = max_bytes_per_class / ((size_class + 1) * granule);
+    return by_bytes < max_per_class ? by_bytes : max_per_class;
+  }
 
   FramePool() = default;
   FramePool(const FramePool&) = delete;

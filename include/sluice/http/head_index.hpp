@@ -99,6 +99,7 @@ public:
   }
 
   unsigned version() const noexcept { return version_; }  // 10 or 11
+  std::size_t byte_size() const noexcept { return bytes_.size(); }  // the head as received
   std::optional<std::uint64_t> content_length() const noexcept { return content_length_; }
   bool chunked() const noexcept { return chunked_; }  // Transfer-Encoding's final coding is chunked
   // Connection (and, as Beast reads them, Proxy-Connection) options.

@@ -18,7 +18,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 
-#include "sluice/core/frame_pool.hpp"
+#include "sluice/core/pooled_frame.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/runtime/mailbox.hpp"
@@ -118,3 +118,6 @@ private:
 };
 
 }  // namespace sluice
+
+// serve() holds the connection's Session in its frame: from the worker's FramePool too.
+SLUICE_POOLED_COROUTINES(sluice::Worker);
