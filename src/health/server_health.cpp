@@ -65,6 +65,7 @@ ServerHealth::ServerHealth(Endpoint& endpoint, const HealthPolicy& policy,
                 : "initial state up";
   endpoint_.set_weight_share(Endpoint::full_weight_share);
   endpoint_.set_state(state_);
+  count_if_out();
 }
 
 ServerHealth::~ServerHealth() { release_slot(); }
@@ -103,8 +104,23 @@ ServerState ServerHealth::compute_state(Clock::time_point now) const noexcept {
   return ServerState::up;
 }
 
+// A server out for health reasons, ejected or down by probes, holds a slot of
+// max_ejected_percent, so that a passive ejection cannot take out the servers still serving.
+// Passive ejections take theirs within the limit (eject()); going down is never limited, so its
+// slot is taken whatever the count.
+void ServerHealth::count_if_out() noexcept {
+  const bool out = ejection_.phase() == Ejection::Phase::ejected || (active_ && !active_->up());
+  if (out && !holds_slot_ && guard_) {
+    guard_->adopt();
+    holds_slot_ = true;
+  } else if (!out) {
+    release_slot();
+  }
+}
+
 std::optional<Transition> ServerHealth::settle(Clock::time_point now,
                                                std::optional<Outcome> outcome) {
+  count_if_out();
   const auto before = state_;
   const bool available = (!active_ || active_->up()) &&
                          ejection_.phase() != Ejection::Phase::ejected;

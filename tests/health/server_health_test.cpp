@@ -428,6 +428,38 @@ TEST_F(HealthServer, RefusalIsReportedAndTheServerStaysIn) {
   EXPECT_EQ(guard->refusals(), 2u);
 }
 
+TEST_F(HealthServer, AServerDownByProbesCountsAgainstMaxEjectedPercent) {
+  // Three servers, 50 %: one may be out. With `a` down by probes, `b`'s failures cannot take it
+  // out too (the chaos test's case: app-3 down, app-1 draining, app-2 failing now and then).
+  auto guard = std::make_shared<EjectionGuard>(3, 50);
+  Endpoint other = make_endpoint("b");
+  ServerHealth a(endpoint, both(), guard, clock);
+  ServerHealth b(other, both(), guard, clock);
+  a.probe_result(fail());
+  a.probe_result(fail());
+  EXPECT_EQ(a.probe_result(fail())->event, HealthEvent::went_down);
+  EXPECT_EQ(guard->ejected(), 1u);
+  EXPECT_EQ(fail_live(b)->event, HealthEvent::ejection_refused);
+  EXPECT_TRUE(other.available());
+  // Back up: the slot is free again, and b's next run of failures ejects it.
+  EXPECT_FALSE(a.probe_result(pass()));
+  EXPECT_EQ(a.probe_result(pass())->event, HealthEvent::came_up);  // rise = 2
+  EXPECT_EQ(guard->ejected(), 0u);
+  clock.advance(1h);  // a fresh passive window
+  EXPECT_EQ(fail_live(b)->event, HealthEvent::ejected);
+}
+
+TEST_F(HealthServer, GoingDownIsNeverLimitedByMaxEjectedPercent) {
+  auto guard = std::make_shared<EjectionGuard>(2, 50);
+  Endpoint other = make_endpoint("b");
+  ServerHealth a(endpoint, both(), guard, clock);
+  ServerHealth b(other, both(), guard, clock);
+  EXPECT_EQ(fail_live(a)->event, HealthEvent::ejected);  // the only slot
+  for (int i = 0; i < 3; ++i) b.probe_result(fail());
+  EXPECT_EQ(other.state(), ServerState::down);
+  EXPECT_EQ(guard->ejected(), 2u);
+}
+
 TEST_F(HealthServer, SlotsComeBackWhenEjectionsExpire) {
   auto guard = std::make_shared<EjectionGuard>(2, 50);
   Endpoint other = make_endpoint("b");

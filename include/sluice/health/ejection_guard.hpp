@@ -3,9 +3,11 @@
 // the pool ejected, counted after the ejection. With the default 50 %:
 //   pool of 1  → 0 may be ejected (1/1 = 100 % > 50 %): a lone server is never ejected passively
 //   pool of 2  → 1        pool of 3 → 1 (2/3 = 67 %)        pool of 10 → 5
-// Only passive ejections count (and hold a slot until their ejection expires); servers that active
-// checks marked down do not, and active checks are never limited: a single-server pool is marked
-// down exactly like a three-server pool.
+// Servers out of the pool count: passive ejections (a slot until their ejection expires) and
+// servers that active checks marked down (a slot until they come back up), so that with one server
+// down by probes a passive ejection cannot take out the last ones serving. Active checks are never
+// limited: a single-server pool is marked down exactly like a three-server pool, and a server
+// going down takes its slot even past the limit.
 //
 // Shared by every ServerHealth of the upstream, so by every worker: lock-free (one CAS loop per
 // ejection attempt, which only happens on failures). A refusal is counted and reported to the
@@ -34,8 +36,8 @@ public:
   Verdict try_eject() noexcept;
   // Gives a slot back (the ejection expired, or the server left the pool). Any thread.
   void release() noexcept;
-  // Counts an ejection that is already in place, without checking the limit: a reload moved an
-  // ejected server into this upstream's new guard. Control thread.
+  // Counts a server out without checking the limit: active checks marked it down, or a reload
+  // moved an ejected server into this upstream's new guard. Any thread.
   void adopt() noexcept { ejected_.fetch_add(1, std::memory_order_acq_rel); }
 
   // Most servers that may be ejected at once: floor(pool × max_percent / 100).

@@ -231,6 +231,7 @@ private:
   std::optional<Outcome> probe_decides_ejection(const ProbeResult& result);
   Outcome eject(Clock::time_point now, const std::string& cause);
   void release_slot() noexcept;
+  void count_if_out() noexcept;
   ServerState compute_state(Clock::time_point now) const noexcept;
   // Recomputes the visible state, starts/stops the ramp, publishes to the endpoint and, given an
   // event, records and returns it.
@@ -242,7 +243,7 @@ private:
   mutable std::mutex mutex_;  // guards everything below
   HealthPolicy policy_;
   std::shared_ptr<EjectionGuard> guard_;
-  bool holds_slot_ = false;  // this server's ejection is counted in guard_
+  bool holds_slot_ = false;  // counted in guard_: ejected, or down by probes
   unsigned passes_since_ejection_ = 0;
   std::uint64_t ejections_refused_ = 0;
   mutable LogLimit failures_log_;
