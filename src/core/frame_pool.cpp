@@ -31,7 +31,7 @@ FramePool::~FramePool() {
     while (Block* b = free_[c]) {
       SLUICE_UNPOISON(b, block_size(c));
       free_[c] = b->next;
-      ::operator delete(b, block_size(c));
+      ::operator delete(b);
     }
   }
 }
@@ -54,9 +54,9 @@ void* FramePool::allocate(std::size_t size) {
 
 void FramePool::deallocate(void* p, std::size_t size) noexcept {
   const std::size_t c = class_of(size);
-  if (c >= classes) return ::operator delete(p, size);
+  if (c >= classes) return ::operator delete(p);
   FramePool* pool = current_;
-  if (pool == nullptr || pool->count_[c] >= limit(c)) return ::operator delete(p, block_size(c));
+  if (pool == nullptr || pool->count_[c] >= limit(c)) return ::operator delete(p);
   Block* b = static_cast<Block*>(p);
   b->next = pool->free_[c];
   pool->free_[c] = b;
