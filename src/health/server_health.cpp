@@ -185,7 +185,6 @@ std::optional<Transition> ServerHealth::probe_result(const ProbeResult& result) 
   Outcome verdict;
   if (active_->up()) {
     window_.clear();  // a fresh start for the passive side too
-    release_slot();   // a slot kept from an ejection that active checks took over
     verdict = {HealthEvent::came_up, "probe passed " + std::to_string(active_->rise()) + "/" +
                                          std::to_string(active_->rise())};
   } else {
@@ -210,11 +209,9 @@ std::optional<ServerHealth::Outcome> ServerHealth::probe_decides_ejection(const 
     const bool passed = active_->up();
     ejection_.end();
     window_.clear();
-    // Down by probes, the server keeps its place in max_ejected_percent until it comes back
-    // up: it is still out of the pool, and the share of servers out must not grow past the
-    // limit because the verdict changed hands.
+    // Its place in max_ejected_percent follows in settle(): kept while probes say down (still
+    // out of the pool), given back once they passed.
     if (!passed) return std::nullopt;  // the went_down verdict says it
-    release_slot();
     return Outcome{HealthEvent::recovered, "probe passed " + std::to_string(active_->rise()) + "/" +
                                                std::to_string(active_->rise()) +
                                                ": ejection ended by active checks"};
@@ -267,7 +264,6 @@ std::optional<Transition> ServerHealth::tick() {
   std::lock_guard lock(mutex_);
   const auto now = clock_.now();
   if (ejection_.expire(now)) {
-    release_slot();  // in service again (on trial): no longer counts against the pool
     return settle(now, Outcome{HealthEvent::half_open, "ejection expired: half-open"});
   }
   if (state_ == ServerState::slow_start && !ramp_.active(now)) {
@@ -316,8 +312,8 @@ void ServerHealth::reconfigure(const HealthPolicy& policy, std::shared_ptr<Eject
     guard_ = std::move(guard);
   }
   if (passive.max_fails == 0 && ejection_.phase() != Ejection::Phase::serving) {
-    // Passive checks were turned off: nothing will ever end this ejection but this.
-    release_slot();
+    // Passive checks were turned off: nothing will ever end this ejection but this (settle()
+    // gives its slot back).
     ejection_ = Ejection(passive.fail_timeout, passive.max_ejection_time);
   }
   ramp_.set_duration(policy.slow_start);
