@@ -87,9 +87,11 @@ def test_ready_after_listeners_answer_and_first_probes(sluice, origins, notify):
 
 def test_ready_at_health_ready_timeout_when_probes_never_finish(sluice, origins, notify):
     os_ = origins(1)
-    # The first probe comes within one interval (60 s here): the timeout decides.
+    # The first probe may start at once (its offset is random within the interval), so it is made
+    # to never finish in time: the origin holds /health for 60 s, the probe waits 30 s for it.
     text = health_config(os_, interval="60s").replace(
-        "workers = 1", 'workers = 1\nhealth_ready_timeout = "300ms"')
+        "workers = 1", 'workers = 1\nhealth_ready_timeout = "300ms"').replace(
+        'path = "/health"', 'path = "/health?delay=60000"').replace('timeout = "100ms"', 'timeout = "30s"')
     s = sluice(text, env=notify.env())
     assert notify.wait_for("READY")[-1]["READY"] == "1"
     assert s.log.wait_for(r"ready \(health_ready_timeout passed")
