@@ -1,6 +1,8 @@
-// The Upgrade tunnel: TunnelWatch's close rules on a manual timeline, and relay() over real
-// loopback sockets (bytes both ways, pending bytes first, half-close, abort, back-pressure).
+// The Upgrade tunnel: TunnelWatch's close rules on a manual timeline, relay() over real
+// loopback sockets (bytes both ways, pending bytes first, half-close, abort, back-pressure), and
+// relay() over beast::test::stream with an operation failing at every point in turn.
 #include "sluice/proxy/tunnel.hpp"
+#include "sluice/proxy/tunnel_relay.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,6 +10,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
@@ -16,8 +19,25 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/_experimental/test/fail_count.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
 
 namespace sluice::proxy {
+
+// test::stream has no half-close of its own: its close() also cancels this end's pending read,
+// which the relay would take for a failure. A half-close is passed on as shutdown(SHUT_WR) passes
+// it: the peer reads what is buffered, then EOF (the peer's close_remote()), while this end goes
+// on reading. The test maps the relay's streams to their peers.
+struct TestStreamPeers {
+  static inline std::unordered_map<const boost::beast::test::stream*, boost::beast::test::stream*> of;
+};
+
+template <>
+struct TunnelStream<boost::beast::test::stream> {
+  static void half_close(boost::beast::test::stream& s) { TestStreamPeers::of.at(&s)->close_remote(); }
+  static void abort(boost::beast::test::stream& s) { s.close(); }  // the peer reads EOF
+};
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -203,6 +223,63 @@ TEST_F(Relay, ASlowReaderHoldsTheWriterBack) {
   ASSERT_EQ(got.size(), accepted);
   for (std::size_t i = 0; i < accepted; ++i)
     ASSERT_EQ(got[i], block[i % block.size()]) << "at byte " << i;
+}
+
+// ---- relay over beast::test::stream, failing at every point ---------------------------------
+
+// Both directions carry a pending part, a part read in several pieces, then the EOF each passes
+// on as a half-close. The read or write the fail count names fails (and every one after it). The
+// relay must then end, not hang, as failed; both of its streams are aborted (each peer reads to
+// EOF) and what each peer got is a prefix of what it should get. From the first point at which
+// nothing fails, the whole exchange passes.
+TEST(RelayFailCount, FailAtEveryPointUntilItSucceeds) {
+  namespace test = boost::beast::test;
+  const std::string up = "early-client hello", down = "early-origin world";
+  for (std::size_t n = 0; n < 64; ++n) {
+    net::io_context io;
+    test::fail_count fc(n);
+    // client <-> client_side (sluice) ... origin_side (sluice) <-> origin; each of sluice's
+    // sides holds what its peer sent, then EOF.
+    test::stream client_side(io, fc, "hello"), origin_side(io, fc, "world");
+    test::stream client(io), origin(io);
+    client_side.connect(client);
+    origin_side.connect(origin);
+    client_side.close_remote();
+    origin_side.close_remote();
+    TestStreamPeers::of = {{&client_side, &client}, {&origin_side, &origin}};
+    std::array<char, 4> up_buffer{}, down_buffer{};  // smaller than each part: several reads
+    SteadyClock clock;
+    Clock::time_point activity{};
+    TunnelIo tio{up_buffer, down_buffer, "early-client ", "early-origin ", &clock, &activity};
+    std::optional<TunnelStats> stats;
+    net::co_spawn(io, relay(client_side, origin_side, tio), [&](std::exception_ptr e, TunnelStats s) {
+      EXPECT_FALSE(e);
+      stats = s;
+    });
+    io.run_for(5s);
+    ASSERT_TRUE(stats.has_value()) << "point " << n << ": the relay hung";
+    const auto got_up = origin.str(), got_down = client.str();
+    EXPECT_TRUE(up.starts_with(got_up)) << "point " << n << ": " << got_up;
+    EXPECT_TRUE(down.starts_with(got_down)) << "point " << n << ": " << got_down;
+    // Both peers read to the end: the EOF passed on, or the abort.
+    for (auto* peer : {&client, &origin}) {
+      std::string rest(64, '\0');
+      std::optional<boost::system::error_code> end;
+      net::async_read(*peer, net::buffer(rest), [&](boost::system::error_code ec, std::size_t) { end = ec; });
+      io.restart();
+      io.run_for(5s);
+      EXPECT_EQ(end, net::error::eof) << "point " << n;
+    }
+    if (stats->failed) continue;  // failed at point n: try with the failure one step later
+    EXPECT_EQ(got_up, up);
+    EXPECT_EQ(got_down, down);
+    EXPECT_EQ(stats->up, up.size());
+    EXPECT_EQ(stats->down, down.size());
+    EXPECT_GT(n, 4u);  // the first points did fail
+    TestStreamPeers::of.clear();
+    return;
+  }
+  FAIL() << "never succeeded";
 }
 
 }  // namespace
