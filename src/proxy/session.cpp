@@ -144,10 +144,12 @@ Session::Session(WorkerContext& worker, tls::Stream client, const boost::asio::i
     : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
   client_addr_ = unmapped(client_address);
   client_ip_ = ip_text(client_addr_).view();  // IPv4 fits the string's own buffer: no allocation
+  head_out_ = worker_.head_strings.take();
   worker_.sessions.push_back(*this);
 }
 
 Session::~Session() {
+  worker_.head_strings.keep(std::move(head_out_));
   if (is_linked()) worker_.sessions.erase(worker_.sessions.iterator_to(*this));
 }
 

@@ -13,6 +13,7 @@
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/core/random.hpp"
+#include "sluice/core/string_pool.hpp"
 #include "sluice/http/request_id.hpp"
 #include "sluice/proxy/snapshot.hpp"
 #include "sluice/telemetry/access_log.hpp"
@@ -84,6 +85,8 @@ struct WorkerContext {
   BlockPool arena_blocks{arena_block_size, 128};
   BlockPool relay_blocks{relay_block_size, 128};
   BlockPool head_blocks{head_block_size, 1024, &arena_blocks};
+  // Sessions' head output strings (core/string_pool.hpp): 256 of at most 4 KiB.
+  StringPool head_strings{256, 4096};
 };
 
 }  // namespace sluice::proxy
