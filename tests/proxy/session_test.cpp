@@ -85,6 +85,22 @@ TEST_F(SessionTest, ConnectionCloseIsAnsweredThenTheClientReadsEndOfStream) {
   EXPECT_EQ(worker_.pool.idle_count(), 1u);
 }
 
+// A session's head output string goes back to the worker when the session ends, and the next
+// connection's session writes its heads into it: a new connection does not grow a fresh string
+// (StringPool, core/string_pool.hpp).
+TEST_F(SessionTest, AnEndedSessionLeavesItsHeadStringToTheNextConnection) {
+  configure();
+  EXPECT_EQ(worker_.head_strings.size(), 0u);
+  for (int i = 1; i <= 2; ++i) {
+    auto& client = connect();
+    client.send("GET /bye HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n");
+    ASSERT_TRUE(run_until([&] { return client.ended && ended_ == i; }));
+    // Given back; and still one after the second connection: its session took the first's
+    // string instead of growing a fresh one.
+    EXPECT_EQ(worker_.head_strings.size(), 1u) << "connection " << i;
+  }
+}
+
 // The origin closes its connection right behind a keep-alive answer. The pool must see the FIN:
 // a GET sent into the dead connection would be retried, but a POST without Idempotency-Key would
 // not (it may have reached the origin), and would be answered 502. Both must succeed, each over a
