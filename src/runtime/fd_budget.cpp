@@ -4,12 +4,14 @@
 
 #include <algorithm>
 
+#include "sluice/upstream/pool.hpp"
+
 namespace sluice {
 
 std::uint64_t max_idle_pooled(const config::Config& config, unsigned workers) {
   std::uint64_t total = 0;
   for (const auto& u : config.upstreams)
-    total += static_cast<std::uint64_t>(u.keepalive) * u.servers.size() * workers;
+    total += static_cast<std::uint64_t>(u.keepalive) * ConnectionPool::surplus_factor * u.servers.size() * workers;
   return total;
 }
 

@@ -22,7 +22,7 @@ bool ConnectionPool::is_alive(stream_type& stream, Clock::duration idle_for) noe
 
 std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoint& endpoint) {
   if (endpoint.id() >= idle_.size()) return std::nullopt;
-  auto& stack = idle_[endpoint.id()];
+  auto& stack = idle_[endpoint.id()].idle;
   const auto now = clock_.now();
   while (!stack.empty()) {
     Idle idle = std::move(stack.back());
@@ -40,9 +40,10 @@ void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::
   // the file) gets no new request, so a connection to it would only wait for its expiry.
   if (max_idle == 0 || endpoint.draining()) return;
   if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
-  auto& stack = idle_[endpoint.id()];
-  if (stack.size() >= max_idle) {
-    // Full: drop the oldest, keep the freshest.
+  auto& [stack, keep] = idle_[endpoint.id()];
+  keep = max_idle;
+  if (stack.size() >= std::size_t{max_idle} * surplus_factor) {
+    // Full, surplus included: drop the oldest, keep the freshest.
     stack.erase(stack.begin());  // closes it
   }
   // Its next answer's short read may then prove it drained: the checkout after that needs no peek.
@@ -53,31 +54,35 @@ void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::
 
 void ConnectionPool::sweep() {
   const auto now = clock_.now();
-  for (auto& stack : idle_) {
-    // Ordered by release time, so expired connections form a prefix.
-    std::size_t expired = 0;
-    while (expired < stack.size() && stack[expired].expires <= now) ++expired;
-    stack.erase(stack.begin(), stack.begin() + static_cast<std::ptrdiff_t>(expired));
+  for (auto& [stack, keep] : idle_) {
+    // Ordered by release time, so expired connections, and the surplus idle for surplus_linger,
+    // form a prefix.
+    const std::size_t surplus = stack.size() > keep ? stack.size() - keep : 0;
+    std::size_t end = 0;
+    while (end < stack.size() &&
+           (stack[end].expires <= now || (end < surplus && stack[end].released + surplus_linger <= now)))
+      ++end;
+    stack.erase(stack.begin(), stack.begin() + static_cast<std::ptrdiff_t>(end));  // closes them
   }
 }
 
 void ConnectionPool::close(const Endpoint& endpoint) {
-  if (endpoint.id() < idle_.size()) idle_[endpoint.id()].clear();
+  if (endpoint.id() < idle_.size()) idle_[endpoint.id()].idle.clear();
 }
 
 void ConnectionPool::close_all() {
-  for (auto& stack : idle_) stack.clear();
+  for (auto& stack : idle_) stack.idle.clear();
 }
 
 std::size_t ConnectionPool::idle_count() const noexcept {
   std::size_t n = 0;
-  for (const auto& stack : idle_) n += stack.size();
+  for (const auto& stack : idle_) n += stack.idle.size();
   return n;
 }
 
 std::vector<std::uint32_t> ConnectionPool::idle_by_endpoint() const {
   std::vector<std::uint32_t> counts(idle_.size());
-  for (std::size_t id = 0; id < idle_.size(); ++id) counts[id] = static_cast<std::uint32_t>(idle_[id].size());
+  for (std::size_t id = 0; id < idle_.size(); ++id) counts[id] = static_cast<std::uint32_t>(idle_[id].idle.size());
   return counts;
 }
 

@@ -24,7 +24,7 @@ TEST(FdBudget, AtLeastOneConnectionEvenWhenTheReserveTakesEverything) {
   EXPECT_EQ(connections_within(0, 0, 10000), 1u);
 }
 
-TEST(FdBudget, IdlePoolIsKeepalivePerServerPerWorker) {
+TEST(FdBudget, IdlePoolIsKeepaliveAndItsSurplusPerServerPerWorker) {
   auto r = config::load_string(
       "[upstreams.a]\nkeepalive = 8\n[[upstreams.a.servers]]\naddress = \"127.0.0.1:1\"\n"
       "[[upstreams.a.servers]]\naddress = \"127.0.0.1:2\"\n"
@@ -33,8 +33,8 @@ TEST(FdBudget, IdlePoolIsKeepalivePerServerPerWorker) {
       "[[route]]\npath_prefix = \"/b\"\nupstream = \"b\"\n",
       "t.toml");
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].to_string());
-  // a: 8 x 2 servers, b: the default 32 x 1 server; times 3 workers.
-  EXPECT_EQ(max_idle_pooled(*r.config, 3), (8u * 2 + 32u) * 3);
+  // a: 8 x 2 servers, b: the default 32 x 1 server; times the surplus factor (2), times 3 workers.
+  EXPECT_EQ(max_idle_pooled(*r.config, 3), (8u * 2 + 32u) * 2 * 3);
 }
 
 TEST(FdBudget, RaiseFdLimitReachesTheHardLimit) {

@@ -205,13 +205,65 @@ TEST_F(Fixture, ExpiresAfterKeepaliveTimeout) {
   EXPECT_EQ(pool.idle_count(), 0u);
 }
 
-TEST_F(Fixture, BoundedByMaxIdle) {
+TEST_F(Fixture, ASurplusBeyondMaxIdleLingersThenTheSweepTrimsItToTheFreshest) {
+  // A burst left 5 idle connections where 3 are kept: a burst right after reuses all 5; once they
+  // have been idle for surplus_linger, the sweep closes the 2 oldest.
   std::vector<tcp::socket> servers;
+  std::vector<unsigned short> ports;
   for (int i = 0; i < 5; ++i) {
     servers.emplace_back(io);
-    pool.release(endpoint, connect(&servers.back()), 3, std::chrono::seconds(30));
+    auto c = connect(&servers.back());
+    ports.push_back(c.socket().local_endpoint().port());
+    pool.release(endpoint, std::move(c), 3, std::chrono::seconds(30));
   }
-  EXPECT_EQ(pool.idle_count(), 3u);
+  EXPECT_EQ(pool.idle_count(), 5u);
+  clock.advance(ConnectionPool::surplus_linger - std::chrono::milliseconds(1));
+  pool.sweep();
+  EXPECT_EQ(pool.idle_count(), 5u);
+  clock.advance(std::chrono::milliseconds(1));
+  pool.sweep();
+  ASSERT_EQ(pool.idle_count(), 3u);
+  for (int i = 4; i >= 2; --i) {
+    auto got = pool.acquire(endpoint);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->socket().local_endpoint().port(), ports[static_cast<std::size_t>(i)]);
+  }
+  EXPECT_EQ(pool.idle_count(), 0u);
+}
+
+TEST_F(Fixture, AConnectionReleasedAgainIsFreshAndTheSurplusIsTheOldest) {
+  std::vector<tcp::socket> servers;
+  std::vector<unsigned short> ports;
+  for (int i = 0; i < 3; ++i) {
+    servers.emplace_back(io);
+    auto c = connect(&servers.back());
+    ports.push_back(c.socket().local_endpoint().port());
+    pool.release(endpoint, std::move(c), 2, std::chrono::seconds(30));
+  }
+  clock.advance(ConnectionPool::surplus_linger - std::chrono::milliseconds(1));
+  auto taken = pool.acquire(endpoint);  // the freshest, ports[2]
+  ASSERT_TRUE(taken);
+  pool.release(endpoint, std::move(*taken), 2, std::chrono::seconds(30));
+  clock.advance(std::chrono::milliseconds(1));
+  pool.sweep();  // ports[0] idle for the linger: closed; ports[1] kept with ports[2]
+  ASSERT_EQ(pool.idle_count(), 2u);
+  EXPECT_EQ(pool.acquire(endpoint)->socket().local_endpoint().port(), ports[2]);
+  EXPECT_EQ(pool.acquire(endpoint)->socket().local_endpoint().port(), ports[1]);
+}
+
+TEST_F(Fixture, BoundedBySurplusFactorTimesMaxIdleEvenWithinTheLinger) {
+  std::vector<tcp::socket> servers;
+  std::vector<unsigned short> ports;
+  const int n = static_cast<int>(ConnectionPool::surplus_factor) * 2 + 3;
+  for (int i = 0; i < n; ++i) {
+    servers.emplace_back(io);
+    auto c = connect(&servers.back());
+    ports.push_back(c.socket().local_endpoint().port());
+    pool.release(endpoint, std::move(c), 2, std::chrono::seconds(30));
+  }
+  ASSERT_EQ(pool.idle_count(), ConnectionPool::surplus_factor * 2);
+  // The 3 oldest went as the newer came; the first one taken is the freshest.
+  EXPECT_EQ(pool.acquire(endpoint)->socket().local_endpoint().port(), ports.back());
   pool.close(endpoint);
   EXPECT_EQ(pool.idle_count(), 0u);
 }

@@ -15,7 +15,8 @@ namespace sluice {
 // admin API and its clients, log files, inotify, probes, stdio.
 inline constexpr std::uint64_t fd_reserve = 64;
 
-// Idle upstream connections the pools may hold at most: keepalive per server per worker.
+// Idle upstream connections the pools may hold at most: keepalive per server per worker, times
+// the surplus a burst may leave for a while (ConnectionPool::surplus_factor).
 std::uint64_t max_idle_pooled(const config::Config& config, unsigned workers);
 
 // Client connections that fit in `fd_limit` descriptors: two per connection (itself and its

@@ -32,12 +32,25 @@ public:
   // closed by the origin's idle timer). Discards connections found closed or expired.
   std::optional<stream_type> acquire(const Endpoint& endpoint);
 
-  // Keeps `stream` for reuse unless the pool for this endpoint already holds max_idle connections
-  // or the endpoint is draining.
+  // How long connections beyond `max_idle` (the surplus a burst leaves) stay before the sweep
+  // closes them, oldest first, down to `max_idle`. A stalled origin piles the in-flight requests
+  // onto itself, and when it recovers they all come back at once; closing the surplus then (as
+  // nginx's keepalive cache does) made the next stall open as many connections again. HAProxy
+  // keeps every idle connection and purges over time (pool-purge-delay, 5 s); this keeps the
+  // surplus for a bounded time, shorter than common origin idle timeouts (Node.js: 5 s), and
+  // number (surplus_factor).
+  static constexpr Clock::duration surplus_linger = std::chrono::seconds(2);
+  // At most surplus_factor * max_idle idle connections per endpoint, surplus included.
+  static constexpr std::uint32_t surplus_factor = 2;
+
+  // Keeps `stream` for reuse unless the endpoint is draining, max_idle is 0, or the pool for this
+  // endpoint already holds surplus_factor * max_idle connections (then the oldest goes). The
+  // connections beyond max_idle are closed by the sweep once idle for surplus_linger.
   void release(const Endpoint& endpoint, stream_type stream, std::uint32_t max_idle,
                Clock::duration keepalive_timeout);
 
-  // Closes connections idle past their deadline. Called periodically by the worker.
+  // Closes connections idle past their deadline, and a surplus beyond max_idle idle for
+  // surplus_linger. Called periodically (once a second) by the worker.
   void sweep();
   // Closes every idle connection to `endpoint` (drain) or to everyone (shutdown).
   void close(const Endpoint& endpoint);
@@ -55,10 +68,15 @@ private:
   };
   static bool is_alive(stream_type& stream, Clock::duration idle_for) noexcept;
 
+  struct Stack {
+    // Oldest first: reuse from the back (the freshest), expiry from the front. Capacity is kept,
+    // so steady state allocates nothing.
+    std::vector<Idle> idle;
+    std::uint32_t keep = 0;  // max_idle of the last release: what the sweep trims the surplus to
+  };
+
   const Clock& clock_;
-  // [endpoint id] -> idle connections, oldest first: reuse from the back (the freshest), expiry
-  // from the front. Capacity is kept, so steady state allocates nothing.
-  std::vector<std::vector<Idle>> idle_;
+  std::vector<Stack> idle_;  // [endpoint id]
 };
 
 }  // namespace sluice
