@@ -40,7 +40,10 @@ struct ParkingLot::Parked final : SessionLink {
 static_assert(sizeof(ParkingLot::Parked) <= Slab::block_size);
 
 void* Slab::allocate(std::size_t n) {
-  if (n > block_size) return ::operator new(n);
+  if (n > block_size) {
+    ++oversized_;
+    return ::operator new(n);
+  }
   if (free_ == nullptr) {
     chunks_.push_back(std::make_unique<Block[]>(blocks_per_chunk));
     link(chunks_.back().get());

@@ -156,6 +156,15 @@ TEST_F(ParkingTest, ManyParkedConnectionsWakeOneByOne) {
   EXPECT_EQ(worker_.sessions.size(), 1u);
 }
 
+TEST_F(ParkingTest, AParkedConnectionHoldsTwoSlabBlocksAndNothingOfTheHeap) {
+  // The record and its wait's operation, each in one block: none too large for it.
+  auto a = park();
+  auto b = park();
+  auto c = park();
+  EXPECT_EQ(lot_.slab().used(), 6u);
+  EXPECT_EQ(lot_.slab().oversized(), 0u);
+}
+
 TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {
   Slab slab;
   std::vector<void*> blocks;
@@ -170,6 +179,7 @@ TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {
   EXPECT_EQ(slab.chunks(), 1u);  // the burst's chunks went back to the heap
   void* big = slab.allocate(Slab::block_size + 1);  // beyond a block: the heap
   EXPECT_EQ(slab.used(), 0u);
+  EXPECT_EQ(slab.oversized(), 1u);
   slab.deallocate(big, Slab::block_size + 1);
 }
 
