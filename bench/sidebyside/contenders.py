@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import client
 from .conf import render
-from .processes import Child, cpu_seconds, descendant_pids, free_port
+from .processes import Child, cpu_seconds, cpu_split, descendant_pids, free_port
 
 _start_ids = itertools.count(1)
 
@@ -31,6 +31,11 @@ class Running:
 
     def cpu_seconds(self):
         return sum(cpu_seconds(p) for p in (self.cpu_pids or (self.pid,)))
+
+    def cpu_split(self):
+        """(user, system) CPU seconds of the pids that count."""
+        splits = [cpu_split(p) for p in (self.cpu_pids or (self.pid,))]
+        return sum(u for u, _ in splits), sum(s for _, s in splits)
 
     def stop(self, timeout=30.0):
         return self.child.stop(timeout=timeout)

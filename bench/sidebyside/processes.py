@@ -130,12 +130,18 @@ def descendant_pids(pid):
     return found
 
 
-def cpu_seconds(pid):
-    """utime + stime of the whole process (all threads), in seconds, from /proc/PID/stat."""
+def cpu_split(pid):
+    """(utime, stime) of the whole process (all threads), in seconds, from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:
         stat = f.read()
     fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3 (state)
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # fields 14 and 15
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS  # fields 14 and 15
+
+
+def cpu_seconds(pid):
+    """utime + stime of the whole process (all threads), in seconds."""
+    user, system = cpu_split(pid)
+    return user + system
 
 
 def rss_kib(pid):

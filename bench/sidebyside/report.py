@@ -24,6 +24,8 @@ METRICS = {
         Metric("rps", "req/s", "{:,.0f}", "higher", True),
         Metric("proxy_cpu_busy", "proxy CPU busy", "{:.2f}"),
         Metric("req_per_cpu_s", "req per proxy CPU-s", "{:,.0f}", "higher", True),
+        Metric("user_us_per_req", "proxy user µs / req", "{:.2f}", "lower"),
+        Metric("sys_us_per_req", "proxy system µs / req", "{:.2f}", "lower"),
         Metric("p50_ms", "p50 ms", "{:.2f}", "lower"),
         Metric("p99_ms", "p99 ms", "{:.2f}", "lower", True),
         Metric("origin_conns_per_1k", "origin conns / 1k req (steady)", "{:.2f}", "lower"),
@@ -67,7 +69,7 @@ TARGETS = [
 
 
 def _ratio(a, b):
-    return a / b if b else None
+    return a / b if a is not None and b else None
 
 
 def _median(values):
@@ -80,12 +82,12 @@ def summarize(result, names):
     first contender its per-round ratio to the best of the others."""
     metrics = METRICS[result["kind"]]
     rounds = result["rounds"]
-    medians = {n: {m.key: _median([r[n][m.key] for r in rounds]) for m in metrics} for n in names}
+    medians = {n: {m.key: _median([r[n].get(m.key) for r in rounds]) for m in metrics} for n in names}
     pairs = {}
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             pairs[f"{a}/{b}"] = {
-                m.key: _median([_ratio(r[a][m.key], r[b][m.key]) for r in rounds])
+                m.key: _median([_ratio(r[a].get(m.key), r[b].get(m.key)) for r in rounds])
                 for m in metrics if m.in_ratio_table}
     vs_best, per_round = {}, {}
     primary, others = names[0], names[1:]
@@ -94,7 +96,10 @@ def summarize(result, names):
             if not m.better:
                 continue
             pick = max if m.better == "higher" else min
-            series = [_ratio(r[primary][m.key], pick(r[o][m.key] for o in others)) for r in rounds]
+            series = []
+            for r in rounds:
+                theirs = [r[o].get(m.key) for o in others if r[o].get(m.key) is not None]
+                series.append(_ratio(r[primary].get(m.key), pick(theirs)) if theirs else None)
             vs_best[m.key] = _median(series)
             per_round[m.key] = series
     return {"medians": medians, "ratios": pairs, "vs_best": vs_best, "vs_best_per_round": per_round,

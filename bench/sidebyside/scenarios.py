@@ -147,7 +147,7 @@ class Bench:
         origins served in that window: at the edges of a run wrk opens its connections and cuts
         the requests in flight, which makes every proxy drop and reopen upstream connections,
         and that is not the steady state the figure is about."""
-        cpu0, ocpu0 = running.cpu_seconds(), self.origins.cpu_seconds()
+        (user0, sys0), ocpu0 = running.cpu_split(), self.origins.cpu_seconds()
         t0 = time.monotonic()
         child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
                           connections=self.s.connections, duration=duration,
@@ -160,7 +160,9 @@ class Bench:
         finally:
             w = wrk.finish(child)
         wall = time.monotonic() - t0
-        cpu, ocpu = running.cpu_seconds() - cpu0, self.origins.cpu_seconds() - ocpu0
+        (user1, sys1), ocpu = running.cpu_split(), self.origins.cpu_seconds() - ocpu0
+        user, system = user1 - user0, sys1 - sys0
+        cpu = user + system
         if not running.child.alive():
             raise RuntimeError(f"{running.name} exited during the run")
         n, window_reqs = w["requests"], reqs1 - reqs0
@@ -171,6 +173,10 @@ class Bench:
             "proxy_cpu_s": round(cpu, 3),
             "proxy_cpu_busy": cpu / wall,
             "req_per_cpu_s": n / cpu if cpu > 0 else 0.0,
+            # Where the CPU went: user space (the proxy's own code) and the kernel (system calls,
+            # and on loopback the TCP receive processing of what it sends, done on its CPU).
+            "user_us_per_req": user * 1e6 / n if n else None,
+            "sys_us_per_req": system * 1e6 / n if n else None,
             "origin_cpu_busy": ocpu / wall,
             "p50_ms": w["latency_ms"]["p50"],
             "p99_ms": w["latency_ms"]["p99"],
