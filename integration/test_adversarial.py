@@ -272,13 +272,13 @@ def test_connection_over_the_limit_waits_then_is_served(origin, sluice):
 
 
 def test_fd_limit_below_max_connections_clamps_the_accept_limit(origin, sluice):
-    """sluice runs with 128 file descriptors and the default max_connections (10,000). It says
-    so at start-up and accepts only what the descriptors can hold ((128 - 64 reserved - 32 idle
-    pool) / 2 = 16), so a flood of 300 connections waits in the backlog instead of taking the
+    """sluice runs with 160 file descriptors and the default max_connections (10,000). It says
+    so at start-up and accepts only what the descriptors can hold ((160 - 64 reserved - 64 idle
+    pool, keepalive 32 and the surplus of a burst as much again) / 2 = 16), so a flood of 300 connections waits in the backlog instead of taking the
     descriptors a served client needs for its upstream connections: that client (whose every
     answer closes the upstream connection, so each request needs a new one) keeps getting 200s.
     Before the clamp it got 502 `connect failed` (EMFILE)."""
-    s = sluice(sluice_config([origin], top=toml_table("admin", listen="127.0.0.1:0")), nofile=128)
+    s = sluice(sluice_config([origin], top=toml_table("admin", listen="127.0.0.1:0")), nofile=160)
 
     def client_connections():
         m = re.search(r'^sluice_connections\{side="client"\} (\S+)$', s.metrics_text(), re.M)
