@@ -21,6 +21,7 @@
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/upstream_attempt.hpp"
 
 namespace sluice::proxy {
 
@@ -34,7 +35,7 @@ namespace {
 
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
-constexpr std::size_t read_chunk = 16 * 1024;  // bytes asked of the socket while reading a head
+constexpr std::size_t read_chunk = head_read_chunk;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
@@ -1104,59 +1105,53 @@ net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& 
   co_return std::nullopt;
 }
 
+struct Session::HeadHooks {
+  Session& s;
+  Exchange& x;
+  Clock::time_point try_until;
+  std::size_t& received_bytes;
+
+  http::ResponseHead& index() { return s.response_index(); }
+  std::optional<FailureKind> complete(http::ResponseHead& head) {
+    s.response_ = &head;
+    return s.final_head(x, head.status());
+  }
+  net::awaitable<bool> interim(const http::ResponseHead&) { return s.pass_interim(x, try_until); }
+  void received(std::size_t n) {
+    if (received_bytes == 0 && n > 0) x.first_byte = s.worker_.clock.now();
+    received_bytes += n;
+  }
+  // While uploading, the upload may fail on the client's side: nothing more to read then.
+  bool client_gone() const { return s.upload_ != nullptr && s.upload_->client_failed; }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  // read_final_head()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<FailureKind>, HeadHooks, tls::Stream&,
+                                                     HeadBuffer&, std::size_t>::promise_type,
+                               PooledFrame<FailureKind>>);
+};
+
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
+// Not a coroutine: the attempt's phase is read_final_head()'s frame alone.
 net::awaitable<FailureKind> Session::read_response_head(Exchange& x, socket_type& upstream,
                                                         Clock::time_point try_until,
                                                         std::size_t& received) {
-  const auto& limits = snapshot_->config->server;
-  // While uploading, the upload may fail on the client's side: nothing more to read then.
-  const auto client_gone = [this] { return upload_ != nullptr && upload_->client_failed; };
   arm_response(try_until);
-  for (;;) {
-    auto& head = response_index();
-    const auto verdict = http::index_response_head(view(up_in_), limits.max_header_bytes, head);
-    if (verdict.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
-    if (verdict.result == http::HeadScan::Result::complete) {
-      up_in_.consume(verdict.head_size);  // the bytes stay in place until the next read
-      response_ = &head;
-      const auto code = head.status();
-      if (const auto final = final_head(x, code)) co_return *final;
-      // 100 answered the origin's own framing; other 1xx go to HTTP/1.1 clients as they are.
-      if (code != 100 && x.client_version == 11) {
-        write_interim_head();
-        expire_after(limits.idle_timeout);
-        auto [ec1, n1] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
-        ec1 = timed(ec1);
-        if (ec1 || client_gone()) co_return FailureKind::client_failed;
-        arm_response(try_until);
-      }
-      response_ = nullptr;
-      continue;
-    }
-    // The answer takes a round trip. On a pooled connection, which the pool proved drained,
-    // neither the try nor the wait costs a system call (tls/edge_io.hpp); the read after the wait
-    // is ours, so that a short one proves the connection drained for its next checkout.
-    const auto buffer = prepare_some(up_in_);
-    std::size_t n = upstream.try_read_some(buffer);
-    error_code ec;
-    if (n == 0 && !upstream.is_tls()) {
-      std::tie(ec) = co_await upstream.async_wait_readable(nothrow);
-      if (!ec) n = upstream.try_read_some(buffer);
-    }
-    if (n == 0 && !ec) {
-      std::tie(ec, n) = co_await upstream.async_read_some(buffer, nothrow);  // TLS, EOF or an error
-    }
-    ec = timed(ec);
-    up_in_.commit(n);
-    if (received == 0 && n > 0) x.first_byte = worker_.clock.now();
-    received += n;
-    if (client_gone()) co_return FailureKind::client_failed;
-    if (ec) {
-      // The request was (at least partly) written: whatever happens now, the origin may have it.
-      co_return ec == beast::error::timeout ? FailureKind::response_timeout
-                                            : FailureKind::reset_after_send;
-    }
+  return read_final_head(HeadHooks{*this, x, try_until, received}, upstream, up_in_,
+                         snapshot_->config->server.max_header_bytes);
+}
+
+// An interim head in response_: 100 answered the origin's own framing; other 1xx go to HTTP/1.1
+// clients as they are. False when the client is gone.
+net::awaitable<bool> Session::pass_interim(Exchange& x, Clock::time_point try_until) {
+  if (response_->status() != 100 && x.client_version == 11) {
+    write_interim_head();
+    expire_after(snapshot_->config->server.idle_timeout);
+    auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+    if (timed(ec) || (upload_ != nullptr && upload_->client_failed)) co_return false;
+    arm_response(try_until);
   }
+  response_ = nullptr;
+  co_return true;
 }
 
 // A complete response head with status `code`: the attempt's outcome when it is a final answer

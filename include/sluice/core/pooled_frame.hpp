@@ -10,6 +10,7 @@
 // which Asio's get_return_object() relies on (coroutine_handle<awaitable_frame>::from_promise).
 //
 //   SLUICE_POOLED_COROUTINES(sluice::proxy::Session)   // at namespace scope, after the class
+//   SLUICE_POOLED_COROUTINES_TAKING(Hooks)             // free coroutines taking a Hooks first
 #include <coroutine>
 #include <cstddef>
 #include <utility>
@@ -51,9 +52,10 @@ public:
 
 }  // namespace sluice
 
-#define SLUICE_POOLED_COROUTINES(Class)                                                         \
+// Coroutines whose first parameter is of type `First` (a member coroutine's is its object, `Class&`).
+#define SLUICE_POOLED_COROUTINES_TAKING(First)                                                  \
   template <class T, class... Args>                                                             \
-  struct std::coroutine_traits<boost::asio::awaitable<T, boost::asio::any_io_executor>, Class&, \
+  struct std::coroutine_traits<boost::asio::awaitable<T, boost::asio::any_io_executor>, First,  \
                                Args...> {                                                       \
     static_assert(sizeof(sluice::PooledFrame<T>) ==                                             \
                       sizeof(boost::asio::detail::awaitable_frame<T, boost::asio::any_io_executor>) && \
@@ -61,3 +63,4 @@ public:
                       alignof(boost::asio::detail::awaitable_frame<T, boost::asio::any_io_executor>)); \
     using promise_type = sluice::PooledFrame<T>;                                                \
   }
+#define SLUICE_POOLED_COROUTINES(Class) SLUICE_POOLED_COROUTINES_TAKING(Class&)

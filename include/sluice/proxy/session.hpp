@@ -64,6 +64,10 @@ public:
   ParkedClient take_parked() noexcept;
   void resumed() noexcept;
 
+  // read_final_head()'s hooks (upstream_attempt.hpp) for one attempt, defined in session.cpp.
+  // Named here, outside `private`, for the FramePool specialisation at the end of this file.
+  struct HeadHooks;
+
 private:
   void close_streams() noexcept;  // close() without its shutdown first
   // After the last exchange (not parked): the half-close unless the client can send nothing more
@@ -157,9 +161,11 @@ private:
   // idle_timeout), the response head (try_until, or from the last request byte when streamed).
   void arm_body_read();
   void arm_response(Clock::time_point try_until);
+  // The attempt's response head (read_final_head(), upstream_attempt.hpp), from try_until on.
   boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
                                                          Clock::time_point try_until,
                                                          std::size_t& received);
+  boost::asio::awaitable<bool> pass_interim(Exchange& x, Clock::time_point try_until);
   http::ResponseHead& response_index();
   void forget_response() noexcept;
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
@@ -269,3 +275,4 @@ private:
 // A request nests several of the session's coroutines; their frames come from the worker's
 // FramePool (core/pooled_frame.hpp).
 SLUICE_POOLED_COROUTINES(sluice::proxy::Session);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::HeadHooks);
