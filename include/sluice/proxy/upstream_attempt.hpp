@@ -44,15 +44,17 @@ boost::asio::awaitable<FailureKind> read_final_head(Hooks hooks, Stream& upstrea
   namespace net = boost::asio;
   constexpr auto nothrow = net::as_tuple(net::use_awaitable);
   for (;;) {
-    auto& head = hooks.index();
-    const std::string_view bytes(static_cast<const char*>(in.data().data()), in.size());
-    const auto verdict = http::index_response_head(bytes, max_header_bytes, head);
-    if (verdict.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
-    if (verdict.result == http::HeadScan::Result::complete) {
-      in.consume(verdict.head_size);  // the bytes stay in place until the next read
-      if (const auto final = hooks.complete(head)) co_return *final;
-      if (!co_await hooks.interim(head)) co_return FailureKind::client_failed;
-      continue;
+    if (in.size() != 0) {  // usually empty at first: the answer is still on its way
+      auto& head = hooks.index();
+      const std::string_view bytes(static_cast<const char*>(in.data().data()), in.size());
+      const auto verdict = http::index_response_head(bytes, max_header_bytes, head);
+      if (verdict.result == http::HeadScan::Result::invalid) co_return FailureKind::bad_response;
+      if (verdict.result == http::HeadScan::Result::complete) {
+        in.consume(verdict.head_size);  // the bytes stay in place until the next read
+        if (const auto final = hooks.complete(head)) co_return *final;
+        if (!co_await hooks.interim(head)) co_return FailureKind::client_failed;
+        continue;
+      }
     }
     const auto buffer = in.prepare(std::min(in.max_size() - in.size(), head_read_chunk));
     // On a stream with try_read_some (tls::Stream) the read is tried first, and a plain
