@@ -37,6 +37,10 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = head_read_chunk;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
+// Head and body of an answer at most this long are written as one buffer. Half the largest head
+// string the worker's StringPool keeps (4 KiB, worker_context.hpp): a string that grows to hold
+// one at most doubles within it, so it still goes back to the pool and the copy is all it costs.
+constexpr std::size_t coalesced_answer_max = 2048;
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
@@ -1228,7 +1232,12 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
       if (plan.chunked_in || !plan.until_close) done = body_ends(plan, piece, content_left);
       if (piece.empty() && !done) continue;
     }
-    const FramedPiece out(head_written ? std::string_view() : head_out_, piece, plan.chunked_out, done);
+    // A whole small body goes out with its head in one buffer: one send() (tls/stream.hpp).
+    const bool with_head = !head_written && done && !plan.chunked_out && !piece.empty() &&
+                           head_out_.size() + piece.size() <= coalesced_answer_max;
+    if (with_head) head_out_.append(piece);
+    const FramedPiece out(head_written ? std::string_view() : head_out_, with_head ? std::string_view() : piece,
+                          plan.chunked_out, done);
     expire_after(snapshot_->config->server.idle_timeout);
     std::size_t n = client_.try_write(out.buffers());  // usually all of it: no reactor operation
     error_code ec;
