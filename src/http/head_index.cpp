@@ -29,6 +29,21 @@ using boost::beast::iequals;
 
 namespace {
 
+// Calls f(option) for each element of a comma-separated list value (OWS trimmed); false when the
+// list is malformed (Beast's validate_list). A value that is one token, the common case
+// ("close", "keep-alive"), is that one element: Beast's list parser is not walked for it.
+template <class F>
+bool for_each_option(std::string_view value, F&& f) {
+  if (!value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return chars::is(c, chars::k_tchar); })) {
+    f(value);
+    return true;
+  }
+  const bhttp::opt_token_list list{value};
+  if (!bhttp::validate_list(list)) return false;
+  for (const auto option : list) f(std::string_view(option.data(), option.size()));
+  return true;
+}
+
 struct Known {
   std::string_view lower;
   KnownField field;
@@ -223,17 +238,13 @@ struct IndexBuilder {
   }
 
   void connection(KnownField known, std::string_view value) noexcept {
-    const bhttp::opt_token_list list{value};
-    if (!bhttp::validate_list(list)) {
-      s->beast = BeastError::connection;
-      return;
-    }
     auto& x = *s->index;
-    for (const auto option : list) {
+    const bool valid = for_each_option(value, [&](std::string_view option) {
       if (iequals(option, "close")) x.close_ = true;
       else if (iequals(option, "keep-alive")) x.keep_alive_option_ = true;
       else if (iequals(option, "upgrade")) x.upgrade_option_ = x.upgrade_option_ || known == KnownField::connection;
-    }
+    });
+    if (!valid) s->beast = BeastError::connection;
   }
 
   // Beast: a list of equal decimal values, each fitting 64 bits; not after chunked.
@@ -280,11 +291,11 @@ namespace {
 // RFC 9110 §7.6.1: the fields a Connection option names are hop-by-hop too (strip_hop_by_hop()).
 void mark_connection_options(HeadIndex& x, std::span<IndexedField> fields) {
   x.for_each(KnownField::connection, [&](const IndexedField& line) {
-    for (const auto option : bhttp::opt_token_list{x.value(line)}) {
-      if (iequals(option, "close") || !connection_may_drop(option)) continue;
+    for_each_option(x.value(line), [&](std::string_view option) {
+      if (iequals(option, "close") || !connection_may_drop(option)) return;
       for (auto& f : fields)
         if (!f.hop_by_hop && f.name_size == option.size() && iequals(x.name(f), option)) f.hop_by_hop = true;
-    }
+    });
   });
 }
 
