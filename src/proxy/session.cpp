@@ -1232,12 +1232,9 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
       if (plan.chunked_in || !plan.until_close) done = body_ends(plan, piece, content_left);
       if (piece.empty() && !done) continue;
     }
-    // A whole small body goes out with its head in one buffer: one send() (tls/stream.hpp).
-    const bool with_head = !head_written && done && !plan.chunked_out && !piece.empty() &&
-                           head_out_.size() + piece.size() <= coalesced_answer_max;
-    if (with_head) head_out_.append(piece);
-    const FramedPiece out(head_written ? std::string_view() : head_out_, with_head ? std::string_view() : piece,
-                          plan.chunked_out, done);
+    const FramedPiece out(head_written ? std::string_view() : head_out_,
+                          head_written ? piece : joined_to_head(piece, done && !plan.chunked_out), plan.chunked_out,
+                          done);
     expire_after(snapshot_->config->server.idle_timeout);
     std::size_t n = client_.try_write(out.buffers());  // usually all of it: no reactor operation
     error_code ec;
@@ -1258,6 +1255,14 @@ net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) 
 
 // Whether a chunked or Content-Length body ends with `piece`, just read (`content_left`: what a
 // Content-Length still expects, counted down here). A body read to the close ends at the EOF.
+// A whole small body (`whole`: it is all of it, not re-chunked) goes out with its head in one
+// buffer, one send() (tls/stream.hpp): appended to head_out_, and nothing is left to write apart.
+std::string_view Session::joined_to_head(std::string_view piece, bool whole) {
+  if (!whole || piece.empty() || head_out_.size() + piece.size() > coalesced_answer_max) return piece;
+  head_out_.append(piece);
+  return {};
+}
+
 bool Session::body_ends(const http::ResponsePlan& plan, std::string_view piece,
                         std::uint64_t& content_left) const {
   if (plan.chunked_in) return chunked_response_->is_done();

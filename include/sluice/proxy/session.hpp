@@ -167,6 +167,7 @@ private:
                                                          std::size_t& received);
   boost::asio::awaitable<bool> pass_interim(Exchange& x, Clock::time_point try_until);
   http::ResponseHead& response_index();
+  std::string_view joined_to_head(std::string_view piece, bool whole);
   void forget_response() noexcept;
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
   void write_interim_head();
