@@ -18,6 +18,7 @@
 #include <boost/beast/http/rfc7230.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include "sluice/http/edge_rules.hpp"
 #include "sluice/http/head_scanner.hpp"
 #include "sluice/http/intake.hpp"
 #include "sluice/http/request_id.hpp"
@@ -34,7 +35,7 @@ namespace {
 // ("close", "keep-alive"), is that one element: Beast's list parser is not walked for it.
 template <class F>
 bool for_each_option(std::string_view value, F&& f) {
-  if (!value.empty() && std::all_of(value.begin(), value.end(), [](char c) { return chars::is(c, chars::k_tchar); })) {
+  if (is_token(value)) {
     f(value);
     return true;
   }
@@ -251,14 +252,11 @@ struct IndexBuilder {
   void beast_content_length(std::string_view value) noexcept {
     const auto bad = [&] { s->beast = BeastError::on_content_length; };
     if (s->beast_chunked) return bad();
-    // The common value, one number of at most 19 digits (it fits 64 bits): what the walk of the
-    // list below finds for it, without the walk.
-    if (!value.empty() && value.size() <= 19 &&
-        std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      std::uint64_t v = 0;
-      std::from_chars(value.data(), value.data() + value.size(), v);
-      if (s->beast_length && *s->beast_length != v) return bad();
-      s->beast_length = v;
+    // The common value, one number (up to 2^63-1): what the walk of the list below finds for it,
+    // without the walk.
+    if (const auto v = detail::parse_content_length(value)) {
+      if (s->beast_length && *s->beast_length != *v) return bad();
+      s->beast_length = *v;
       return;
     }
     const bhttp::opt_token_list tokens{value};
