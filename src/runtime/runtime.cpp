@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -314,33 +312,25 @@ void publish(Runtime::State& s, std::shared_ptr<const Snapshot> snapshot) {
   if (s.workers.empty()) {
     retire();
   } else {
-    struct Switch {
-      std::mutex m;
-      std::condition_variable cv;
-      std::size_t left;
-    };
-    auto state = std::make_shared<Switch>();
-    state->left = s.workers.size();
+    auto left = std::make_shared<std::atomic<std::size_t>>(s.workers.size());
+    auto all = std::make_shared<std::promise<void>>();
+    auto switched = all->get_future();
     for (auto& w : s.workers) {
-      w->publish(snapshot, [state, &s, retire] {
-        bool last = false;
-        {
-          std::lock_guard lock(state->m);
-          last = --state->left == 0;
-        }
-        state->cv.notify_all();
-        if (last) net::post(s.control, retire);
+      w->publish(snapshot, [left, all, &s, retire] {
+        if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        all->set_value();
+        net::post(s.control, retire);
       });
     }
     // The reload's answer says which version is now serving, so it waits (briefly: each worker
     // takes the snapshot from its mailbox between two events) until every worker has switched.
     // Without the wait a request sent right after the answer could find its worker still on the
-    // old snapshot, and under load did (integration/test_edge_rules.py). Bounded: a worker that
-    // no longer runs its loop (shutting down) must not hold the control thread.
-    std::unique_lock lock(state->m);
-    if (!state->cv.wait_for(lock, std::chrono::seconds(1), [&] { return state->left == 0; }))
+    // old snapshot, and under load did (integration/test_edge_rules.py). Bounded, as the
+    // upstream-connection count's wait is: a worker that no longer runs its loop (shutting down)
+    // must not hold the control thread.
+    if (switched.wait_for(std::chrono::seconds(1)) != std::future_status::ready)
       spdlog::warn("config version {}: {} of {} workers had not switched to it after 1 s", snapshot->version,
-                   state->left, s.workers.size());
+                   left->load(std::memory_order_acquire), s.workers.size());
   }
   update_probes(s);
 }
