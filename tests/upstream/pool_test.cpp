@@ -37,6 +37,19 @@ struct Fixture : ::testing::Test {
     *server = acceptor.accept();
     return s;
   }
+
+  // Releases `n` new connections in turn, each with `max_idle`; returns their local ports, oldest
+  // first (the server sides go to `servers`).
+  std::vector<unsigned short> release_new(int n, std::uint32_t max_idle, std::vector<tcp::socket>& servers) {
+    std::vector<unsigned short> ports;
+    for (int i = 0; i < n; ++i) {
+      servers.emplace_back(io);
+      auto c = connect(&servers.back());
+      ports.push_back(c.socket().local_endpoint().port());
+      pool.release(endpoint, std::move(c), max_idle, std::chrono::seconds(30));
+    }
+    return ports;
+  }
 };
 
 TEST_F(Fixture, ReusesLiveConnectionMostRecentFirst) {
@@ -209,13 +222,7 @@ TEST_F(Fixture, ASurplusBeyondMaxIdleLingersThenTheSweepTrimsItToTheFreshest) {
   // A burst left 5 idle connections where 3 are kept: a burst right after reuses all 5; once they
   // have been idle for surplus_linger, the sweep closes the 2 oldest.
   std::vector<tcp::socket> servers;
-  std::vector<unsigned short> ports;
-  for (int i = 0; i < 5; ++i) {
-    servers.emplace_back(io);
-    auto c = connect(&servers.back());
-    ports.push_back(c.socket().local_endpoint().port());
-    pool.release(endpoint, std::move(c), 3, std::chrono::seconds(30));
-  }
+  const auto ports = release_new(5, 3, servers);
   EXPECT_EQ(pool.idle_count(), 5u);
   clock.advance(ConnectionPool::surplus_linger - std::chrono::milliseconds(1));
   pool.sweep();
@@ -233,13 +240,7 @@ TEST_F(Fixture, ASurplusBeyondMaxIdleLingersThenTheSweepTrimsItToTheFreshest) {
 
 TEST_F(Fixture, AConnectionReleasedAgainIsFreshAndTheSurplusIsTheOldest) {
   std::vector<tcp::socket> servers;
-  std::vector<unsigned short> ports;
-  for (int i = 0; i < 3; ++i) {
-    servers.emplace_back(io);
-    auto c = connect(&servers.back());
-    ports.push_back(c.socket().local_endpoint().port());
-    pool.release(endpoint, std::move(c), 2, std::chrono::seconds(30));
-  }
+  const auto ports = release_new(3, 2, servers);
   clock.advance(ConnectionPool::surplus_linger - std::chrono::milliseconds(1));
   auto taken = pool.acquire(endpoint);  // the freshest, ports[2]
   ASSERT_TRUE(taken);
@@ -253,14 +254,7 @@ TEST_F(Fixture, AConnectionReleasedAgainIsFreshAndTheSurplusIsTheOldest) {
 
 TEST_F(Fixture, BoundedBySurplusFactorTimesMaxIdleEvenWithinTheLinger) {
   std::vector<tcp::socket> servers;
-  std::vector<unsigned short> ports;
-  const int n = static_cast<int>(ConnectionPool::surplus_factor) * 2 + 3;
-  for (int i = 0; i < n; ++i) {
-    servers.emplace_back(io);
-    auto c = connect(&servers.back());
-    ports.push_back(c.socket().local_endpoint().port());
-    pool.release(endpoint, std::move(c), 2, std::chrono::seconds(30));
-  }
+  const auto ports = release_new(static_cast<int>(ConnectionPool::surplus_factor) * 2 + 3, 2, servers);
   ASSERT_EQ(pool.idle_count(), ConnectionPool::surplus_factor * 2);
   // The 3 oldest went as the newer came; the first one taken is the freshest.
   EXPECT_EQ(pool.acquire(endpoint)->socket().local_endpoint().port(), ports.back());

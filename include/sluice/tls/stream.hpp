@@ -127,14 +127,16 @@ public:
     if (count == 0) return 0;
     // One buffer: send(), which costs the kernel less than sendmsg() (no msghdr or iovec array
     // to copy in: 1.5 against 1.8 us per 126-byte write on loopback, 2.0 with two buffers).
-    const auto n = count == 1 ? ::send(socket_.native_handle(), iov[0].iov_base, iov[0].iov_len,
-                                       MSG_DONTWAIT | MSG_NOSIGNAL)
-                              : [&] {
-                                  msghdr msg{};
-                                  msg.msg_iov = iov;
-                                  msg.msg_iovlen = count;
-                                  return ::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
-                                }();
+    constexpr int flags = MSG_DONTWAIT | MSG_NOSIGNAL;
+    ssize_t n = 0;
+    if (count == 1) {
+      n = ::send(socket_.native_handle(), iov[0].iov_base, iov[0].iov_len, flags);
+    } else {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = count;
+      n = ::sendmsg(socket_.native_handle(), &msg, flags);
+    }
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
