@@ -19,5 +19,23 @@ TEST(SteadyClock, IsMonotonic) {
   EXPECT_LE(a, b);
 }
 
+TEST(TurnTime, OneReadingForTheTurnAndTheClockAfterIt) {
+  const SteadyClock clock;
+  Clock::time_point in_turn;
+  {
+    const TurnTime turn;
+    in_turn = clock.now();
+    while (SteadyClock::read() == in_turn) {}
+    EXPECT_EQ(clock.now(), in_turn);
+    {
+      const TurnTime inner;  // a nested turn reads the clock again...
+      EXPECT_GT(clock.now(), in_turn);
+    }
+    EXPECT_EQ(clock.now(), in_turn);  // ...and gives the outer reading back
+  }
+  while (SteadyClock::read() == in_turn) {}
+  EXPECT_GT(clock.now(), in_turn);
+}
+
 }  // namespace
 }  // namespace sluice

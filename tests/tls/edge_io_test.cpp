@@ -174,6 +174,25 @@ TEST_F(EdgeIo, APerOperationCancellationSlotEndsOnlyThatOperation) {
   EXPECT_EQ(read_once().bytes, "ok");
 }
 
+// The handler a readiness wait resumes runs in one turn: the clock is read once for it, and every
+// SteadyClock::now() in it answers that reading; after it the clock moves on.
+TEST_F(EdgeIo, AResumedHandlerRunsInOneTurnOfTheClock) {
+  const SteadyClock clock;
+  const auto before = clock.now();
+  std::vector<Clock::time_point> seen;
+  async_wait_readable(ours, [&](error_code) {
+    seen.push_back(clock.now());
+    while (SteadyClock::read() == seen.front()) {}  // the clock itself moves on...
+    seen.push_back(clock.now());                    // ...the turn's reading does not
+  });
+  send("x");
+  ASSERT_TRUE(run_until([&] { return seen.size() == 2; }));
+  EXPECT_GE(seen[0], before);
+  EXPECT_EQ(seen[1], seen[0]);
+  EXPECT_EQ(detail::turn_time, Clock::time_point{});  // out of the turn: the clock again
+  EXPECT_GT(clock.now(), seen[0]);
+}
+
 // Stream::try_read_some: the session's first step when it has nothing buffered.
 TEST_F(EdgeIo, TryReadSomeTakesWhatIsThereOrProvesTheSocketDrained) {
   Stream stream(std::move(ours));

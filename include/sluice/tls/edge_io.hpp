@@ -51,6 +51,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/query.hpp>
 
+#include "sluice/core/clock.hpp"
+
 namespace sluice::tls::edge {
 
 namespace asio_detail = boost::asio::detail;
@@ -267,6 +269,7 @@ public:
     p.reset();
     if (owner) {
       asio_detail::fenced_block b(asio_detail::fenced_block::half);
+      const TurnTime turn;  // the session's clock reads until its next wait: one vDSO call
       w.complete(handler, handler.handler_);
     }
   }
