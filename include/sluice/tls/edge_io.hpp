@@ -29,6 +29,7 @@
 // and handler allocation work as for Asio's. Only on the thread that runs the io_context.
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -215,11 +216,27 @@ bool will_try(T& s) noexcept {
   return data == nullptr || (data->*member(TrySpeculative{}))[Reactor::read_op];
 }
 
+// recv, send and sendmsg without glibc's cancellation-point bracket: in a process of more than one
+// thread glibc wraps each of those in __pthread_enable_asynccancel / _disable, two atomic
+// read-modify-writes of the thread's cancel state per call. Nothing here is ever cancelled (a
+// worker stops through its io_context), so the plain system call is all a worker needs. The
+// bracket was 0.35 us of sluice's 36 per request in the kernel profile (bench/kprofile.py,
+// 2026-12-03); nginx and HAProxy, single-threaded, skip it.
+inline ssize_t sys_recv(int fd, void* data, std::size_t size, int flags) noexcept {
+  return ::syscall(SYS_recvfrom, fd, data, size, flags, nullptr, nullptr);
+}
+inline ssize_t sys_send(int fd, const void* data, std::size_t size, int flags) noexcept {
+  return ::syscall(SYS_sendto, fd, data, size, flags, nullptr, 0);
+}
+inline ssize_t sys_sendmsg(int fd, const msghdr* msg, int flags) noexcept {
+  return ::syscall(SYS_sendmsg, fd, msg, flags);
+}
+
 // A one-byte MSG_PEEK: true when the kernel has nothing for `fd` (EAGAIN: no byte, no FIN, no
 // error), false when a read would return at once (bytes, end of stream or an error).
 inline bool nothing_to_read(int fd) noexcept {
   char byte;
-  const auto n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  const auto n = sys_recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 

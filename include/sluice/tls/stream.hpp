@@ -98,7 +98,7 @@ public:
   // A short read proves the socket drained too once watch_hangup() registered it for hang-ups.
   std::size_t try_read_some(boost::asio::mutable_buffer buffer) noexcept {
     if (tls_ || !edge::will_try(socket_)) return 0;
-    const auto n = ::recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+    const auto n = edge::sys_recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
     if (n > 0) {
       if (static_cast<std::size_t>(n) < buffer.size()) edge::short_read(socket_);
       return static_cast<std::size_t>(n);
@@ -130,12 +130,12 @@ public:
     constexpr int flags = MSG_DONTWAIT | MSG_NOSIGNAL;
     ssize_t n = 0;
     if (count == 1) {
-      n = ::send(socket_.native_handle(), iov[0].iov_base, iov[0].iov_len, flags);
+      n = edge::sys_send(socket_.native_handle(), iov[0].iov_base, iov[0].iov_len, flags);
     } else {
       msghdr msg{};
       msg.msg_iov = iov;
       msg.msg_iovlen = count;
-      n = ::sendmsg(socket_.native_handle(), &msg, flags);
+      n = edge::sys_sendmsg(socket_.native_handle(), &msg, flags);
     }
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
