@@ -14,13 +14,12 @@ process started is ended by PID."""
 import argparse
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from sidebyside import contenders, origins, wrk  # noqa: E402
+from sidebyside import steady, wrk  # noqa: E402
 from sidebyside.processes import cpu_split  # noqa: E402
 
 
@@ -42,13 +41,14 @@ def minor_faults(pid):
     return int(stat[stat.rindex(")") + 2:].split()[7])
 
 
-def measure(running, og, path, duration):
+def measure(running, og, path, duration, events=()):
     """perf attaches first and detaches after wrk is done, so the requests it saw are exactly
     the ones the origins count between the two readings."""
     _, reqs0 = og.counters()
     pid = running.pid
     cpu0, cs0, pf0 = cpu_split(pid), context_switches(pid), minor_faults(pid)
-    perf = subprocess.Popen(["perf", "stat", "-x,", "-e", "syscalls:sys_enter_*", "-p", str(pid),
+    extra = [a for e in events for a in ("-e", e)]
+    perf = subprocess.Popen(["perf", "stat", "-x,", "-e", "syscalls:sys_enter_*", *extra, "-p", str(pid),
                              "--", "sleep", str(duration + 2)], stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1)  # perf attached
@@ -78,31 +78,14 @@ def main(argv):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--duration", type=int, default=4)
     p.add_argument("--path", default="/")
+    p.add_argument("--events", default="sched:sched_waking,ipi:ipi_send_cpu",
+                   help="further perf events counted in the proxy's context, comma-separated "
+                        "(default: the wake-ups it performs and the IPIs it sends)")
     a = p.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="sluice-syscalls-"))
-    contenders.make_certificates(ROOT, work / "certs")
-    proxies = [contenders.Sluice(a.build_dir, "1"), contenders.Nginx("1", 96),
-               contenders.Haproxy("1")]
-    og = origins.OriginSet("nginx", a.build_dir, work)
-    rows = {c.name: [] for c in proxies}
-    try:
-        for i in range(a.rounds):
-            for c in (proxies if i % 2 == 0 else proxies[::-1]):
-                running = c.start(work, og)
-                try:
-                    rows[c.name].append(measure(running, og, a.path, a.duration))
-                finally:
-                    running.child.stop()
-    finally:
-        og.stop()
-    keys = sorted({k for rs in rows.values() for r in rs for k in r},
-                  key=lambda k: (k != "req/s", k))
-    print("| per request | " + " | ".join(rows) + " |")
-    print("|---|" + "---:|" * len(rows))
-    for k in keys:
-        cells = [sum(r.get(k, 0.0) for r in rs) / len(rs) for rs in rows.values()]
-        fmt = "{:,.0f}" if k == "req/s" else "{:.3f}"
-        print(f"| {k} | " + " | ".join(fmt.format(v) for v in cells) + " |")
+    events = [e for e in a.events.split(",") if e]
+    rows = steady.alternate(a.build_dir, a.rounds,
+                            lambda running, og: measure(running, og, a.path, a.duration, events))
+    print(steady.mean_table(rows))
 
 
 if __name__ == "__main__":

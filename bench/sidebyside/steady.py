@@ -1,0 +1,42 @@
+"""The steady-state harness shared by bench/syscalls.py and bench/kprofile.py: sluice, nginx and
+HAProxy, one worker each on CPU 1, the three nginx origins and wrk on CPU 0, rounds alternating
+the proxies' order; `measure(running, origins)` returns one row per proxy and round."""
+import tempfile
+from pathlib import Path
+
+from . import contenders, origins
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def alternate(build_dir, rounds, measure):
+    """{proxy name: [row per round]}; every process started here is stopped by its handle."""
+    work = Path(tempfile.mkdtemp(prefix="sluice-steady-"))
+    contenders.make_certificates(ROOT, work / "certs")
+    proxies = [contenders.Sluice(build_dir, "1"), contenders.Nginx("1", 96),
+               contenders.Haproxy("1")]
+    og = origins.OriginSet("nginx", build_dir, work)
+    rows = {c.name: [] for c in proxies}
+    try:
+        for i in range(rounds):
+            for c in (proxies if i % 2 == 0 else proxies[::-1]):
+                running = c.start(work, og)
+                try:
+                    rows[c.name].append(measure(running, og))
+                finally:
+                    running.child.stop()
+    finally:
+        og.stop()
+    return rows
+
+
+def mean_table(rows, first="req/s"):
+    """A markdown table of each key's mean over the rounds, a column per proxy."""
+    keys = sorted({k for rs in rows.values() for r in rs for k in r},
+                  key=lambda k: (k != first, k))
+    lines = ["| per request | " + " | ".join(rows) + " |", "|---|" + "---:|" * len(rows)]
+    for k in keys:
+        cells = [sum(r.get(k, 0.0) for r in rs) / len(rs) for rs in rows.values()]
+        fmt = "{:,.0f}" if k == first else "{:.3f}"
+        lines.append(f"| {k} | " + " | ".join(fmt.format(v) for v in cells) + " |")
+    return "\n".join(lines)
