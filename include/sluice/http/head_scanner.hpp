@@ -169,7 +169,7 @@ private:
     ++pos_;
     // reason-phrase = *( HTAB / SP / VCHAR / obs-text )
     const auto reason_start = pos_;
-    while (more() && is(cur(), k_field)) ++pos_;
+    pos_ += field_run(bytes_.data() + pos_, limit_ - pos_);
     if (!more()) return starve();
     if (is_line_break(cur())) {
       sink_.status_line(version_, status, bytes_.substr(reason_start, pos_ - reason_start));
@@ -200,7 +200,7 @@ private:
     const auto name_size = pos_ - name_start;
     ++pos_;
     const auto value_start = pos_;
-    while (more() && is(cur(), k_field)) ++pos_;
+    pos_ += field_run(bytes_.data() + pos_, limit_ - pos_);
     if (!more()) return starve();
     if (is_line_break(cur())) {
       sink_.field(name_start, name_size, value_start, pos_);
