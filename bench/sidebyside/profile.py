@@ -19,7 +19,7 @@ SLUICE_GROUPS = [
     ("Beast header container (basic_fields: ordered set, iless, field name <-> enum)",
      r"basic_fields|beast::iless|http::to_string\(boost::beast::http::field|string_to_field|"
      r"field_table|bstree|rbtree|intrusive::"),
-    ("Beast parser (basic_parser, parser callbacks)", r"basic_parser|http::parser<|http::detail::"),
+    ("Beast parser (basic_parser, parser callbacks)", r"basic_parser|beast::http::parser<|beast::http::detail::"),
     ("sluice HTTP (strict scan, framing checks, rewrite, request id)", r"sluice::http::"),
     ("head serialisation (append_fields, std::string appends)",
      r"append_fields|basic_string<.*>::_M_append|basic_string<.*>::_M_replace|__memcpy|__memmove|"
