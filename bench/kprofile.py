@@ -9,10 +9,11 @@ the order; the tables give the mean over the rounds.
         [--keep DIR]
 
 Prints three tables: the areas (user space, system call entry and exit, the TCP send path with
-the loopback delivery and the receiver's wake-up it runs, the TCP receive path, epoll, the
-scheduler, interrupts and faults), each as inclusive time under its entry points; then the
-functions by self time, sorted by sluice minus the better of the other two, largest first:
-where sluice pays more than its peers, function by function.
+the loopback delivery and the receiver's wake-up it runs, the TCP receive path, epoll_wait with
+its sleeps, interrupts and faults), each sample counted once; the inclusive time of the steps of
+a loopback send and of a few other kernel functions; then the functions by self time, sorted by
+sluice minus the better of the other two, largest first: where sluice pays more than its peers,
+function by function.
 
 Why: on loopback ~85% of every proxy's CPU is the kernel's, and sluice's kernel time per request
 stayed ~0.5 us above nginx's with fewer system calls (bench/syscalls.py); system call counts
@@ -29,12 +30,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from sidebyside import steady, wrk  # noqa: E402
+from sidebyside import steady  # noqa: E402
+from sidebyside.steady import mean  # noqa: E402
 
 PERIOD_US = 100
-# Inclusive areas: the first entry point on a sample's call chain (leaf first) names its area;
-# samples in user space count as "user space". Order matters: a wake-up inside tcp_sendmsg
-# counts as the send path, which is what the sender pays for it.
+# Areas: a kernel sample belongs to the first area of this list that has an entry point anywhere
+# on its call chain; samples in user space count as "user space". Order matters: a fault or an
+# interrupt inside tcp_sendmsg counts as itself, a wake-up inside tcp_sendmsg as the send path,
+# which is what the sender pays for it.
 AREAS = [
     ("page faults", r"^asm_exc_page_fault$"),
     ("interrupts (timer, IPI)", r"^asm_sysvec_|^asm_common_interrupt$"),
@@ -46,6 +49,7 @@ AREAS = [
     ("system call entry and exit", r"^entry_SYSCALL_64|^do_syscall_64$|^syscall_exit_|"
                                    r"^syscall_return_"),
 ]
+AREA_RX = [(name, re.compile(rx)) for name, rx in AREAS]
 
 # Functions whose inclusive time (anywhere on the chain) is worth a line of its own: the steps of
 # a loopback send, in the order they nest.
@@ -58,27 +62,8 @@ INCLUSIVE = ["tcp_sendmsg", "tcp_write_xmit", "__dev_queue_xmit", "do_softirq.pa
              "kfree", "__alloc_skb", "__kfree_skb", "skb_release_data"]
 
 
-def record(running, og, duration, out):
-    """Samples the proxy while wrk runs; returns the origins' requests in that time."""
-    _, reqs0 = og.counters()
-    perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-c",
-                             str(PERIOD_US * 1000), "-g", "-p", str(running.pid), "-o", str(out),
-                             "--", "sleep", str(duration + 2)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1)  # perf attached
-        wrk.run(running.port, path="/", connections=64, duration=duration)
-        perf.communicate(timeout=duration + 30)
-    finally:
-        if perf.poll() is None:
-            perf.kill()
-            perf.wait()
-    _, reqs1 = og.counters()
-    return max(reqs1 - reqs0, 1)
-
-
 def samples(data):
-    """Yields (leaf symbol, [symbols leaf to root], is_kernel_leaf) for each sample."""
+    """Yields each sample's call chain, leaf first, as [(symbol, in the kernel)]."""
     out = subprocess.run(["perf", "script", "-i", str(data), "-F", "ip,sym,dso"],
                          capture_output=True, text=True, check=True).stdout
     chain = []
@@ -110,21 +95,18 @@ def attribute(data, reqs):
         names = [s for s, _ in chain]
         for fn in set(names).intersection(INCLUSIVE):
             row["incl:" + fn] += per_sample
-        area = next((a for a, rx in AREAS if any(re.search(rx, n) for n in names)), "other kernel")
+        area = next((a for a, rx in AREA_RX if any(rx.search(n) for n in names)), "other kernel")
         row["area:" + area] += per_sample
     return row
 
 
 def measure(running, og, duration, keep):
     out = keep / f"{running.name}-{time.monotonic_ns()}.data"
-    reqs = record(running, og, duration, out)
+    reqs, _ = steady.under_perf(["record", "-q", "-e", "cpu-clock", "-c", str(PERIOD_US * 1000),
+                                 "-g", "-o", str(out)], running, og, "/", duration)
     row = attribute(out, reqs)
     row["req/s"] = reqs / duration
     return row
-
-
-def mean(rows, key):
-    return sum(r.get(key, 0.0) for r in rows) / len(rows)
 
 
 def tables(rows, top):
@@ -145,7 +127,7 @@ def tables(rows, top):
 
     def excess(k):
         return mean(rows[first], k) - min(mean(rows[o], k) for o in others)
-    lines += ["", f"| function (self) | " + " | ".join(names) + f" | {first} - better other |",
+    lines += ["", "| function (self) | " + " | ".join(names) + f" | {first} - better other |",
               "|---|" + "---:|" * (len(names) + 1)]
     for k in sorted(fns, key=excess, reverse=True)[:top]:
         cells = [mean(rows[n], k) for n in names] + [excess(k)]

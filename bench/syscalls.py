@@ -12,14 +12,12 @@ saved per request is worth more than most user-space work (docs/performance.md).
 tracepoints (the VM here has no hardware counters; tracepoints work). Loopback only; every
 process started is ended by PID."""
 import argparse
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from sidebyside import steady, wrk  # noqa: E402
+from sidebyside import steady  # noqa: E402
 from sidebyside.processes import cpu_split  # noqa: E402
 
 
@@ -42,25 +40,12 @@ def minor_faults(pid):
 
 
 def measure(running, og, path, duration, events=()):
-    """perf attaches first and detaches after wrk is done, so the requests it saw are exactly
-    the ones the origins count between the two readings."""
-    _, reqs0 = og.counters()
     pid = running.pid
     cpu0, cs0, pf0 = cpu_split(pid), context_switches(pid), minor_faults(pid)
     extra = [a for e in events for a in ("-e", e)]
-    perf = subprocess.Popen(["perf", "stat", "-x,", "-e", "syscalls:sys_enter_*", *extra, "-p", str(pid),
-                             "--", "sleep", str(duration + 2)], stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1)  # perf attached
-        wrk.run(running.port, path=path, connections=64, duration=duration)
-        _, counted = perf.communicate(timeout=duration + 30)
-    finally:
-        if perf.poll() is None:
-            perf.kill()
-            perf.wait()
-    _, reqs1 = og.counters()
+    reqs, counted = steady.under_perf(["stat", "-x,", "-e", "syscalls:sys_enter_*", *extra],
+                                      running, og, path, duration)
     cpu1, cs1, pf1 = cpu_split(pid), context_switches(pid), minor_faults(pid)
-    reqs = max(reqs1 - reqs0, 1)
     row = {"req/s": reqs / duration,
            "user us": (cpu1[0] - cpu0[0]) * 1e6 / reqs, "sys us": (cpu1[1] - cpu0[1]) * 1e6 / reqs,
            "vol cs": (cs1[0] - cs0[0]) / reqs, "invol cs": (cs1[1] - cs0[1]) / reqs,
