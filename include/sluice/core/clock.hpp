@@ -42,6 +42,9 @@ public:
 // (deadlines, pool expiry, latencies), each a vDSO call. A turn does no blocking work, so its
 // reading is behind the clock by microseconds; a deadline armed in it falls that much early.
 // Turns nest (the inner one reads the clock again and gives the outer reading back).
+// Armed by tls/edge_io.hpp's readiness wait, through which every session read resumes (all 14
+// reads were under it); a handler Asio completes itself (a timer, a connect, the rest of a write)
+// is no turn and reads the clock as before.
 class TurnTime {
 public:
   TurnTime() noexcept : outer_(detail::turn_time) { detail::turn_time = SteadyClock::read(); }
