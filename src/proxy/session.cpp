@@ -86,22 +86,11 @@ static_assert(std::extent_v<decltype(EndpointCounters::retry_skips)> == proxy::r
 static_assert(std::extent_v<decltype(EndpointCounters::tunnels_closed)> ==
               static_cast<std::size_t>(TunnelWatch::Verdict::drained) + 1);
 
-// Ends an attempt's in-flight count (begun by Endpoint::try_begin_request), however it ends.
-class InFlight {
-public:
-  explicit InFlight(Endpoint& e) : e_(&e) {}
-  ~InFlight() { e_->end_request(); }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-
-private:
-  Endpoint* e_;
-};
-
 }  // namespace
 
-// Per-request state: lives on run()'s coroutine frame for the duration of one exchange.
-struct Session::Exchange {
+// Per-request state: lives on run()'s coroutine frame for the duration of one exchange. The attempt
+// loop's record (forwarder.hpp) is part of it.
+struct Session::Exchange : AttemptRecord {
   Clock::time_point start;
   // The request's id: the client's own (a view into the request head's bytes, which stay in the
   // arena until the exchange ends), or one generated into generated_id.
@@ -112,14 +101,11 @@ struct Session::Exchange {
   std::string_view client_ip;
   const Upstream* upstream = nullptr;
   const Router::Route* route = nullptr;  // its edge rules (docs/edge.md)
-  Endpoint* server = nullptr;  // the last server tried
   unsigned status = 0;
-  unsigned attempts = 0;
   unsigned client_version = 11;
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
   std::string_view error;
-  proxy::RetrySkip skip = proxy::RetrySkip::none;  // why the last failure was not retried
   bool client_keep_alive = false;
   bool expect_continue = false;  // the client waits for 100 Continue before sending its body
   bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
@@ -129,18 +115,12 @@ struct Session::Exchange {
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
   bool request_unsent = false;   // the origin answered before the whole request reached it
-  // The origin's body failed (after its head arrived): counted against the server (forward()).
+  // The origin's body failed (after its head arrived): counted against the server (end_delivery()).
   FailureKind body_failure = FailureKind::none;
   std::size_t kept_body = 0;
   // A chunked body kept whole (keep_chunked_body()): the Content-Length it is sent with.
   std::optional<std::uint64_t> kept_length;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
-  std::uint64_t hash = 0;  // the request key's hash, for hash upstreams
-  bool has_hash = false;
-  boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2"
-  // The last attempt's start, its connection ready, the first byte of its response head (access
-  // log: upstream_connect_ms, upstream_first_byte_ms); zero = not reached.
-  Clock::time_point attempt_start{}, upstream_ready{}, first_byte{};
   std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
 };
 
@@ -432,6 +412,33 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
   }
 }
 
+// What the attempt loop (forward_attempts(), forwarder.hpp) asks of the HTTP/1 session: one try
+// on a server with the connection it leaves in `upstream`, the answer to the client, sluice's own
+// answer, a timer. Every member coroutine it names is the session's (frames from the FramePool).
+struct Session::ForwardHooks {
+  Session& s;
+  Exchange& x;
+  std::optional<socket_type> upstream;  // the attempt's connection
+
+  net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
+    return s.try_server(x, ep, upstream, try_until);
+  }
+  net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep, *upstream); }
+  net::awaitable<bool> respond() { return s.send_response(x, *upstream); }
+  bool delivered(Endpoint& ep, bool reusable) { return s.end_delivery(x, ep, upstream, reusable); }
+  void drop() { s.drop_answer(upstream); }
+  net::awaitable<void> fail(const ProxyError& error) { return s.send_error(&x, error); }
+  net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
+  bool replayable() const { return x.body_kept || !x.body_consumed; }
+  std::string_view retry_after() const {
+    return s.response_ != nullptr ? s.response_->value("Retry-After") : std::string_view();
+  }
+  double uniform() { return s.worker_.uniform(); }
+  // forward_attempts()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ForwardHooks, Forwarder&>::promise_type,
+                               PooledFrame<bool>>);
+};
+
 net::awaitable<bool> Session::handle_request(Exchange& x) {
   const auto& req = *request_;
   x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
@@ -459,85 +466,41 @@ net::awaitable<bool> Session::handle_request(Exchange& x) {
     co_return false;
   }
   if (x.route->answer) co_return co_await send_fixed_answer(x);
-  const bool keep = co_await forward(x);
+  const auto facts = begin_forward(x);
+  auto prepared = Prepared::forward;
+  if (prepares_body(x)) prepared = co_await prepare_forward(x);
+  bool keep = prepared == Prepared::keep;
+  if (prepared == Prepared::forward) {
+    Forwarder forwarder(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
+    keep = co_await forward_attempts(ForwardHooks{*this, x, {}}, forwarder);
+  }
   if (x.idem) x.idem->finish(worker_.index, worker_.io.get_executor(), x.status);
   co_return keep;
 }
 
-// The attempt loop: pick a server (waiting in the upstream's queue when every one is at
-// max_conns), try it, and from the attempt's Failure decide (forwarder.hpp) whether its answer
-// goes to the client, another server is tried after a backoff, or the failure stands.
-// Every answer of sluice's own leaves through the one send_error() at the end: each co_await in
-// a coroutine takes its own slots in the frame, and with one per error the frame outgrew what
-// Asio recycles (1,020 bytes), costing a malloc per request.
-net::awaitable<bool> Session::forward(Exchange& x) {
-  auto facts = begin_forward(x);
+// A body kept before the first try (for replay, or validated: chunked), or the Idempotency-Key's
+// gate: prepare_forward() has work to do.
+bool Session::prepares_body(const Exchange& x) const {
+  return keeps_content_body(x) || (!x.request_done && x.chunked_in) || x.idem;
+}
+
+// The request's body kept (Content-Length up to the relay block, or chunked and validated), then
+// its Idempotency-Key claimed. Anything but `forward` was answered here (or the client is gone).
+net::awaitable<Session::Prepared> Session::prepare_forward(Exchange& x) {
   bool ready = true;  // no co_await inside && (GCC 12 miscompiles it, see run())
   if (keeps_content_body(x)) ready = co_await keep_body(x);
   if (ready && !x.request_done && x.chunked_in) ready = co_await keep_chunked_body(x);
-  if (!ready) co_return false;
+  if (!ready) co_return Prepared::close;
   if (x.idem) ready = co_await idempotency_gate(x);
-  if (!ready) co_return x.client_keep_alive && x.request_done;
-  const auto window = begin_attempts(x);
-  TriedSet tried;
-  const PickContext base = pick_context(x, tried);
-  Failure last;      // the last attempt's (kind none: no attempt failed yet, or it answered)
-  ProxyError error;  // set before a `break`: the answer when no server's will do
-  for (unsigned attempt = 1;;) {
-    PickContext ctx = base;
-    auto pick = x.upstream->pick(ctx);
-    bool reserved = false;  // the slot on the picked server is already taken (queue)
-    if (!pick && tried.empty() && saturated(*x.upstream)) {
-      // Every candidate is at max_conns: wait in the upstream's bounded queue, if it has one.
-      if (const auto outcome = co_await wait_in_queue(x, base, pick)) {
-        error = {503, outcome};
-        break;
-      }
-      reserved = true;
-    }
-    if (!pick && !pick_fallback(x, ctx, tried.empty(), last, pick, error)) break;
-    Endpoint& ep = *x.upstream->endpoint(pick.index);
-    if (!begin_attempt(x, ep, pick.index, reserved, tried)) continue;  // its last slot was taken
-    std::optional<socket_type> upstream;
-    {
-      InFlight in_flight(ep);  // ends the request begun by try_begin_request()
-      last = co_await try_server(x, ep, upstream, window.try_until(worker_.clock.now()));
-      // Switching Protocols (only ever accepted for an upgrade request): the connection becomes a
-      // tunnel, which stays in flight on this server until it ends.
-      if (!last.failed() && last.status == 101) co_return co_await tunnel(x, ep, *upstream);
-    }
-    if (last.kind == FailureKind::client_failed) co_return false;
-    facts.body_kept = x.body_kept || !x.body_consumed;
-    report_attempt(x, ep, last);
-    const auto next = after_attempt(x, last, facts, attempt, window.deadline, tried);
-    if (next == AfterAttempt::deliver) {
-      const bool upstream_reusable = co_await send_response(x, *upstream);
-      co_return end_delivery(x, ep, upstream, upstream_reusable);
-    }
-    drop_answer(upstream);  // retrying: the answer is dropped, with its connection (body unread)
-    if (next == AfterAttempt::give_up) {
-      error = not_retried(x, last);
-      break;
-    }
-    if (!co_await back_off(x, attempt, window.deadline)) co_return false;  // the client is gone
-    if (worker_.clock.now() >= window.deadline) {
-      note_skip(x, proxy::RetrySkip::deadline);
-      error = {504, "deadline"};
-      break;
-    }
-    ++attempt;
-  }
-  co_await send_error(&x, error);
-  co_return false;
+  if (ready) co_return Prepared::forward;
+  co_return x.client_keep_alive && x.request_done ? Prepared::keep : Prepared::close;
 }
 
-// Full-jitter backoff before the next try, bounded by the deadline. False: the session was
-// closed meanwhile.
-net::awaitable<bool> Session::back_off(Exchange& x, unsigned attempt, Clock::time_point deadline) {
-  const auto delay = proxy::backoff_delay(x.upstream->config().retry, attempt, worker_.uniform());
-  if (delay.count() <= 0) co_return true;
+// A wait between tries (backoff) or in the upstream's queue. False: the session was closed
+// meanwhile.
+net::awaitable<bool> Session::wait_for(Clock::duration d) {
   if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
-  backoff_timer_->expires_after(std::min<Clock::duration>(delay, deadline - worker_.clock.now()));
+  backoff_timer_->expires_after(d);
   co_await backoff_timer_->async_wait(nothrow);
   co_return !closed_;
 }
@@ -564,12 +527,6 @@ proxy::RequestFacts Session::begin_forward(Exchange& x) {
   return facts;
 }
 
-// The attempts begin: the request counts for the retry budget, and its time window starts.
-AttemptWindow Session::begin_attempts(Exchange& x) {
-  x.upstream->retry_budget(worker_.index).begin_request(worker_.clock.now());
-  return AttemptWindow::of(x.upstream->config(), worker_.clock.now());
-}
-
 // A Content-Length body up to `buffer` (and the relay block) is read before the first try and
 // kept for replay; a larger or chunked body streams, and can only be resent if none of it was
 // consumed yet. A guarded keyed body is kept too: its fingerprint needs all of it before
@@ -581,75 +538,16 @@ bool Session::keeps_content_body(const Exchange& x) const {
   return request_->content_length().value_or(limit + 1) <= limit;
 }
 
-// The balancer's context of this request: the servers tried, the hash of its key.
-PickContext Session::pick_context(Exchange& x, TriedSet& tried) const {
-  PickContext base{&tried};
-  base.worker = worker_.index;  // the balancer moves this worker's own cursor
+// The balancer's context of this request: the hash of its key, for hash upstreams.
+PickContext Session::pick_context(const Exchange& x) const {
+  PickContext ctx;
   if (const auto& key = x.upstream->hash_key()) {
     if (const auto bytes = key->extract(*request_, request_->target(), x.client_ip)) {
-      base.hash = x.hash = hash_key_bytes(*bytes);
-      base.has_hash = x.has_hash = true;
+      ctx.hash = hash_key_bytes(*bytes);
+      ctx.has_hash = true;
     }
   }
-  return base;
-}
-
-// No server was picked. The first time: none configured, or none healthy (panic mode spreads
-// over all of them if the upstream allows it). Later: every server was tried, and the last
-// failure stands. False (with `error`): no server will do.
-bool Session::pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last,
-                            Pick& pick, ProxyError& error) {
-  if (first) {
-    if (x.upstream->endpoints().empty()) {
-      error = {503, "no servers", x.upstream->name()};
-      return false;
-    }
-    if (x.upstream->config().panic_when_all_down) {
-      ctx.panic = true;
-      pick = x.upstream->pick(ctx);
-      if (pick) spdlog::warn("upstream {}: no healthy server, panic mode: spreading over all servers",
-                             x.upstream->name());
-    }
-    if (!pick)
-      error = {503, all_draining(*x.upstream) ? "every server drained" : "no healthy server",
-               x.upstream->name()};
-    return static_cast<bool>(pick);
-  }
-  if (!last.failed()) {  // all candidates were at max_conns
-    error = {503, "no server available"};
-    return false;
-  }
-  note_skip(x, proxy::RetrySkip::no_other_server);
-  error = not_retried(x, last);
-  return false;
-}
-
-// The picked server is tried (marked so), and its slot taken unless the queue took it already.
-// max_conns is a hard cap: the pick only saw a snapshot of in_flight, so the slot is taken
-// atomically here; another worker may have taken the last one (false).
-bool Session::begin_attempt(Exchange& x, Endpoint& ep, std::uint32_t index, bool reserved, TriedSet& tried) {
-  tried.add(index);
-  if (!reserved && !ep.try_begin_request()) return false;
-  x.server = &ep;
-  note_server(x, ep);
-  ++x.attempts;
-  x.attempt_start = worker_.clock.now();
-  x.upstream_ready = x.first_byte = {};
-  return true;
-}
-
-// The retry decision (forwarder.hpp's after_attempt), with the attempts count and may_retry().
-AfterAttempt Session::after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
-                                    unsigned attempt, Clock::time_point deadline, const TriedSet& tried) {
-  const auto& retry = x.upstream->config().retry;
-  const bool attempts_left = attempt < retry.attempts;
-  if (last.failed()) {
-    spdlog::debug("upstream {} server {}: {}", x.upstream->name(), x.server->identity(),
-                  sluice_error(last));
-    if (!attempts_left) note_skip(x, proxy::RetrySkip::attempts_exhausted);
-  }
-  return proxy::after_attempt(last, proxy::is_listed(retry, last), attempts_left,
-                              [&] { return may_retry(x, last, facts, deadline, tried); });
+  return ctx;
 }
 
 // After the answer went to the client: the body's failure reported, the connection pooled when
@@ -659,7 +557,8 @@ bool Session::end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>
                            bool reusable) {
   const auto& ucfg = x.upstream->config();
   upstream_ = nullptr;
-  if (x.body_failure != FailureKind::none) report_attempt(x, ep, Failure::of(x.body_failure));
+  if (x.body_failure != FailureKind::none)
+    report_attempt(*x.upstream, ep, worker_.index, Failure::of(x.body_failure));
   if (reusable) {
     worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
                          pooled_idle_time(ucfg.keepalive_timeout, x.origin_idle_timeout));
@@ -698,84 +597,6 @@ net::awaitable<bool> Session::idempotency_gate(Exchange& x) {
   if (n > 0) x.head_sent = true;
   if (timed(ec)) x.client_keep_alive = false;
   co_return false;
-}
-
-// True when every server is draining (an operator took them all out, not their health).
-bool Session::all_draining(const Upstream& upstream) {
-  for (const Endpoint* ep : upstream.endpoints())
-    if (!ep->draining()) return false;
-  return true;
-}
-
-// True when some server could take the request but for max_conns (so waiting can help).
-bool Session::saturated(const Upstream& upstream) {
-  for (Endpoint* ep : upstream.endpoints())
-    if (ep->available() && ep->at_limit()) return true;
-  return false;
-}
-
-// Waits in the upstream's queue until this request is first and a server slot is free (taken
-// here, on `pick`). Returns nullptr when served, else the Sluice-Error of the 503.
-net::awaitable<const char*> Session::wait_in_queue(Exchange& x, const PickContext& base, Pick& pick) {
-  const auto& ucfg = x.upstream->config();
-  if (ucfg.queue_size == 0) co_return "no server available";
-  auto& queue = x.upstream->queue();
-  const auto ticket = queue.enter(ucfg.queue_size);
-  if (ticket == 0) co_return "queue full";
-  const auto until = worker_.clock.now() + Clock::duration(ucfg.queue_timeout);
-  if (!backoff_timer_) backoff_timer_.emplace(worker_.io);
-  for (;;) {
-    if (queue.is_head(ticket)) {
-      PickContext ctx = base;
-      pick = x.upstream->pick(ctx);
-      if (pick && x.upstream->endpoint(pick.index)->try_begin_request()) {
-        queue.leave(ticket);
-        co_return nullptr;
-      }
-      pick = {};
-    }
-    if (worker_.clock.now() >= until || closed_) {
-      queue.leave(ticket);
-      co_return "queue timeout";
-    }
-    // Slots free on any worker: look again shortly (only while saturated, so the cost is bounded).
-    backoff_timer_->expires_after(std::chrono::milliseconds(1));
-    co_await backoff_timer_->async_wait(nothrow);
-  }
-}
-
-// Whether the failed attempt may be retried: eligibility from the facts, then the deadline, the
-// servers left and the budget. Counts the reason when it may not.
-bool Session::may_retry(Exchange& x, const Failure& attempt,
-                        const proxy::RequestFacts& request, Clock::time_point deadline,
-                        const TriedSet& tried) {
-  const auto& retry = x.upstream->config().retry;
-  auto skip = proxy::eligibility(retry, attempt, request);
-  if (skip == proxy::RetrySkip::none && worker_.clock.now() >= deadline) skip = proxy::RetrySkip::deadline;
-  if (skip == proxy::RetrySkip::none) {
-    // Is any untried server left? Asked of the endpoints, not the balancer: a pick() here would
-    // move its cursor and steal the next request's turn.
-    PickContext probe{&tried};
-    const auto endpoints = x.upstream->endpoints();
-    bool any = false;
-    for (std::uint32_t i = 0; i < endpoints.size() && !any; ++i) any = !sluice::skip(*endpoints[i], i, probe);
-    if (!any) skip = proxy::RetrySkip::no_other_server;
-  }
-  // A 503 asking to come back later than our deadline allows is not retried (Retry-After).
-  if (skip == proxy::RetrySkip::none && attempt.status == 503 && response_ != nullptr &&
-      retry_after_exceeds(response_->value("Retry-After"), worker_.clock.now(), deadline))
-    skip = proxy::RetrySkip::deadline;
-  if (skip == proxy::RetrySkip::none &&
-      !x.upstream->retry_budget(worker_.index).try_retry(worker_.clock.now()))
-    skip = proxy::RetrySkip::budget_exhausted;
-  if (skip == proxy::RetrySkip::none && x.server != nullptr)
-    EndpointCounters::bump(
-        x.server->counters(worker_.index).retries[static_cast<std::size_t>(attempt.kind)]);
-  if (skip != proxy::RetrySkip::none) {
-    note_skip(x, skip);
-    return false;
-  }
-  return true;
 }
 
 // One try on one server: a pooled or new connection, the request, the response head. On success
@@ -952,44 +773,6 @@ net::awaitable<Session::BodyStep> Session::decode_chunked(Exchange& x, std::size
       co_return BodyStep::failed;
     }
   }
-}
-
-// What the attempt says of the server's health (health::live_result): nothing for a failure that
-// is not the server's (a stale pooled connection, the client's, sluice's own).
-void Session::report_attempt(Exchange& x, Endpoint& ep, const Failure& f) {
-  const auto result = health::live_result(f);
-  if (!result || !ep.has_health()) return;
-  std::optional<health::Transition> t;
-  if (result->kind != health::LiveResult::Kind::response)
-    EndpointCounters::bump(ep.counters(worker_.index).failures);
-  if (x.upstream->fail_on().counts(*result)) {
-    t = ep.health().live_failure(*result);
-  } else {
-    t = ep.health().live_success();
-  }
-  if (t) health::log_transition(x.upstream->name(), ep, *t);
-}
-
-// The answer to a failure that was not retried: its status and Sluice-Error, with the reason it
-// was not retried ("upstream reset; not retried: retry budget exhausted").
-ProxyError Session::not_retried(const Exchange& x, const Failure& f) const {
-  return error_for(f, x.skip != proxy::RetrySkip::none ? proxy::explain(x.skip) : std::string_view());
-}
-
-void Session::note_server(Exchange& x, const Endpoint& ep) {
-  // "app-1,app-2": the servers tried, for the access log (bounded).
-  auto& out = x.servers_tried;
-  const auto& id = ep.identity();
-  if (out.size() + id.size() + 1 > out.capacity()) return;
-  if (!out.empty()) out.push_back(',');
-  out.append(id);
-}
-
-void Session::note_skip(Exchange& x, proxy::RetrySkip skip) {
-  x.skip = skip;
-  if (x.server != nullptr)
-    EndpointCounters::bump(
-        x.server->counters(worker_.index).retry_skips[static_cast<std::size_t>(skip)]);
 }
 
 // Head and body towards the origin, then the response head. The body streams through relay_:
@@ -1318,7 +1101,7 @@ void Session::sent_piece(Exchange& x, std::string_view piece, bool chunked_from_
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502
 // with the failure); after, the client connection is cut, and the exchange is logged as
-// `upstream body cut`, counted in its own status class and against the server (forward()).
+// `upstream body cut`, counted in its own status class and against the server (end_delivery()).
 net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_written,
                                           FailureKind failure) {
   spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
@@ -1333,7 +1116,7 @@ net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_
 }
 
 net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
-  report_attempt(x, ep, Failure::answered(101));
+  report_attempt(*x.upstream, ep, worker_.index, Failure::answered(101));
   write_switch_head(x);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);

@@ -64,9 +64,11 @@ public:
   ParkedClient take_parked() noexcept;
   void resumed() noexcept;
 
-  // read_final_head()'s hooks (upstream_attempt.hpp) for one attempt, defined in session.cpp.
-  // Named here, outside `private`, for the FramePool specialisation at the end of this file.
+  // read_final_head()'s hooks (upstream_attempt.hpp) for one attempt, and forward_attempts()'s
+  // (forwarder.hpp) for one request, defined in session.cpp. Named here, outside `private`, for
+  // the FramePool specialisations at the end of this file.
   struct HeadHooks;
+  struct ForwardHooks;
 
 private:
   void close_streams() noexcept;  // close() without its shutdown first
@@ -89,8 +91,6 @@ private:
   ClientAddress client_of(const http::RequestHead& req) const noexcept;
   ProxyError admit(const RouteAdmission* admission, const http::RequestHead& req,
                    std::string_view target, const ClientAddress& client) const noexcept;
-  // The answer to a failed attempt: the failure's status and Sluice-Error, and why no retry.
-  ProxyError not_retried(const Exchange& x, const Failure& f) const;
   struct HeadLimits {
     Clock::duration header_timeout, idle_timeout;
     std::size_t max_header_bytes, max_uri_bytes;
@@ -101,20 +101,20 @@ private:
   http::RequestHead& request_index();
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
-  boost::asio::awaitable<bool> forward(Exchange& x);
-  // The attempt loop's steps (forward() and forwarder.hpp).
+  // Towards the attempt loop (forward_attempts(), forwarder.hpp): the request's framing and
+  // retry facts, its body kept when it must be (replay, chunked validation) and its
+  // Idempotency-Key gate, the balancer's context.
+  enum class Prepared { forward, keep, close };  // keep, close: answered, the client's connection
   proxy::RequestFacts begin_forward(Exchange& x);
   bool keeps_content_body(const Exchange& x) const;
-  AttemptWindow begin_attempts(Exchange& x);
-  PickContext pick_context(Exchange& x, TriedSet& tried) const;
-  bool pick_fallback(Exchange& x, PickContext& ctx, bool first, const Failure& last, Pick& pick,
-                     ProxyError& error);
-  bool begin_attempt(Exchange& x, Endpoint& ep, std::uint32_t index, bool reserved, TriedSet& tried);
-  AfterAttempt after_attempt(Exchange& x, const Failure& last, const proxy::RequestFacts& facts,
-                             unsigned attempt, Clock::time_point deadline, const TriedSet& tried);
+  bool prepares_body(const Exchange& x) const;
+  boost::asio::awaitable<Prepared> prepare_forward(Exchange& x);
+  PickContext pick_context(const Exchange& x) const;
+  // ForwardHooks' steps: the end of a delivered answer, the answer of a retried attempt dropped,
+  // a wait (backoff, queue).
   bool end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream, bool reusable);
   void drop_answer(std::optional<socket_type>& upstream);
-  boost::asio::awaitable<bool> back_off(Exchange& x, unsigned attempt, Clock::time_point deadline);
+  boost::asio::awaitable<bool> wait_for(Clock::duration d);
   boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
                                              std::optional<socket_type>& upstream,
                                              Clock::time_point try_until);
@@ -171,14 +171,6 @@ private:
   void forget_response() noexcept;
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
   void write_interim_head();
-  bool may_retry(Exchange& x, const Failure& attempt, const proxy::RequestFacts& request,
-                 Clock::time_point deadline, const TriedSet& tried);
-  void report_attempt(Exchange& x, Endpoint& ep, const Failure& f);
-  static bool saturated(const Upstream& upstream);
-  static bool all_draining(const Upstream& upstream);
-  boost::asio::awaitable<const char*> wait_in_queue(Exchange& x, const PickContext& base, Pick& pick);
-  void note_server(Exchange& x, const Endpoint& ep);
-  void note_skip(Exchange& x, proxy::RetrySkip skip);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
   bool body_ends(const http::ResponsePlan& plan, std::string_view piece, std::uint64_t& content_left) const;
@@ -251,7 +243,7 @@ private:
   // for stream_request() (what keep_chunked_body() read when the body outgrew relay_).
   http::ChunkedDecoder chunked_;
   std::size_t chunked_pending_ = 0;
-  std::optional<boost::asio::steady_timer> backoff_timer_;  // between retries; made on first use  // body relay buffer (relay_size bytes), shared by both directions
+  std::optional<boost::asio::steady_timer> backoff_timer_;  // wait_for()'s; made on first use
   std::shared_ptr<const Snapshot> snapshot_;
   bool first_request_ = true;
   bool idle_ = false;       // waiting for the first byte of a next request
@@ -277,3 +269,4 @@ private:
 // FramePool (core/pooled_frame.hpp).
 SLUICE_POOLED_COROUTINES(sluice::proxy::Session);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::HeadHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ForwardHooks);
