@@ -6,7 +6,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
@@ -44,18 +43,6 @@ constexpr std::size_t coalesced_answer_max = 2048;
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
-
-// What try_write() left of `buffers` (past the first `skip` bytes), with Asio's async_write;
-// returns the error and the bytes of `buffers` written in all. A coroutine of its own, so that
-// its state is in the rare frame that needs it, not in the hot ones.
-template <class Buffers>
-net::awaitable<std::tuple<error_code, std::size_t>> write_rest(tls::Stream& stream, Buffers buffers,
-                                                               std::size_t skip) {
-  beast::buffers_suffix<Buffers> rest(buffers);
-  rest.consume(skip);
-  auto [ec, n] = co_await net::async_write(stream, rest, nothrow);
-  co_return std::tuple(ec, skip + n);
-}
 
 // Room to read into `buffer` without exceeding its max_size.
 template <class Buffer>
@@ -599,51 +586,79 @@ net::awaitable<bool> Session::idempotency_gate(Exchange& x) {
   co_return false;
 }
 
-// One try on one server: a pooled or new connection, the request, the response head. On success
-// (kind none) `upstream` holds the connection and response_ the indexed head. The Failure is built
-// here, where the attempt's I/O failed.
+// read_final_head()'s and send_whole()'s hooks (upstream_attempt.hpp) for one attempt.
+struct Session::HeadHooks {
+  Session& s;
+  Exchange& x;
+  Clock::time_point try_until;
+  std::size_t& received_bytes;
+
+  http::ResponseHead& index() { return s.response_index(); }
+  std::optional<FailureKind> complete(http::ResponseHead& head) {
+    s.response_ = &head;
+    return s.final_head(x, head.status());
+  }
+  net::awaitable<bool> interim(const http::ResponseHead&) { return s.pass_interim(x, try_until); }
+  void received(std::size_t n) {
+    if (received_bytes == 0 && n > 0) x.first_byte = s.worker_.clock.now();
+    received_bytes += n;
+  }
+  // While uploading, the upload may fail on the client's side: nothing more to read then.
+  bool client_gone() const { return s.upload_ != nullptr && s.upload_->client_failed; }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  void arm_response() { s.arm_response(try_until); }
+  // read_final_head()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<FailureKind>, HeadHooks, tls::Stream&,
+                                                     HeadBuffer&, std::size_t>::promise_type,
+                               PooledFrame<FailureKind>>);
+};
+
+// attempt_server()'s hooks (upstream_attempt.hpp) for one try of one request on `ep`.
+struct Session::AttemptHooks {
+  Session& s;
+  Exchange& x;
+  Endpoint& ep;
+  Clock::time_point try_until;
+
+  net::awaitable<Failure> connect(std::optional<socket_type>& upstream) {
+    return s.connect(x, ep, upstream, try_until);
+  }
+  void ready(socket_type& upstream) {
+    s.upstream_ = &upstream;
+    x.upstream_ready = s.worker_.clock.now();
+  }
+  net::awaitable<FailureKind> send(socket_type& upstream, std::uint64_t& sent, std::size_t& received) {
+    return s.send_request(x, upstream, try_until, sent, received);
+  }
+  unsigned status() const { return s.response_->status(); }
+  void forget() {
+    s.upstream_ = nullptr;
+    s.up_in_.clear();
+    s.forget_response();
+  }
+  // Resending on a new connection cannot duplicate work when the request is idempotent and its
+  // body (if any) is still at hand.
+  bool resend_on_new_connection() const {
+    if (!http::is_idempotent(s.request_->verb()) || (!x.body_kept && x.body_consumed)) return false;
+    spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
+                  x.upstream->name(), ep.identity());
+    return true;
+  }
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<Failure>, AttemptHooks,
+                                                     std::optional<socket_type>&>::promise_type,
+                               PooledFrame<Failure>>);
+};
+
+// One try on one server (attempt_server(), upstream_attempt.hpp): a pooled connection, unless the
+// request is an upgrade (not resent after a pooled connection turns out closed, and consumed by a
+// tunnel anyway) or the pooled one's TLS does not fit; else a new one. Not a coroutine: the try's
+// frame is attempt_server()'s alone.
 net::awaitable<Failure> Session::try_server(Exchange& x, Endpoint& ep,
                                             std::optional<socket_type>& upstream,
                                             Clock::time_point try_until) {
-  const auto& req = *request_;
-  // An upgrade request takes a fresh connection: it is not resent after a pooled connection
-  // turns out to be closed, and the connection is consumed by a tunnel anyway.
   if (!x.upgrade) upstream = worker_.pool.acquire(ep);
   if (upstream && !tls_fits(*x.upstream, ep, *upstream)) upstream.reset();
-  bool reused = upstream.has_value();
-  for (;;) {
-    if (!upstream) {
-      if (const auto failure = co_await connect(x, ep, upstream, try_until); failure.failed())
-        co_return failure;
-    }
-    upstream_ = &*upstream;
-    x.upstream_ready = worker_.clock.now();
-
-    std::uint64_t sent = 0;
-    std::size_t received = 0;
-    const auto kind = co_await send_request(x, *upstream, try_until, sent, received);
-    if (kind == FailureKind::none) co_return Failure::answered(response_->status());
-    auto failure = Failure::of(kind);
-    failure.request_bytes_sent = sent > 0;
-    failure.reused_connection = reused;
-    failure.response_bytes_received = received > 0;
-
-    upstream_ = nullptr;
-    upstream.reset();
-    up_in_.clear();
-    forget_response();
-    // A pooled connection that the origin closed while idle fails before any response byte: when
-    // resending cannot duplicate work (idempotent, body not consumed), try once more on a fresh
-    // connection to the same server. Not the server's fault, not a retry.
-    if (health::stale_connection(failure) && http::is_idempotent(req.verb()) &&
-        (x.body_kept || !x.body_consumed)) {
-      spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
-                    x.upstream->name(), ep.identity());
-      reused = false;
-      continue;
-    }
-    co_return failure;
-  }
+  return attempt_server(AttemptHooks{*this, x, ep, try_until}, upstream);
 }
 
 // A new connection to `ep` in `upstream` (TCP, then TLS if the server has it), within
@@ -782,30 +797,20 @@ net::awaitable<FailureKind> Session::send_request(Exchange& x, socket_type& upst
                                                   Clock::time_point try_until,
                                                   std::uint64_t& sent, std::size_t& received) {
   write_request_head(x);
-
   // A body still to be read from the client streams while the answer is read (full duplex).
-  // Another coroutine, so that the common path's frame stays small enough for Asio to recycle
-  // (a frame over 1,020 bytes is a malloc per request).
-  if (!x.body_kept && (!x.request_done || x.chunked_in)) {
-    bool fully_sent = false;
-    const auto failure = co_await send_streamed(x, upstream, try_until,
-                                                x.upstream->config().send_timeout, sent, received,
-                                                fully_sent);
-    x.request_unsent = !fully_sent;
-    co_return failure;
-  }
+  if (!x.body_kept && (!x.request_done || x.chunked_in))
+    return send_streamed(x, upstream, try_until, x.upstream->config().send_timeout, sent, received);
   // No body, or the whole body kept in relay_: one write, repeatable on a retry.
   const std::array<net::const_buffer, 2> out{net::buffer(head_out_),
                                              net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
   deadline = try_until;
   timed_out_ = false;
-  sent = upstream.try_write(out);  // usually all of it: no reactor operation
-  error_code ec;
-  if (sent < net::buffer_size(out)) std::tie(ec, sent) = co_await write_rest(upstream, out, sent);
-  if (timed(ec))
-    co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
-  co_return co_await read_response_head(x, upstream, try_until, received);
+  return send_whole(HeadHooks{*this, x, try_until, received}, upstream, out, up_in_,
+                    snapshot_->config->server.max_header_bytes, sent);
 }
+
+// Exchange is defined here, not in session_upload.cpp, where send_streamed() says this.
+void Session::note_unsent(Exchange& x, bool unsent) noexcept { x.request_unsent = unsent; }
 
 // The head and a body read from the client as it comes, piece by piece (re-chunked when
 // chunked), while response_side() reads the answer: ends when the body is sent, when the origin
@@ -892,30 +897,6 @@ net::awaitable<std::optional<FailureKind>> Session::next_upload_piece(Exchange& 
   co_return std::nullopt;
 }
 
-struct Session::HeadHooks {
-  Session& s;
-  Exchange& x;
-  Clock::time_point try_until;
-  std::size_t& received_bytes;
-
-  http::ResponseHead& index() { return s.response_index(); }
-  std::optional<FailureKind> complete(http::ResponseHead& head) {
-    s.response_ = &head;
-    return s.final_head(x, head.status());
-  }
-  net::awaitable<bool> interim(const http::ResponseHead&) { return s.pass_interim(x, try_until); }
-  void received(std::size_t n) {
-    if (received_bytes == 0 && n > 0) x.first_byte = s.worker_.clock.now();
-    received_bytes += n;
-  }
-  // While uploading, the upload may fail on the client's side: nothing more to read then.
-  bool client_gone() const { return s.upload_ != nullptr && s.upload_->client_failed; }
-  error_code timed(error_code ec) const { return s.timed(ec); }
-  // read_final_head()'s frame comes from the worker's FramePool, like the session's own.
-  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<FailureKind>, HeadHooks, tls::Stream&,
-                                                     HeadBuffer&, std::size_t>::promise_type,
-                               PooledFrame<FailureKind>>);
-};
 
 // Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
 // Not a coroutine: the attempt's phase is read_final_head()'s frame alone.

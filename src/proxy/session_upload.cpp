@@ -42,8 +42,7 @@ FailureKind upload_outcome(const UploadState& state, FailureKind upload,
 net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& upstream,
                                                    Clock::time_point try_until,
                                                    Clock::duration send_timeout,
-                                                   std::uint64_t& sent, std::size_t& received,
-                                                   bool& fully_sent) {
+                                                   std::uint64_t& sent, std::size_t& received) {
   using namespace net::experimental::awaitable_operators;
   const auto now = worker_.clock.now();
   UploadState state;
@@ -54,7 +53,7 @@ net::awaitable<FailureKind> Session::send_streamed(Exchange& x, socket_type& ups
   const auto [upload, head] = co_await (upload_side(x, upstream, sent) &&
                                         response_side(x, upstream, try_until, received));
   upload_ = nullptr;
-  fully_sent = state.fully_sent;
+  note_unsent(x, !state.fully_sent);
   co_return upload_outcome(state, upload, head, sent);
 }
 

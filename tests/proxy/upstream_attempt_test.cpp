@@ -1,10 +1,15 @@
-// The response-head phase of an upstream attempt (read_final_head) on beast::test::stream: a
+// An upstream attempt's phases on beast::test::stream. The response head (read_final_head): a
 // head in pieces of every size, 1xx heads passed on before the final one, every read failing in
-// turn until the exchange passes, and what each way of ending returns.
+// turn until the exchange passes, and what each way of ending returns. The request in one piece
+// (send_whole): every write and read failing in turn, and what reached the origin each time. The
+// try (attempt_server): a pooled connection the origin had closed, resent on a new one only when
+// that cannot duplicate work; a failure's facts.
 #include "sluice/proxy/upstream_attempt.hpp"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +36,8 @@ struct Seen {
   bool client_gone = false;
   bool interim_ok = true;      // the client took the interim head
   bool reads_time_out = false;  // every error is the deadline's (timed() says timeout)
+  bool armed = false;           // send_whole() armed the head's deadline
+  std::size_t* attempt_received = nullptr;  // attempt_server()'s count, when under it
 };
 
 struct Hooks {
@@ -46,7 +53,11 @@ struct Hooks {
     seen->interims.push_back(head.status());
     co_return seen->interim_ok;
   }
-  void received(std::size_t n) { seen->received += n; }
+  void received(std::size_t n) {
+    seen->received += n;
+    if (seen->attempt_received != nullptr) *seen->attempt_received += n;
+  }
+  void arm_response() { seen->armed = true; }
   bool client_gone() const { return seen->client_gone; }
   error_code timed(error_code ec) const {
     return ec && seen->reads_time_out ? error_code(boost::beast::error::timeout) : ec;
@@ -188,6 +199,265 @@ TEST(ReadFinalHead, TheClientGoneEndsTheAttemptAsTheClientsFailure) {
     seen.interim_ok = false;
     EXPECT_EQ(run(io, upstream, in, seen), FailureKind::client_failed);
     EXPECT_EQ(seen.interims, std::vector<unsigned>{103});
+  }
+}
+
+
+// ---- send_whole: the request in one piece, then its final head.
+
+const std::string request_head = "POST /orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 10\r\n\r\n";
+const std::string request_body = "0123456789";
+
+struct Sent {
+  FailureKind outcome = FailureKind::tls_failed;  // none of these tests can end so
+  std::uint64_t sent = 0;
+};
+
+Sent send(net::io_context& io, test::stream& upstream, boost::beast::flat_buffer& in, Seen& seen) {
+  const std::array<net::const_buffer, 2> out{net::buffer(request_head), net::buffer(request_body)};
+  std::optional<Sent> result;
+  auto sent = std::make_shared<std::uint64_t>(0);
+  net::co_spawn(io, send_whole(Hooks{&seen}, upstream, out, in, max_header, *sent),
+                [&, sent](std::exception_ptr e, FailureKind k) {
+                  if (e) std::rethrow_exception(e);
+                  result = Sent{k, *sent};
+                });
+  io.run();
+  io.restart();
+  EXPECT_TRUE(result) << "send_whole did not finish";
+  return result.value_or(Sent{});
+}
+
+// Every write and read fails in turn until none does. What reached the origin is always exactly
+// what `sent` counts; a failure before the first byte left is reset_before_send (the origin
+// cannot have the request: any method may be resent), after it reset_after_send; the head's
+// deadline is armed only once the whole request is out.
+TEST(SendWhole, FailAtEveryPointUntilItSucceeds) {
+  const std::string whole = request_head + request_body;
+  bool passed = false;
+  std::size_t before_send = 0, after_send = 0;
+  for (std::size_t n = 1; n < 100 && !passed; ++n) {  // fail_count(n): the n-th operation fails
+    net::io_context io;
+    test::fail_count fc(n);
+    test::stream upstream(io, fc, final_head);
+    test::stream origin(io);
+    upstream.connect(origin);
+    upstream.write_size(16);
+    upstream.read_size(7);
+    boost::beast::flat_buffer in(max_header + head_read_chunk);
+    Seen seen;
+    const auto r = send(io, upstream, in, seen);
+    EXPECT_EQ(origin.str(), whole.substr(0, r.sent)) << "point " << n;
+    if (r.outcome == FailureKind::reset_before_send) {
+      EXPECT_EQ(r.sent, 0u) << "point " << n;
+      EXPECT_FALSE(seen.armed);
+      ++before_send;
+      continue;
+    }
+    if (r.outcome == FailureKind::reset_after_send) {
+      EXPECT_GT(r.sent, 0u) << "point " << n;
+      EXPECT_EQ(seen.armed, r.sent == whole.size()) << "point " << n;
+      ++after_send;
+      continue;
+    }
+    ASSERT_EQ(r.outcome, FailureKind::none) << "point " << n;
+    EXPECT_EQ(r.sent, whole.size());
+    EXPECT_TRUE(seen.armed);
+    EXPECT_EQ(seen.head.status(), 200u);
+    EXPECT_EQ(seen.received, final_head.size());
+    passed = true;
+  }
+  EXPECT_TRUE(passed);
+  EXPECT_EQ(before_send, 1u);  // only the first write's failure leaves nothing at the origin
+  EXPECT_GT(after_send, 5u);   // the other writes (16 bytes each) and every read
+}
+
+TEST(SendWhole, AConnectionTheOriginClosedTakesNoByte) {
+  net::io_context io;
+  test::stream upstream(io);  // no peer: writes are refused (connection reset)
+  boost::beast::flat_buffer in(max_header + head_read_chunk);
+  Seen seen;
+  const auto r = send(io, upstream, in, seen);
+  EXPECT_EQ(r.outcome, FailureKind::reset_before_send);
+  EXPECT_EQ(r.sent, 0u);
+}
+
+// ---- attempt_server: the try.
+
+// What the test's origins do and what the hooks saw.
+struct Origins {
+  net::io_context* io = nullptr;
+  std::deque<test::stream> peers;  // the origin end of each connection made
+  std::string answer = final_head;  // what a new connection's origin answers
+  bool refuse = false;              // new connections are refused
+  bool resend_allowed = true;       // resend_on_new_connection()'s answer
+  int connects = 0, readies = 0, forgets = 0, resends_asked = 0;
+  Seen seen;
+  boost::beast::flat_buffer in{max_header + head_read_chunk};
+};
+
+struct TryHooks {
+  Origins* o;
+  net::awaitable<Failure> connect(std::optional<test::stream>& upstream) {
+    ++o->connects;
+    if (o->refuse) co_return Failure::of(FailureKind::connect_refused);
+    upstream.emplace(*o->io, o->answer);
+    upstream->connect(o->peers.emplace_back(*o->io));
+    co_return Failure{};
+  }
+  void ready(test::stream&) { ++o->readies; }
+  net::awaitable<FailureKind> send(test::stream& upstream, std::uint64_t& sent, std::size_t& received) {
+    o->seen.attempt_received = &received;
+    const std::array<net::const_buffer, 2> out{net::buffer(request_head), net::buffer(request_body)};
+    return send_whole(Hooks{&o->seen}, upstream, out, o->in, max_header, sent);
+  }
+  unsigned status() const { return o->seen.head.status(); }
+  void forget() {
+    ++o->forgets;
+    o->in.clear();
+  }
+  bool resend_on_new_connection() {
+    ++o->resends_asked;
+    return o->resend_allowed;
+  }
+};
+
+Failure attempt(net::io_context& io, Origins& o, std::optional<test::stream>& upstream) {
+  o.io = &io;
+  std::optional<Failure> result;
+  net::co_spawn(io, attempt_server(TryHooks{&o}, upstream), [&](std::exception_ptr e, Failure f) {
+    if (e) std::rethrow_exception(e);
+    result = f;
+  });
+  io.run();
+  io.restart();
+  EXPECT_TRUE(result) << "attempt_server did not finish";
+  return result.value_or(Failure::of(FailureKind::tls_failed));
+}
+
+TEST(AttemptServer, ANewConnectionIsMadeAndAnswered) {
+  net::io_context io;
+  Origins o;
+  std::optional<test::stream> upstream;
+  const auto f = attempt(io, o, upstream);
+  EXPECT_FALSE(f.failed());
+  EXPECT_EQ(f.status, 200u);
+  ASSERT_TRUE(upstream);  // the connection stays with the answer, for its body
+  EXPECT_EQ(o.connects, 1);
+  EXPECT_EQ(o.readies, 1);
+  EXPECT_EQ(o.peers.front().str(), request_head + request_body);
+}
+
+TEST(AttemptServer, APooledConnectionIsUsedAsItIs) {
+  net::io_context io;
+  Origins o;
+  test::stream origin(io);
+  std::optional<test::stream> upstream;
+  upstream.emplace(io, final_head);
+  upstream->connect(origin);
+  const auto f = attempt(io, o, upstream);
+  EXPECT_FALSE(f.failed());
+  EXPECT_EQ(o.connects, 0);
+  EXPECT_EQ(origin.str(), request_head + request_body);
+}
+
+// The origin closed a pooled connection while it idled: before the request (a write refused) or
+// after it (end of file before any response byte). Not the server's fault, and resent on a new
+// connection when the hooks allow it; else the failure stands with its facts.
+TEST(AttemptServer, AStalePooledConnectionIsReplacedOnlyWhenResendingIsSafe) {
+  for (const bool after_send : {false, true}) {
+    for (const bool allowed : {true, false}) {
+      net::io_context io;
+      Origins o;
+      o.resend_allowed = allowed;
+      test::stream origin(io);
+      std::optional<test::stream> upstream;
+      upstream.emplace(io);
+      if (after_send) {
+        upstream->connect(origin);
+        upstream->close_remote();  // end of file on read
+      }
+      const auto f = attempt(io, o, upstream);
+      const auto label = std::string(after_send ? "after" : "before") + (allowed ? ", allowed" : "");
+      EXPECT_EQ(o.resends_asked, 1) << label;
+      if (allowed) {
+        EXPECT_FALSE(f.failed()) << label;
+        EXPECT_EQ(o.connects, 1) << label;
+        EXPECT_EQ(o.readies, 2) << label;
+        EXPECT_EQ(o.forgets, 1) << label;
+        ASSERT_TRUE(upstream) << label;
+        EXPECT_EQ(o.peers.front().str(), request_head + request_body) << label;
+        continue;
+      }
+      EXPECT_EQ(f.kind, after_send ? FailureKind::reset_after_send : FailureKind::reset_before_send) << label;
+      EXPECT_TRUE(f.reused_connection) << label;
+      EXPECT_EQ(f.request_bytes_sent, after_send) << label;
+      EXPECT_FALSE(f.response_bytes_received) << label;
+      EXPECT_TRUE(health::stale_connection(f)) << label;
+      EXPECT_EQ(o.connects, 0) << label;
+      EXPECT_FALSE(upstream) << label;
+    }
+  }
+}
+
+// A new connection that fails, or a pooled one that failed after response bytes came: the
+// server's failure, never resent here (the retry decision is the Forwarder's).
+TEST(AttemptServer, AFailureThatIsNotAStaleConnectionStands) {
+  {
+    net::io_context io;
+    Origins o;
+    o.answer = "HTTP/1.1 200 OK\r\n";  // then end of file
+    std::optional<test::stream> upstream;
+    o.io = &io;
+    const auto f = [&] {
+      // The new connection's origin closes after part of a head.
+      std::optional<Failure> result;
+      struct CutHooks : TryHooks {
+        net::awaitable<Failure> connect(std::optional<test::stream>& u) {
+          const auto failure = co_await TryHooks::connect(u);
+          u->close_remote();
+          co_return failure;
+        }
+      };
+      net::co_spawn(io, attempt_server(CutHooks{{&o}}, upstream), [&](std::exception_ptr e, Failure r) {
+        if (e) std::rethrow_exception(e);
+        result = r;
+      });
+      io.run();
+      return result.value_or(Failure::of(FailureKind::tls_failed));
+    }();
+    EXPECT_EQ(f.kind, FailureKind::reset_after_send);
+    EXPECT_FALSE(f.reused_connection);
+    EXPECT_TRUE(f.request_bytes_sent);
+    EXPECT_TRUE(f.response_bytes_received);
+    EXPECT_EQ(o.resends_asked, 0);
+    EXPECT_EQ(o.connects, 1);
+  }
+  {
+    net::io_context io;
+    Origins o;
+    test::stream origin(io);
+    std::optional<test::stream> upstream;
+    upstream.emplace(io, "HTTP/1.1 200 OK\r\n");
+    upstream->connect(origin);
+    upstream->close_remote();
+    const auto f = attempt(io, o, upstream);
+    EXPECT_EQ(f.kind, FailureKind::reset_after_send);
+    EXPECT_TRUE(f.reused_connection);
+    EXPECT_TRUE(f.response_bytes_received);
+    EXPECT_FALSE(health::stale_connection(f));
+    EXPECT_EQ(o.resends_asked, 0);
+    EXPECT_EQ(o.connects, 0);
+  }
+  {
+    net::io_context io;
+    Origins o;
+    o.refuse = true;
+    std::optional<test::stream> upstream;
+    const auto f = attempt(io, o, upstream);
+    EXPECT_EQ(f.kind, FailureKind::connect_refused);
+    EXPECT_EQ(o.readies, 0);
+    EXPECT_FALSE(upstream);
   }
 }
 

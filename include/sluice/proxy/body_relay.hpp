@@ -4,6 +4,7 @@
 //  - pending_piece(), read_piece(): the next piece of a Content-Length or read-to-close body
 //    (RFC 9112 §6.3): bytes already buffered behind the head first, else one read of at most the
 //    relay buffer;
+//  - write_rest(): what a non-blocking write left of its buffers, with Asio's async_write;
 //  - FramedPiece: what one write sends, [head] [chunk-size line] [piece] [CRLF] [last-chunk]
 //    (RFC 9112 §7.1), so that a body is re-chunked as it passes and the head leaves with its
 //    first piece in the same write.
@@ -17,11 +18,14 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <tuple>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/system/error_code.hpp>
 
 #include "sluice/http/head.hpp"
@@ -56,6 +60,20 @@ boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending
   auto [ec, n] = co_await from.async_read_some(boost::asio::buffer(relay.data(), want),
                                                boost::asio::as_tuple(boost::asio::use_awaitable));
   co_return BodyPiece{ec, {relay.data(), n}, false};
+}
+
+// What a non-blocking write (tls::Stream::try_write) left of `buffers` (past the first `skip`
+// bytes), with Asio's async_write; returns the error and the bytes of `buffers` written in all. A
+// coroutine of its own, so that its state is in the rare frame that needs it, not in the hot ones.
+template <class Stream, class Buffers>
+boost::asio::awaitable<std::tuple<boost::system::error_code, std::size_t>> write_rest(Stream& stream,
+                                                                                     Buffers buffers,
+                                                                                     std::size_t skip) {
+  boost::beast::buffers_suffix<Buffers> rest(buffers);
+  rest.consume(skip);
+  auto [ec, n] = co_await boost::asio::async_write(stream, rest,
+                                                   boost::asio::as_tuple(boost::asio::use_awaitable));
+  co_return std::tuple(ec, skip + n);
 }
 
 // One write's buffers. Not copyable: the buffers point into its own chunk-size line.

@@ -64,10 +64,11 @@ public:
   ParkedClient take_parked() noexcept;
   void resumed() noexcept;
 
-  // read_final_head()'s hooks (upstream_attempt.hpp) for one attempt, and forward_attempts()'s
-  // (forwarder.hpp) for one request, defined in session.cpp. Named here, outside `private`, for
-  // the FramePool specialisations at the end of this file.
+  // read_final_head()'s and attempt_server()'s hooks (upstream_attempt.hpp) for one attempt, and
+  // forward_attempts()'s (forwarder.hpp) for one request, defined in session.cpp. Named here,
+  // outside `private`, for the FramePool specialisations at the end of this file.
   struct HeadHooks;
+  struct AttemptHooks;
   struct ForwardHooks;
 
 private:
@@ -133,12 +134,12 @@ private:
                                                    Clock::time_point try_until,
                                                    std::uint64_t& sent, std::size_t& received);
   // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
-  // `fully_sent`: every request byte reached the origin (else its connection is not reused).
+  // note_unsent(): some request byte did not reach the origin (its connection is not reused).
   boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
                                                     Clock::time_point try_until,
                                                     Clock::duration send_timeout,
-                                                    std::uint64_t& sent, std::size_t& received,
-                                                    bool& fully_sent);
+                                                    std::uint64_t& sent, std::size_t& received);
+  static void note_unsent(Exchange& x, bool unsent) noexcept;
   boost::asio::awaitable<FailureKind> upload_side(Exchange& x, socket_type& upstream,
                                                   std::uint64_t& sent);
   boost::asio::awaitable<FailureKind> response_side(Exchange& x, socket_type& upstream,
@@ -269,4 +270,5 @@ private:
 // FramePool (core/pooled_frame.hpp).
 SLUICE_POOLED_COROUTINES(sluice::proxy::Session);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::HeadHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::AttemptHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ForwardHooks);

@@ -1,14 +1,36 @@
 #pragma once
-// The response-head phase of an upstream attempt (issue 17: UpstreamAttempt, one try on one
-// server). After the request went out, read_final_head() reads from the origin until a final
-// response head is indexed, passing interim 1xx heads to the session as they come, and returns
-// the attempt's outcome: FailureKind::none (a final head is in `hooks.index()`, its bytes consumed
-// from `in` but still in place until the next read), or what ended the try.
+// An upstream attempt (issue 17: UpstreamAttempt, one try on one server), in three templates on
+// the stream type, so that beast::test::stream and a fail-count loop drive them in unit tests
+// (tests/proxy/upstream_attempt_test.cpp); the session instantiates them for tls::Stream, and
+// what belongs to it comes through a hooks value, first and by value (it lives in the
+// coroutine's frame, so a caller may return the awaitable; a class of hooks can take its frames
+// from the worker's FramePool, SLUICE_POOLED_COROUTINES_TAKING, core/pooled_frame.hpp):
 //
-// Templated on the stream, so that beast::test::stream and a fail-count loop drive it in unit
-// tests (tests/proxy/upstream_attempt_test.cpp); the session instantiates it for tls::Stream.
-// What belongs to the session (where the head index lives, deadlines, the client side of a 1xx,
-// the counters) comes through `hooks`:
+// attempt_server(hooks, upstream): the try. `upstream` holds a pooled connection, or nothing for
+// a new one. Returns the try's Failure, built here where its I/O failed: answered (kind none,
+// the final head's status) with the connection left in `upstream`, or what ended the try with
+// `upstream` empty. A pooled connection the origin had closed while idle
+// (health::stale_connection: it failed before any response byte) is not the server's fault: the
+// request goes once more on a new connection, when the hooks say resending cannot duplicate work.
+//   awaitable<Failure> connect(std::optional<Stream>&);  // a new connection in it, or why not
+//   void ready(Stream&);                      // the connection the request goes on
+//   awaitable<FailureKind> send(Stream&, std::uint64_t& sent, std::size_t& received);
+//                                             // the request, then the final head (send_whole())
+//   unsigned status();                        // the final head's
+//   void forget();                            // what a failed send left (buffers, head)
+//   bool resend_on_new_connection();          // asked of a stale pooled connection
+//
+// send_whole(hooks, upstream, out, in, max_header_bytes, sent): a request in one piece (its head,
+// and its body when kept whole) written, then its final head read (read_final_head()). A write
+// that fails before its first byte left is reset_before_send: the origin cannot have the request.
+// Its hooks are read_final_head()'s, and `void arm_response()` (the head's deadline, once the
+// request is out).
+//
+// read_final_head(hooks, upstream, in, max_header_bytes): after the request went out, reads from
+// the origin until a final response head is indexed, passing interim 1xx heads to the session as
+// they come, and returns the attempt's outcome: FailureKind::none (a final head is in
+// `hooks.index()`, its bytes consumed from `in` but still in place until the next read), or what
+// ended the try.
 //   http::ResponseHead& index();                 // the index to fill, reused across 1xx heads
 //   std::optional<FailureKind> complete(head);   // a complete head: its outcome if final,
 //                                                //   nullopt for an interim one
@@ -16,11 +38,10 @@
 //   void received(std::size_t n);                // n bytes came from the origin (n may be 0)
 //   bool client_gone();                          // an upload's client side failed meanwhile
 //   error_code timed(error_code);                // a deadline's cancellation as beast timeout
-// `hooks` comes first, by value (it lives in the coroutine's frame, so a caller may return the
-// awaitable), and a class of hooks can take its frames from the worker's FramePool
-// (SLUICE_POOLED_COROUTINES_TAKING, core/pooled_frame.hpp).
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string_view>
 #include <tuple>
 
@@ -31,6 +52,7 @@
 #include <boost/beast/core/error.hpp>
 
 #include "sluice/http/head_index.hpp"
+#include "sluice/proxy/body_relay.hpp"
 #include "sluice/proxy/failure.hpp"
 
 namespace sluice::proxy {
@@ -81,6 +103,46 @@ boost::asio::awaitable<FailureKind> read_final_head(Hooks hooks, Stream& upstrea
       co_return ec == boost::beast::error::timeout ? FailureKind::response_timeout
                                                    : FailureKind::reset_after_send;
     }
+  }
+}
+
+
+template <class Hooks, class Stream, class Buffers, class Buffer>
+boost::asio::awaitable<FailureKind> send_whole(Hooks hooks, Stream& upstream, Buffers out, Buffer& in,
+                                               std::size_t max_header_bytes, std::uint64_t& sent) {
+  std::size_t written = 0;
+  boost::system::error_code ec;
+  // On a stream with try_write (tls::Stream) usually all of it at once, with no reactor operation.
+  if constexpr (requires { upstream.try_write(out); }) written = upstream.try_write(out);
+  if (written < boost::asio::buffer_size(out))
+    std::tie(ec, written) = co_await write_rest(upstream, out, written);
+  sent = written;
+  if (hooks.timed(ec)) co_return written == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
+  hooks.arm_response();
+  co_return co_await read_final_head(std::move(hooks), upstream, in, max_header_bytes);
+}
+
+template <class Hooks, class Stream>
+boost::asio::awaitable<Failure> attempt_server(Hooks hooks, std::optional<Stream>& upstream) {
+  bool reused = upstream.has_value();
+  for (;;) {
+    if (!upstream) {
+      const auto failure = co_await hooks.connect(upstream);
+      if (failure.failed()) co_return failure;
+    }
+    hooks.ready(*upstream);
+    std::uint64_t sent = 0;
+    std::size_t received = 0;
+    const auto kind = co_await hooks.send(*upstream, sent, received);
+    if (kind == FailureKind::none) co_return Failure::answered(hooks.status());
+    auto failure = Failure::of(kind);
+    failure.request_bytes_sent = sent > 0;
+    failure.reused_connection = reused;
+    failure.response_bytes_received = received > 0;
+    hooks.forget();
+    upstream.reset();
+    if (!health::stale_connection(failure) || !hooks.resend_on_new_connection()) co_return failure;
+    reused = false;
   }
 }
 
