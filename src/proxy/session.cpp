@@ -152,10 +152,6 @@ void Session::expire() {
     client_.cancel(ignored);
     return;
   }
-  if (tunnel_ != nullptr) {
-    watch_tunnel();
-    return;
-  }
   if (upload_ != nullptr && upload_->sending && !upload_->reading_client && look_at_drain()) return;
   if (upload_ != nullptr) upload_->expired();
   deadline = Clock::time_point::max();
@@ -253,14 +249,14 @@ net::awaitable<void> Session::run() {
     const bool keep = co_await handle_request(x);
     // Nothing more can come from a client that asked to close and was read to the end.
     nothing_unread = !request_->keep_alive() && x.request_done && in_.size() == 0;
-    log_exchange(x);
+    if (!tunnel_) log_exchange(x);  // else the tunnel logs it when it closes
     end_exchange_memory();
     if (!keep || worker_.is_stopping()) break;
   }
   end_exchange_memory();
-  if (parked_) {
+  if (parked_ || tunnel_) {
     deadline = Clock::time_point::max();
-    co_return;  // the worker parks the connection (take_parked())
+    co_return;  // the worker parks the connection (take_parked()) or starts its tunnel
   }
   if (client_.is_tls() && !closed_) {
     // close_notify before the FIN (RFC 8446 §6.1): a close-delimited body must not look
@@ -410,7 +406,7 @@ struct Session::ForwardHooks {
   net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
     return s.try_server(x, ep, upstream, try_until);
   }
-  net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep, *upstream); }
+  net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep, upstream); }
   net::awaitable<bool> respond() { return s.send_response(x, *upstream); }
   bool delivered(Endpoint& ep, bool reusable) { return s.end_delivery(x, ep, upstream, reusable); }
   void drop() { s.drop_answer(upstream); }
@@ -1096,34 +1092,47 @@ net::awaitable<void> Session::body_failed(Exchange& x, error_code ec, bool head_
   x.error = upstream_body_cut;
 }
 
-net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, socket_type& upstream) {
+// After a valid 101: the 101 to the client, then both streams to a TunnelSession
+// (tunnel_session.hpp), which the worker starts once run() has ended (take_tunnel()). False: a
+// tunnel is the connection's last use as HTTP, on both sides.
+net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream) {
   report_attempt(*x.upstream, ep, worker_.index, Failure::answered(101));
   write_switch_head(x);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
   if (n > 0) x.head_sent = true;
-  if (timed(ec) || closed_) {
-    upstream_ = nullptr;
-    co_return false;
-  }
-  TunnelWatch watch(worker_.clock.now(), x.upstream->config().tunnel_idle_timeout);
-  tunnel_ = &watch;
-  tunnel_server_ = &ep;
-  tunnel_verdict_ = TunnelWatch::Verdict::keep;
-  deadline = watch.next_check(worker_.clock.now());
-  ep.begin_tunnel();
+  upstream_ = nullptr;
+  if (timed(ec) || closed_) co_return false;
   spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
                 response_->value(http::KnownField::upgrade));
-  const auto stats = co_await relay(client_, upstream, tunnel_io(watch));
-  ep.end_tunnel();
-  tunnel_ = nullptr;
-  tunnel_server_ = nullptr;
-  deadline = Clock::time_point::max();
-  upstream_ = nullptr;
+  hand_over(x, ep, std::move(*upstream));
+  co_return false;
+}
+
+// The handoff: both streams, the tunnel's in-flight count on `ep`, the relay block with the bytes
+// that came with the heads, and the exchange's access-log record (written when the tunnel closes).
+void Session::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream) {
+  ep.begin_request();  // the tunnel's own count: the attempt's ends with the attempt
+  tunnel_ = std::make_unique<TunnelHandoff>(TunnelHandoff{
+      std::move(client_), std::move(upstream), snapshot_, x.upstream, &ep, InFlight(ep),
+      std::exchange(relay_, nullptr)});
+  auto& h = *tunnel_;
+  const auto half = relay_size / 2;
+  const auto keep = [&](std::string_view pending, char* to, std::size_t& size, std::string& extra) {
+    if (pending.size() <= half) {
+      std::memcpy(to, pending.data(), pending.size());
+      size = pending.size();
+    } else {
+      extra.assign(pending);
+    }
+  };
+  keep(view(in_), h.relay, h.client_pending, h.client_extra);
+  keep(view(up_in_), h.relay + half, h.origin_pending, h.origin_extra);
   in_.clear();
   up_in_.clear();
-  tunnel_closed(x, ep, stats);
-  co_return false;  // a tunnel is the connection's last use, on both sides
+  h.start = x.start;
+  if (worker_.access_log.enabled()) h.log.emplace(access_record(x));
+  closed_ = true;  // the streams are the tunnel's now
 }
 
 // The 101 towards the client, in head_out_: the origin's reason and fields, rewritten.
@@ -1134,57 +1143,6 @@ void Session::write_switch_head(Exchange& x) {
   edits.request_id = x.request_id;
   edits.kind = http::ResponseSplice::Kind::switching;
   http::splice_response_head(head_out_, *response_, edits);
-}
-
-// The tunnel's buffers: the relay block's halves, one per direction. Bytes that came with the
-// heads (a client that did not wait for the 101, the origin's first frame) go first. They are
-// moved into the relay block when they fit, so that the head buffers go back to the pool for the
-// tunnel's lifetime.
-TunnelIo Session::tunnel_io(TunnelWatch& watch) {
-  const auto half = relay_size / 2;
-  std::span<char> up(relay_, half), down(relay_ + half, half);
-  std::string_view client_pending = view(in_), origin_pending = view(up_in_);
-  if (client_pending.size() <= half) {
-    std::memcpy(up.data(), client_pending.data(), client_pending.size());
-    client_pending = {up.data(), client_pending.size()};
-    in_.clear();
-    in_.shrink_to_fit();
-  }
-  if (origin_pending.size() <= half) {
-    std::memcpy(down.data(), origin_pending.data(), origin_pending.size());
-    origin_pending = {down.data(), origin_pending.size()};
-    up_in_.clear();
-    up_in_.shrink_to_fit();
-  }
-  return {up, down, client_pending, origin_pending, &worker_.clock, &watch.last_activity};
-}
-
-void Session::tunnel_closed(Exchange& x, Endpoint& ep, const TunnelStats& stats) {
-  x.bytes_in += stats.up;
-  x.bytes_out += stats.down;
-  EndpointCounters::bump(ep.counters(worker_.index).tunnels_closed[static_cast<std::size_t>(tunnel_verdict_)]);
-  spdlog::debug("upstream {} server {}: tunnel closed ({}): {} bytes up, {} bytes down",
-                x.upstream->name(), ep.identity(),
-                tunnel_verdict_ != TunnelWatch::Verdict::keep ? to_string(tunnel_verdict_)
-                : stats.failed                                 ? "reset"
-                                                               : "closed by both sides",
-                stats.up, stats.down);
-}
-
-void Session::watch_tunnel() {
-  const auto now = worker_.clock.now();
-  // The newest config says how long a drain lasts; the tunnel's own config is replaced once the
-  // worker has a newer one.
-  const auto& newest = *worker_.snapshot;
-  const auto verdict = tunnel_->check(now, newest.config->server.tunnel_drain_timeout,
-                                      worker_.snapshot != snapshot_, tunnel_server_->draining());
-  if (verdict == TunnelWatch::Verdict::keep) {
-    deadline = tunnel_->next_check(now);
-    return;
-  }
-  tunnel_verdict_ = verdict;
-  deadline = Clock::time_point::max();
-  close();
 }
 
 net::awaitable<void> Session::send_error(Exchange* x, const ProxyError& error) {
@@ -1298,15 +1256,13 @@ void Session::log_exchange(const Exchange& x) {
                                   : x.upstream->unserved(worker_.index);
     const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
     const bool cut = x.error.data() == upstream_body_cut.data();
-    EndpointCounters::bump(c.responses[cut ? 6 : from_origin ? x.status / 100 : 0]);
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
-    const double seconds = static_cast<double>(us.count()) / 1e6;
-    std::size_t b = 0;
-    while (b < EndpointCounters::buckets && seconds > duration_bounds[b]) ++b;
-    EndpointCounters::bump(c.duration_counts[b]);
-    EndpointCounters::bump(c.duration_sum_us, static_cast<std::uint64_t>(us.count()));
+    c.count_exchange(cut ? 6 : from_origin ? x.status / 100 : 0,
+                     std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }
-  if (!worker_.access_log.enabled()) return;
+  if (worker_.access_log.enabled()) worker_.access_log.write(access_record(x));
+}
+
+AccessRecord Session::access_record(const Exchange& x) const {
   AccessRecord r;
   r.client = x.client_ip.empty() ? std::string_view(client_ip_) : x.client_ip;
   if (request_ != nullptr) {
@@ -1336,7 +1292,7 @@ void Session::log_exchange(const Exchange& x) {
   r.error = x.error;
   if (x.skip != proxy::RetrySkip::none && !x.error.empty()) r.retry = proxy::log_token(x.skip);
   if (x.idem) r.idempotency = idempotency::to_string(x.idem->outcome());
-  worker_.access_log.write(r);
+  return r;
 }
 
 }  // namespace sluice::proxy

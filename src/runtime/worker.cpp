@@ -246,9 +246,24 @@ net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
 void Worker::session_ended(proxy::Session& session) {
   if (session.parked()) {
     parking_.park(session.take_parked());  // still open: still counted in active_
+  } else if (session.tunneled()) {
+    // Still open as a tunnel, without the session: still counted in active_.
+    net::co_spawn(io_, serve_tunnel(session.take_tunnel()), net::detached);
   } else {
     connection_ended();
   }
+}
+
+net::awaitable<void> Worker::serve_tunnel(std::unique_ptr<proxy::TunnelHandoff> handoff) {
+  try {
+    proxy::TunnelSession tunnel(ctx_, std::move(*handoff));
+    handoff.reset();
+    co_await tunnel.run();
+  } catch (const std::exception& e) {
+    session_failed(e);
+    co_return;
+  }
+  connection_ended();
 }
 
 void Worker::session_failed(const std::exception& e) {

@@ -336,6 +336,37 @@ void AccessLog::wake_writer() {
   shared_->wake.notify_one();
 }
 
+namespace {
+
+constexpr std::string_view AccessRecord::*held_text[] = {
+    &AccessRecord::client,     &AccessRecord::method,     &AccessRecord::target,
+    &AccessRecord::upstream,   &AccessRecord::server,     &AccessRecord::request_id,
+    &AccessRecord::error,      &AccessRecord::retry,      &AccessRecord::protocol,
+    &AccessRecord::host,       &AccessRecord::user_agent, &AccessRecord::route,
+    &AccessRecord::idempotency};
+
+}  // namespace
+
+HeldAccessRecord::HeldAccessRecord(const AccessRecord& r) : numbers_(r) {
+  static_assert(std::size(held_text) == std::tuple_size_v<decltype(spans_)>);
+  std::size_t size = 0;
+  for (const auto field : held_text) size += (r.*field).size();
+  text_.reserve(size);
+  for (std::size_t i = 0; i < std::size(held_text); ++i) {
+    const auto value = r.*held_text[i];
+    spans_[i] = {static_cast<std::uint32_t>(text_.size()), static_cast<std::uint32_t>(value.size())};
+    text_.append(value);
+    numbers_.*held_text[i] = {};
+  }
+}
+
+AccessRecord HeldAccessRecord::record() const {
+  AccessRecord r = numbers_;
+  for (std::size_t i = 0; i < std::size(held_text); ++i)
+    r.*held_text[i] = std::string_view(text_).substr(spans_[i].first, spans_[i].second);
+  return r;
+}
+
 void AccessLog::write(const AccessRecord& r) {
   const auto format = this->format();
   if (format == config::AccessLogFormat::off) return;

@@ -283,11 +283,13 @@ protected:
   }
 
   // The worker's snapshot from a config whose only upstream, "app", has the origin as its one
-  // server. `server_keys` go into [server]; `more` (starting with a table header) goes last.
-  void configure(const std::string& server_keys = "", const std::string& more = "") {
+  // server. `server_keys` go into [server], `upstream_keys` into [upstreams.app]; `more`
+  // (starting with a table header) goes last.
+  void configure(const std::string& server_keys = "", const std::string& more = "",
+                 const std::string& upstream_keys = "") {
     const std::string text =
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n" + server_keys +
-        "\n[upstreams.app]\n[[upstreams.app.servers]]\naddress = \"127.0.0.1:" +
+        "[server]\nlisten = [\"127.0.0.1:0\"]\n" + server_keys + "\n[upstreams.app]\n" +
+        upstream_keys + "\n[[upstreams.app.servers]]\naddress = \"127.0.0.1:" +
         std::to_string(origin_.port()) + "\"\n" + more;
     auto result = config::load_string(text, "session_test.toml");
     std::string errors;
@@ -366,6 +368,7 @@ protected:
   std::uint64_t version_ = 0;
   int ended_ = 0;  // sessions whose run() returned
   int parked_ = 0;  // of those, parked ones
+  int tunnels_started_ = 0, tunnels_ended_ = 0;  // TunnelSessions after a 101
 
 private:
   net::awaitable<void> serve(tcp::socket socket, net::ip::address peer, int tls_listener) {
@@ -386,9 +389,19 @@ private:
         ++parked_;
         session.take_parked();  // closes as it goes
       }
+      // As Worker::session_ended: the tunnel runs on without its session.
+      if (session.tunneled()) net::co_spawn(io_, serve_tunnel(session.take_tunnel()), net::detached);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "session ended by exception: " << e.what();
     }
+  }
+
+  net::awaitable<void> serve_tunnel(std::unique_ptr<TunnelHandoff> handoff) {
+    TunnelSession tunnel(worker_, std::move(*handoff));
+    handoff.reset();
+    ++tunnels_started_;
+    co_await tunnel.run();
+    ++tunnels_ended_;
   }
 };
 

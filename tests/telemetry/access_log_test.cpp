@@ -2,6 +2,7 @@
 #include "sluice/telemetry/log_sink.hpp"
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,32 @@ TEST(AccessLogJson, CarriesEveryFieldWithMillisecondTimes) {
             "\"attempts\":2,\"upstream_connect_ms\":0.412,\"upstream_first_byte_ms\":12.877,"
             "\"bytes_in\":5,\"bytes_out\":1234,\"duration_ms\":13.301,\"request_id\":\"id-1\","
             "\"error\":null,\"retry\":\"budget\",\"idempotency\":null}");
+}
+
+// A held record owns its text: it formats exactly as the record it was made from after that
+// record's strings are gone and the held one was moved (its text fits a short string's own buffer
+// here, which a move copies to a new place: no view into the old one may be kept).
+TEST(HeldAccessRecord, FormatsAsItsRecordAfterTheTextItCameFromIsGone) {
+  const auto expected = formatted(full_record(), config::AccessLogFormat::json);
+  std::optional<HeldAccessRecord> held;
+  {
+    auto r = full_record();
+    std::string client(r.client), target(r.target);
+    r.client = client;
+    r.target = target;
+    held.emplace(r);
+    client.assign(client.size(), 'x');
+    target.assign(target.size(), 'x');
+  }
+  const HeldAccessRecord moved = std::move(*held);
+  held.reset();
+  const auto line = formatted(moved.record(), config::AccessLogFormat::json);
+  EXPECT_EQ(line.substr(line.find("\",\"client\"")), expected.substr(expected.find("\",\"client\"")));
+
+  const HeldAccessRecord small(bare_record(400, "bad"));
+  const HeldAccessRecord small_moved = small;
+  EXPECT_EQ(small_moved.record().error, "bad");
+  EXPECT_EQ(small_moved.record().status, 400u);
 }
 
 TEST(AccessLogJson, AbsentValuesAreNull) {

@@ -5,6 +5,7 @@
 // address) is stable: a reload that keeps the identity keeps this object, so health state,
 // counters and pooled connections survive the reload.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -49,10 +50,22 @@ struct alignas(64) EndpointCounters {
 
   // One worker writes each slot: core/per_worker.hpp's single-writer increment.
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept { add_own(c, by); }
+  // An exchange ended: its answer's slot in `responses` and its duration.
+  void count_exchange(std::size_t response_slot, std::chrono::microseconds duration) noexcept;
 };
 // Upper bounds (seconds) of the duration buckets; one more bucket holds the rest.
 inline constexpr double duration_bounds[EndpointCounters::buckets] = {
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+
+inline void EndpointCounters::count_exchange(std::size_t response_slot,
+                                             std::chrono::microseconds duration) noexcept {
+  bump(responses[response_slot]);
+  const double seconds = static_cast<double>(duration.count()) / 1e6;
+  std::size_t b = 0;
+  while (b < buckets && seconds > duration_bounds[b]) ++b;
+  bump(duration_counts[b]);
+  bump(duration_sum_us, static_cast<std::uint64_t>(duration.count()));
+}
 
 class Endpoint {
 public:

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/static_string/static_string.hpp>
@@ -81,16 +82,26 @@ struct AttemptRecord {
 // for a failure that is not the server's (a stale pooled connection, the client's, sluice's own).
 void report_attempt(const Upstream& upstream, Endpoint& ep, unsigned worker, const Failure& f);
 
-// Ends an attempt's in-flight count (begun by Endpoint::try_begin_request), however it ends.
+// Ends an in-flight count on a server (begun by Endpoint::try_begin_request or begin_request),
+// however it ends: an attempt's, or a tunnel's (TunnelHandoff), which moves with its streams.
 class InFlight {
 public:
-  explicit InFlight(Endpoint& e) : e_(&e) {}
-  ~InFlight() { e_->end_request(); }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
+  InFlight() = default;
+  explicit InFlight(Endpoint& e) noexcept : e_(&e) {}
+  ~InFlight() {
+    if (e_ != nullptr) e_->end_request();
+  }
+  InFlight(InFlight&& other) noexcept : e_(std::exchange(other.e_, nullptr)) {}
+  InFlight& operator=(InFlight&& other) noexcept {
+    if (this != &other) {
+      if (e_ != nullptr) e_->end_request();
+      e_ = std::exchange(other.e_, nullptr);
+    }
+    return *this;
+  }
 
 private:
-  Endpoint* e_;
+  Endpoint* e_ = nullptr;
 };
 
 // How often a request waiting in the upstream's queue looks for a free slot: slots free on any

@@ -29,6 +29,7 @@
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
+#include "sluice/proxy/tunnel_session.hpp"
 #include "sluice/proxy/upload.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/tls/context.hpp"
@@ -63,6 +64,9 @@ public:
   bool parked() const noexcept { return parked_; }
   ParkedClient take_parked() noexcept;
   void resumed() noexcept;
+  // Upgrade: run() ended after a 101; take_tunnel() hands both streams to a TunnelSession.
+  bool tunneled() const noexcept { return tunnel_ != nullptr; }
+  std::unique_ptr<TunnelHandoff> take_tunnel() noexcept { return std::move(tunnel_); }
 
   // read_final_head()'s and attempt_server()'s hooks (upstream_attempt.hpp) for one attempt, and
   // forward_attempts()'s (forwarder.hpp) for one request, defined in session.cpp. Named here,
@@ -180,13 +184,10 @@ private:
   void sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
                                            bool head_written, FailureKind failure);
-  // After a 101: the answer to the client, then the byte tunnel until it ends (see tunnel.hpp).
-  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, socket_type& upstream);
+  // After a 101: the answer to the client, then both streams handed over (tunnel_session.hpp).
+  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream);
   void write_switch_head(Exchange& x);
-  TunnelIo tunnel_io(TunnelWatch& watch);
-  void tunnel_closed(Exchange& x, Endpoint& ep, const TunnelStats& stats);
-  // expire() while tunnelling: close the tunnel if idle or drained, else look again later.
-  void watch_tunnel();
+  void hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream);
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
   // Edge rules (docs/edge.md): the heads written with the route's rules, and `return` answers.
   http::Variables rule_variables(const Exchange& x, std::span<char, 24> version) const;
@@ -194,6 +195,7 @@ private:
   void write_response_head(const Exchange& x, const http::ResponsePlan& plan);
   boost::asio::awaitable<bool> send_fixed_answer(Exchange& x);
   void log_exchange(const Exchange& x);
+  AccessRecord access_record(const Exchange& x) const;
 
   // Every I/O runs under the session's deadline; an operation that expire() cancelled reports
   // beast::error::timeout once passed through timed().
@@ -255,10 +257,8 @@ private:
   Clock::time_point idle_until_{};
   bool closed_ = false;
   bool timed_out_ = false;  // expire() cancelled the operation under way
-  // While tunnelling: the tunnel's watch (on tunnel()'s frame), its server, and why it was closed.
-  TunnelWatch* tunnel_ = nullptr;
-  Endpoint* tunnel_server_ = nullptr;
-  TunnelWatch::Verdict tunnel_verdict_ = TunnelWatch::Verdict::keep;
+  // After a 101: what run()'s end leaves to the worker's TunnelSession (take_tunnel()).
+  std::unique_ptr<TunnelHandoff> tunnel_;
   // While a streamed body and the response head overlap: their shared state (on send_streamed()'s
   // frame), for expire() to say whose stall it was.
   UploadState* upload_ = nullptr;

@@ -20,6 +20,7 @@
 
 #include "sluice/core/pooled_frame.hpp"
 #include "sluice/proxy/parking.hpp"
+#include "sluice/proxy/tunnel_session.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/runtime/mailbox.hpp"
 
@@ -90,6 +91,8 @@ private:
                                     int tls_listener);
   // A parked connection the client sent its next request on (proxy/parking.hpp).
   boost::asio::awaitable<void> serve_parked(proxy::ParkedClient client);
+  // After a 101: the connection as a byte tunnel, without its HTTP session (tunnel_session.hpp).
+  boost::asio::awaitable<void> serve_tunnel(std::unique_ptr<proxy::TunnelHandoff> handoff);
   // After run(): a session that parked keeps its connection (and its slot); any other end frees it.
   void session_ended(proxy::Session& session);
   // run() or the setup before it threw: log it and free the slot.

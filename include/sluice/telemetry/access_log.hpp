@@ -5,6 +5,7 @@
 // log's one writing thread drains every ring on a short timer, or at once when a ring fills past
 // a mark, with one writev() per batch. Errors and lifecycle events go to the default (error)
 // logger instead.
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <thread>
 
 #include <spdlog/common.h>
@@ -43,6 +45,20 @@ struct AccessRecord {
   std::chrono::microseconds upstream_connect{-1};
   std::chrono::microseconds upstream_first_byte{-1};
   std::string_view idempotency;  // the Idempotency-Key outcome (first, replayed, ...), or ""
+};
+
+// An AccessRecord that owns its text, for an exchange logged after the memory its views point
+// into is gone (an Upgrade tunnel, logged when it closes, long after its HTTP session ended). One
+// string holds every field's text; record() gives the views into it (movable: no view is kept).
+class HeldAccessRecord {
+public:
+  explicit HeldAccessRecord(const AccessRecord& r);
+  AccessRecord record() const;
+
+private:
+  AccessRecord numbers_;  // every field but the text ones
+  std::string text_;
+  std::array<std::pair<std::uint32_t, std::uint32_t>, 13> spans_{};  // offset, size per text field
 };
 
 class LogSink;
