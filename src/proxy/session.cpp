@@ -51,17 +51,6 @@ net::mutable_buffer prepare_some(Buffer& buffer) {
   return buffer.prepare(std::min(room, read_chunk));
 }
 
-// Room to read a request head into: an empty buffer takes a small block first (most heads fit
-// in 4 KiB, and a partial head should not pin more), a buffer with room fills it, a full one
-// grows by read_chunk.
-template <class Buffer>
-net::mutable_buffer prepare_head_read(Buffer& buffer) {
-  const auto room = buffer.max_size() - buffer.size();
-  const auto spare = buffer.capacity() - buffer.size();
-  const auto want = buffer.capacity() == 0 ? head_block_size : spare > 0 ? spare : read_chunk;
-  return buffer.prepare(std::min(room, want));
-}
-
 template <class Buffer>
 std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
@@ -299,7 +288,7 @@ http::RequestHead& Session::request_index() {
 // A complete head (or one admit_request() refuses): the request runs on the newest config, its
 // index rebased onto a copy of its bytes in the arena, as body reads may move in_'s. (The copy
 // costs a memcpy of the head; keeping the bytes in place would tie every body read to the index.)
-Session::HeadResult Session::start_request(const http::HeadVerdict& verdict) {
+HeadResult Session::start_request(const http::HeadVerdict& verdict) {
   idle_ = false;
   snapshot_ = worker_.snapshot;
   auto& head = request_index();
@@ -317,7 +306,7 @@ Session::HeadResult Session::start_request(const http::HeadVerdict& verdict) {
 // the request will run on: start_request()); one that has not is only scanned for a violation,
 // so that a client sending its head slowly holds no arena block (the `bursts` benchmark's
 // thousand partial heads). nullopt: more bytes are needed.
-std::optional<Session::HeadResult> Session::look_at_head(const HeadLimits& limits, ProxyError& error) {
+std::optional<HeadResult> Session::look_at_head(const HeadLimits& limits, ProxyError& error) {
   const auto buffered = view(in_);
   if (buffered.find("\r\n\r\n", http::empty_lines_before(buffered)) == std::string_view::npos) {
     const auto step = http::next_head(buffered, limits.max_header_bytes, limits.max_uri_bytes);
@@ -339,12 +328,44 @@ std::optional<Session::HeadResult> Session::look_at_head(const HeadLimits& limit
   return std::nullopt;
 }
 
-net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error) {
+// read_request_head()'s hooks (request_head.hpp) for the client's next request head: the look at
+// the bytes (look_at_head()), the idle and parking state, the deadlines.
+struct Session::RequestHooks {
+  Session& s;
+  HeadLimits limits;
+  ProxyError& error;  // run()'s: the answer to a head refused
+
+  std::optional<HeadResult> look() { return s.look_at_head(limits, error); }
+  bool idle() const { return s.idle_; }
+  bool stopping() const { return s.worker_.is_stopping(); }
+  // Only a plain idle connection parks (a TLS one keeps its session: its state is in OpenSSL).
+  void waiting(bool plain) { s.parkable_wait_ = s.idle_ && plain; }
+  bool woke(error_code ec) {
+    s.parkable_wait_ = false;
+    const bool park = std::exchange(s.parking_, false);
+    if (!ec && s.idle_) s.deadline = s.idle_until_;  // the read that follows is still under idle_timeout
+    return ec && park;
+  }
+  void busy() {
+    if (!s.idle_) return;
+    s.idle_ = false;
+    s.expire_after(limits.header_timeout);
+  }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  void refuse(const ProxyError& e) { error = e; }
+  // read_request_head()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<HeadResult>, RequestHooks,
+                                                     tls::Stream&, HeadBuffer&>::promise_type,
+                               PooledFrame<HeadResult>>);
+};
+
+// The client's next request head (proxy::read_request_head()). Idle between requests:
+// idle_timeout until the first byte, then header_timeout for the whole head. A new connection
+// gets header_timeout from the start (slowloris protection), and is not idle: its client is
+// sending its first request, and closing it at shutdown or at a binary upgrade's handover would
+// fail a request already on its way. Not a coroutine: the phase's frame is the template's alone.
+net::awaitable<HeadResult> Session::read_request_head(ProxyError& error) {
   const HeadLimits limits = head_limits();
-  // Idle between requests: idle_timeout until the first byte, then header_timeout for the whole
-  // head. A new connection gets header_timeout from the start (slowloris protection).
-  // A new connection is not idle: its client is sending its first request, and closing it at
-  // shutdown or at a binary upgrade's handover would fail a request already on its way.
   idle_ = in_.size() == 0 && !first_request_;
   if (idle_) {
     arm_idle(limits.idle_timeout);
@@ -352,47 +373,7 @@ net::awaitable<Session::HeadResult> Session::read_request_head(ProxyError& error
     expire_after(limits.header_timeout);
   }
   first_request_ = false;
-  for (;;) {
-    if (in_.size() > 0) {
-      if (const auto done = look_at_head(limits, error)) co_return *done;
-    }
-    if (worker_.is_stopping() && idle_) co_return HeadResult::closed;
-    // Nothing buffered: take what the kernel has, often the request already (a new connection,
-    // a quick client). When it has nothing (EAGAIN, or the last request's short read on a
-    // connection watched for hang-ups, proves the socket drained, so neither this try nor the
-    // wait below costs a system call), give the buffer back while waiting for readability.
-    if (idle_) client_.watch_hangup();  // a keep-alive connection: once, at its second request
-    std::size_t n = in_.size() == 0 && client_.worth_a_try() ? client_.try_read_some(prepare_head_read(in_)) : 0;
-    error_code ec;
-    if (n == 0 && in_.size() == 0) {
-      in_.shrink_to_fit();
-      parkable_wait_ = idle_ && !client_.is_tls();
-      auto [wec] = co_await client_.async_wait_readable(nothrow);
-      parkable_wait_ = false;
-      const bool park = std::exchange(parking_, false);
-      if (wec && park) co_return HeadResult::parked;
-      if (wec) co_return HeadResult::closed;  // idle timeout, close or shutdown: nothing to answer
-      if (idle_) deadline = idle_until_;  // the read that follows is still under idle_timeout
-      n = client_.try_read_some(prepare_head_read(in_));  // readable: no second operation
-    }
-    if (n == 0) {
-      auto [rec, m] = co_await client_.async_read_some(prepare_head_read(in_), nothrow);
-      ec = timed(rec);
-      n = m;
-    }
-    in_.commit(n);
-    if (ec) {
-      if (ec == beast::error::timeout && in_.size() > 0) {
-        error = {408, "header timeout"};
-        co_return HeadResult::error;
-      }
-      co_return HeadResult::closed;  // EOF, reset, idle timeout or shutdown: nothing to answer
-    }
-    if (idle_ && n > 0) {
-      idle_ = false;
-      expire_after(limits.header_timeout);
-    }
-  }
+  return proxy::read_request_head(RequestHooks{*this, limits, error}, client_, in_);
 }
 
 // What the attempt loop (forward_attempts(), forwarder.hpp) asks of the HTTP/1 session: one try
@@ -1112,10 +1093,8 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, std::optional<so
 // The handoff: both streams, the tunnel's in-flight count on `ep`, the relay block with the bytes
 // that came with the heads, and the exchange's access-log record (written when the tunnel closes).
 void Session::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream) {
-  ep.begin_request();  // the tunnel's own count: the attempt's ends with the attempt
-  tunnel_ = std::make_unique<TunnelHandoff>(TunnelHandoff{
-      std::move(client_), std::move(upstream), snapshot_, x.upstream, &ep, InFlight(ep),
-      std::exchange(relay_, nullptr)});
+  tunnel_ = std::make_unique<TunnelHandoff>(std::move(client_), std::move(upstream), snapshot_,
+                                            *x.upstream, ep, std::exchange(relay_, nullptr));
   auto& h = *tunnel_;
   const auto half = relay_size / 2;
   const auto keep = [&](std::string_view pending, char* to, std::size_t& size, std::string& extra) {

@@ -27,6 +27,7 @@
 #include "sluice/proxy/failure.hpp"
 #include "sluice/proxy/forwarder.hpp"
 #include "sluice/proxy/parking.hpp"
+#include "sluice/proxy/request_head.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/tunnel_session.hpp"
@@ -68,9 +69,11 @@ public:
   bool tunneled() const noexcept { return tunnel_ != nullptr; }
   std::unique_ptr<TunnelHandoff> take_tunnel() noexcept { return std::move(tunnel_); }
 
-  // read_final_head()'s and attempt_server()'s hooks (upstream_attempt.hpp) for one attempt, and
+  // read_request_head()'s hooks (request_head.hpp) for a client's next head,
+  // read_final_head()'s and attempt_server()'s (upstream_attempt.hpp) for one attempt, and
   // forward_attempts()'s (forwarder.hpp) for one request, defined in session.cpp. Named here,
   // outside `private`, for the FramePool specialisations at the end of this file.
+  struct RequestHooks;
   struct HeadHooks;
   struct AttemptHooks;
   struct ForwardHooks;
@@ -80,7 +83,6 @@ private:
   // After the last exchange (not parked): the half-close unless the client can send nothing more
   // (`nothing_unread`), then the close.
   void end_connection(bool nothing_unread) noexcept;
-  enum class HeadResult { ok, closed, error, parked };
   struct Exchange;  // per-request state, defined in session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
   using error_code_type = boost::system::error_code;
@@ -269,6 +271,7 @@ private:
 // A request nests several of the session's coroutines; their frames come from the worker's
 // FramePool (core/pooled_frame.hpp).
 SLUICE_POOLED_COROUTINES(sluice::proxy::Session);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::RequestHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::HeadHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::AttemptHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ForwardHooks);

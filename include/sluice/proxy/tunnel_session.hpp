@@ -28,6 +28,17 @@ namespace sluice::proxy {
 
 // What the HTTP session hands over once the 101 reached the client.
 struct TunnelHandoff {
+  // Takes the tunnel's own in-flight count on `server` (the attempt's ends with the attempt).
+  TunnelHandoff(tls::Stream client_stream, tls::Stream origin_stream,
+                std::shared_ptr<const Snapshot> exchange_snapshot, const Upstream& its_upstream,
+                Endpoint& its_server, char* relay_block)
+      : client(std::move(client_stream)), origin(std::move(origin_stream)),
+        snapshot(std::move(exchange_snapshot)), upstream(&its_upstream), server(&its_server),
+        relay(relay_block) {
+    its_server.begin_request();
+    in_flight = InFlight(its_server);
+  }
+
   tls::Stream client;
   tls::Stream origin;
   std::shared_ptr<const Snapshot> snapshot;  // the exchange's: keeps its upstream and server alive
