@@ -178,6 +178,28 @@ TEST_F(SessionTest, AHeadNotCompleteWithinHeaderTimeoutIsAnswered408OnTime) {
   EXPECT_EQ(origin_.accepted(), 0u);
 }
 
+// Between requests a keep-alive connection waits under idle_timeout; the first byte of its next
+// head starts header_timeout, which then bounds the rest of that head.
+TEST_F(SessionTest, TheNextHeadsFirstByteStartsItsHeaderTimeout) {
+  configure("header_timeout = \"2s\"\nidle_timeout = \"60s\"\n");
+  auto& client = connect();
+  client.send("GET /first HTTP/1.1\r\nHost: app.test\r\n\r\n");
+  const auto first = next_response(client);
+  EXPECT_EQ(first.substr(0, first.find("\r\n")), "HTTP/1.1 200 OK");
+  client.send("GET /second HTTP/1.1\r\nHost: app.te");
+  ASSERT_TRUE(run_until([&] { return client.sent_all(); }));
+  settle();  // the session has read the partial head
+  clock_.advance(2s - 1ms);
+  tick();
+  settle();
+  EXPECT_EQ(client.unread(), "");
+  clock_.advance(1ms);
+  tick();
+  const auto response = next_response(client);
+  EXPECT_EQ(response.substr(0, response.find("\r\n")), "HTTP/1.1 408 Request Timeout");
+  EXPECT_EQ(field_of(response, "Sluice-Error"), "header timeout");
+}
+
 TEST_F(SessionTest, AnOriginRefusingConnectionsIsAnswered502NamingTheFailure) {
   configure();
   origin_.stop_listening();
