@@ -11,11 +11,12 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include "sluice/config/loader.hpp"
 #include "sluice/runtime/snapshot.hpp"
+
+#include "run_to_end.hpp"
 
 namespace sluice::proxy {
 namespace {
@@ -198,14 +199,7 @@ protected:
     std::vector<std::int64_t> before;
     for (const Endpoint* ep : upstream().endpoints()) before.push_back(ep->in_flight());
     Forwarder f(upstream(), clock_, 0, facts, PickContext{}, record_);
-    std::optional<bool> keep;
-    net::co_spawn(io_, forward_attempts(ScriptedHooks{&script_}, f),
-                  [&](std::exception_ptr e, bool k) {
-                    if (e) std::rethrow_exception(e);
-                    keep = k;
-                  });
-    io_.restart();
-    io_.run();
+    const auto keep = test_support::run_to_end(io_, forward_attempts(ScriptedHooks{&script_}, f));
     EXPECT_TRUE(keep.has_value()) << "the loop did not finish";
     for (std::size_t i = 0; i < before.size(); ++i)
       EXPECT_EQ(upstream().endpoints()[i]->in_flight(),

@@ -4,13 +4,14 @@
 // look deciding on what is buffered, and a graceful shutdown closing an idle connection unread.
 #include "sluice/proxy/request_head.hpp"
 
+#include "run_to_end.hpp"
+
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
 #include <string_view>
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -68,13 +69,7 @@ struct Hooks {
 
 HeadResult run(net::io_context& io, test::stream& client, boost::beast::flat_buffer& in, Seen& seen) {
   seen.in = &in;
-  std::optional<HeadResult> out;
-  net::co_spawn(io, read_request_head(Hooks{&seen}, client, in), [&](std::exception_ptr e, HeadResult r) {
-    if (e) std::rethrow_exception(e);
-    out = r;
-  });
-  io.run();
-  io.restart();
+  const auto out = test_support::run_to_end(io, read_request_head(Hooks{&seen}, client, in));
   EXPECT_TRUE(out) << "read_request_head did not finish";
   return out.value_or(HeadResult::parked);  // none of these tests can end so
 }

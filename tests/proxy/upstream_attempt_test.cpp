@@ -6,6 +6,8 @@
 // that cannot duplicate work; a failure's facts.
 #include "sluice/proxy/upstream_attempt.hpp"
 
+#include "run_to_end.hpp"
+
 #include <gtest/gtest.h>
 
 #include <array>
@@ -14,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -65,14 +66,7 @@ struct Hooks {
 };
 
 FailureKind run(net::io_context& io, test::stream& upstream, boost::beast::flat_buffer& in, Seen& seen) {
-  std::optional<FailureKind> out;
-  net::co_spawn(io, read_final_head(Hooks{&seen}, upstream, in, max_header),
-                [&](std::exception_ptr e, FailureKind k) {
-                  if (e) std::rethrow_exception(e);
-                  out = k;
-                });
-  io.run();
-  io.restart();
+  const auto out = test_support::run_to_end(io, read_final_head(Hooks{&seen}, upstream, in, max_header));
   EXPECT_TRUE(out) << "read_final_head did not finish";
   return out.value_or(FailureKind::tls_failed);  // none of these tests can end so
 }
@@ -215,17 +209,10 @@ struct Sent {
 
 Sent send(net::io_context& io, test::stream& upstream, boost::beast::flat_buffer& in, Seen& seen) {
   const std::array<net::const_buffer, 2> out{net::buffer(request_head), net::buffer(request_body)};
-  std::optional<Sent> result;
-  auto sent = std::make_shared<std::uint64_t>(0);
-  net::co_spawn(io, send_whole(Hooks{&seen}, upstream, out, in, max_header, *sent),
-                [&, sent](std::exception_ptr e, FailureKind k) {
-                  if (e) std::rethrow_exception(e);
-                  result = Sent{k, *sent};
-                });
-  io.run();
-  io.restart();
-  EXPECT_TRUE(result) << "send_whole did not finish";
-  return result.value_or(Sent{});
+  std::uint64_t sent = 0;
+  const auto outcome = test_support::run_to_end(io, send_whole(Hooks{&seen}, upstream, out, in, max_header, sent));
+  EXPECT_TRUE(outcome) << "send_whole did not finish";
+  return outcome ? Sent{*outcome, sent} : Sent{};
 }
 
 // Every write and read fails in turn until none does. What reached the origin is always exactly
@@ -324,13 +311,7 @@ struct TryHooks {
 
 Failure attempt(net::io_context& io, Origins& o, std::optional<test::stream>& upstream) {
   o.io = &io;
-  std::optional<Failure> result;
-  net::co_spawn(io, attempt_server(TryHooks{&o}, upstream), [&](std::exception_ptr e, Failure f) {
-    if (e) std::rethrow_exception(e);
-    result = f;
-  });
-  io.run();
-  io.restart();
+  const auto result = test_support::run_to_end(io, attempt_server(TryHooks{&o}, upstream));
   EXPECT_TRUE(result) << "attempt_server did not finish";
   return result.value_or(Failure::of(FailureKind::tls_failed));
 }
@@ -411,7 +392,6 @@ TEST(AttemptServer, AFailureThatIsNotAStaleConnectionStands) {
     o.io = &io;
     const auto f = [&] {
       // The new connection's origin closes after part of a head.
-      std::optional<Failure> result;
       struct CutHooks : TryHooks {
         net::awaitable<Failure> connect(std::optional<test::stream>& u) {
           const auto failure = co_await TryHooks::connect(u);
@@ -419,11 +399,8 @@ TEST(AttemptServer, AFailureThatIsNotAStaleConnectionStands) {
           co_return failure;
         }
       };
-      net::co_spawn(io, attempt_server(CutHooks{{&o}}, upstream), [&](std::exception_ptr e, Failure r) {
-        if (e) std::rethrow_exception(e);
-        result = r;
-      });
-      io.run();
+      const auto result = test_support::run_to_end(io, attempt_server(CutHooks{{&o}}, upstream));
+      EXPECT_TRUE(result) << "attempt_server did not finish";
       return result.value_or(Failure::of(FailureKind::tls_failed));
     }();
     EXPECT_EQ(f.kind, FailureKind::reset_after_send);
