@@ -1,11 +1,16 @@
 // (b) response_stream: the origin side of Session, without sockets. Mirrors
 // Session::read_response_head (interim responses) and send_response (plan, rewrite, head, body
-// relay, whether the upstream connection may be pooled); see src/proxy/session.cpp.
+// relay, whether the upstream connection may be pooled); see src/proxy/session.cpp and
+// proxy/response_relay.hpp.
+#include <span>
+
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 
+#include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
+#include "sluice/http/intake.hpp"
 #include "sluice/http/rewrite.hpp"
 #include "targets/util.hpp"
 
@@ -149,19 +154,25 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
       wire.append(piece);
     }
   };
+  // A chunked body: relay_response()'s read_chunked_piece() (proxy/body_relay.hpp), with every
+  // byte the origin sent already read.
+  http::ChunkedDecoder decoder({.max_line = 4096, .max_trailer = max_head});
   if (plan.body_expected) {
     if (plan.chunked_in) {
       char buf[relay_size];
-      while (!parser->is_done()) {
-        res.body().data = buf;
-        res.body().size = relay_size;
-        error_code ec;
-        const auto used = parser->put(boost::asio::buffer(in.data(), in.size()), ec);
-        in.remove_prefix(used);
-        if (ec == bhttp::error::need_buffer) ec = {};
-        if (ec) return;  // failed mid-stream: the client connection closes, upstream not pooled
-        relay({buf, relay_size - res.body().size});
-        if (used == 0 && !parser->is_done() && res.body().size == relay_size) return;
+      for (;;) {
+        std::size_t have = 0;
+        std::uint64_t decoded = 0;
+        const auto f = http::feed_chunked(decoder, in, std::span(buf), have, decoded, 0, true);
+        in.remove_prefix(f.consumed);
+        using Outcome = http::ChunkedFeed::Outcome;
+        // A malformed chunk (502, or the client connection closes), or the origin stopped before
+        // the body ended (failed mid-stream): the upstream connection is not pooled.
+        if (f.outcome == Outcome::invalid || f.outcome == Outcome::more) return;
+        check(f.outcome != Outcome::some || have == relay_size || decoder.at_boundary(),
+              "a piece left before its chunk's CRLF was validated");
+        relay({buf, have});
+        if (f.outcome == Outcome::done) break;
       }
     } else if (plan.until_close) {
       relay(in);  // then the origin closes
@@ -179,7 +190,7 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
   const bool reusable = upstream_keep_alive && !plan.until_close && in.empty();
   // (An incomplete body returned above: the session closes the connection then.)
   if (reusable) check(!parser->need_eof(), "pooled although the origin frames by its close");
-  if (reusable && plan.chunked_in) check(parser->is_done(), "pooled before the last chunk");
+  if (reusable && plan.chunked_in) check(decoder.done(), "pooled before the last chunk");
   reparse(wire, want, ctx, false);
 }
 

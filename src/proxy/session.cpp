@@ -8,7 +8,6 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/static_string/static_string.hpp>
 #include <spdlog/spdlog.h>
 
@@ -20,6 +19,7 @@
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/response_relay.hpp"
 #include "sluice/proxy/upstream_attempt.hpp"
 
 namespace sluice::proxy {
@@ -36,10 +36,6 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = head_read_chunk;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
-// Head and body of an answer at most this long are written as one buffer. Half the largest head
-// string the worker's StringPool keeps (4 KiB, worker_context.hpp): a string that grows to hold
-// one at most doubles within it, so it still goes back to the pool and the copy is all it costs.
-constexpr std::size_t coalesced_answer_max = 2048;
 // The access log's error for a body that broke off after its head went to the client; compared
 // by address in log_exchange() to count it in its own status class.
 constexpr std::string_view upstream_body_cut = "upstream body cut";
@@ -921,7 +917,6 @@ http::ResponseHead& Session::response_index() {
 // The response head in hand is dropped (retried, failed, or the exchange ended).
 void Session::forget_response() noexcept {
   response_ = nullptr;
-  chunked_response_.reset();
 }
 
 // An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).
@@ -932,83 +927,53 @@ void Session::write_interim_head() {
   http::splice_response_head(head_out_, *response_, edits);
 }
 
-// Response head and body towards the client. Returns whether the upstream connection may go back
-// to the pool: only after a complete, correctly framed response with nothing left over.
+// relay_response()'s hooks (response_relay.hpp) for the exchange's final response.
+struct Session::ResponseHooks {
+  Session& s;
+  Exchange& x;
+
+  void reading() { s.expire_after(x.upstream->config().response_timeout); }
+  void writing() { s.expire_after(s.snapshot_->config->server.idle_timeout); }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  // A piece reached the client: counted, and captured for a replay.
+  void sent(std::string_view piece) {
+    x.head_sent = true;
+    x.bytes_out += piece.size();
+    if (x.idem) x.idem->capture_body(piece);
+  }
+  void head_reached() { x.head_sent = true; }
+  // A coroutine: send_error() takes the error by reference (the error path only).
+  net::awaitable<void> refused() { co_await s.send_error(&x, error_for(Failure::of(FailureKind::bad_response))); }
+  net::awaitable<void> body_failed(error_code ec, bool head_written, FailureKind failure) {
+    return s.body_failed(x, ec, head_written, failure);
+  }
+  void client_failed() { x.client_keep_alive = false; }
+  void done() {
+    if (x.idem) x.idem->capture_end();
+  }
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, tls::Stream&, HeadBuffer&,
+                                                     tls::Stream&, ResponseFraming, std::string&,
+                                                     std::span<char>, http::ChunkedDecoder&>::promise_type,
+                               PooledFrame<bool>>);
+};
+
+// Response head and body towards the client (relay_response(), response_relay.hpp). Returns
+// whether the upstream connection may go back to the pool: only after a complete, correctly
+// framed response with nothing left over. Not a coroutine: the relay's frame is its own.
 net::awaitable<bool> Session::send_response(Exchange& x, socket_type& upstream) {
   const bool is_head = request_->verb() == bhttp::verb::head;
-  const bool upstream_keep_alive = response_->keep_alive(is_head);
-  const auto length = response_->content_length();
-  const auto plan = begin_response(x, is_head);
-  if (plan.refuse) {
-    co_await send_error(&x, error_for(Failure::of(FailureKind::bad_response)));
-    co_return false;
-  }
-  bool done = !plan.body_expected || (length && *length == 0);
-  bool head_written = false;
-  auto content_left = length.value_or(0);
-  while (!done || !head_written) {
-    std::string_view piece;
-    if (!done) {
-      expire_after(x.upstream->config().response_timeout);
-      BodyPiece read;
-      if (plan.chunked_in) {
-        read = co_await read_chunked_piece(upstream);
-      } else if (up_in_.size() > 0) {
-        read.bytes = pending_piece(up_in_, content_left, plan.until_close);
-      } else {
-        // No Content-Length, not chunked: the body ends when the origin closes (RFC 9112 §6.3).
-        read = co_await read_piece(upstream, up_in_, std::span(relay_, relay_size), content_left,
-                                   plan.until_close, [] {});
-      }
-      const auto ec = timed(read.ec);
-      if (ec == net::error::eof && plan.until_close) {
-        done = true;
-      } else if (ec) {
-        // A chunk the parser refuses is a bad response; anything else is a reset.
-        const bool bad = plan.chunked_in && http::violation_from_parser_error(ec) != http::Violation::none;
-        co_await body_failed(x, ec, head_written, bad ? FailureKind::bad_response : FailureKind::reset_after_send);
-        co_return false;
-      }
-      piece = read.bytes;
-      if (plan.chunked_in || !plan.until_close) done = body_ends(plan, piece, content_left);
-      if (piece.empty() && !done) continue;
-    }
-    const FramedPiece out(head_written ? std::string_view() : head_out_,
-                          head_written ? piece : joined_to_head(piece, done && !plan.chunked_out), plan.chunked_out,
-                          done);
-    expire_after(snapshot_->config->server.idle_timeout);
-    std::size_t n = client_.try_write(out.buffers());  // usually all of it: no reactor operation
-    error_code ec;
-    if (n < net::buffer_size(out.buffers())) std::tie(ec, n) = co_await write_rest(client_, out.buffers(), n);
-    if (n > 0) x.head_sent = true;
-    if (timed(ec)) {
-      x.client_keep_alive = false;
-      co_return false;
-    }
-    head_written = true;
-    sent_piece(x, piece, plan.chunked_in);
-  }
-  if (x.idem) x.idem->capture_end();
-  if (!plan.keep_alive) x.client_keep_alive = false;
+  ResponseFraming framing;
   // A request the origin answered before it had all of it leaves the connection mid-message.
-  co_return upstream_keep_alive && !plan.until_close && up_in_.size() == 0 && !x.request_unsent;
-}
-
-// Whether a chunked or Content-Length body ends with `piece`, just read (`content_left`: what a
-// Content-Length still expects, counted down here). A body read to the close ends at the EOF.
-// A whole small body (`whole`: it is all of it, not re-chunked) goes out with its head in one
-// buffer, one send() (tls/stream.hpp): appended to head_out_, and nothing is left to write apart.
-std::string_view Session::joined_to_head(std::string_view piece, bool whole) {
-  if (!whole || piece.empty() || head_out_.size() + piece.size() > coalesced_answer_max) return piece;
-  head_out_.append(piece);
-  return {};
-}
-
-bool Session::body_ends(const http::ResponsePlan& plan, std::string_view piece,
-                        std::uint64_t& content_left) const {
-  if (plan.chunked_in) return chunked_response_->is_done();
-  content_left -= piece.size();
-  return content_left == 0;
+  framing.reusable = response_->keep_alive(is_head) && !x.request_unsent;
+  framing.content_length = response_->content_length().value_or(0);
+  framing.plan = begin_response(x, is_head);
+  if (!framing.plan.keep_alive) x.client_keep_alive = false;
+  if (framing.plan.chunked_in) {
+    chunked_response_ = http::ChunkedDecoder(
+        {.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
+  }
+  return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, framing, head_out_,
+                        std::span(relay_, relay_size), chunked_response_);
 }
 
 // The response's framing towards the client, and its head (rewritten, with the route's rules)
@@ -1021,40 +986,9 @@ http::ResponsePlan Session::begin_response(Exchange& x, bool is_head) {
   auto plan = http::plan_response(res, is_head, x.client_version,
                                   x.client_keep_alive && x.request_done && !worker_.is_stopping());
   if (plan.refuse) return plan;
-  if (plan.chunked_in && !begin_chunked_body(is_head)) {
-    plan.refuse = true;  // not expected: the index accepted what Beast accepts (fuzzed)
-    return plan;
-  }
   if (x.idem) x.idem->capture_head(res);
   write_response_head(x, plan);
   return plan;
-}
-
-// A chunked body is decoded by Beast's parser: it reads the same head bytes first (still in place:
-// no read came since the head's).
-bool Session::begin_chunked_body(bool is_head) {
-  chunked_response_.emplace(std::piecewise_construct, std::make_tuple(),
-                            std::make_tuple(http::Allocator(&arena_)));
-  return http::parse_response_head(*chunked_response_, response_->bytes(), is_head);
-}
-
-// The next piece of a chunked response body, decoded by Beast's parser into relay_ (a chunk it
-// refuses is reported as its error).
-net::awaitable<BodyPiece> Session::read_chunked_piece(socket_type& upstream) {
-  auto& body = chunked_response_->get().body();
-  body.data = relay_;
-  body.size = relay_size;
-  auto [ec, n] = co_await bhttp::async_read_some(upstream, up_in_, *chunked_response_, nothrow);
-  if (ec == bhttp::error::need_buffer) ec = {};
-  co_return BodyPiece{ec, {relay_, relay_size - body.size}, false};
-}
-
-// A piece reached the client: counted, captured for a replay, and consumed when it was buffered.
-void Session::sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin) {
-  x.head_sent = true;
-  x.bytes_out += piece.size();
-  if (x.idem) x.idem->capture_body(piece);
-  if (!chunked_from_origin && piece.data() == view(up_in_).data()) up_in_.consume(piece.size());
 }
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502

@@ -8,11 +8,12 @@
 //  - FramedPiece: what one write sends, [head] [chunk-size line] [piece] [CRLF] [last-chunk]
 //    (RFC 9112 §7.1), so that a body is re-chunked as it passes and the head leaves with its
 //    first piece in the same write.
-// Chunked input is decoded (and validated before any of it is forwarded) by the session's
-// decoders (http::feed_chunked for requests, Beast's parser for responses).
+//  - read_chunked_piece(): the next piece of a chunked body, decoded by http::ChunkedDecoder
+//    (the one decoder of both directions) and validated before any of it is forwarded.
 //
 // Templates on the stream type, so that beast::test::stream drives them in tests. Stateless:
-// the caller owns the buffers, the deadlines (`arm_read`) and what the bytes count for.
+// the caller owns the buffers, the deadlines (`arm_read`, taken by value: it lives in the
+// coroutine's frame, so a caller may return the awaitable) and what the bytes count for.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -28,7 +29,9 @@
 #include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/system/error_code.hpp>
 
+#include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
+#include "sluice/http/intake.hpp"
 
 namespace sluice::proxy {
 
@@ -36,7 +39,11 @@ struct BodyPiece {
   boost::system::error_code ec;  // of the read (none when the piece was buffered)
   std::string_view bytes;
   bool buffered = false;  // taken from `pending`: consume it there once it is written
+  bool malformed = false;  // a chunked body's framing is invalid: nothing from there on may go
 };
+
+// Bytes asked of the peer per read of a chunked body (decoded from `pending`).
+inline constexpr std::size_t chunked_read_chunk = 16 * 1024;
 
 // What of a body with `left` bytes to go (or, `until_close`, up to the peer's EOF) is already
 // buffered in `pending` (behind the head): not consumed; empty when nothing is. A plain function,
@@ -52,7 +59,7 @@ std::string_view pending_piece(const Buffer& pending, std::uint64_t left, bool u
 template <class Stream, class Buffer, class ArmRead>
 boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending,
                                              std::span<char> relay, std::uint64_t left,
-                                             bool until_close, ArmRead&& arm_read) {
+                                             bool until_close, ArmRead arm_read) {
   if (pending.size() > 0) co_return BodyPiece{{}, pending_piece(pending, left, until_close), true};
   const auto want = until_close ? relay.size()
                                 : static_cast<std::size_t>(std::min<std::uint64_t>(relay.size(), left));
@@ -60,6 +67,33 @@ boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending
   auto [ec, n] = co_await from.async_read_some(boost::asio::buffer(relay.data(), want),
                                                boost::asio::as_tuple(boost::asio::use_awaitable));
   co_return BodyPiece{ec, {relay.data(), n}, false};
+}
+
+// The next piece of a chunked body: decoded from what `pending` holds into `relay`, reading more
+// into `pending` (after `arm_read()`) while the buffered bytes end before a chunk boundary. A
+// piece ends at a chunk boundary once the buffered bytes are used up, when `relay` is full, or
+// with the body (`decoder.done()`; bytes after its trailer section stay in `pending`). Decoded
+// data whose chunk's CRLF has not come yet stays in `relay` until it has: a failed read drops it.
+template <class Stream, class Buffer, class ArmRead>
+boost::asio::awaitable<BodyPiece> read_chunked_piece(Stream& from, Buffer& pending,
+                                                     http::ChunkedDecoder& decoder,
+                                                     std::span<char> relay, ArmRead arm_read) {
+  std::size_t have = 0;
+  std::uint64_t decoded = 0;
+  for (;;) {
+    const std::string_view bytes(static_cast<const char*>(pending.data().data()), pending.size());
+    const auto f = http::feed_chunked(decoder, bytes, relay, have, decoded, 0, true);
+    pending.consume(f.consumed);
+    using Outcome = http::ChunkedFeed::Outcome;
+    if (f.outcome == Outcome::invalid) co_return BodyPiece{{}, {}, false, true};
+    if (f.outcome != Outcome::more) co_return BodyPiece{{}, {relay.data(), have}, false};
+    arm_read();
+    const auto room = pending.max_size() - pending.size();
+    auto [ec, n] = co_await from.async_read_some(pending.prepare(std::min(room, chunked_read_chunk)),
+                                                 boost::asio::as_tuple(boost::asio::use_awaitable));
+    pending.commit(n);
+    if (ec) co_return BodyPiece{ec, {}, false};
+  }
 }
 
 // What a non-blocking write (tls::Stream::try_write) left of `buffers` (past the first `skip`

@@ -77,6 +77,7 @@ public:
   struct HeadHooks;
   struct AttemptHooks;
   struct ForwardHooks;
+  struct ResponseHooks;
 
 private:
   void close_streams() noexcept;  // close() without its shutdown first
@@ -174,16 +175,12 @@ private:
                                                          std::size_t& received);
   boost::asio::awaitable<bool> pass_interim(Exchange& x, Clock::time_point try_until);
   http::ResponseHead& response_index();
-  std::string_view joined_to_head(std::string_view piece, bool whole);
   void forget_response() noexcept;
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
   void write_interim_head();
+  // The final response to the client (relay_response(), response_relay.hpp).
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
-  bool body_ends(const http::ResponsePlan& plan, std::string_view piece, std::uint64_t& content_left) const;
-  bool begin_chunked_body(bool is_head);
-  boost::asio::awaitable<BodyPiece> read_chunked_piece(socket_type& upstream);
-  void sent_piece(Exchange& x, std::string_view piece, bool chunked_from_origin);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
                                            bool head_written, FailureKind failure);
   // After a 101: the answer to the client, then both streams handed over (tunnel_session.hpp).
@@ -240,9 +237,8 @@ private:
   // head in hand (nullptr: none); its storage is in the arena, made on the exchange's first head.
   const http::ResponseHead* response_ = nullptr;
   http::ResponseHead* response_store_ = nullptr;
-  // A chunked response body is still decoded by Beast's parser, given the same head bytes first
-  // (begin_chunked_body()); Content-Length, bodiless and read-to-close responses need none.
-  std::optional<http::ResponseParser> chunked_response_;
+  // A chunked response body's decoder (relay_response() resets it for each response).
+  http::ChunkedDecoder chunked_response_;
   char* relay_ = nullptr;
   // The request's chunked body: its decoder, and the decoded bytes waiting at the start of relay_
   // for stream_request() (what keep_chunked_body() read when the body outgrew relay_).
@@ -275,3 +271,4 @@ SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::RequestHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::HeadHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::AttemptHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ForwardHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ResponseHooks);

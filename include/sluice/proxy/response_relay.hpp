@@ -1,0 +1,148 @@
+#pragma once
+// The response relay (issue 17: BodyRelay's response direction): after an attempt's final head,
+// the rewritten head and the origin's body go to the client, relay_response(hooks, upstream, in,
+// client, framing, head, relay, chunked; `chunked`: a fresh decoder for a chunked body, with the
+// session's limits). Templated on both streams, so that beast::test::stream
+// and a fail-count loop drive it in unit tests (tests/proxy/response_relay_test.cpp); the
+// session instantiates it for tls::Stream and provides, through a hooks value (first and by
+// value: it lives in the coroutine's frame, and its class can take the frames from the worker's
+// FramePool, SLUICE_POOLED_COROUTINES_TAKING):
+//   void reading();              // an origin read follows: arm its deadline
+//   void writing();              // a client write follows: arm its deadline
+//   error_code timed(error_code);  // a deadline's cancellation as beast timeout
+//   void sent(std::string_view piece);  // a piece of the body reached the client (maybe empty)
+//   void head_reached();         // a byte of the head reached the client (it is no longer ours)
+//   awaitable<void> refused();   // the framing cannot be relayed: answer 502 bad response
+//   awaitable<void> body_failed(error_code, bool head_written, FailureKind);
+//                                // the origin's body failed (bad_response or reset_after_send)
+//   void client_failed();        // a client write failed
+//   void done();                 // the body reached the client whole
+// Returns whether the upstream connection may go back to the pool: only after a whole, correctly
+// framed body with nothing left over in `in`, and when `framing.reusable`.
+//
+// The body's framing (RFC 9112 §6.3): Content-Length (what `in` holds behind the head first), read
+// to the origin's close, or chunked, decoded by the same http::ChunkedDecoder as a request's
+// (read_chunked_piece(), body_relay.hpp): each piece leaves once the buffered bytes are decoded at
+// a chunk boundary, so a chunk's data goes out only after its CRLF was validated (a chunk larger
+// than the relay buffer goes in relay-sized pieces), and a malformed chunk is a bad response. It
+// goes out as it came, or re-chunked (FramedPiece) when the origin's framing cannot reach the
+// client as it is. The head leaves with the first piece; a whole small body is appended to it
+// (coalesced_answer_max), so a small answer is one write.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "sluice/http/chunked.hpp"
+#include "sluice/http/head.hpp"
+#include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/failure.hpp"
+
+namespace sluice::proxy {
+
+// A whole body up to this size (with its head) goes out appended to the head: one send(). Within
+// the 4 KiB string the worker's StringPool keeps (worker_context.hpp): a head string that grows
+// to hold one at most doubles within it, so it still goes back to the pool.
+inline constexpr std::size_t coalesced_answer_max = 2048;
+
+// What the session decided of a final response before its relay.
+struct ResponseFraming {
+  http::ResponsePlan plan;
+  std::uint64_t content_length = 0;  // the body's, when it has one (neither chunked nor to the close)
+  bool reusable = false;             // the origin keeps the connection open, and had the whole request
+};
+
+namespace detail {
+
+// A whole small body goes out appended to the head (one buffer, one send(): tls/stream.hpp).
+inline std::string_view joined_to_head(std::string& head, std::string_view piece, bool whole) {
+  if (!whole || piece.empty() || head.size() + piece.size() > coalesced_answer_max) return piece;
+  head.append(piece);
+  return {};
+}
+
+// The next piece of the body, and whether it is the last (`content_left` counted down).
+template <class Hooks, class Stream, class Buffer>
+boost::asio::awaitable<BodyPiece> next_response_piece(Hooks& hooks, Stream& upstream, Buffer& in,
+                                                      const http::ResponsePlan& plan,
+                                                      std::uint64_t content_left,
+                                                      std::span<char> relay,
+                                                      http::ChunkedDecoder& chunked) {
+  if (plan.chunked_in) return read_chunked_piece(upstream, in, chunked, relay, [&hooks] { hooks.reading(); });
+  return read_piece(upstream, in, relay, content_left, plan.until_close, [&hooks] { hooks.reading(); });
+}
+
+}  // namespace detail
+
+template <class Hooks, class Upstream, class Buffer, class Client>
+boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buffer& in,
+                                            Client& client, ResponseFraming framing,
+                                            std::string& head, std::span<char> relay,
+                                            http::ChunkedDecoder& chunked) {
+  const auto& plan = framing.plan;
+  if (plan.refuse) {
+    co_await hooks.refused();
+    co_return false;
+  }
+  const bool until_close = plan.until_close && !plan.chunked_in;
+  bool done = !plan.body_expected || (!plan.chunked_in && !until_close && framing.content_length == 0);
+  bool head_written = false;
+  auto content_left = framing.content_length;
+  while (!done || !head_written) {
+    std::string_view piece;
+    BodyPiece read;
+    if (!done) {
+      // The common case, a body that came with its head, needs no coroutine of its own.
+      if (!plan.chunked_in && in.size() > 0) {
+        read = BodyPiece{{}, pending_piece(in, content_left, until_close), true};
+      } else {
+        read = co_await detail::next_response_piece(hooks, upstream, in, plan, content_left, relay, chunked);
+      }
+      const auto ec = hooks.timed(read.ec);
+      if (ec == boost::asio::error::eof && until_close) {
+        done = true;
+      } else if (ec || read.malformed) {
+        co_await hooks.body_failed(ec, head_written,
+                                   read.malformed ? FailureKind::bad_response : FailureKind::reset_after_send);
+        co_return false;
+      }
+      piece = read.bytes;
+      if (plan.chunked_in) {
+        done = chunked.done();
+      } else if (!until_close) {
+        content_left -= piece.size();
+        done = content_left == 0;
+      }
+      if (piece.empty() && !done) continue;
+    }
+    const FramedPiece out(head_written ? std::string_view() : head,
+                          head_written ? piece : detail::joined_to_head(head, piece, done && !plan.chunked_out),
+                          plan.chunked_out, done);
+    hooks.writing();
+    std::size_t n = 0;
+    if constexpr (requires { client.try_write(out.buffers()); }) n = client.try_write(out.buffers());
+    boost::system::error_code ec;
+    if (n < boost::asio::buffer_size(out.buffers())) std::tie(ec, n) = co_await write_rest(client, out.buffers(), n);
+    if (n > 0) hooks.head_reached();
+    if (hooks.timed(ec)) {
+      hooks.client_failed();
+      co_return false;
+    }
+    head_written = true;
+    hooks.sent(piece);
+    if (read.buffered) in.consume(piece.size());
+  }
+  hooks.done();
+  co_return framing.reusable && !plan.until_close && in.size() == 0;
+}
+
+}  // namespace sluice::proxy

@@ -1,0 +1,297 @@
+// The response relay (relay_response, response_relay.hpp) on beast::test::stream: a
+// Content-Length, chunked or read-to-close body in pieces of every size reaches the client as it
+// came or re-chunked; a malformed chunk is a bad response before any of its bytes left; every
+// origin read and every client write failing in turn until the relay passes; what makes the
+// upstream connection reusable.
+#include "sluice/proxy/response_relay.hpp"
+
+#include "run_to_end.hpp"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/_experimental/test/stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+
+namespace sluice::proxy {
+namespace {
+
+namespace net = boost::asio;
+namespace test = boost::beast::test;
+using boost::system::error_code;
+
+// What the hooks saw, kept outside them (relay_response takes its hooks by value).
+struct Seen {
+  std::string body;  // the pieces sent() was told of, decoded
+  int reads = 0;
+  int writes = 0;
+  bool head_reached = false;
+  bool refused = false;
+  std::optional<FailureKind> body_failure;
+  bool head_written_at_failure = false;
+  bool client_failed = false;
+  bool done = false;
+};
+
+struct Hooks {
+  Seen* seen;
+  void reading() { ++seen->reads; }
+  void writing() { ++seen->writes; }
+  error_code timed(error_code ec) const { return ec; }
+  void sent(std::string_view piece) { seen->body.append(piece); }
+  void head_reached() { seen->head_reached = true; }
+  net::awaitable<void> refused() {
+    seen->refused = true;
+    co_return;
+  }
+  net::awaitable<void> body_failed(error_code, bool head_written, FailureKind failure) {
+    seen->body_failure = failure;
+    seen->head_written_at_failure = head_written;
+    co_return;
+  }
+  void client_failed() { seen->client_failed = true; }
+  void done() { seen->done = true; }
+};
+
+const std::string head = "HTTP/1.1 200 OK\r\nX-Origin: a\r\n";  // as the session rewrote it
+
+http::ResponsePlan plan(bool chunked_in, bool chunked_out, bool until_close = false) {
+  http::ResponsePlan p;
+  p.body_expected = true;
+  p.chunked_in = chunked_in;
+  p.chunked_out = chunked_out;
+  p.until_close = until_close;
+  p.keep_alive = !until_close;
+  return p;
+}
+
+struct Relay {
+  net::io_context io;
+  test::stream upstream;
+  test::stream origin_side{io};  // the origin's end: closing it is the origin's EOF
+  test::stream client{io};
+  test::stream client_peer{io};  // what reached the client
+  boost::beast::flat_buffer in{64 * 1024};
+  std::array<char, 16> relay{};  // small: a body of any size goes in several pieces
+  http::ChunkedDecoder chunked;  // fresh: one response per Relay
+  std::string out_head;
+  Seen seen;
+
+  explicit Relay(const std::string& wire, std::size_t read_size = 1 << 20)
+      : upstream(io, wire) {
+    upstream.read_size(read_size);
+    upstream.connect(origin_side);
+    client.connect(client_peer);
+  }
+  Relay(const std::string& wire, test::fail_count& fc, bool fail_writes) : upstream(io, fail_writes ? wire : "") {
+    if (fail_writes) {
+      client = test::stream(io, fc);
+    } else {
+      upstream = test::stream(io, fc, wire);
+    }
+    upstream.read_size(7);
+    upstream.connect(origin_side);
+    client.connect(client_peer);
+    client.write_size(5);
+  }
+
+  std::optional<bool> run(ResponseFraming framing) {
+    out_head = head;
+    return test_support::run_to_end(
+        io, relay_response(Hooks{&seen}, upstream, in, client, framing, out_head, std::span(relay), chunked));
+  }
+  std::string received() const { return client_peer.str(); }
+};
+
+ResponseFraming framing(http::ResponsePlan p, std::uint64_t length = 0, bool reusable = true) {
+  ResponseFraming f;
+  f.plan = p;
+  f.content_length = length;
+  f.reusable = reusable;
+  return f;
+}
+
+const std::string body = "The quick brown fox jumps over the lazy dog, twice over.";
+
+// The body in three chunks (5, 26 and the rest: 0x19), one with an extension, and a trailer field.
+std::string chunked_wire() {
+  return "5\r\n" + body.substr(0, 5) + "\r\n1a;ext=1\r\n" + body.substr(5, 26) + "\r\n19\r\n" +
+         body.substr(31) + "\r\n0\r\nX-Checksum: x\r\n\r\n";
+}
+
+TEST(RelayResponse, AContentLengthBodyInPiecesOfEverySizeReachesTheClientAsItCame) {
+  for (std::size_t piece = 1; piece <= body.size(); ++piece) {
+    Relay r(body, piece);
+    const auto reusable = r.run(framing(plan(false, false), body.size()));
+    ASSERT_TRUE(reusable) << "pieces of " << piece;
+    EXPECT_TRUE(*reusable);
+    EXPECT_EQ(r.received(), head + body) << "pieces of " << piece;
+    EXPECT_EQ(r.seen.body, body);
+    EXPECT_TRUE(r.seen.done);
+    EXPECT_EQ(r.in.size(), 0u);
+  }
+}
+
+// A small body that came with its head is appended to the head: one write.
+TEST(RelayResponse, ABufferedSmallBodyLeavesWithItsHeadInOneWrite) {
+  Relay r("");
+  net::buffer_copy(r.in.prepare(body.size()), net::buffer(body));
+  r.in.commit(body.size());
+  ASSERT_EQ(r.run(framing(plan(false, false), body.size())), true);
+  EXPECT_EQ(r.received(), head + body);
+  EXPECT_EQ(r.seen.writes, 1);
+  EXPECT_EQ(r.seen.reads, 0);
+  EXPECT_EQ(r.in.size(), 0u);
+}
+
+TEST(RelayResponse, AChunkedBodyInPiecesOfEverySizeIsDecodedAndReChunkedOrSentPlain) {
+  const auto wire = chunked_wire();
+  for (std::size_t piece = 1; piece <= wire.size(); ++piece) {
+    for (const bool chunked_out : {true, false}) {
+      Relay r(wire, piece);
+      // To an HTTP/1.0 client the decoded body goes as it is, and the connection ends with it.
+      const auto reusable = r.run(framing(plan(true, chunked_out, !chunked_out)));
+      ASSERT_TRUE(reusable) << "pieces of " << piece;
+      EXPECT_EQ(*reusable, chunked_out) << "pieces of " << piece;
+      EXPECT_EQ(r.seen.body, body) << "pieces of " << piece;
+      EXPECT_TRUE(r.seen.done);
+      EXPECT_FALSE(r.seen.body_failure) << static_cast<int>(r.seen.body_failure.value_or(FailureKind::none));
+      EXPECT_FALSE(r.seen.client_failed);
+      const auto got = r.received();
+      ASSERT_EQ(got.substr(0, head.size()), head);
+      if (!chunked_out) {
+        EXPECT_EQ(got.substr(head.size()), body);
+        continue;
+      }
+      // Re-chunked: decoding what the client got gives the body back, extensions and trailer
+      // fields dropped.
+      http::ChunkedDecoder decoder;
+      std::string decoded(body.size() + 1, '\0');
+      const auto step = decoder.feed(std::string_view(got).substr(head.size()), std::span(decoded));
+      EXPECT_EQ(step.status, http::ChunkedDecoder::Status::done) << "pieces of " << piece;
+      EXPECT_EQ(decoded.substr(0, step.produced), body);
+      EXPECT_EQ(got.find("ext=1"), std::string::npos);
+      EXPECT_EQ(got.find("X-Checksum"), std::string::npos);
+    }
+  }
+}
+
+// What follows the last chunk belongs to no request of ours: the connection is not reused.
+TEST(RelayResponse, BytesAfterTheBodyMakeTheConnectionNotReusable) {
+  Relay r(chunked_wire() + "HTTP/1.1 200 OK\r\n");
+  EXPECT_EQ(r.run(framing(plan(true, true))), false);
+  EXPECT_EQ(r.seen.body, body);
+  EXPECT_TRUE(r.seen.done);
+}
+
+// A chunk's data leaves only after its CRLF was validated: the bad chunk is a bad response, and
+// when nothing had left yet the answer is still the session's (head_written false: a 502).
+TEST(RelayResponse, AMalformedChunkIsABadResponseBeforeAnyOfItsBytesLeft) {
+  for (std::size_t piece = 1; piece <= 12; ++piece) {
+    Relay r("5\r\nhelloXX0\r\n\r\n", piece);
+    EXPECT_EQ(r.run(framing(plan(true, true))), false);
+    ASSERT_EQ(r.seen.body_failure, FailureKind::bad_response) << "pieces of " << piece;
+    EXPECT_FALSE(r.seen.head_written_at_failure);
+    EXPECT_EQ(r.received(), "") << "pieces of " << piece;
+    EXPECT_FALSE(r.seen.done);
+  }
+  // A good chunk that came in a read of its own went out with the head; the bad one after it
+  // did not. In one read together, neither goes (above: nothing from the bad chunk's read).
+  Relay r("3\r\nabc\r\nzz\r\n", 8);  // "zz": not a chunk size
+  EXPECT_EQ(r.run(framing(plan(true, false, true))), false);
+  EXPECT_EQ(r.seen.body_failure, FailureKind::bad_response);
+  EXPECT_TRUE(r.seen.head_written_at_failure);
+  EXPECT_EQ(r.received(), head + "abc");
+}
+
+TEST(RelayResponse, ABodyReadToTheCloseEndsAtTheOriginsEndOfStream) {
+  Relay r(body, 9);
+  r.origin_side.close();
+  EXPECT_EQ(r.run(framing(plan(false, false, true))), false);  // never reused
+  EXPECT_EQ(r.received(), head + body);
+  EXPECT_TRUE(r.seen.done);
+}
+
+TEST(RelayResponse, EndOfStreamBeforeTheContentLengthIsAResetAfterTheHeadLeft) {
+  Relay r(body.substr(0, 20), 9);
+  r.origin_side.close();
+  EXPECT_EQ(r.run(framing(plan(false, false), body.size())), false);
+  EXPECT_EQ(r.seen.body_failure, FailureKind::reset_after_send);
+  EXPECT_TRUE(r.seen.head_written_at_failure);
+  EXPECT_EQ(r.received(), head + body.substr(0, 20));
+}
+
+TEST(RelayResponse, ARefusedFramingIsAnsweredByTheSessionAndNothingIsRelayed) {
+  Relay r(body);
+  auto p = plan(true, false);
+  p.refuse = true;
+  EXPECT_EQ(r.run(framing(p)), false);
+  EXPECT_TRUE(r.seen.refused);
+  EXPECT_EQ(r.received(), "");
+  EXPECT_EQ(r.seen.reads, 0);
+}
+
+TEST(RelayResponse, ABodilessResponseIsItsHeadAlone) {
+  Relay r("");
+  auto p = plan(false, false);
+  p.body_expected = false;
+  EXPECT_EQ(r.run(framing(p, 5)), true);
+  EXPECT_EQ(r.received(), head);
+  EXPECT_EQ(r.seen.reads, 0);
+}
+
+// Every origin read fails in turn until none does: a failing run is a reset after the request
+// was sent (never a bad response), and the client got a prefix of the answer, never more.
+TEST(RelayResponse, FailEveryOriginReadInTurnUntilItSucceeds) {
+  const auto wire = chunked_wire();
+  bool passed = false;
+  for (std::size_t n = 0; n < 100 && !passed; ++n) {
+    test::fail_count fc(n);
+    Relay r(wire, fc, false);
+    const auto reusable = r.run(framing(plan(true, true)));
+    ASSERT_TRUE(reusable) << "point " << n;
+    if (r.seen.body_failure) {
+      EXPECT_EQ(*r.seen.body_failure, FailureKind::reset_after_send) << "point " << n;
+      EXPECT_FALSE(*reusable);
+      EXPECT_EQ(body.substr(0, r.seen.body.size()), r.seen.body) << "point " << n;
+      continue;
+    }
+    EXPECT_TRUE(*reusable);
+    EXPECT_EQ(r.seen.body, body);
+    EXPECT_GT(n, 0u);
+    passed = true;
+  }
+  EXPECT_TRUE(passed);
+}
+
+// Every client write fails in turn until none does: a failing run is the client's failure (the
+// connection is not reused: the origin's body was not read to its end), never the origin's.
+TEST(RelayResponse, FailEveryClientWriteInTurnUntilItSucceeds) {
+  bool passed = false;
+  for (std::size_t n = 0; n < 100 && !passed; ++n) {
+    test::fail_count fc(n);
+    Relay r(body, fc, true);
+    const auto reusable = r.run(framing(plan(false, false), body.size()));
+    ASSERT_TRUE(reusable) << "point " << n;
+    EXPECT_FALSE(r.seen.body_failure) << "point " << n;
+    if (r.seen.client_failed) {
+      EXPECT_FALSE(*reusable);
+      EXPECT_FALSE(r.seen.done);
+      EXPECT_EQ((head + body).substr(0, r.received().size()), r.received()) << "point " << n;
+      continue;
+    }
+    EXPECT_TRUE(*reusable);
+    EXPECT_EQ(r.received(), head + body);
+    EXPECT_GT(n, 0u);
+    passed = true;
+  }
+  EXPECT_TRUE(passed);
+}
+
+}  // namespace
+}  // namespace sluice::proxy
