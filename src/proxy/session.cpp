@@ -1028,7 +1028,8 @@ net::awaitable<bool> Session::tunnel(Exchange& x, Endpoint& ep, std::optional<so
 // that came with the heads, and the exchange's access-log record (written when the tunnel closes).
 void Session::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream) {
   tunnel_ = std::make_unique<TunnelHandoff>(std::move(client_), std::move(upstream), snapshot_,
-                                            *x.upstream, ep, std::exchange(relay_, nullptr));
+                                            *x.upstream, ep,
+                                            PooledBlock(worker_.relay_blocks, std::exchange(relay_, nullptr)));
   auto& h = *tunnel_;
   const auto half = relay_size / 2;
   const auto keep = [&](std::string_view pending, char* to, std::size_t& size, std::string& extra) {
@@ -1039,8 +1040,8 @@ void Session::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream) {
       extra.assign(pending);
     }
   };
-  keep(view(in_), h.relay, h.client_pending, h.client_extra);
-  keep(view(up_in_), h.relay + half, h.origin_pending, h.origin_extra);
+  keep(view(in_), h.relay.get(), h.client_pending, h.client_extra);
+  keep(view(up_in_), h.relay.get() + half, h.origin_pending, h.origin_extra);
   in_.clear();
   up_in_.clear();
   h.start = x.start;

@@ -18,14 +18,13 @@ TunnelSession::TunnelSession(WorkerContext& worker, TunnelHandoff handoff)
 }
 
 TunnelSession::~TunnelSession() {
-  worker_.relay_blocks.release(std::exchange(h_.relay, nullptr));
   if (is_linked()) worker_.sessions.erase(worker_.sessions.iterator_to(*this));
 }
 
 // The relay block's halves, one per direction, with what came with the heads first.
 TunnelIo TunnelSession::io() {
   const auto half = relay_block_size / 2;
-  std::span<char> up(h_.relay, half), down(h_.relay + half, half);
+  std::span<char> up(h_.relay.get(), half), down(h_.relay.get() + half, half);
   const std::string_view client_pending =
       h_.client_extra.empty() ? std::string_view(up.data(), h_.client_pending) : h_.client_extra;
   const std::string_view origin_pending =

@@ -369,6 +369,7 @@ protected:
   int ended_ = 0;  // sessions whose run() returned
   int parked_ = 0;  // of those, parked ones
   int tunnels_started_ = 0, tunnels_ended_ = 0;  // TunnelSessions after a 101
+  bool drop_tunnels_ = false;  // handoffs end without a TunnelSession
 
 private:
   net::awaitable<void> serve(tcp::socket socket, net::ip::address peer, int tls_listener) {
@@ -397,6 +398,7 @@ private:
   }
 
   net::awaitable<void> serve_tunnel(std::unique_ptr<TunnelHandoff> handoff) {
+    if (drop_tunnels_) co_return;  // as a worker whose loop ends before the tunnel starts
     TunnelSession tunnel(worker_, std::move(*handoff));
     handoff.reset();
     ++tunnels_started_;

@@ -65,6 +65,20 @@ TEST_F(TunnelSessionTest, TheSessionEndsAndTheTunnelCarriesBytesBothWaysUntilBot
   EXPECT_EQ(c.responses[1].load(), 1u);       // the exchange, counted as the origin's 1xx
 }
 
+// A handoff that ends without a TunnelSession (the worker's loop ended first) still gives back
+// what it holds: the relay block to its pool, the in-flight count on its server, both streams.
+TEST_F(TunnelSessionTest, AHandoffNoTunnelTookGivesBackItsRelayBlockAndInFlightCount) {
+  drop_tunnels_ = true;
+  const auto relays_free = worker_.relay_blocks.free_blocks();
+  auto& client = upgrade();
+  EXPECT_EQ(head_.substr(0, head_.find("\r\n")), "HTTP/1.1 101 Switching Protocols");
+  ASSERT_TRUE(run_until([&] { return ended_ == 1 && client.ended; }));
+  EXPECT_EQ(tunnels_started_, 0);
+  EXPECT_EQ(server().in_flight(), 0);
+  EXPECT_TRUE(worker_.sessions.empty());
+  EXPECT_EQ(worker_.relay_blocks.free_blocks(), relays_free + 1);
+}
+
 TEST_F(TunnelSessionTest, ASilentTunnelIsClosedAtTunnelIdleTimeout) {
   auto& client = upgrade("tunnel_idle_timeout = \"1s\"\n");
   ASSERT_TRUE(run_until([&] { return client.unread() == "hello"; }));

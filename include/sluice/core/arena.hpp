@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace sluice {
@@ -159,6 +160,33 @@ private:
   std::size_t max_free_;
   BlockPool* larger_;
   std::vector<char*> free_;
+};
+
+// One block of a BlockPool, owned: it goes back to its pool when the handle dies, whoever holds
+// it then (a handoff between two owners cannot lose it on the way).
+class PooledBlock {
+public:
+  PooledBlock() noexcept = default;
+  PooledBlock(BlockPool& pool, char* block) noexcept : pool_(&pool), data_(block) {}
+  PooledBlock(PooledBlock&& o) noexcept : pool_(o.pool_), data_(std::exchange(o.data_, nullptr)) {}
+  PooledBlock& operator=(PooledBlock&& o) noexcept {
+    if (this != &o) {
+      reset();
+      pool_ = o.pool_;
+      data_ = std::exchange(o.data_, nullptr);
+    }
+    return *this;
+  }
+  ~PooledBlock() { reset(); }
+
+  char* get() const noexcept { return data_; }
+  void reset() noexcept {
+    if (data_ != nullptr) pool_->release(std::exchange(data_, nullptr));
+  }
+
+private:
+  BlockPool* pool_ = nullptr;
+  char* data_ = nullptr;
 };
 
 template <class T>

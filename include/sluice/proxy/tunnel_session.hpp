@@ -31,10 +31,10 @@ struct TunnelHandoff {
   // Takes the tunnel's own in-flight count on `server` (the attempt's ends with the attempt).
   TunnelHandoff(tls::Stream client_stream, tls::Stream origin_stream,
                 std::shared_ptr<const Snapshot> exchange_snapshot, const Upstream& its_upstream,
-                Endpoint& its_server, char* relay_block)
+                Endpoint& its_server, PooledBlock relay_block)
       : client(std::move(client_stream)), origin(std::move(origin_stream)),
         snapshot(std::move(exchange_snapshot)), upstream(&its_upstream), server(&its_server),
-        relay(relay_block) {
+        relay(std::move(relay_block)) {
     its_server.begin_request();
     in_flight = InFlight(its_server);
   }
@@ -46,10 +46,11 @@ struct TunnelHandoff {
   Endpoint* server = nullptr;
   // The tunnel's in-flight count on its server (drains wait for it, max_conns caps it).
   InFlight in_flight;
-  // The exchange's relay block (relay_block_size bytes, from the worker's relay_blocks): one half
-  // per direction. Bytes that came with the heads (a client that did not wait for the 101, the
-  // origin's first frame) are at the start of their half, or in `*_extra` when longer than it.
-  char* relay = nullptr;
+  // The exchange's relay block (relay_block_size bytes, from the worker's relay_blocks, back there
+  // when the handoff or the tunnel ends): one half per direction. Bytes that came with the heads
+  // (a client that did not wait for the 101, the origin's first frame) are at the start of their
+  // half, or in `*_extra` when longer than it.
+  PooledBlock relay;
   std::size_t client_pending = 0, origin_pending = 0;
   std::string client_extra, origin_extra;
   Clock::time_point start;  // of the exchange: the access log's duration
