@@ -200,6 +200,32 @@ TEST_F(SessionTest, TheNextHeadsFirstByteStartsItsHeaderTimeout) {
   EXPECT_EQ(field_of(response, "Sluice-Error"), "header timeout");
 }
 
+// A graceful shutdown closes idle keep-alive connections at once, but not one whose next head
+// has begun to arrive: that request is on its way and gets its answer (then the close).
+TEST_F(SessionTest, AGracefulShutdownAnswersANextHeadThatHadBegunToArrive) {
+  configure();
+  auto& idle = connect();
+  auto& sending = connect();
+  for (auto* c : {&idle, &sending}) {
+    c->send("GET /first HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    const auto first = next_response(*c);
+    EXPECT_EQ(first.substr(0, first.find("\r\n")), "HTTP/1.1 200 OK");
+  }
+  sending.send("GET /second HTTP/1.1\r\nHost: app.te");
+  ASSERT_TRUE(run_until([&] { return sending.sent_all(); }));
+  settle();  // the session has read the partial head
+  // As Worker's graceful shutdown: the flag, then close_if_idle() on every session.
+  worker_.stopping = true;
+  for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) (it++)->close_if_idle();
+  ASSERT_TRUE(run_until([&] { return idle.ended; }));
+  EXPECT_EQ(idle.unread(), "");  // closed without an answer: it had asked nothing
+  sending.send("st\r\n\r\n");
+  const auto second = next_response(sending);
+  EXPECT_EQ(second.substr(0, second.find("\r\n")), "HTTP/1.1 200 OK");
+  EXPECT_EQ(field_of(second, "Connection"), "close");
+  ASSERT_TRUE(run_until([&] { return sending.ended; }));
+}
+
 TEST_F(SessionTest, AnOriginRefusingConnectionsIsAnswered502NamingTheFailure) {
   configure();
   origin_.stop_listening();
