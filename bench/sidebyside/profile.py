@@ -29,7 +29,7 @@ SLUICE_GROUPS = [
      r"reactive_socket_service|socket_ops|eventfd|posix_event)|pthread_mutex|pthread_cond"),
     ("Asio coroutines and handlers (awaitable frames, executors, write_op, as_tuple)",
      r"boost::asio::"),
-    ("session coroutines (sluice::proxy::Session)", r"sluice::proxy::Session"),
+    ("session coroutines (sluice::proxy::DownstreamSession)", r"sluice::proxy::DownstreamSession"),
     ("sluice other (balancer, pool, counters, clock, routing)", r"sluice::"),
     ("malloc / free / operator new", r"^(malloc|free|_int_malloc|_int_free|cfree|realloc|calloc|"
      r"operator new|operator delete|tcache|unlink_chunk|malloc_consolidate)"),

@@ -1,4 +1,4 @@
-// (d) chunked_body: the chunked request body relay (Session::decode_chunked): ChunkedDecoder
+// (d) chunked_body: the chunked request body relay (DownstreamSession::decode_chunked): ChunkedDecoder
 // validates and decodes, we re-chunk each decoded piece. Whatever the bytes, decoding them all
 // at once and as they trickle in (one byte per read, a small relay buffer) must agree, and the
 // re-chunked body must decode to the same bytes and end exactly where it ends.

@@ -129,7 +129,7 @@ void check_request(std::string_view bytes, const http::RequestHead& idx, http::R
 
 void head_index_request(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  // Today's path: next_head, parse_request_head, admit_request (Session::read_request_head and
+  // Today's path: next_head, parse_request_head, admit_request (DownstreamSession::read_request_head and
   // handle_request).
   const auto step = http::next_head(bytes, max_head, max_target);
   http::Rejection old;
@@ -173,7 +173,7 @@ void head_index_request(const std::uint8_t* data, std::size_t size) {
   for (const int variant : {0, 1, 2, 3}) {
     // rewrite_request changes the fields: a copy per variant. 1: Forwarded added; 2: header
     // rules and a path rewrite; 3: a chunked body kept whole goes with a Content-Length
-    // (Session::keep_chunked_body).
+    // (DownstreamSession::keep_chunked_body).
     if (variant == 3 && !shape.chunked) continue;
     http::RequestHeader header = static_cast<const http::RequestHeader&>(req);
     const http::ForwardedFor info{variant == 1 ? "2001:db8::7" : "192.0.2.7", "https", request_id, upgrade,
@@ -240,7 +240,7 @@ void head_index_response(const std::uint8_t* data, std::size_t size) {
   std::string want;
   std::string got;
   if (code == 101) {
-    // Session::tunnel(): rewrite_response with the switch, the fields as they are.
+    // DownstreamSession::tunnel(): rewrite_response with the switch, the fields as they are.
     http::rewrite_response(res, request_id, true);
     want = "HTTP/1.1 101 ";
     const std::string_view r = res.reason();
@@ -249,13 +249,13 @@ void head_index_response(const std::uint8_t* data, std::size_t size) {
     want.append("\r\n");
     http::splice_response_head(got, idx, {request_id, {}, 11, 1, http::ResponseSplice::Kind::switching});
   } else if (code < 200) {
-    // Session::read_response_head(): an interim head passed on.
+    // DownstreamSession::read_response_head(): an interim head passed on.
     http::strip_hop_by_hop(res);
     http::strip_origin_claims(res, code);
     http::append_interim_head(want, res);
     http::splice_response_head(got, idx, {request_id, {}, 11, 1, http::ResponseSplice::Kind::interim});
   } else {
-    // Session::send_response(): rewrite_response, strip_origin_claims, append_response_head;
+    // DownstreamSession::send_response(): rewrite_response, strip_origin_claims, append_response_head;
     // with the route's header rules when byte 0's bit 4 says so.
     http::rewrite_response(res, request_id);
     http::strip_origin_claims(res, code);

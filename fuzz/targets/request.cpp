@@ -1,4 +1,4 @@
-// (a) request_stream: the client side of Session, without sockets. Every decision is the session's
+// (a) request_stream: the client side of DownstreamSession, without sockets. Every decision is the session's
 // own function, called in the session's order: http/intake (next_head, admit_request,
 // shape_forward, feed_chunked), http/head (parse_request_head, append_request_head) and
 // http/rewrite. This file supplies only the I/O around them: a client whose bytes arrive in reads
@@ -34,7 +34,7 @@ constexpr std::uint64_t max_body = 64 * 1024;
 constexpr std::size_t relay_size = 29;
 
 // The client connection: `all` is everything it will ever send, of which `buffered` bytes were
-// read so far (Session::in_); a read brings `read_size` more.
+// read so far (DownstreamSession::in_); a read brings `read_size` more.
 struct Client {
   std::string_view all;
   std::size_t read_size;
@@ -135,7 +135,7 @@ void check_abandoned(std::string_view wire, const Expected& want, std::string_vi
 
 enum class Body { forwarded, refused };
 
-// Session::keep_body and the Content-Length half of send_request/stream_request. A body that fits
+// DownstreamSession::keep_body and the Content-Length half of send_request/stream_request. A body that fits
 // what the session keeps for replay is read whole before anything is sent; a longer one streams.
 Body content_length_body(Client& client, std::string& wire, Expected& want, std::uint64_t length) {
   const config::RetryConfig retry;  // the defaults: attempts and replay buffer
@@ -153,7 +153,7 @@ Body content_length_body(Client& client, std::string& wire, Expected& want, std:
   return Body::forwarded;
 }
 
-// Session::decode_chunked: feeds until the decoder has something for the caller.
+// DownstreamSession::decode_chunked: feeds until the decoder has something for the caller.
 Outcome decode_chunked(Client& client, http::ChunkedDecoder& decoder, char* relay, std::size_t& have,
                        std::uint64_t& bytes_in, bool flush) {
   for (;;) {
@@ -169,7 +169,7 @@ Outcome decode_chunked(Client& client, http::ChunkedDecoder& decoder, char* rela
   }
 }
 
-// Session::keep_chunked_body, then stream_request's chunked half when the body outgrew the relay.
+// DownstreamSession::keep_chunked_body, then stream_request's chunked half when the body outgrew the relay.
 Body chunked_body(Client& client, http::RequestParser& parser, std::string& wire, Expected& want) {
   http::ChunkedDecoder decoder({.max_line = 4096, .max_trailer = max_head});
   char relay[relay_size];
@@ -220,7 +220,7 @@ Body chunked_body(Client& client, http::RequestParser& parser, std::string& wire
 
 // One exchange from the head on. Returns false when the session would close the connection.
 bool exchange(Client& client, ExchangeArena& arena, http::RequestIdGenerator& ids) {
-  // Session::read_request_head
+  // DownstreamSession::read_request_head
   http::HeadStep step;
   for (;;) {
     step = http::next_head(client.view(), max_head, max_target);
@@ -249,7 +249,7 @@ bool exchange(Client& client, ExchangeArena& arena, http::RequestIdGenerator& id
   client.consume(scan.head_size);
   auto& req = parser.get();
 
-  // Session::handle_request
+  // DownstreamSession::handle_request
   char id_storage[129];
   std::string_view request_id;
   {
@@ -266,7 +266,7 @@ bool exchange(Client& client, ExchangeArena& arena, http::RequestIdGenerator& id
     return false;
   }
 
-  // Session::forward
+  // DownstreamSession::forward
   const auto shape = http::shape_forward(parser, request_done);
   http::rewrite_request(req, {"192.0.2.1", "http", request_id, shape.upgrade});
   Expected want;
@@ -276,7 +276,7 @@ bool exchange(Client& client, ExchangeArena& arena, http::RequestIdGenerator& id
   if (req.count(bhttp::field::host) == 0) want.fields.emplace_back("Host", "");  // HTTP/1.0
   for (auto& line : lines_of(req)) want.fields.push_back(std::move(line));
 
-  // Session::send_request (the head waits for the first piece of a streamed body)
+  // DownstreamSession::send_request (the head waits for the first piece of a streamed body)
   std::string wire;
   if (shape.chunked) {
     if (chunked_body(client, parser, wire, want) == Body::refused) return false;

@@ -1,6 +1,6 @@
-// (b) response_stream: the origin side of Session, without sockets. Mirrors
-// Session::read_response_head (interim responses) and send_response (plan, rewrite, head, body
-// relay, whether the upstream connection may be pooled); see src/proxy/session.cpp and
+// (b) response_stream: the origin side of DownstreamSession, without sockets. Mirrors
+// DownstreamSession::read_response_head (interim responses) and send_response (plan, rewrite, head, body
+// relay, whether the upstream connection may be pooled); see src/proxy/downstream_session.cpp and
 // proxy/response_relay.hpp.
 #include <span>
 
@@ -100,7 +100,7 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
   static ExchangeArena arena;
   arena.reset();
 
-  // Session::read_response_head: interim responses, then the final one.
+  // DownstreamSession::read_response_head: interim responses, then the final one.
   std::optional<http::ResponseParser> parser;
   for (int interims = 0;; ++interims) {
     if (interims > 64) return;
@@ -122,7 +122,7 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
     }
   }
 
-  // Session::send_response
+  // DownstreamSession::send_response
   auto& res = parser->get();
   const bool upstream_keep_alive = parser->keep_alive();
   const auto length = parser->content_length();
@@ -186,7 +186,7 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
     if (plan.chunked_out) wire.append(http::last_chunk);
   }
   // The upstream connection may be pooled only after a complete, well-framed response with
-  // nothing left over (Session::send_response's return value).
+  // nothing left over (DownstreamSession::send_response's return value).
   const bool reusable = upstream_keep_alive && !plan.until_close && in.empty();
   // (An incomplete body returned above: the session closes the connection then.)
   if (reusable) check(!parser->need_eof(), "pooled although the origin frames by its close");

@@ -648,7 +648,7 @@ void splice_response_head(std::string& out, const ResponseHead& res, const Respo
   out.reserve(out.size() + res.byte_size() + splice_headroom);
   using Kind = ResponseSplice::Kind;
   const auto status = res.status();
-  // Beast's reason() for a line without one: the registered phrase (Session::tunnel says
+  // Beast's reason() for a line without one: the registered phrase (DownstreamSession::tunnel says
   // "Switching Protocols" itself).
   append_status_line(out, res, e.kind == Kind::switching ? std::string_view("Switching Protocols")
                                                          : std::string_view(bhttp::obsolete_reason(bhttp::int_to_status(status))));

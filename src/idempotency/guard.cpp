@@ -84,7 +84,7 @@ void warn_store(const Guard& g, std::string_view what, const error_code& ec) {
 net::awaitable<void> write_back(std::shared_ptr<const Guard> guard, unsigned worker, std::string key,
                                 std::string value, std::string pending, Clock::duration ttl) {
   auto& store = *guard->backing().store;
-  boost::system::error_code ec;  // no co_await inside ?: (GCC 12 miscompiles it; session.cpp)
+  boost::system::error_code ec;  // no co_await inside ?: (GCC 12 miscompiles it; downstream_session.cpp)
   if (value.empty()) {
     ec = co_await store.remove_if(worker, key, pending);
   } else {

@@ -9,7 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
-#include "sluice/proxy/session.hpp"
+#include "sluice/proxy/downstream_session.hpp"
 
 namespace sluice {
 
@@ -224,7 +224,7 @@ net::awaitable<void> Worker::serve(tcp::socket socket, net::ip::address peer, in
                                 : static_cast<std::size_t>(tls_listener) < server.tls.size()
                                     ? server.tls[static_cast<std::size_t>(tls_listener)].proxy_protocol
                                     : false;
-    proxy::Session session(ctx_, std::move(client), peer, std::move(tls), proxy_protocol);
+    proxy::DownstreamSession session(ctx_, std::move(client), peer, std::move(tls), proxy_protocol);
     co_await session.run();
     session_ended(session);
   } catch (const std::exception& e) {
@@ -234,7 +234,7 @@ net::awaitable<void> Worker::serve(tcp::socket socket, net::ip::address peer, in
 
 net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
   try {
-    proxy::Session session(ctx_, std::move(client.stream), client.client);
+    proxy::DownstreamSession session(ctx_, std::move(client.stream), client.client);
     session.resumed();
     co_await session.run();
     session_ended(session);
@@ -243,7 +243,7 @@ net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
   }
 }
 
-void Worker::session_ended(proxy::Session& session) {
+void Worker::session_ended(proxy::DownstreamSession& session) {
   if (session.parked()) {
     parking_.park(session.take_parked());  // still open: still counted in active_
   } else if (session.tunneled()) {

@@ -274,7 +274,7 @@ TEST(HeadIndex, SplicedRequestWithRewriteRulesAndChunkedFraming) {
   EXPECT_EQ(out,
             "POST /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 192.0.2.1\r\nX-Forwarded-Host: a\r\n"
             "X-Env: prod\r\nTransfer-Encoding: chunked\r\n\r\n");
-  // The same body kept whole (Session::keep_chunked_body): sent with its length instead.
+  // The same body kept whole (DownstreamSession::keep_chunked_body): sent with its length instead.
   RequestSplice kept{{"192.0.2.1", "http", ""}};
   kept.content_length = 42;
   out.clear();

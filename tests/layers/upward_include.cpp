@@ -2,4 +2,4 @@
 // only when this fails to compile because proxy's headers are out of config's reach
 // (docs/architecture.md, Layers). Never part of a build target.
 #include "sluice/config/config.hpp"
-#include "sluice/proxy/session.hpp"
+#include "sluice/proxy/downstream_session.hpp"

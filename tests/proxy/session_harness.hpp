@@ -30,7 +30,7 @@
 
 #include "sluice/config/loader.hpp"
 #include "sluice/core/clock.hpp"
-#include "sluice/proxy/session.hpp"
+#include "sluice/proxy/downstream_session.hpp"
 #include "sluice/runtime/snapshot.hpp"
 #include "sluice/telemetry/access_log.hpp"
 #include "sluice/tls/edge_io.hpp"
@@ -273,7 +273,7 @@ protected:
     }
     origin_.stop();
     // Until no work is left: a handler still queued when the io_context goes would destroy its
-    // coroutine, and with it a Session, after the worker's context it refers to.
+    // coroutine, and with it a DownstreamSession, after the worker's context it refers to.
     for (int i = 0; i < 400 && !io_.stopped(); ++i) {
       io_.restart();
       io_.run_for(5ms);
@@ -383,7 +383,7 @@ private:
         client.start_tls(tls->context());
         proxy_protocol = server.tls.at(static_cast<std::size_t>(tls_listener)).proxy_protocol;
       }
-      Session session(worker_, std::move(client), peer, std::move(tls), proxy_protocol);
+      DownstreamSession session(worker_, std::move(client), peer, std::move(tls), proxy_protocol);
       co_await session.run();
       ++ended_;
       if (session.parked()) {

@@ -9,7 +9,7 @@
 // so the promise's address and alignment within the frame are exactly those of Asio's promise,
 // which Asio's get_return_object() relies on (coroutine_handle<awaitable_frame>::from_promise).
 //
-//   SLUICE_POOLED_COROUTINES(sluice::proxy::Session)   // at namespace scope, after the class
+//   SLUICE_POOLED_COROUTINES(sluice::proxy::DownstreamSession)   // at namespace scope, after the class
 //   SLUICE_POOLED_COROUTINES_TAKING(Hooks)             // free coroutines taking a Hooks first
 #include <coroutine>
 #include <cstddef>

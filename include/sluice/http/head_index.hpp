@@ -210,16 +210,16 @@ struct RequestSplice {
   const PathRewrite* path = nullptr;   // nullptr: the target as received
   const HeaderRules* rules = nullptr;  // with vars
   const Variables* vars = nullptr;
-  // A chunked body kept whole and sent with a length instead (Session::keep_chunked_body): the
+  // A chunked body kept whole and sent with a length instead (DownstreamSession::keep_chunked_body): the
   // Content-Length line to write.
   std::optional<std::uint64_t> content_length;
 };
 void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& edits);
 
 // A response head towards the client, spliced. `final_head`: rewrite_response() +
-// strip_origin_claims() + append_response_head() (Session::send_response). `interim` (a 1xx
+// strip_origin_claims() + append_response_head() (DownstreamSession::send_response). `interim` (a 1xx
 // other than 101 to an HTTP/1.1 client): strip_hop_by_hop() + strip_origin_claims() +
-// append_interim_head(). `switching` (a 101 after an upgrade, Session::tunnel): rewrite_response()
+// append_interim_head(). `switching` (a 101 after an upgrade, DownstreamSession::tunnel): rewrite_response()
 // with its Upgrade and "Connection: upgrade", and the fields as they are otherwise.
 struct ResponseSplice {
   enum class Kind : std::uint8_t { final_head, interim, switching };

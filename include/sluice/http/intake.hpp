@@ -2,7 +2,7 @@
 // What the session decides about a client's request before and while its bytes go upstream, as
 // pure functions over the bytes already read: the head step of read_request_head(), the refusals
 // of handle_request(), forward()'s Expect and Upgrade decisions, and one decoding pass over a
-// chunked body (decode_chunked()). Session and the request fuzz target (fuzz/targets/request.cpp)
+// chunked body (decode_chunked()). DownstreamSession and the request fuzz target (fuzz/targets/request.cpp)
 // call the same functions, so what is fuzzed is what runs; only the socket I/O is theirs.
 #include <cstddef>
 #include <cstdint>

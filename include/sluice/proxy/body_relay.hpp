@@ -1,6 +1,6 @@
 #pragma once
 // The body relay's steps, shared by both directions (the request body towards the origin in
-// Session::stream_request, the response body towards the client in Session::send_response):
+// DownstreamSession::stream_request, the response body towards the client in DownstreamSession::send_response):
 //  - pending_piece(), read_piece(): the next piece of a Content-Length or read-to-close body
 //    (RFC 9112 §6.3): bytes already buffered behind the head first, else one read of at most the
 //    relay buffer;

@@ -3,7 +3,7 @@
 // idle connection holds").
 //
 // A session waiting for the next request on a plain keep-alive connection for longer than
-// park_after gives its connection here and ends: its Session object, its coroutine frames and its
+// park_after gives its connection here and ends: its DownstreamSession object, its coroutine frames and its
 // buffers go back to the worker and the heap. What stays is a ParkedClient (the socket, the
 // client's address, the idle deadline) in the worker's session list (for graceful shutdown,
 // reload and the idle timeout) with one wait for readability on the socket. When the client

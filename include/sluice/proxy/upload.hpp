@@ -2,7 +2,7 @@
 // A streamed request body and the origin's answer overlap (full duplex): while the body is still
 // being forwarded, the response head is read too, so that an early final answer (a 413 before
 // the origin read an 8 MiB body) reaches the client instead of being lost to the reset that
-// follows it. Session runs the two as coroutines on the worker's thread (session_upload.cpp);
+// follows it. DownstreamSession runs the two as coroutines on the worker's thread (downstream_upload.cpp);
 // this is what they share, and the rules that turn their two outcomes into the attempt's.
 //
 // Timing (docs/http.md): while the body is being sent, the attempt is bounded by `send_timeout`

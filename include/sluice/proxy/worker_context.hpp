@@ -21,7 +21,7 @@
 
 namespace sluice::proxy {
 
-// What a worker needs of its sessions at shutdown. Session implements it; the list is intrusive
+// What a worker needs of its sessions at shutdown. DownstreamSession implements it; the list is intrusive
 // so that registering a connection allocates nothing.
 class SessionLink : public boost::intrusive::list_base_hook<> {
 public:

@@ -27,7 +27,7 @@
 namespace sluice {
 
 namespace proxy {
-class Session;
+class DownstreamSession;
 }
 
 class Worker {
@@ -94,7 +94,7 @@ private:
   // After a 101: the connection as a byte tunnel, without its HTTP session (tunnel_session.hpp).
   boost::asio::awaitable<void> serve_tunnel(std::unique_ptr<proxy::TunnelHandoff> handoff);
   // After run(): a session that parked keeps its connection (and its slot); any other end frees it.
-  void session_ended(proxy::Session& session);
+  void session_ended(proxy::DownstreamSession& session);
   // run() or the setup before it threw: log it and free the slot.
   void session_failed(const std::exception& e);
   // A client connection closed: one slot free below max_connections.
@@ -122,5 +122,5 @@ private:
 
 }  // namespace sluice
 
-// serve() holds the connection's Session in its frame: from the worker's FramePool too.
+// serve() holds the connection's DownstreamSession in its frame: from the worker's FramePool too.
 SLUICE_POOLED_COROUTINES(sluice::Worker);

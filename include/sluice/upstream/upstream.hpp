@@ -27,7 +27,7 @@ namespace sluice {
 
 // Requests waiting for a server slot when every candidate is at max_conns (HAProxy's maxconn +
 // queue): bounded, first come first served. Touched only when an upstream is saturated, so a
-// mutex is fine here; waiters poll for the head position (see Session::forward).
+// mutex is fine here; waiters poll for the head position (see Forwarder::queue_step, proxy/forwarder.hpp).
 class WaitQueue {
 public:
   // A ticket, or 0 when `capacity` requests are already waiting.

@@ -13,6 +13,8 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "sluice/http/chunked.hpp"
@@ -40,17 +42,17 @@ namespace sluice::proxy {
 
 class RouteAdmission;
 
-class Session final : public SessionLink {
+class DownstreamSession final : public SessionLink {
 public:
   // `tls`: the listener's TLS context when `client` carries TLS (the handshake is run()'s first
   // step); kept for the connection's lifetime, whatever reloads happen meanwhile.
   // `proxy_protocol`: a PROXY protocol header comes first (before TLS), see docs/edge.md.
   // `client_address`: the peer's, as accept() gave it (no getpeername per connection).
-  Session(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
+  DownstreamSession(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
           std::shared_ptr<tls::ServerContext> tls = {}, bool proxy_protocol = false);
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  ~DownstreamSession();
+  DownstreamSession(const DownstreamSession&) = delete;
+  DownstreamSession& operator=(const DownstreamSession&) = delete;
 
   boost::asio::awaitable<void> run();
 
@@ -71,7 +73,7 @@ public:
 
   // read_request_head()'s hooks (request_head.hpp) for a client's next head,
   // read_final_head()'s and attempt_server()'s (upstream_attempt.hpp) for one attempt, and
-  // forward_attempts()'s (forwarder.hpp) for one request, defined in session.cpp. Named here,
+  // forward_attempts()'s (forwarder.hpp) for one request, defined in downstream_session.cpp. Named here,
   // outside `private`, for the FramePool specialisations at the end of this file.
   struct RequestHooks;
   struct HeadHooks;
@@ -84,16 +86,16 @@ private:
   // After the last exchange (not parked): the half-close unless the client can send nothing more
   // (`nothing_unread`), then the close.
   void end_connection(bool nothing_unread) noexcept;
-  struct Exchange;  // per-request state, defined in session.cpp
+  struct Exchange;  // per-request state, defined in downstream_session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
   using error_code_type = boost::system::error_code;
 
-  // TLS steps, in session_tls.cpp.
+  // TLS steps, in downstream_tls.cpp.
   boost::asio::awaitable<bool> tls_handshake();
   boost::asio::awaitable<Failure> connect_tls(const Upstream& upstream, Endpoint& ep,
                                               socket_type& stream);
   static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
-  // Edge steps, in session_edge.cpp: the PROXY protocol header, the request's client address,
+  // Edge steps, in downstream_edge.cpp: the PROXY protocol header, the request's client address,
   // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
   boost::asio::awaitable<bool> read_proxy_header();
   ClientAddress client_of(const http::RequestHead& req) const noexcept;
@@ -140,7 +142,7 @@ private:
   boost::asio::awaitable<FailureKind> send_request(Exchange& x, socket_type& upstream,
                                                    Clock::time_point try_until,
                                                    std::uint64_t& sent, std::size_t& received);
-  // Full duplex, in session_upload.cpp: the streamed body and the response head at once.
+  // Full duplex, in downstream_upload.cpp: the streamed body and the response head at once.
   // note_unsent(): some request byte did not reach the origin (its connection is not reused).
   boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
                                                     Clock::time_point try_until,
@@ -262,13 +264,23 @@ private:
   UploadState* upload_ = nullptr;
 };
 
+// Called around every read and write, from each of the session's files: inline.
+inline void DownstreamSession::expire_after(Clock::duration d) noexcept {
+  deadline = worker_.clock.now() + d;
+  timed_out_ = false;
+}
+
+inline boost::system::error_code DownstreamSession::timed(boost::system::error_code ec) const noexcept {
+  return ec == boost::asio::error::operation_aborted && timed_out_ ? boost::system::error_code(boost::beast::error::timeout) : ec;
+}
+
 }  // namespace sluice::proxy
 
 // A request nests several of the session's coroutines; their frames come from the worker's
 // FramePool (core/pooled_frame.hpp).
-SLUICE_POOLED_COROUTINES(sluice::proxy::Session);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::RequestHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::HeadHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::AttemptHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ForwardHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Session::ResponseHooks);
+SLUICE_POOLED_COROUTINES(sluice::proxy::DownstreamSession);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::RequestHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::HeadHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::AttemptHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ForwardHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ResponseHooks);

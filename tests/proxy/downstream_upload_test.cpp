@@ -1,5 +1,5 @@
-// Request bodies through a session (src/proxy/session_upload.cpp, and the body steps of
-// src/proxy/session.cpp) over real loopback sockets: a Content-Length body larger than the relay
+// Request bodies through a session (src/proxy/downstream_upload.cpp, and the body steps of
+// src/proxy/downstream_session.cpp) over real loopback sockets: a Content-Length body larger than the relay
 // block streams to the origin as it comes and arrives byte for byte; a chunked body that fits
 // the relay block is validated whole and forwarded with a Content-Length, a larger one re-chunked
 // with the same payload, a malformed one refused with nothing forwarded; Expect: 100-continue is
@@ -14,7 +14,7 @@ namespace {
 
 using namespace session_test;
 
-class SessionUploadTest : public SessionHarness {
+class DownstreamUploadTest : public SessionHarness {
 protected:
   // `payload` in chunks of `chunk` bytes, with the last-chunk.
   static std::string chunked(std::string_view payload, std::size_t chunk) {
@@ -30,7 +30,7 @@ protected:
   }
 };
 
-TEST_F(SessionUploadTest, AContentLengthBodyLargerThanTheRelayBlockStreamsToTheOriginByteForByte) {
+TEST_F(DownstreamUploadTest, AContentLengthBodyLargerThanTheRelayBlockStreamsToTheOriginByteForByte) {
   configure();
   origin_.response = "HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\ndone";
   const auto body = pattern(200 * 1024);  // over the relay block and retry.buffer: streamed
@@ -62,7 +62,7 @@ TEST_F(SessionUploadTest, AContentLengthBodyLargerThanTheRelayBlockStreamsToTheO
   EXPECT_EQ(origin_.accepted(), 1u);
 }
 
-TEST_F(SessionUploadTest, ASmallChunkedBodyIsValidatedWholeAndForwardedWithAContentLength) {
+TEST_F(DownstreamUploadTest, ASmallChunkedBodyIsValidatedWholeAndForwardedWithAContentLength) {
   configure();
   auto& client = connect();
   client.send(
@@ -80,7 +80,7 @@ TEST_F(SessionUploadTest, ASmallChunkedBodyIsValidatedWholeAndForwardedWithACont
       "Content-Length: 11\r\n\r\nhello world");
 }
 
-TEST_F(SessionUploadTest, AChunkedBodyLargerThanTheRelayBlockIsReChunkedWithTheSamePayload) {
+TEST_F(DownstreamUploadTest, AChunkedBodyLargerThanTheRelayBlockIsReChunkedWithTheSamePayload) {
   configure();
   const auto payload = pattern(100 * 1024);
   auto& client = connect();
@@ -104,7 +104,7 @@ TEST_F(SessionUploadTest, AChunkedBodyLargerThanTheRelayBlockIsReChunkedWithTheS
   EXPECT_EQ(got.substr(got.size() - 5), "0\r\n\r\n");
 }
 
-TEST_F(SessionUploadTest, AMalformedChunkIsAnswered400AndNothingOfTheRequestIsForwarded) {
+TEST_F(DownstreamUploadTest, AMalformedChunkIsAnswered400AndNothingOfTheRequestIsForwarded) {
   configure();
   auto& client = connect();
   client.send(
@@ -121,7 +121,7 @@ TEST_F(SessionUploadTest, AMalformedChunkIsAnswered400AndNothingOfTheRequestIsFo
   EXPECT_EQ(origin_.accepted(), 0u);  // refused before any attempt began
 }
 
-TEST_F(SessionUploadTest, ExpectContinueIsAnsweredHopByHopBeforeTheBodyIsRead) {
+TEST_F(DownstreamUploadTest, ExpectContinueIsAnsweredHopByHopBeforeTheBodyIsRead) {
   configure();
   const auto body = pattern(100 * 1024);
   auto& client = connect();
@@ -141,7 +141,7 @@ TEST_F(SessionUploadTest, ExpectContinueIsAnsweredHopByHopBeforeTheBodyIsRead) {
   EXPECT_TRUE(got.compare(head.size(), body.size(), body) == 0) << "the body arrived altered";
 }
 
-TEST_F(SessionUploadTest, AnEarly413FromTheOriginReachesTheClientAndStopsTheUpload) {
+TEST_F(DownstreamUploadTest, AnEarly413FromTheOriginReachesTheClientAndStopsTheUpload) {
   configure();
   origin_.response =
       "HTTP/1.1 413 Content Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big\n";

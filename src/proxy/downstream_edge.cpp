@@ -1,4 +1,4 @@
-// The edge steps of a session (docs/edge.md), kept apart from session.cpp: the PROXY protocol
+// The edge steps of a session (docs/edge.md), kept apart from downstream_session.cpp: the PROXY protocol
 // header of a proxy_protocol listener, the client address of a request, and a route's admission.
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/read.hpp>
@@ -7,7 +7,7 @@
 
 #include "sluice/http/head.hpp"
 #include "sluice/proxy/proxy_protocol.hpp"
-#include "sluice/proxy/session.hpp"
+#include "sluice/proxy/downstream_session.hpp"
 
 namespace sluice::proxy {
 
@@ -25,7 +25,7 @@ void bump(std::atomic<std::uint64_t>& counter) { EndpointCounters::bump(counter)
 // the header, and it must be complete and valid within header_timeout. The socket is peeked and
 // then read exactly up to the header's end, so that every byte after it stays in the socket for
 // the TLS handshake or the HTTP parser. False: the connection is to be closed (counted).
-net::awaitable<bool> Session::read_proxy_header() {
+net::awaitable<bool> DownstreamSession::read_proxy_header() {
   const auto& server = worker_.snapshot->config->server;
   auto& rejected = proxy_protocol_rejections(worker_.index);
   if (!contains(server.trusted_proxies, client_addr_)) {
@@ -71,12 +71,12 @@ net::awaitable<bool> Session::read_proxy_header() {
   co_return true;
 }
 
-ClientAddress Session::client_of(const http::RequestHead& req) const noexcept {
+ClientAddress DownstreamSession::client_of(const http::RequestHead& req) const noexcept {
   return resolve_client(req, client_ip_, client_addr_, snapshot_->config->server.trusted_proxies);
 }
 
 // The answer for a request the route turns away, or status 0 to let it in.
-ProxyError Session::admit(const RouteAdmission* admission, const http::RequestHead& req,
+ProxyError DownstreamSession::admit(const RouteAdmission* admission, const http::RequestHead& req,
                           std::string_view target, const ClientAddress& client) const noexcept {
   if (admission == nullptr) return {};
   const auto result = admission->admit(client, req, target, worker_.clock.now(), worker_.index);

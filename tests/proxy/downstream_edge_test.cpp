@@ -1,4 +1,4 @@
-// The edge steps of a session (src/proxy/session_edge.cpp) over real loopback sockets: the PROXY
+// The edge steps of a session (src/proxy/downstream_edge.cpp) over real loopback sockets: the PROXY
 // protocol header on a proxy_protocol listener (accepted only from server.trusted_proxies, read up
 // to its last byte so that the request behind it is parsed as sent, refused and counted when the
 // peer is not trusted or the header is malformed), a "PROXY" line on a listener without it, and
@@ -13,7 +13,7 @@ namespace {
 
 using namespace session_test;
 
-class SessionEdgeTest : public SessionHarness {
+class DownstreamEdgeTest : public SessionHarness {
 protected:
   // This worker's refusals of one kind so far (the counters are the process's, per worker).
   static std::uint64_t rejected(std::atomic<std::uint64_t> ProxyProtocolRejections::*kind) {
@@ -21,7 +21,7 @@ protected:
   }
 };
 
-TEST_F(SessionEdgeTest, AProxyHeaderFromATrustedPeerNamesTheClient) {
+TEST_F(DownstreamEdgeTest, AProxyHeaderFromATrustedPeerNamesTheClient) {
   configure("proxy_protocol = true\ntrusted_proxies = [\"127.0.0.1/32\"]\n");
   auto& client = connect();
   // The header and the request in one write: the request must be left for the HTTP parser.
@@ -42,7 +42,7 @@ TEST_F(SessionEdgeTest, AProxyHeaderFromATrustedPeerNamesTheClient) {
                 forwarded_head("GET /pp2 HTTP/1.1", "pp-2", "", "192.0.2.7"));
 }
 
-TEST_F(SessionEdgeTest, TheAddressAProxyHeaderNamesIsWhatARouteDenies) {
+TEST_F(DownstreamEdgeTest, TheAddressAProxyHeaderNamesIsWhatARouteDenies) {
   configure("proxy_protocol = true\ntrusted_proxies = [\"127.0.0.1/32\"]\n",
             "[[route]]\nupstream = \"app\"\ndeny = [\"192.0.2.7/32\"]\n");
   auto& denied = connect();
@@ -66,7 +66,7 @@ TEST_F(SessionEdgeTest, TheAddressAProxyHeaderNamesIsWhatARouteDenies) {
             forwarded_head("GET / HTTP/1.1", "d-2", "", "192.0.2.8"));
 }
 
-TEST_F(SessionEdgeTest, APeerNotInTrustedProxiesIsRefusedBeforeAnyByteIsRead) {
+TEST_F(DownstreamEdgeTest, APeerNotInTrustedProxiesIsRefusedBeforeAnyByteIsRead) {
   configure("proxy_protocol = true\ntrusted_proxies = [\"10.0.0.0/8\"]\n");
   const auto untrusted = rejected(&ProxyProtocolRejections::untrusted);
   const auto malformed = rejected(&ProxyProtocolRejections::malformed);
@@ -81,7 +81,7 @@ TEST_F(SessionEdgeTest, APeerNotInTrustedProxiesIsRefusedBeforeAnyByteIsRead) {
   EXPECT_EQ(origin_.accepted(), 0u);
 }
 
-TEST_F(SessionEdgeTest, AMalformedProxyHeaderIsRefusedAndCounted) {
+TEST_F(DownstreamEdgeTest, AMalformedProxyHeaderIsRefusedAndCounted) {
   configure("proxy_protocol = true\ntrusted_proxies = [\"127.0.0.1/32\"]\n");
   const auto untrusted = rejected(&ProxyProtocolRejections::untrusted);
   const auto malformed = rejected(&ProxyProtocolRejections::malformed);
@@ -101,7 +101,7 @@ TEST_F(SessionEdgeTest, AMalformedProxyHeaderIsRefusedAndCounted) {
   EXPECT_EQ(origin_.accepted(), 0u);
 }
 
-TEST_F(SessionEdgeTest, AConnectionClosedBeforeItsFirstByteIsNotCounted) {
+TEST_F(DownstreamEdgeTest, AConnectionClosedBeforeItsFirstByteIsNotCounted) {
   configure("proxy_protocol = true\ntrusted_proxies = [\"127.0.0.1/32\"]\n");
   const auto malformed = rejected(&ProxyProtocolRejections::malformed);
   const auto timeout = rejected(&ProxyProtocolRejections::timeout);
@@ -116,7 +116,7 @@ TEST_F(SessionEdgeTest, AConnectionClosedBeforeItsFirstByteIsNotCounted) {
   EXPECT_EQ(client.received, "");
 }
 
-TEST_F(SessionEdgeTest, WithoutProxyProtocolAProxyLineIsAMalformedRequest) {
+TEST_F(DownstreamEdgeTest, WithoutProxyProtocolAProxyLineIsAMalformedRequest) {
   configure(
       "trusted_proxies = [\"127.0.0.1/32\"]\n");  // trusted, but the listener expects no header
   auto& client = connect();
@@ -131,7 +131,7 @@ TEST_F(SessionEdgeTest, WithoutProxyProtocolAProxyLineIsAMalformedRequest) {
   EXPECT_EQ(origin_.accepted(), 0u);
 }
 
-TEST_F(SessionEdgeTest, XForwardedForIsBelievedOnlyFromATrustedPeer) {
+TEST_F(DownstreamEdgeTest, XForwardedForIsBelievedOnlyFromATrustedPeer) {
   const std::string deny = "[[route]]\nupstream = \"app\"\ndeny = [\"198.51.100.9/32\"]\n";
   const std::string request =
       "GET / HTTP/1.1\r\nHost: app.test\r\nX-Forwarded-For: 198.51.100.9\r\n"

@@ -1,4 +1,4 @@
-// The listener side of a session's TLS (src/proxy/session_tls.cpp) over real loopback sockets,
+// The listener side of a session's TLS (src/proxy/downstream_tls.cpp) over real loopback sockets,
 // with certificates made at test time: a TLS client's handshake completes and its requests are
 // forwarded with X-Forwarded-Proto: https; an answer with Connection: close ends with close_notify
 // (not a truncation); bytes that are no ClientHello, and a handshake not completed within
@@ -16,7 +16,7 @@ namespace {
 
 using namespace session_test;
 
-class SessionTlsTest : public SessionHarness {
+class DownstreamTlsTest : public SessionHarness {
 protected:
   void SetUp() override {
     const auto leaf = certs_.leaf("proxy", "DNS:proxy.test,IP:127.0.0.1");
@@ -49,7 +49,7 @@ protected:
   tls::ClientContext client_tls_{tls::ClientSettings{.verify = true, .ca_file = certs_.ca_file()}};
 };
 
-TEST_F(SessionTlsTest, ATlsClientIsServedAndTheOriginSeesHttps) {
+TEST_F(DownstreamTlsTest, ATlsClientIsServedAndTheOriginSeesHttps) {
   auto& client = connect(0);
   ASSERT_TRUE(handshake(client));
   // The session's side completes when it has read the client's Finished.
@@ -69,7 +69,7 @@ TEST_F(SessionTlsTest, ATlsClientIsServedAndTheOriginSeesHttps) {
   EXPECT_FALSE(client.ended);
 }
 
-TEST_F(SessionTlsTest, AnAnswerWithConnectionCloseEndsWithCloseNotify) {
+TEST_F(DownstreamTlsTest, AnAnswerWithConnectionCloseEndsWithCloseNotify) {
   auto& client = connect(0);
   ASSERT_TRUE(handshake(client));
   client.send("GET / HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\nX-Request-Id: t-3\r\n\r\n");
@@ -86,7 +86,7 @@ TEST_F(SessionTlsTest, AnAnswerWithConnectionCloseEndsWithCloseNotify) {
   EXPECT_TRUE(run_until([&] { return *shut; }));
 }
 
-TEST_F(SessionTlsTest, BytesThatAreNoClientHelloCloseTheConnectionAndCountAFailure) {
+TEST_F(DownstreamTlsTest, BytesThatAreNoClientHelloCloseTheConnectionAndCountAFailure) {
   auto& client = connect(0);
   client.start_reading();  // plain: an HTTP request to the TLS listener
   client.send("GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
@@ -99,7 +99,7 @@ TEST_F(SessionTlsTest, BytesThatAreNoClientHelloCloseTheConnectionAndCountAFailu
   EXPECT_EQ(origin_.accepted(), 0u);
 }
 
-TEST_F(SessionTlsTest, AHandshakeNotCompletedWithinHeaderTimeoutIsClosedAndCounted) {
+TEST_F(DownstreamTlsTest, AHandshakeNotCompletedWithinHeaderTimeoutIsClosedAndCounted) {
   auto& client = connect(0);
   client.start_reading();  // connected, and silent
   settle();

@@ -1,9 +1,9 @@
-// A session (src/proxy/session.cpp) over real loopback sockets, between the test's client and
-// the test's origin: what the origin receives of a request (X-Forwarded-*, X-Request-Id), the
-// answer relayed to the client, keep-alive on both sides (the pooled origin connection, one the
-// origin closed after its answer), pipelined requests answered in order, Connection: close,
-// malformed heads refused before anything reaches the origin, the header timeout (on the
-// worker's clock, through the tick's expire()) and an origin that refuses connections.
+// The downstream session's connection (src/proxy/downstream_session.cpp) over real loopback
+// sockets, between the test's client and the test's origin: pipelined requests answered in
+// order, Connection: close, malformed heads refused before anything reaches the origin, the head
+// string reused by the next connection, the header timeout (on the worker's clock, through the
+// tick's expire()) and a graceful shutdown. A request's way to the origin is in
+// downstream_forward_test.cpp, the answer's way back in downstream_response_test.cpp.
 #include "session_harness.hpp"
 
 namespace sluice::proxy {
@@ -11,35 +11,9 @@ namespace {
 
 using namespace session_test;
 
-class SessionTest : public SessionHarness {};
+class DownstreamSessionTest : public SessionHarness {};
 
-TEST_F(SessionTest, AGetIsForwardedWithXForwardedForAndTheOriginConnectionIsPooled) {
-  configure();
-  origin_.response = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Origin: a\r\n\r\nhello";
-  auto& client = connect();
-  client.send(
-      "GET /a?b=1 HTTP/1.1\r\nHost: app.test\r\nAccept: */*\r\nX-Request-Id: req-1\r\n\r\n");
-  EXPECT_EQ(
-      next_response(client),
-      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Origin: a\r\nX-Request-Id: req-1\r\n\r\nhello");
-  // The answer was read whole and said nothing against keep-alive: its connection is pooled.
-  EXPECT_EQ(worker_.pool.idle_count(), 1u);
-
-  client.send("GET /second HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: req-2\r\n\r\n");
-  EXPECT_EQ(
-      next_response(client),
-      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Origin: a\r\nX-Request-Id: req-2\r\n\r\nhello");
-  ASSERT_EQ(origin_.accepted(), 1u);  // the second request took the pooled connection
-  EXPECT_EQ(origin_.connections[0]->received,
-            forwarded_head("GET /a?b=1 HTTP/1.1", "req-1", "Accept: */*\r\n") +
-                forwarded_head("GET /second HTTP/1.1", "req-2"));
-  EXPECT_EQ(worker_.pool.idle_count(), 1u);
-  EXPECT_FALSE(client.ended);  // both sides keep their connections
-  EXPECT_FALSE(origin_.connections[0]->ended);
-  EXPECT_EQ(ended_, 0);
-}
-
-TEST_F(SessionTest, AMalformedHeadIsAnswered400AndNothingOfItReachesTheOrigin) {
+TEST_F(DownstreamSessionTest, AMalformedHeadIsAnswered400AndNothingOfItReachesTheOrigin) {
   configure();
   struct Case {
     std::string request;
@@ -67,7 +41,7 @@ TEST_F(SessionTest, AMalformedHeadIsAnswered400AndNothingOfItReachesTheOrigin) {
   EXPECT_EQ(origin_.accepted(), 0u);
 }
 
-TEST_F(SessionTest, ConnectionCloseIsAnsweredThenTheClientReadsEndOfStream) {
+TEST_F(DownstreamSessionTest, ConnectionCloseIsAnsweredThenTheClientReadsEndOfStream) {
   configure();
   auto& client = connect();
   client.send(
@@ -88,7 +62,7 @@ TEST_F(SessionTest, ConnectionCloseIsAnsweredThenTheClientReadsEndOfStream) {
 // A session's head output string goes back to the worker when the session ends, and the next
 // connection's session writes its heads into it: a new connection does not grow a fresh string
 // (StringPool, core/string_pool.hpp).
-TEST_F(SessionTest, AnEndedSessionLeavesItsHeadStringToTheNextConnection) {
+TEST_F(DownstreamSessionTest, AnEndedSessionLeavesItsHeadStringToTheNextConnection) {
   configure();
   EXPECT_EQ(worker_.head_strings.size(), 0u);
   for (int i = 1; i <= 2; ++i) {
@@ -101,39 +75,7 @@ TEST_F(SessionTest, AnEndedSessionLeavesItsHeadStringToTheNextConnection) {
   }
 }
 
-// The origin closes its connection right behind a keep-alive answer. The pool must see the FIN:
-// a GET sent into the dead connection would be retried, but a POST without Idempotency-Key would
-// not (it may have reached the origin), and would be answered 502. Both must succeed, each over a
-// new connection, with no failed attempt.
-TEST_F(SessionTest, AnOriginThatClosesAfterItsAnswerGetsTheNextRequestOnANewConnection) {
-  configure();
-  origin_.after = Origin::After::close;  // keep-alive by its head, FIN right behind the answer
-  auto& client = connect();
-  client.send("GET /one HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: f-1\r\n\r\n");
-  EXPECT_EQ(next_response(client),
-            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Request-Id: f-1\r\n\r\nok");
-  client.send("GET /two HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: f-2\r\n\r\n");
-  EXPECT_EQ(next_response(client),
-            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Request-Id: f-2\r\n\r\nok");
-  client.send(
-      "POST /three HTTP/1.1\r\nHost: app.test\r\nContent-Length: 4\r\nX-Request-Id: f-3\r\n\r\n"
-      "data");
-  EXPECT_EQ(next_response(client),
-            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Request-Id: f-3\r\n\r\nok");
-  ASSERT_EQ(origin_.accepted(), 3u);
-  EXPECT_EQ(origin_.connections[0]->received, forwarded_head("GET /one HTTP/1.1", "f-1"));
-  EXPECT_EQ(origin_.connections[1]->received, forwarded_head("GET /two HTTP/1.1", "f-2"));
-  EXPECT_EQ(origin_.connections[2]->received,
-            forwarded_head("POST /three HTTP/1.1", "f-3", "Content-Length: 4\r\n") + "data");
-  EXPECT_FALSE(client.ended);
-  // No attempt failed: none retried, none counted against the server.
-  const auto& counters = worker_.snapshot->upstreams[0]->endpoints()[0]->counters(0);
-  EXPECT_EQ(counters.failures.load(), 0u);
-  for (const auto& retried : counters.retries) EXPECT_EQ(retried.load(), 0u);
-  EXPECT_EQ(counters.responses[2].load(), 3u);
-}
-
-TEST_F(SessionTest, PipelinedRequestsAreAnsweredInOrderOverOneOriginConnection) {
+TEST_F(DownstreamSessionTest, PipelinedRequestsAreAnsweredInOrderOverOneOriginConnection) {
   configure();
   auto& client = connect();
   client.send(
@@ -155,7 +97,7 @@ TEST_F(SessionTest, PipelinedRequestsAreAnsweredInOrderOverOneOriginConnection) 
                                                   forwarded_head("GET /p3 HTTP/1.1", "p-3"));
 }
 
-TEST_F(SessionTest, AHeadNotCompleteWithinHeaderTimeoutIsAnswered408OnTime) {
+TEST_F(DownstreamSessionTest, AHeadNotCompleteWithinHeaderTimeoutIsAnswered408OnTime) {
   configure("header_timeout = \"2s\"\n");
   auto& client = connect();
   client.send("GET /slow HTTP/1.1\r\nHost: app.te");
@@ -180,7 +122,7 @@ TEST_F(SessionTest, AHeadNotCompleteWithinHeaderTimeoutIsAnswered408OnTime) {
 
 // Between requests a keep-alive connection waits under idle_timeout; the first byte of its next
 // head starts header_timeout, which then bounds the rest of that head.
-TEST_F(SessionTest, TheNextHeadsFirstByteStartsItsHeaderTimeout) {
+TEST_F(DownstreamSessionTest, TheNextHeadsFirstByteStartsItsHeaderTimeout) {
   configure("header_timeout = \"2s\"\nidle_timeout = \"60s\"\n");
   auto& client = connect();
   client.send("GET /first HTTP/1.1\r\nHost: app.test\r\n\r\n");
@@ -202,7 +144,7 @@ TEST_F(SessionTest, TheNextHeadsFirstByteStartsItsHeaderTimeout) {
 
 // A graceful shutdown closes idle keep-alive connections at once, but not one whose next head
 // has begun to arrive: that request is on its way and gets its answer (then the close).
-TEST_F(SessionTest, AGracefulShutdownAnswersANextHeadThatHadBegunToArrive) {
+TEST_F(DownstreamSessionTest, AGracefulShutdownAnswersANextHeadThatHadBegunToArrive) {
   configure();
   auto& idle = connect();
   auto& sending = connect();
@@ -224,24 +166,6 @@ TEST_F(SessionTest, AGracefulShutdownAnswersANextHeadThatHadBegunToArrive) {
   EXPECT_EQ(second.substr(0, second.find("\r\n")), "HTTP/1.1 200 OK");
   EXPECT_EQ(field_of(second, "Connection"), "close");
   ASSERT_TRUE(run_until([&] { return sending.ended; }));
-}
-
-TEST_F(SessionTest, AnOriginRefusingConnectionsIsAnswered502NamingTheFailure) {
-  configure();
-  origin_.stop_listening();
-  auto& client = connect();
-  client.send("GET / HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: r-1\r\n\r\n");
-  const auto response = next_response(client);
-  EXPECT_EQ(response.substr(0, response.find("\r\n")), "HTTP/1.1 502 Bad Gateway");
-  EXPECT_EQ(field_of(response, "Sluice-Error"),
-            "connect refused; not retried: no other server to try");
-  EXPECT_EQ(field_of(response, "X-Request-Id"), "r-1");  // the answer carries its request's id
-  EXPECT_EQ(field_of(response, "Connection"), "close");
-  const auto& counters = worker_.snapshot->upstreams[0]->endpoints()[0]->counters(0);
-  EXPECT_EQ(counters.failures.load(), 1u);  // counted against the server, once
-  EXPECT_EQ(counters.retry_skips[static_cast<std::size_t>(RetrySkip::no_other_server)].load(), 1u);
-  ASSERT_TRUE(run_until([&] { return client.ended; }));
-  EXPECT_EQ(ended_, 1);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The TLS steps of a session, kept apart from session.cpp: the listener-side handshake, the
+// The TLS steps of a session, kept apart from downstream_session.cpp: the listener-side handshake, the
 // upstream-side connect, whose Failure names why the handshake failed.
 #include <cstdio>
 
@@ -6,7 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
-#include "sluice/proxy/session.hpp"
+#include "sluice/proxy/downstream_session.hpp"
 
 namespace sluice::proxy {
 
@@ -20,7 +20,7 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 // TLS listener: the handshake, within header_timeout (a client that never completes it holds the
 // connection no longer than a slow request head would). Failures are the client's business
 // (scanners, wrong versions, untrusted certificates): logged at debug and counted, not errors.
-net::awaitable<bool> Session::tls_handshake() {
+net::awaitable<bool> DownstreamSession::tls_handshake() {
   idle_ = true;  // graceful shutdown closes a connection still shaking hands
   expire_after(worker_.snapshot->config->server.header_timeout);
   auto [ec] = co_await client_.async_handshake(net::ssl::stream_base::server, nothrow);
@@ -38,7 +38,7 @@ net::awaitable<bool> Session::tls_handshake() {
 // Upstream TLS on the connected `upstream`, within the connect deadline already set: SNI and the
 // name to verify (tls_server_name, else the server's host), then the handshake. A certificate the
 // CA does not vouch for fails the attempt; there is no fallback to an unverified connection.
-net::awaitable<Failure> Session::connect_tls(const Upstream& u, Endpoint& ep, socket_type& upstream) {
+net::awaitable<Failure> DownstreamSession::connect_tls(const Upstream& u, Endpoint& ep, socket_type& upstream) {
   auto* context = u.tls_context();
   if (context == nullptr) {  // the endpoint turned TLS in a newer snapshot than this request's
     // Sluice's own state, not the server's failure: it does not count against the server.
@@ -67,7 +67,7 @@ net::awaitable<Failure> Session::connect_tls(const Upstream& u, Endpoint& ep, so
 // A pooled connection is reused only with the TLS settings of this request's snapshot: a reload
 // that turned TLS on or off, or changed the CA or the client certificate, retires it (its
 // SSL_CTX is the snapshot's ClientContext it was made with).
-bool Session::tls_fits(const Upstream& u, const Endpoint& ep, socket_type& pooled) {
+bool DownstreamSession::tls_fits(const Upstream& u, const Endpoint& ep, socket_type& pooled) {
   if (pooled.is_tls() != ep.tls()) return false;
   if (!pooled.is_tls()) return true;
   return u.tls_context() != nullptr &&

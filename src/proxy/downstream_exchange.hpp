@@ -1,0 +1,157 @@
+#pragma once
+// What the downstream session's files share (downstream_session.cpp, downstream_forward.cpp,
+// downstream_upload.cpp, downstream_response.cpp): the per-request state, DownstreamSession::Exchange,
+// and a few helpers. Private to src/proxy.
+#include "sluice/proxy/downstream_session.hpp"
+
+#include <charconv>
+#include <cstring>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/static_string/static_string.hpp>
+#include <spdlog/spdlog.h>
+
+#include "sluice/http/head.hpp"
+#include "sluice/http/intake.hpp"
+#include "sluice/http/rewrite.hpp"
+#include "sluice/balancer/hash.hpp"
+#include "sluice/health/log.hpp"
+#include "sluice/idempotency/guard.hpp"
+#include "sluice/http/strict.hpp"
+#include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/response_relay.hpp"
+#include "sluice/proxy/upstream_attempt.hpp"
+
+namespace sluice::proxy {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+inline constexpr auto nothrow = net::as_tuple(net::use_awaitable);
+constexpr std::size_t relay_size = relay_block_size;
+constexpr std::size_t read_chunk = head_read_chunk;  // bytes asked of the socket while reading a head
+constexpr std::string_view crlf = "\r\n";
+// The access log's error for a body that broke off after its head went to the client; compared
+// by address in log_exchange() to count it in its own status class.
+constexpr std::string_view upstream_body_cut = "upstream body cut";
+
+// Room to read into `buffer` without exceeding its max_size.
+template <class Buffer>
+net::mutable_buffer prepare_some(Buffer& buffer) {
+  const auto room = buffer.max_size() - buffer.size();
+  return buffer.prepare(std::min(room, read_chunk));
+}
+
+template <class Buffer>
+std::string_view view(const Buffer& b) {
+  return {static_cast<const char*>(b.data().data()), b.size()};
+}
+
+// The endpoint's counter arrays are indexed by these enums (upstream/ cannot include proxy/).
+static_assert(std::extent_v<decltype(EndpointCounters::retries)> == failure_kind_count);
+static_assert(std::extent_v<decltype(EndpointCounters::retry_skips)> == proxy::retry_skip_count);
+static_assert(std::extent_v<decltype(EndpointCounters::tunnels_closed)> ==
+              static_cast<std::size_t>(TunnelWatch::Verdict::drained) + 1);
+
+}  // namespace
+
+// Per-request state: lives on run()'s coroutine frame for the duration of one exchange. The attempt
+// loop's record (forwarder.hpp) is part of it.
+struct DownstreamSession::Exchange : AttemptRecord {
+  Clock::time_point start;
+  // The request's id: the client's own (a view into the request head's bytes, which stay in the
+  // arena until the exchange ends), or one generated into generated_id.
+  char generated_id[37];
+  std::string_view request_id;
+  // The client address (see proxy::resolve_client): a view into X-Forwarded-For (the request
+  // head's arena copy, kept until the exchange ends) or into client_ip_.
+  std::string_view client_ip;
+  const Upstream* upstream = nullptr;
+  const Router::Route* route = nullptr;  // its edge rules (docs/edge.md)
+  unsigned status = 0;
+  unsigned client_version = 11;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::string_view error;
+  bool client_keep_alive = false;
+  bool expect_continue = false;  // the client waits for 100 Continue before sending its body
+  bool chunked_in = false;       // the request body is chunked (else Content-Length or none)
+  bool head_sent = false;        // response head reached the client: no error page possible
+  bool request_done = false;     // the whole request (head and body) was read from the client
+  bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
+  bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
+  bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
+  bool request_unsent = false;   // the origin answered before the whole request reached it
+  // The origin's body failed (after its head arrived): counted against the server (end_delivery()).
+  FailureKind body_failure = FailureKind::none;
+  std::size_t kept_body = 0;
+  // A chunked body kept whole (keep_chunked_body()): the Content-Length it is sent with.
+  std::optional<std::uint64_t> kept_length;
+  std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
+  std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
+};
+
+// What the attempt loop (forward_attempts(), forwarder.hpp) asks of the HTTP/1 session: one try
+// on a server with the connection it leaves in `upstream`, the answer to the client, sluice's own
+// answer, a timer. Every member coroutine it names is the session's (frames from the FramePool).
+struct DownstreamSession::ForwardHooks {
+  DownstreamSession& s;
+  Exchange& x;
+  std::optional<socket_type> upstream;  // the attempt's connection
+
+  net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
+    return s.try_server(x, ep, upstream, try_until);
+  }
+  net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep, upstream); }
+  net::awaitable<bool> respond() { return s.send_response(x, *upstream); }
+  bool delivered(Endpoint& ep, bool reusable) { return s.end_delivery(x, ep, upstream, reusable); }
+  void drop() { s.drop_answer(upstream); }
+  net::awaitable<void> fail(const ProxyError& error) { return s.send_error(&x, error); }
+  net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
+  bool replayable() const { return x.body_kept || !x.body_consumed; }
+  std::string_view retry_after() const {
+    return s.response_ != nullptr ? s.response_->value("Retry-After") : std::string_view();
+  }
+  double uniform() { return s.worker_.uniform(); }
+  // forward_attempts()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ForwardHooks, Forwarder&>::promise_type,
+                               PooledFrame<bool>>);
+};
+
+// read_final_head()'s and send_whole()'s hooks (upstream_attempt.hpp) for one attempt.
+struct DownstreamSession::HeadHooks {
+  DownstreamSession& s;
+  Exchange& x;
+  Clock::time_point try_until;
+  std::size_t& received_bytes;
+
+  http::ResponseHead& index() { return s.response_index(); }
+  std::optional<FailureKind> complete(http::ResponseHead& head) {
+    s.response_ = &head;
+    return s.final_head(x, head.status());
+  }
+  net::awaitable<bool> interim(const http::ResponseHead&) { return s.pass_interim(x, try_until); }
+  void received(std::size_t n) {
+    if (received_bytes == 0 && n > 0) x.first_byte = s.worker_.clock.now();
+    received_bytes += n;
+  }
+  // While uploading, the upload may fail on the client's side: nothing more to read then.
+  bool client_gone() const { return s.upload_ != nullptr && s.upload_->client_failed; }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  void arm_response() { s.arm_response(try_until); }
+  // read_final_head()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<FailureKind>, HeadHooks, tls::Stream&,
+                                                     HeadBuffer&, std::size_t>::promise_type,
+                               PooledFrame<FailureKind>>);
+};
+
+}  // namespace sluice::proxy

@@ -1,0 +1,196 @@
+// The origin's answer: its head (interim 1xx passed on, the final one judged), the response relay
+// to the client (relay_response(), response_relay.hpp, through ResponseHooks), and after a 101 the
+// handoff to a TunnelSession.
+#include "downstream_exchange.hpp"
+
+namespace sluice::proxy {
+
+// Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
+// Not a coroutine: the attempt's phase is read_final_head()'s frame alone.
+net::awaitable<FailureKind> DownstreamSession::read_response_head(Exchange& x, socket_type& upstream,
+                                                        Clock::time_point try_until,
+                                                        std::size_t& received) {
+  arm_response(try_until);
+  return read_final_head(HeadHooks{*this, x, try_until, received}, upstream, up_in_,
+                         snapshot_->config->server.max_header_bytes);
+}
+
+// An interim head in response_: 100 answered the origin's own framing; other 1xx go to HTTP/1.1
+// clients as they are. False when the client is gone.
+net::awaitable<bool> DownstreamSession::pass_interim(Exchange& x, Clock::time_point try_until) {
+  if (response_->status() != 100 && x.client_version == 11) {
+    write_interim_head();
+    expire_after(snapshot_->config->server.idle_timeout);
+    auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+    if (timed(ec) || (upload_ != nullptr && upload_->client_failed)) co_return false;
+    arm_response(try_until);
+  }
+  response_ = nullptr;
+  co_return true;
+}
+
+// A complete response head with status `code`: the attempt's outcome when it is a final answer
+// (none; a 101 only as the answer to an upgrade we forwarded, to a protocol it offered, else a
+// bad response), nullopt for an interim 1xx.
+std::optional<FailureKind> DownstreamSession::final_head(const Exchange& x, unsigned code) const {
+  if (code < 100 || code >= 200) return FailureKind::none;
+  if (code != 101) return std::nullopt;
+  return x.upgrade && http::valid_switch(*response_, *request_) ? FailureKind::none
+                                                                       : FailureKind::bad_response;
+}
+
+// The exchange's response index, in the arena: made once, reused by every head of the exchange.
+http::ResponseHead& DownstreamSession::response_index() {
+  if (response_store_ == nullptr) {
+    response_store_ = new (arena_.allocate(sizeof(http::ResponseHead), alignof(http::ResponseHead)))
+        http::ResponseHead;
+  }
+  return *response_store_;
+}
+
+// The response head in hand is dropped (retried, failed, or the exchange ended).
+void DownstreamSession::forget_response() noexcept {
+  response_ = nullptr;
+}
+
+// An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).
+void DownstreamSession::write_interim_head() {
+  head_out_.clear();
+  http::ResponseSplice edits;
+  edits.kind = http::ResponseSplice::Kind::interim;
+  http::splice_response_head(head_out_, *response_, edits);
+}
+
+// relay_response()'s hooks (response_relay.hpp) for the exchange's final response.
+struct DownstreamSession::ResponseHooks {
+  DownstreamSession& s;
+  Exchange& x;
+
+  void reading() { s.expire_after(x.upstream->config().response_timeout); }
+  void writing() { s.expire_after(s.snapshot_->config->server.idle_timeout); }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  // A piece reached the client: counted, and captured for a replay.
+  void sent(std::string_view piece) {
+    x.head_sent = true;
+    x.bytes_out += piece.size();
+    if (x.idem) x.idem->capture_body(piece);
+  }
+  void head_reached() { x.head_sent = true; }
+  // A coroutine: send_error() takes the error by reference (the error path only).
+  net::awaitable<void> refused() { co_await s.send_error(&x, error_for(Failure::of(FailureKind::bad_response))); }
+  net::awaitable<void> body_failed(error_code ec, bool head_written, FailureKind failure) {
+    return s.body_failed(x, ec, head_written, failure);
+  }
+  void client_failed() { x.client_keep_alive = false; }
+  void done() {
+    if (x.idem) x.idem->capture_end();
+  }
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, tls::Stream&, HeadBuffer&,
+                                                     tls::Stream&, ResponseFraming, std::string&,
+                                                     std::span<char>, http::ChunkedDecoder&>::promise_type,
+                               PooledFrame<bool>>);
+};
+
+// Response head and body towards the client (relay_response(), response_relay.hpp). Returns
+// whether the upstream connection may go back to the pool: only after a complete, correctly
+// framed response with nothing left over. Not a coroutine: the relay's frame is its own.
+net::awaitable<bool> DownstreamSession::send_response(Exchange& x, socket_type& upstream) {
+  const bool is_head = request_->verb() == bhttp::verb::head;
+  ResponseFraming framing;
+  // A request the origin answered before it had all of it leaves the connection mid-message.
+  framing.reusable = response_->keep_alive(is_head) && !x.request_unsent;
+  framing.content_length = response_->content_length().value_or(0);
+  framing.plan = begin_response(x, is_head);
+  if (!framing.plan.keep_alive) x.client_keep_alive = false;
+  if (framing.plan.chunked_in) {
+    chunked_response_ = http::ChunkedDecoder(
+        {.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
+  }
+  return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, framing, head_out_,
+                        std::span(relay_, relay_size), chunked_response_);
+}
+
+// The response's framing towards the client, and its head (rewritten, with the route's rules)
+// in head_out_ unless the framing is refused.
+http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) {
+  const auto& res = *response_;
+  x.status = res.status();
+  x.origin_idle_timeout = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
+  // An answer that came before the client's body was read to the end closes the connection.
+  auto plan = http::plan_response(res, is_head, x.client_version,
+                                  x.client_keep_alive && x.request_done && !worker_.is_stopping());
+  if (plan.refuse) return plan;
+  if (x.idem) x.idem->capture_head(res);
+  write_response_head(x, plan);
+  return plan;
+}
+
+// The origin's body failed. Before its head reached the client the answer is still ours (502
+// with the failure); after, the client connection is cut, and the exchange is logged as
+// `upstream body cut`, counted in its own status class and against the server (end_delivery()).
+net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, bool head_written,
+                                          FailureKind failure) {
+  spdlog::debug("upstream {} server {}: response body failed: {}", x.upstream->name(),
+                x.server->identity(), ec.message());
+  x.client_keep_alive = false;
+  x.body_failure = failure;
+  if (!head_written) {
+    co_await send_error(&x, error_for(Failure::of(failure)));
+    co_return;
+  }
+  x.error = upstream_body_cut;
+}
+
+// After a valid 101: the 101 to the client, then both streams to a TunnelSession
+// (tunnel_session.hpp), which the worker starts once run() has ended (take_tunnel()). False: a
+// tunnel is the connection's last use as HTTP, on both sides.
+net::awaitable<bool> DownstreamSession::tunnel(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream) {
+  report_attempt(*x.upstream, ep, worker_.index, Failure::answered(101));
+  write_switch_head(x);
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  upstream_ = nullptr;
+  if (timed(ec) || closed_) co_return false;
+  spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
+                response_->value(http::KnownField::upgrade));
+  hand_over(x, ep, std::move(*upstream));
+  co_return false;
+}
+
+// The handoff: both streams, the tunnel's in-flight count on `ep`, the relay block with the bytes
+// that came with the heads, and the exchange's access-log record (written when the tunnel closes).
+void DownstreamSession::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream) {
+  tunnel_ = std::make_unique<TunnelHandoff>(std::move(client_), std::move(upstream), snapshot_,
+                                            *x.upstream, ep,
+                                            PooledBlock(worker_.relay_blocks, std::exchange(relay_, nullptr)));
+  auto& h = *tunnel_;
+  const auto half = relay_size / 2;
+  const auto keep = [&](std::string_view pending, char* to, std::size_t& size, std::string& extra) {
+    if (pending.size() <= half) {
+      std::memcpy(to, pending.data(), pending.size());
+      size = pending.size();
+    } else {
+      extra.assign(pending);
+    }
+  };
+  keep(view(in_), h.relay.get(), h.client_pending, h.client_extra);
+  keep(view(up_in_), h.relay.get() + half, h.origin_pending, h.origin_extra);
+  in_.clear();
+  up_in_.clear();
+  h.start = x.start;
+  if (worker_.access_log.enabled()) h.log.emplace(access_record(x));
+  closed_ = true;  // the streams are the tunnel's now
+}
+
+// The 101 towards the client, in head_out_: the origin's reason and fields, rewritten.
+void DownstreamSession::write_switch_head(Exchange& x) {
+  x.status = 101;
+  head_out_.clear();
+  http::ResponseSplice edits;
+  edits.request_id = x.request_id;
+  edits.kind = http::ResponseSplice::Kind::switching;
+  http::splice_response_head(head_out_, *response_, edits);
+}
+
+}  // namespace sluice::proxy

@@ -1,0 +1,465 @@
+// The downstream (client) connection: its life (parking, timeouts, shutdown), the read loop and
+// each request's head, routing, sluice's own answers and the access log. The request's way to
+// the origin and back is in downstream_forward.cpp, downstream_upload.cpp and
+// downstream_response.cpp.
+#include "downstream_exchange.hpp"
+
+namespace sluice::proxy {
+
+DownstreamSession::DownstreamSession(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
+                 std::shared_ptr<tls::ServerContext> tls, bool proxy_protocol)
+    : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
+  client_addr_ = unmapped(client_address);
+  client_ip_ = ip_text(client_addr_).view();  // IPv4 fits the string's own buffer: no allocation
+  head_out_ = worker_.head_strings.take();
+  worker_.sessions.push_back(*this);
+}
+
+DownstreamSession::~DownstreamSession() {
+  worker_.head_strings.keep(std::move(head_out_));
+  if (is_linked()) worker_.sessions.erase(worker_.sessions.iterator_to(*this));
+}
+
+void DownstreamSession::close_if_idle() {
+  if (idle_) close();
+}
+
+void DownstreamSession::close() {
+  if (closed_) return;
+  error_code ignored;
+  client_.shutdown(tcp::socket::shutdown_both, ignored);
+  close_streams();
+}
+
+void DownstreamSession::close_streams() noexcept {
+  closed_ = true;
+  error_code ignored;
+  client_.close(ignored);
+  if (upstream_ != nullptr) upstream_->close(ignored);
+}
+
+void DownstreamSession::expire() {
+  if (parkable_wait_ && worker_.clock.now() < idle_until_) {
+    // Idle for park_after: the wait ends and run() hands the connection to the worker's lot.
+    parking_ = true;
+    deadline = Clock::time_point::max();
+    error_code ignored;
+    client_.cancel(ignored);
+    return;
+  }
+  if (upload_ != nullptr && upload_->sending && !upload_->reading_client && look_at_drain()) return;
+  if (upload_ != nullptr) upload_->expired();
+  deadline = Clock::time_point::max();
+  timed_out_ = true;
+  error_code ignored;
+  client_.cancel(ignored);
+  if (upstream_ != nullptr) upstream_->cancel(ignored);
+}
+
+void DownstreamSession::arm_idle(Clock::duration idle_timeout) noexcept {
+  const auto now = worker_.clock.now();
+  idle_until_ = now + idle_timeout;
+  deadline = client_.is_tls() ? idle_until_ : std::min(idle_until_, now + park_after);
+  timed_out_ = false;
+}
+
+ParkedClient DownstreamSession::take_parked() noexcept {
+  parked_ = false;
+  closed_ = true;  // the stream is the lot's now
+  return {std::move(client_), client_addr_, idle_until_};
+}
+
+void DownstreamSession::resumed() noexcept {
+  first_request_ = false;
+  proxy_protocol_ = false;  // read before it was parked
+}
+
+void DownstreamSession::begin_exchange_memory() {
+  if (!arena_.attached()) arena_.attach(worker_.arena_blocks.acquire(), arena_block_size);
+}
+
+void DownstreamSession::end_exchange_memory() {
+  // The indexes and parsers first: they live in the arena.
+  static_assert(std::is_trivially_destructible_v<http::RequestHead>);
+  request_ = nullptr;
+  if (request_bytes_ != nullptr) arena_.deallocate(std::exchange(request_bytes_, nullptr), 1);
+  if (request_store_ != nullptr) {
+    arena_.deallocate(request_store_, alignof(http::RequestHead));  // a no-op inside the block
+    request_store_ = nullptr;
+  }
+  forget_response();
+  if (response_store_ != nullptr) {
+    static_assert(std::is_trivially_destructible_v<http::ResponseHead>);
+    arena_.deallocate(response_store_, alignof(http::ResponseHead));  // a no-op inside the block
+    response_store_ = nullptr;
+  }
+  if (up_in_.size() == 0) up_in_.shrink_to_fit();
+  worker_.arena_blocks.release(arena_.detach());
+  worker_.relay_blocks.release(std::exchange(relay_, nullptr));
+}
+
+net::awaitable<void> DownstreamSession::run() {
+  // The head buffers are bounded: a peer cannot make us hold more than a head plus one read.
+  // (A value, not a reference into the worker's snapshot: a reload may free that one while this
+  // coroutine is suspended.)
+  const std::size_t max_header = worker_.snapshot->config->server.max_header_bytes;
+  const PoolAllocator<char> blocks(&worker_.head_blocks);
+  in_ = HeadBuffer(max_header + read_chunk, blocks);
+  up_in_ = HeadBuffer(max_header + read_chunk, blocks);
+  // No co_await inside && or ||: GCC 12 miscompiles it (this one ran read_proxy_header() on
+  // every connection, proxy_protocol or not; a two-line reproduction traps).
+  bool ready = true;
+  if (proxy_protocol_) ready = co_await read_proxy_header();
+  if (ready && client_.is_tls()) ready = co_await tls_handshake();
+  if (!ready) {
+    deadline = Clock::time_point::max();
+    close();
+    co_return;
+  }
+  bool nothing_unread = false;  // the last exchange's client asked to close and was read to the end
+  while (!closed_) {
+    ProxyError error;
+    const auto head = co_await read_request_head(error);
+    if (head == HeadResult::closed) break;
+    if (head == HeadResult::parked) {
+      // Not at shutdown: graceful shutdown closes idle connections instead.
+      parked_ = !closed_ && !worker_.is_stopping();
+      break;
+    }
+    if (head == HeadResult::error) {
+      co_await send_error(nullptr, error);
+      break;
+    }
+    Exchange x;
+    x.start = worker_.clock.now();
+    const bool keep = co_await handle_request(x);
+    // Nothing more can come from a client that asked to close and was read to the end.
+    nothing_unread = !request_->keep_alive() && x.request_done && in_.size() == 0;
+    if (!tunnel_) log_exchange(x);  // else the tunnel logs it when it closes
+    end_exchange_memory();
+    if (!keep || worker_.is_stopping()) break;
+  }
+  end_exchange_memory();
+  if (parked_ || tunnel_) {
+    deadline = Clock::time_point::max();
+    co_return;  // the worker parks the connection (take_parked()) or starts its tunnel
+  }
+  if (client_.is_tls() && !closed_) {
+    // close_notify before the FIN (RFC 8446 §6.1): a close-delimited body must not look
+    // truncated. Bounded: a peer that never answers with its own costs at most a second.
+    expire_after(std::chrono::seconds(1));
+    co_await client_.async_tls_shutdown(nothrow);
+  }
+  end_connection(nothing_unread);
+}
+
+void DownstreamSession::end_connection(bool nothing_unread) noexcept {
+  deadline = Clock::time_point::max();
+  if (closed_) return;
+  // Half-close so that a client still sending (a body we refused, a request after the one we
+  // answered with Connection: close) sees our answer, not a reset. A client that asked to close
+  // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
+  // lingering close), one system call less per such connection.
+  error_code ignored;
+  if (!nothing_unread) client_.shutdown(tcp::socket::shutdown_send, ignored);
+  close_streams();
+}
+
+// The limits are copied, not referenced: before its first request a connection holds no
+// snapshot, and a reload while it waits for bytes frees the worker's old one (ThreadSanitizer
+// caught a read through a reference into it during 50 reloads under load).
+DownstreamSession::HeadLimits DownstreamSession::head_limits() const noexcept {
+  const auto& server = snapshot_ ? snapshot_->config->server : worker_.snapshot->config->server;
+  return HeadLimits{server.header_timeout, server.idle_timeout, server.max_header_bytes,
+                    server.max_uri_bytes};
+}
+
+http::RequestHead& DownstreamSession::request_index() {
+  if (request_store_ == nullptr) {
+    request_store_ = new (arena_.allocate(sizeof(http::RequestHead), alignof(http::RequestHead)))
+        http::RequestHead;
+  }
+  return *request_store_;
+}
+
+// A complete head (or one admit_request() refuses): the request runs on the newest config, its
+// index rebased onto a copy of its bytes in the arena, as body reads may move in_'s. (The copy
+// costs a memcpy of the head; keeping the bytes in place would tie every body read to the index.)
+HeadResult DownstreamSession::start_request(const http::HeadVerdict& verdict) {
+  idle_ = false;
+  snapshot_ = worker_.snapshot;
+  auto& head = request_index();
+  const auto bytes = view(in_).substr(verdict.head_start, verdict.head_size);
+  request_bytes_ = static_cast<char*>(arena_.allocate(bytes.size(), 1));
+  std::memcpy(request_bytes_, bytes.data(), bytes.size());
+  head.rebase({request_bytes_, bytes.size()});
+  in_.consume(verdict.head_start + verdict.head_size);
+  request_ = &head;
+  refused_ = verdict.admission ? ProxyError{verdict.rejection.status, verdict.rejection.reason} : ProxyError{};
+  return HeadResult::ok;
+}
+
+// The bytes buffered so far: a head that has its end is indexed (in the arena, for the config
+// the request will run on: start_request()); one that has not is only scanned for a violation,
+// so that a client sending its head slowly holds no arena block (the `bursts` benchmark's
+// thousand partial heads). nullopt: more bytes are needed.
+std::optional<HeadResult> DownstreamSession::look_at_head(const HeadLimits& limits, ProxyError& error) {
+  const auto buffered = view(in_);
+  if (buffered.find("\r\n\r\n", http::empty_lines_before(buffered)) == std::string_view::npos) {
+    const auto step = http::next_head(buffered, limits.max_header_bytes, limits.max_uri_bytes);
+    in_.consume(step.skipped);  // the empty lines before a head (RFC 9112 §2.2)
+    if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
+    error = {http::status_for(step.scan.violation), http::describe(step.scan.violation)};
+    return HeadResult::error;
+  }
+  begin_exchange_memory();
+  const auto verdict = http::index_request_head(
+      buffered, {limits.max_header_bytes, limits.max_uri_bytes, worker_.snapshot->config->server.max_body_bytes},
+      request_index());
+  if (verdict.result == http::HeadScan::Result::complete || verdict.admission) return start_request(verdict);
+  if (verdict.result == http::HeadScan::Result::invalid) {
+    error = {verdict.rejection.status, verdict.rejection.reason};
+    return HeadResult::error;
+  }
+  in_.consume(verdict.head_start);
+  return std::nullopt;
+}
+
+// read_request_head()'s hooks (request_head.hpp) for the client's next request head: the look at
+// the bytes (look_at_head()), the idle and parking state, the deadlines.
+struct DownstreamSession::RequestHooks {
+  DownstreamSession& s;
+  HeadLimits limits;
+  ProxyError& error;  // run()'s: the answer to a head refused
+
+  std::optional<HeadResult> look() { return s.look_at_head(limits, error); }
+  bool idle() const { return s.idle_; }
+  bool stopping() const { return s.worker_.is_stopping(); }
+  // Only a plain idle connection parks (a TLS one keeps its session: its state is in OpenSSL).
+  void waiting(bool plain) { s.parkable_wait_ = s.idle_ && plain; }
+  bool woke(error_code ec) {
+    s.parkable_wait_ = false;
+    const bool park = std::exchange(s.parking_, false);
+    if (!ec && s.idle_) s.deadline = s.idle_until_;  // the read that follows is still under idle_timeout
+    return ec && park;
+  }
+  void busy() {
+    if (!s.idle_) return;
+    s.idle_ = false;
+    s.expire_after(limits.header_timeout);
+  }
+  error_code timed(error_code ec) const { return s.timed(ec); }
+  void refuse(const ProxyError& e) { error = e; }
+  // read_request_head()'s frame comes from the worker's FramePool, like the session's own.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<HeadResult>, RequestHooks,
+                                                     tls::Stream&, HeadBuffer&>::promise_type,
+                               PooledFrame<HeadResult>>);
+};
+
+// The client's next request head (proxy::read_request_head()). Idle between requests:
+// idle_timeout until the first byte, then header_timeout for the whole head. A new connection
+// gets header_timeout from the start (slowloris protection), and is not idle: its client is
+// sending its first request, and closing it at shutdown or at a binary upgrade's handover would
+// fail a request already on its way. Not a coroutine: the phase's frame is the template's alone.
+net::awaitable<HeadResult> DownstreamSession::read_request_head(ProxyError& error) {
+  const HeadLimits limits = head_limits();
+  idle_ = in_.size() == 0 && !first_request_;
+  if (idle_) {
+    arm_idle(limits.idle_timeout);
+  } else {
+    expire_after(limits.header_timeout);
+  }
+  first_request_ = false;
+  return proxy::read_request_head(RequestHooks{*this, limits, error}, client_, in_);
+}
+
+net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
+  const auto& req = *request_;
+  x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
+  x.client_keep_alive = req.keep_alive();
+  x.client_version = req.version();
+  x.request_done = req.body_done();
+
+  // 413, CONNECT (501), a bad absolute-form target (400), found by the index (admit_request());
+  // an absolute-form target's authority is the host.
+  if (refused_.status != 0) {
+    co_await send_error(&x, refused_);
+    co_return false;
+  }
+  x.route = snapshot_->router.match(req.host(), http::path_of(req.target()));
+  if (x.route == nullptr) {
+    co_await send_error(&x, {404, "no route"});
+    co_return false;  // error answers close the connection (they say Connection: close)
+  }
+  x.upstream = x.route->upstream;
+  const auto client = client_of(req);
+  x.client_ip = client.text;
+  // Admission before a route's own answer: deny and rate limits hold for `return` routes too.
+  if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0) {
+    co_await send_error(&x, refused);
+    co_return false;
+  }
+  if (x.route->answer) co_return co_await send_fixed_answer(x);
+  const auto facts = begin_forward(x);
+  auto prepared = Prepared::forward;
+  if (prepares_body(x)) prepared = co_await prepare_forward(x);
+  bool keep = prepared == Prepared::keep;
+  if (prepared == Prepared::forward) {
+    Forwarder forwarder(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
+    keep = co_await forward_attempts(ForwardHooks{*this, x, {}}, forwarder);
+  }
+  if (x.idem) x.idem->finish(worker_.index, worker_.io.get_executor(), x.status);
+  co_return keep;
+}
+
+net::awaitable<void> DownstreamSession::send_error(Exchange* x, const ProxyError& error) {
+  char id_storage[37];
+  std::string_view id;
+  if (x != nullptr) {
+    x->status = error.status;
+    x->error = error.reason;
+    id = x->request_id;
+    if (x->head_sent) co_return;
+  } else {
+    id = worker_.ids.next(id_storage);
+  }
+  char buf[1024];
+  const auto n = format_error(buf, error, id, false);
+  // The access log counts the body of our own answer, as it does an origin's.
+  const auto body = error_body_size({buf, n});
+  if (x != nullptr) {
+    x->bytes_out = body;
+  } else {
+    Exchange e;
+    e.start = worker_.clock.now();
+    e.status = error.status;
+    e.error = error.reason;
+    e.request_id = id;
+    e.bytes_out = body;
+    log_exchange(e);
+  }
+  expire_after(std::chrono::seconds(5));
+  co_await net::async_write(client_, net::buffer(buf, n), nothrow);
+  if (x != nullptr) x->head_sent = true;
+}
+
+// ---- edge rules (docs/edge.md): applied while a head is written, in plain functions so that
+// their locals stay off the coroutine frames.
+
+http::Variables DownstreamSession::rule_variables(const Exchange& x, std::span<char, 24> version) const {
+  using V = http::Variable;
+  const auto& req = *request_;
+  http::Variables v;
+  v[V::request_id] = x.request_id;
+  v[V::host] = http::host_without_port(req.host());
+  v[V::client_ip] = client_ip_;
+  if (x.upstream != nullptr) v[V::upstream] = x.upstream->name();
+  if (x.server != nullptr) v[V::server] = x.server->identity();
+  const auto r = std::to_chars(version.data(), version.data() + version.size(), snapshot_->version);
+  v[V::config_version] = std::string_view(version.data(), static_cast<std::size_t>(r.ptr - version.data()));
+  v[V::request_uri] = http::path_of(req.target());
+  return v;
+}
+
+// The client's head with the edits spliced in: hop-by-hop fields dropped, X-Forwarded-*,
+// X-Request-Id, the route's path rewrite and request rules.
+void DownstreamSession::write_request_head(const Exchange& x) {
+  const auto& route = *x.route;
+  head_out_.clear();
+  http::RequestSplice edits{{client_ip_, client_.is_tls() ? "https" : "http", x.request_id, x.upgrade,
+                             snapshot_->config->server.forwarded_header},
+                            x.chunked_in, route.rewrite ? &*route.rewrite : nullptr, nullptr, nullptr,
+                            x.kept_length};
+  if (route.request_rules.empty()) {
+    http::splice_request_head(head_out_, *request_, edits);
+    return;
+  }
+  char version[24];
+  const auto vars = rule_variables(x, version);
+  edits.rules = &route.request_rules;
+  edits.vars = &vars;
+  http::splice_request_head(head_out_, *request_, edits);
+}
+
+void DownstreamSession::write_response_head(const Exchange& x, const http::ResponsePlan& plan) {
+  const auto& rules = x.route->response_rules;
+  head_out_.clear();
+  http::ResponseSplice edits{x.request_id, plan, x.client_version, x.attempts};
+  if (rules.empty()) {
+    http::splice_response_head(head_out_, *response_, edits);
+    return;
+  }
+  char version[24];
+  const auto vars = rule_variables(x, version);
+  edits.rules = &rules;
+  edits.vars = &vars;
+  http::splice_response_head(head_out_, *response_, edits);
+}
+
+// `return`: the route's own answer, no upstream involved. The connection stays open only when the
+// request was read whole (a body we did not read would be taken for the next request).
+net::awaitable<bool> DownstreamSession::send_fixed_answer(Exchange& x) {
+  const bool keep = x.client_keep_alive && x.request_done && !worker_.is_stopping();
+  {
+    char version[24];
+    const auto vars = rule_variables(x, version);
+    head_out_.clear();
+    x.status = x.route->answer->status;
+    x.bytes_out = http::append_fixed_answer(head_out_, *x.route->answer, vars, &x.route->response_rules,
+                                            keep, request_->verb() == bhttp::verb::head,
+                                            x.client_version);
+  }
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  co_return !timed(ec) && keep;
+}
+
+void DownstreamSession::log_exchange(const Exchange& x) {
+  if (x.server != nullptr || x.upstream != nullptr) {
+    // Per-worker counters of the last server tried (or of the upstream, when no server was):
+    // status class, duration histogram.
+    auto& c = x.server != nullptr ? x.server->counters(worker_.index)
+                                  : x.upstream->unserved(worker_.index);
+    const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
+    const bool cut = x.error.data() == upstream_body_cut.data();
+    c.count_exchange(cut ? 6 : from_origin ? x.status / 100 : 0,
+                     std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
+  }
+  if (worker_.access_log.enabled()) worker_.access_log.write(access_record(x));
+}
+
+AccessRecord DownstreamSession::access_record(const Exchange& x) const {
+  AccessRecord r;
+  r.client = x.client_ip.empty() ? std::string_view(client_ip_) : x.client_ip;
+  if (request_ != nullptr) {
+    const auto& req = *request_;
+    r.method = req.method();
+    r.target = req.target();
+    r.protocol = req.version() == 10 ? "HTTP/1.0" : "HTTP/1.1";
+    r.host = req.host();
+    r.user_agent = req.value("User-Agent");
+  } else {
+    r.method = "-";
+    r.target = "-";
+  }
+  r.status = x.status;
+  r.upstream = x.upstream ? std::string_view(x.upstream->name()) : std::string_view();
+  r.server = std::string_view(x.servers_tried.data(), x.servers_tried.size());
+  r.attempts = x.attempts;
+  r.bytes_in = x.bytes_in;
+  r.bytes_out = x.bytes_out;
+  r.duration = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start);
+  r.request_id = x.request_id;
+  r.route = x.route != nullptr ? std::string_view(x.route->label) : std::string_view();
+  if (x.upstream_ready != Clock::time_point{})
+    r.upstream_connect = std::chrono::duration_cast<std::chrono::microseconds>(x.upstream_ready - x.attempt_start);
+  if (x.first_byte != Clock::time_point{})
+    r.upstream_first_byte = std::chrono::duration_cast<std::chrono::microseconds>(x.first_byte - x.attempt_start);
+  r.error = x.error;
+  if (x.skip != proxy::RetrySkip::none && !x.error.empty()) r.retry = proxy::log_token(x.skip);
+  if (x.idem) r.idempotency = idempotency::to_string(x.idem->outcome());
+  return r;
+}
+
+}  // namespace sluice::proxy
