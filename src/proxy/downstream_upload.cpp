@@ -16,6 +16,7 @@
 #include <boost/beast/core/buffers_suffix.hpp>
 
 #include "downstream_exchange.hpp"
+#include "sluice/proxy/request_relay.hpp"
 
 namespace sluice::proxy {
 
@@ -243,89 +244,97 @@ net::awaitable<DownstreamSession::BodyStep> DownstreamSession::decode_chunked(Ex
   }
 }
 
-// The head and a body read from the client as it comes, piece by piece (re-chunked when
-// chunked), while response_side() reads the answer: ends when the body is sent, when the origin
-// answered first (upload_->stop) or when either side failed (upload.hpp).
-net::awaitable<FailureKind> DownstreamSession::stream_request(Exchange& x, socket_type& upstream,
-                                                    std::uint64_t& sent) {
-  auto& up = *upload_;
-  const auto stopped = [&] { return up.stopped(); };
-  bool head_written = false;
-  auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
+// stream_request_body()'s hooks (request_relay.hpp) for one streamed attempt: the body's pieces
+// as next_upload_piece() reads them, writes under the upload's deadlines (write_upstream()), and
+// the upload's state (upload_, shared with the response side).
+struct DownstreamSession::UploadHooks {
+  DownstreamSession& s;
+  Exchange& x;
+  std::uint64_t& sent_bytes;  // the attempt's count of request bytes written
+  std::uint64_t content_left;
 
-  while (!x.request_done || !head_written) {
-    if (up.stop) co_return FailureKind::none;
-    // Next piece of body, if any.
-    std::string_view piece;
-    if (!x.request_done) {
-      if (const auto end = co_await next_upload_piece(x, content_left, piece)) co_return *end;
-      if (piece.empty() && !x.request_done) continue;  // only chunk framing was parsed
-    }
-
-    const FramedPiece out(head_written ? std::string_view() : head_out_, piece, x.chunked_in,
-                          x.request_done);
-    if (const auto ec = co_await write_upstream(upstream, out.buffers(), sent)) {
-      if (stopped()) co_return FailureKind::none;
-      up.send_failed(worker_.clock.now());
-      if (up.stall == UploadState::Stall::origin) co_return FailureKind::send_timeout;
-      arm_response({});  // the origin may still have said why
-      co_return sent == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
-    }
-    head_written = true;
-    if (!x.chunked_in && !piece.empty() && piece.data() == view(in_).data()) {
-      in_.consume(piece.size());
+  net::awaitable<UploadPiece> next() { return s.next_upload_piece(x, content_left); }
+  net::awaitable<error_code> write(socket_type& upstream, std::span<const net::const_buffer> out) {
+    return s.write_upstream(upstream, out, sent_bytes);
+  }
+  bool stopped() const { return s.upload_->stop; }
+  FailureKind write_failed() {
+    auto& up = *s.upload_;
+    if (up.stopped()) return FailureKind::none;
+    up.send_failed(s.worker_.clock.now());
+    if (up.stall == UploadState::Stall::origin) return FailureKind::send_timeout;
+    s.arm_response({});  // the origin may still have said why
+    return sent_bytes == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
+  }
+  // A Content-Length piece that came with the head is consumed once it is written.
+  void sent(std::string_view piece) {
+    if (!x.chunked_in && !piece.empty() && piece.data() == view(s.in_).data()) {
+      s.in_.consume(piece.size());
       x.body_consumed = true;
     }
   }
   // Every byte is written; the response deadline starts once the origin took them all.
-  up.draining = true;
-  up.wrote(worker_.clock.now());
-  timed_out_ = false;
-  look_at_drain();
-  co_return FailureKind::none;
+  void all_sent() {
+    auto& up = *s.upload_;
+    up.draining = true;
+    up.wrote(s.worker_.clock.now());
+    s.timed_out_ = false;
+    s.look_at_drain();
+  }
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<FailureKind>, UploadHooks, tls::Stream&,
+                                                     std::string_view, bool, bool>::promise_type,
+                               PooledFrame<FailureKind>>);
+};
+
+// The head and a body read from the client as it comes (stream_request_body(), request_relay.hpp),
+// while response_side() reads the answer: ends when the body is sent, when the origin answered
+// first (upload_->stop) or when either side failed (upload.hpp). Not a coroutine: the relay's
+// frame is its own.
+net::awaitable<FailureKind> DownstreamSession::stream_request(Exchange& x, socket_type& upstream,
+                                                              std::uint64_t& sent) {
+  const auto content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
+  return stream_request_body(UploadHooks{*this, x, sent, content_left}, upstream, head_out_,
+                             x.chunked_in, x.request_done);
 }
 
-// The next piece of a streamed body in `piece`: what keep_chunked_body() decoded first, then
-// validated chunks as they complete; or Content-Length bytes, those that came with the head
-// first. nullopt: a piece (perhaps empty); else what stream_request() ends with (none when the
-// response side stopped the upload, client_failed when the client failed and was answered).
-net::awaitable<std::optional<FailureKind>> DownstreamSession::next_upload_piece(Exchange& x, std::uint64_t& content_left,
-                                                                      std::string_view& piece) {
+// The next piece of a streamed body: what keep_chunked_body() decoded first, then validated
+// chunks as they complete; or Content-Length bytes, those that came with the head first. Or what
+// the upload ends with: none when the response side stopped it, client_failed when the client
+// failed (and was answered).
+net::awaitable<UploadPiece> DownstreamSession::next_upload_piece(Exchange& x, std::uint64_t& content_left) {
   const auto& limits = snapshot_->config->server;
   auto& up = *upload_;
-  if (!co_await send_continue(x)) co_return FailureKind::client_failed;
+  if (!co_await send_continue(x)) co_return UploadPiece::ends(FailureKind::client_failed);
   if (x.chunked_in) {
     std::size_t have = std::exchange(chunked_pending_, 0);
     if (have == 0) {
       if (co_await decode_chunked(x, have, true) == BodyStep::failed)
-        co_return up.stopped() ? FailureKind::none : FailureKind::client_failed;
+        co_return UploadPiece::ends(up.stopped() ? FailureKind::none : FailureKind::client_failed);
     }
-    piece = {relay_, have};
     x.request_done = chunked_.done();
     x.body_consumed = true;
-    co_return std::nullopt;  // decode_chunked() counts and bounds a chunked body itself
+    co_return UploadPiece{{relay_, have}, x.request_done, {}};  // decode_chunked() counts and bounds it
   }
   const auto read = co_await read_piece(client_, in_, std::span(relay_, relay_size), content_left,
                                         false, [this] { arm_body_read(); });
   if (!read.buffered) {
     up.reading_client = false;
     if (const auto ec = timed(read.ec)) {
-      if (up.stopped()) co_return FailureKind::none;
+      if (up.stopped()) co_return UploadPiece::ends(FailureKind::none);
       if (ec == beast::error::timeout || up.stall == UploadState::Stall::client)
         co_await send_error(&x, {408, "body timeout"});
-      co_return FailureKind::client_failed;
+      co_return UploadPiece::ends(FailureKind::client_failed);
     }
     x.body_consumed = true;
   }
-  piece = read.bytes;
-  x.bytes_in += piece.size();
+  x.bytes_in += read.bytes.size();
   if (limits.max_body_bytes != 0 && x.bytes_in > limits.max_body_bytes) {
     co_await send_error(&x, {413, "body too large"});
-    co_return FailureKind::client_failed;
+    co_return UploadPiece::ends(FailureKind::client_failed);
   }
-  content_left -= piece.size();
+  content_left -= read.bytes.size();
   x.request_done = content_left == 0;
-  co_return std::nullopt;
+  co_return UploadPiece{read.bytes, x.request_done, {}};
 }
 
 }  // namespace sluice::proxy

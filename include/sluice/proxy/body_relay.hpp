@@ -1,6 +1,7 @@
 #pragma once
 // The body relay's steps, shared by both directions (the request body towards the origin in
-// DownstreamSession::stream_request, the response body towards the client in DownstreamSession::send_response):
+// stream_request_body(), request_relay.hpp, and the client side's reads of it; the response body
+// towards the client in relay_response(), response_relay.hpp):
 //  - pending_piece(), read_piece(): the next piece of a Content-Length or read-to-close body
 //    (RFC 9112 §6.3): bytes already buffered behind the head first, else one read of at most the
 //    relay buffer;

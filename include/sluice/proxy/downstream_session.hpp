@@ -30,6 +30,7 @@
 #include "sluice/proxy/forwarder.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/request_head.hpp"
+#include "sluice/proxy/request_relay.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/tunnel_session.hpp"
@@ -80,6 +81,7 @@ public:
   struct AttemptHooks;
   struct ForwardHooks;
   struct ResponseHooks;
+  struct UploadHooks;
 
 private:
   void close_streams() noexcept;  // close() without its shutdown first
@@ -164,9 +166,7 @@ private:
   bool look_at_drain();
   boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
                                                      std::uint64_t& sent);
-  boost::asio::awaitable<std::optional<FailureKind>> next_upload_piece(Exchange& x,
-                                                                      std::uint64_t& content_left,
-                                                                      std::string_view& piece);
+  boost::asio::awaitable<UploadPiece> next_upload_piece(Exchange& x, std::uint64_t& content_left);
   // Deadlines of an attempt: a client body read (send_timeout while uploading, else
   // idle_timeout), the response head (try_until, or from the last request byte when streamed).
   void arm_body_read();
@@ -284,3 +284,4 @@ SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::HeadHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::AttemptHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ForwardHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ResponseHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::UploadHooks);
