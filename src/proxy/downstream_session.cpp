@@ -6,8 +6,9 @@
 
 namespace sluice::proxy {
 
-DownstreamSession::DownstreamSession(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
-                 std::shared_ptr<tls::ServerContext> tls, bool proxy_protocol)
+DownstreamSession::DownstreamSession(WorkerContext& worker, tls::Stream client,
+                                     const boost::asio::ip::address& client_address,
+                                     std::shared_ptr<tls::ServerContext> tls, bool proxy_protocol)
     : worker_(worker), client_(std::move(client)), tls_(std::move(tls)), proxy_protocol_(proxy_protocol) {
   client_addr_ = unmapped(client_address);
   client_ip_ = ip_text(client_addr_).view();  // IPv4 fits the string's own buffer: no allocation

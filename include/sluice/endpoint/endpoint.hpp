@@ -40,7 +40,8 @@ struct alignas(64) EndpointCounters {
   // Retries made after an attempt here failed, by health::FailureKind ([0]: a status in `on`).
   std::atomic<std::uint64_t> retries[health::failure_kind_count]{};
   // Retries not made, by proxy::RetrySkip; tunnels_closed by proxy::TunnelWatch::Verdict (both
-  // sizes are checked against their enums in proxy/downstream_session.cpp: this module sits below proxy/).
+  // sizes are checked against their enums in src/proxy/downstream_exchange.hpp: this module sits
+  // below proxy/).
   std::atomic<std::uint64_t> retry_skips[9]{};
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};

@@ -49,8 +49,9 @@ public:
   // step); kept for the connection's lifetime, whatever reloads happen meanwhile.
   // `proxy_protocol`: a PROXY protocol header comes first (before TLS), see docs/edge.md.
   // `client_address`: the peer's, as accept() gave it (no getpeername per connection).
-  DownstreamSession(WorkerContext& worker, tls::Stream client, const boost::asio::ip::address& client_address,
-          std::shared_ptr<tls::ServerContext> tls = {}, bool proxy_protocol = false);
+  DownstreamSession(WorkerContext& worker, tls::Stream client,
+                    const boost::asio::ip::address& client_address,
+                    std::shared_ptr<tls::ServerContext> tls = {}, bool proxy_protocol = false);
   ~DownstreamSession();
   DownstreamSession(const DownstreamSession&) = delete;
   DownstreamSession& operator=(const DownstreamSession&) = delete;
@@ -74,8 +75,10 @@ public:
 
   // read_request_head()'s hooks (request_head.hpp) for a client's next head,
   // read_final_head()'s and attempt_server()'s (upstream_attempt.hpp) for one attempt, and
-  // forward_attempts()'s (forwarder.hpp) for one request, defined in downstream_session.cpp. Named here,
-  // outside `private`, for the FramePool specialisations at the end of this file.
+  // forward_attempts()'s (forwarder.hpp) for one request, relay_response()'s and
+  // stream_request_body()'s, defined in the session's files (src/proxy/downstream_*.cpp and
+  // downstream_exchange.hpp). Named here, outside `private`, for the FramePool specialisations
+  // at the end of this file.
   struct RequestHooks;
   struct HeadHooks;
   struct AttemptHooks;
@@ -271,7 +274,9 @@ inline void DownstreamSession::expire_after(Clock::duration d) noexcept {
 }
 
 inline boost::system::error_code DownstreamSession::timed(boost::system::error_code ec) const noexcept {
-  return ec == boost::asio::error::operation_aborted && timed_out_ ? boost::system::error_code(boost::beast::error::timeout) : ec;
+  return ec == boost::asio::error::operation_aborted && timed_out_
+             ? boost::system::error_code(boost::beast::error::timeout)
+             : ec;
 }
 
 }  // namespace sluice::proxy
