@@ -40,8 +40,9 @@ inline constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = head_read_chunk;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
-// The access log's error for a body that broke off after its head went to the client (the
-// exchange's `body_cut` says so, for log_exchange() to count it in its own status class).
+// The access log's error for a body that broke off after its head went to the client; compared
+// by value in log_exchange() to count it in its own status class (each file of the session has
+// its own copy of the literal, so its address says nothing).
 constexpr std::string_view upstream_body_cut = "upstream body cut";
 
 // Room to read into `buffer` without exceeding its max_size.
@@ -91,7 +92,6 @@ struct DownstreamSession::Exchange : AttemptRecord {
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
   bool request_unsent = false;   // the origin answered before the whole request reached it
-  bool body_cut = false;         // the origin's body broke off after its head reached the client
   // The origin's body failed (after its head arrived): counted against the server (end_delivery()).
   FailureKind body_failure = FailureKind::none;
   std::size_t kept_body = 0;

@@ -139,7 +139,6 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
     co_return;
   }
   x.error = upstream_body_cut;
-  x.body_cut = true;
 }
 
 // After a valid 101: the 101 to the client, then both streams to a TunnelSession

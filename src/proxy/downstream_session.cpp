@@ -423,8 +423,7 @@ void DownstreamSession::log_exchange(const Exchange& x) {
     auto& c = x.server != nullptr ? x.server->counters(worker_.index)
                                   : x.upstream->unserved(worker_.index);
     const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
-    // A flag, not the error's address: each file of the session has its own copy of the string.
-    const bool cut = x.body_cut;
+    const bool cut = x.error == upstream_body_cut;
     c.count_exchange(cut ? 6 : from_origin ? x.status / 100 : 0,
                      std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }
