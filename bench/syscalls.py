@@ -5,7 +5,7 @@ side-by-side benchmark's setup (one worker each on CPU 1, the three origins and 
 --duration seconds, /proc gives its CPU time, context switches and minor page faults, and the
 origins' counters the requests; each count is divided by those requests. Rounds alternate the order.
 
-    /usr/bin/python3 bench/syscalls.py BUILD_DIR [--rounds N] [--duration S] [--path P]
+    /usr/bin/python3 bench/syscalls.py BUILD_DIR [--rounds N] [--duration S] [--path P] [--close]
 
 Why: on loopback the kernel is ~85% of every proxy's CPU time, so a system call or a wake-up
 saved per request is worth more than most user-space work (docs/performance.md). Needs perf with
@@ -39,12 +39,12 @@ def minor_faults(pid):
     return int(stat[stat.rindex(")") + 2:].split()[7])
 
 
-def measure(running, og, path, duration, events=()):
+def measure(running, og, path, duration, events=(), headers=()):
     pid = running.pid
     cpu0, cs0, pf0 = cpu_split(pid), context_switches(pid), minor_faults(pid)
     extra = [a for e in events for a in ("-e", e)]
     reqs, counted = steady.under_perf(["stat", "-x,", "-e", "syscalls:sys_enter_*", *extra],
-                                      running, og, path, duration)
+                                      running, og, path, duration, headers)
     cpu1, cs1, pf1 = cpu_split(pid), context_switches(pid), minor_faults(pid)
     row = {"req/s": reqs / duration,
            "user us": (cpu1[0] - cpu0[0]) * 1e6 / reqs, "sys us": (cpu1[1] - cpu0[1]) * 1e6 / reqs,
@@ -66,10 +66,13 @@ def main(argv):
     p.add_argument("--events", default="sched:sched_waking,ipi:ipi_send_cpu",
                    help="further perf events counted in the proxy's context, comma-separated "
                         "(default: the wake-ups it performs and the IPIs it sends)")
+    p.add_argument("--close", action="store_true",
+                   help="every request with `Connection: close` (the `close` scenario)")
     a = p.parse_args(argv)
+    headers = ("Connection: close",) if a.close else ()
     events = [e for e in a.events.split(",") if e]
     rows = steady.alternate(a.build_dir, a.rounds,
-                            lambda running, og: measure(running, og, a.path, a.duration, events))
+                            lambda running, og: measure(running, og, a.path, a.duration, events, headers))
     print(steady.mean_table(rows))
 
 

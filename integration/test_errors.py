@@ -3,8 +3,10 @@ import time
 
 import pytest
 
-from conftest import (Conn, assert_expired_on_time, closed_port, run_client, sluice_config,
-                      wait_until)
+from conftest import (Conn, assert_expired_on_time, closed_port, metric, run_client, sluice_config,
+                      toml_table, wait_until)
+
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
 
 def expect_error(port, data, status, reason, *, closes=True, timeout=5.0):
@@ -225,10 +227,34 @@ def test_408_for_a_client_that_stalls_mid_body(origins, sluice, framing, part):
 
 
 def test_a_silent_new_connection_is_closed_after_header_timeout(origins, sluice):
-    """No byte at all: nothing to answer, the connection is just closed."""
+    """No byte at all: nothing to answer, the connection is just closed. With `defer_accept`
+    off, sluice accepts at the handshake and the timeout counts from there."""
     os_ = origins(1)
-    s = sluice(sluice_config(os_, server_extra='header_timeout = "300ms"'))
+    s = sluice(sluice_config(os_, server_extra='header_timeout = "300ms"\ndefer_accept = false'))
     start = time.monotonic()
     with Conn(s.port) as c:
         assert c.wait_closed(timeout=3)  # a blocking read: returns when sluice closes
         assert_expired_on_time(time.monotonic() - start, 0.3, "header_timeout")
+
+
+# The kernel hands a silent connection over at its first SYN-ACK retransmission (1 s, RFC 6298's
+# initial RTO); header_timeout counts from there.
+DEFERRED = 1.0
+
+
+def test_by_default_a_silent_connection_waits_in_the_kernel_then_is_closed_at_header_timeout(
+        origins, sluice):
+    """`defer_accept` (the default): a connection that sends nothing costs sluice nothing until
+    the kernel hands it over, about a second after the handshake; header_timeout then closes it.
+    One that speaks after a pause of its own is served at once."""
+    os_ = origins(1)
+    s = sluice(sluice_config(os_, server_extra='header_timeout = "300ms"', top=ADMIN))
+    start = time.monotonic()
+    with Conn(s.port) as silent, Conn(s.port) as late:
+        time.sleep(0.5)  # the pause under test: a client that has not spoken yet
+        assert metric(s, "sluice_connections", side="client") == 0  # both still in the kernel
+        late.send(f"GET / HTTP/1.1\r\nHost: {s.address}\r\n\r\n".encode())
+        assert late.read_response().status == 200
+        assert silent.wait_closed(timeout=5)
+        assert_expired_on_time(time.monotonic() - start - DEFERRED, 0.3,
+                               "header_timeout after the kernel's hand-over")

@@ -4,9 +4,10 @@ and the access-log format switch, and a key that needs a restart is refused by n
 
 Every wait is for a condition with a deadline; ports are loopback ephemeral ones."""
 import socket
+import time
 
-from conftest import (LogReader, closed_port, sluice_cli, sluice_config, timed_request,
-                      toml_table, wait_until)
+from conftest import (Conn, LogReader, assert_expired_on_time, closed_port, sluice_cli,
+                      sluice_config, timed_request, toml_table, wait_until)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
@@ -202,3 +203,17 @@ def test_diff_running_shows_drains_set_through_the_api_and_a_file_drain_is_logge
             "stays drained after the reload") in lines, r.stdout
     assert ("upstream app: server app-2 undrained through the API (file: drain = true); "
             "stays undrained after the reload") in lines, r.stdout
+
+
+def test_reload_turns_defer_accept_off_on_the_open_listeners(origins, sluice):
+    """`defer_accept` is live: after the reload the same listening socket hands a silent
+    connection over at its handshake, so header_timeout closes it on time."""
+    a, = origins(1)
+    s = sluice(sluice_config([a], server_extra='header_timeout = "300ms"', top=ADMIN))
+    s.config_path.write_text(sluice_config([a], server_extra='header_timeout = "300ms"\n'
+                                           'defer_accept = false', top=ADMIN))
+    reload_ok(s, 2)
+    start = time.monotonic()
+    with Conn(s.port) as silent:
+        assert silent.wait_closed(timeout=3)
+        assert_expired_on_time(time.monotonic() - start, 0.3, "header_timeout, not deferred")

@@ -32,7 +32,7 @@ def alternate(build_dir, rounds, measure):
     return rows
 
 
-def under_perf(perf_args, running, og, path, duration):
+def under_perf(perf_args, running, og, path, duration, headers=()):
     """`perf PERF_ARGS -p PID` attached to the proxy around one wrk run (64 connections, `path`,
     `duration` s): perf attaches first and detaches after wrk is done, so what it saw belongs to
     exactly the requests the origins count between the two readings. Returns (those requests,
@@ -43,7 +43,7 @@ def under_perf(perf_args, running, og, path, duration):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1)  # perf attached
-        wrk.run(running.port, path=path, connections=64, duration=duration)
+        wrk.run(running.port, path=path, connections=64, duration=duration, headers=headers)
         _, err = perf.communicate(timeout=duration + 30)
     finally:
         if perf.poll() is None:

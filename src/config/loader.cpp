@@ -50,11 +50,11 @@ constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
 constexpr std::array<std::string_view, 6> root_keys{"server", "log",       "admin",
                                                     "route",  "upstreams", "dns"};
-constexpr std::array<std::string_view, 18> server_keys{
+constexpr std::array<std::string_view, 19> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
     "watch_config",     "tunnel_drain_timeout", "tls", "health_ready_timeout", "state_file",
-    "proxy_protocol", "trusted_proxies", "forwarded_header"};
+    "proxy_protocol", "trusted_proxies", "forwarded_header", "defer_accept"};
 constexpr std::array<std::string_view, 5> tls_listener_keys{"listen", "certificates", "min_version",
                                                             "ciphers", "proxy_protocol"};
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
@@ -906,6 +906,8 @@ private:
                    max_connections_limit);
       read_duration(*table, "shutdown_delay", "server.shutdown_delay", out.shutdown_delay, true);
       read_bool(*table, "watch_config", "server.watch_config", out.watch_config);
+      // Live: set on the open listening sockets at the reload.
+      read_bool(*table, "defer_accept", "server.defer_accept", out.defer_accept);
       read_duration(*table, "tunnel_drain_timeout", "server.tunnel_drain_timeout",
                     out.tunnel_drain_timeout, false);
       read_duration(*table, "health_ready_timeout", "server.health_ready_timeout",

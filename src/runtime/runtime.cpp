@@ -427,6 +427,7 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
     s.loaded_at = steady_clock().now();
     publish(s, snapshot);
     s.listeners.apply(std::move(pending), wanted, s.workers);
+    s.listeners.set_defer_accept(cfg->server.defer_accept);  // the open sockets, new ones too
     commit_admin(s, std::move(admin_change));
     apply_logging(s, was->log, cfg->log, log_files);
     if (cfg->server.watch_config != was->server.watch_config) apply_watch(s, cfg->server.watch_config);
@@ -517,6 +518,7 @@ int Runtime::run() {
   auto admin_fd = inherited.take_named(admin_fd_name);
   try {
     const auto wanted = Listeners::of(cfg);
+    s.listeners.set_defer_accept(cfg.server.defer_accept);
     s.listeners.apply(s.listeners.bind_new(s.control, wanted, s.workers.size(), &inherited), wanted,
                       s.workers);
     inherited.close_unused();

@@ -141,6 +141,7 @@ TEST(ConfigLoader, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(c.server.max_uri_bytes, 8 * KiB);
   EXPECT_EQ(c.server.max_body_bytes, 100 * MiB);
   EXPECT_EQ(c.server.max_connections, 10000u);
+  EXPECT_TRUE(c.server.defer_accept);  // the kernel holds a connection until it speaks
   EXPECT_EQ(c.log.level, "info");
   EXPECT_EQ(c.log.access, AccessLogFormat::text);
   EXPECT_FALSE(c.admin.enabled);
@@ -287,6 +288,14 @@ app = 1
                     "test.toml:4:1: route: expected an array of tables ([[route]]), got "
                     "table",
                     "test.toml:7:7: upstreams.app: expected a table, got integer"}));
+}
+
+TEST(ConfigLoader, DeferAcceptCanBeTurnedOff) {
+  const auto result = load_with_upstream("[server]\ndefer_accept = false\n");
+  ASSERT_TRUE(result.ok()) << ::testing::PrintToString(errors_of(result));
+  EXPECT_FALSE(result.config->server.defer_accept);
+  EXPECT_EQ(errors_of(load_with_upstream("[server]\ndefer_accept = 1\n")),
+            (Errors{"test.toml:2:16: server.defer_accept: expected true or false, got integer"}));
 }
 
 TEST(ConfigLoader, OutOfRangeValuesStateTheBounds) {

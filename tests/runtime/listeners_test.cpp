@@ -1,11 +1,14 @@
 #include "sluice/runtime/listeners.hpp"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <set>
 
+#include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
 #include "sluice/runtime/listen_fds.hpp"
@@ -83,6 +86,63 @@ TEST(Listeners, BindsWhatNothingWasInheritedFor) {
   EXPECT_EQ(pending.entries[0].per_worker.size(), 2u);
   EXPECT_EQ(inherited.size(), 1u);
   ::close(held);
+}
+
+// TCP_DEFER_ACCEPT as the kernel reports it: 0 when off, the seconds (rounded up to a
+// retransmission period) when on.
+int deferred_seconds(int fd) {
+  int value = -1;
+  socklen_t len = sizeof value;
+  EXPECT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &value, &len), 0);
+  return value;
+}
+
+TEST(Listeners, BindsWithDeferredAcceptUnlessTurnedOff) {
+  boost::asio::io_context io;
+  Listeners on;
+  auto deferred = on.bind_new(io, one_address(0), 2);
+  ASSERT_EQ(deferred.entries.size(), 1u);
+  for (auto& a : deferred.entries[0].per_worker) EXPECT_GT(deferred_seconds(a.native_handle()), 0);
+
+  Listeners off;
+  off.set_defer_accept(false);
+  auto plain = off.bind_new(io, one_address(0), 2);
+  for (auto& a : plain.entries[0].per_worker) EXPECT_EQ(deferred_seconds(a.native_handle()), 0);
+}
+
+TEST(Listeners, AdoptedSocketsFollowTheSetting) {
+  // A binary upgrade's or systemd's socket was set up by someone else: the config decides.
+  const int fd = listening_socket(0);
+  ASSERT_EQ(deferred_seconds(fd), 0);
+  InheritedListeners inherited({fd});
+  boost::asio::io_context io;
+  auto pending = Listeners{}.bind_new(io, one_address(bound_endpoint(fd)->port()), 1, &inherited);
+  ASSERT_EQ(pending.entries.size(), 1u);
+  EXPECT_GT(deferred_seconds(pending.entries[0].per_worker[0].native_handle()), 0);
+}
+
+TEST(Listeners, DeferredAcceptLetsASilentConnectionWaitInTheKernel) {
+  // What the option buys: a connection that has sent nothing is not in the accept queue, one
+  // that has sent its first bytes is, with them readable at once.
+  boost::asio::io_context io;
+  auto pending = Listeners{}.bind_new(io, one_address(0), 1);
+  auto& acceptor = pending.entries[0].per_worker[0];
+  acceptor.non_blocking(true);
+  const auto ep = acceptor.local_endpoint();
+  tcp::socket silent(io), speaking(io);
+  silent.connect(ep);
+  speaking.connect(ep);
+  boost::system::error_code ec;
+  tcp::socket first(io);
+  acceptor.accept(first, ec);
+  EXPECT_EQ(ec, boost::asio::error::would_block);  // both handshakes done, neither handed over
+  boost::asio::write(speaking, boost::asio::buffer(std::string_view("GET / HTTP/1.1\r\n")));
+  pollfd ready{acceptor.native_handle(), POLLIN, 0};
+  ASSERT_EQ(::poll(&ready, 1, 5000), 1);  // the segment's delivery makes the listener readable
+  acceptor.accept(first, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(first.remote_endpoint(), speaking.local_endpoint());
+  EXPECT_GT(first.available(), 0u);
 }
 
 }  // namespace

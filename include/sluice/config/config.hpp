@@ -86,6 +86,9 @@ struct ServerSection {
   // balancers in front see the failing probe first), then shutdown_timeout begins.
   Duration shutdown_delay{0};
   bool watch_config = false;  // reload when the config file changes, as on SIGHUP
+  // The kernel hands a client connection over once its first bytes came (TCP_DEFER_ACCEPT; a
+  // silent one after about a second): see runtime/listeners.hpp.
+  bool defer_accept = true;
   // Upgrade tunnels (WebSocket) still open when their server is drained or the config reloaded
   // are closed this long after (like HAProxy's hard-stop-after / nginx's worker_shutdown_timeout).
   Duration tunnel_drain_timeout{std::chrono::minutes(10)};

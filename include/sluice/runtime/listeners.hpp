@@ -68,6 +68,10 @@ public:
   // The native descriptors of every listening socket handed to the workers, for a binary
   // upgrade to pass on.
   std::vector<int> fds() const;
+  // `[server] defer_accept`: whether the kernel hands a connection over only once its first bytes
+  // came (TCP_DEFER_ACCEPT, Linux; a silent one after about a second). Applied to the sockets
+  // open now (a reload) and to every socket bound or adopted from here on. Default on.
+  void set_defer_accept(bool on);
 
 private:
   struct Open {
@@ -78,6 +82,7 @@ private:
   };
   std::vector<Open> open_;
   std::uint64_t next_id_ = 1;
+  bool defer_accept_ = true;
 };
 
 }  // namespace sluice
