@@ -67,6 +67,9 @@ def parse_args(argv):
     p.add_argument("--nginx-keepalive", type=int, default=96,
                    help="nginx upstream `keepalive`, idle connections per worker for the whole upstream "
                         "(default 96: sluice keeps 32 per server, three servers)")
+    p.add_argument("--others-defer-accept", action="store_true",
+                   help="nginx `listen ... deferred` and HAProxy `bind ... defer-accept` "
+                        "(TCP_DEFER_ACCEPT, off by default in both; on by default in sluice)")
     p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR", "build/release"))
     p.add_argument("--out", default=str(ROOT / "bench" / "results"),
                    help="directory for <date>-<commit>.md/.json (default bench/results)")
@@ -156,6 +159,7 @@ def main(argv):
            "commit": short, "dirty": dirty,
            "command": "bench/run.sh " + shlex.join(argv) if argv else "bench/run.sh",
            "machine": machine()}
+    Nginx.defer_accept = Haproxy.defer_accept = a.others_defer_accept
     if a.workers == 1:
         contenders = [Sluice(bin_dir, PROXY_CPUS)]
         if not a.only_sluice:
@@ -183,6 +187,7 @@ def main(argv):
                        "instr_connections": a.instr_connections,
                        "nginx_keepalive": a.nginx_keepalive, "workers_mode": a.workers,
                        "with_others": a.with_others,
+                       "others_defer_accept": a.others_defer_accept,
                        "cpus": {c.name: c.cpus for c in contenders}, "client_cpus": CLIENT_CPUS,
                        "build_dir": str(bin_dir), "scenarios": a.scenarios}
     log(f"sluice bench: {', '.join(names)}; scenarios {','.join(a.scenarios)}; "

@@ -112,6 +112,7 @@ class Sluice(Contender):
 
 class Nginx(Contender):
     product = "nginx"
+    defer_accept = False  # --others-defer-accept: `listen ... deferred`
 
     def __init__(self, cpus, keepalive=96, workers=1, name="nginx"):
         super().__init__(cpus)
@@ -127,7 +128,8 @@ class Nginx(Contender):
                       origin1=o1, origin2=o2, origin3=o3, keepalive=self.keepalive,
                       workers=1 if under_valgrind else self.workers,
                       master_process="off" if under_valgrind else "on", tls_port=tls_port,
-                      cert=self.certs / "cert.pem", key=self.certs / "key.pem")
+                      cert=self.certs / "cert.pem", key=self.certs / "key.pem",
+                      defer=" deferred" if self.defer_accept else "")
         return ["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
 
     def measured_pid(self, child, under_valgrind):
@@ -154,6 +156,7 @@ class Nginx(Contender):
 
 class Haproxy(Contender):
     product = "haproxy"
+    defer_accept = False  # --others-defer-accept: `bind ... defer-accept`
 
     def __init__(self, cpus, threads=1, name="haproxy"):
         super().__init__(cpus)
@@ -167,7 +170,8 @@ class Haproxy(Contender):
         pem.write_bytes((self.certs / "cert.pem").read_bytes() + (self.certs / "key.pem").read_bytes())
         conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
                       origin1=o1, origin2=o2, origin3=o3, threads=self.threads,
-                      tls_port=tls_port, pem=pem)
+                      tls_port=tls_port, pem=pem,
+                      defer=" defer-accept" if self.defer_accept else "")
         return ["haproxy", "-db", "-f", str(conf)]
 
     def version(self):

@@ -167,6 +167,10 @@ def markdown(doc):
         f"{s['connections']} wrk connections.",
         "- Ratios are medians of per-round ratios; \"best other\" is the better of the other "
         "contenders in the same round."]
+    if s.get("others_defer_accept"):
+        lines.append("- `--others-defer-accept`: nginx listens with `deferred` and HAProxy binds "
+                     "with `defer-accept` (TCP_DEFER_ACCEPT, sluice's default; off by default "
+                     "in both).")
     busy = [sc["summary"]["medians"][n]["proxy_cpu_busy"]
             for sc in doc["scenarios"].values() if sc["kind"] == "load" for n in names]
     if busy and min(busy) < 0.9:
