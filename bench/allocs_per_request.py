@@ -4,7 +4,7 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency] [--pause=S]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency] [--pause=S] [--put=BYTES] [--xtree=FILE]
 
 --access: with the access log on (to a file in the scratch directory; default off).
 
@@ -13,6 +13,11 @@ key: what a request without a key costs once the feature is on (0 allocations ex
 
 With --pause=S the client waits S seconds before each request: past park_after (0.1 s) every
 request wakes a parked connection (docs/architecture.md), so the figure is what a wake costs.
+
+With --put=BYTES every request is a PUT with a body of BYTES (Content-Length): beyond the relay
+block (64 KiB) the body is streamed, full duplex (docs/architecture.md). With --xtree=FILE
+memcheck also writes where the allocations of the last run (2N requests) came from, by call
+stack (valgrind's --xtree-memory=full; read it with callgrind_annotate).
 
 Loopback only; every process started is ended by PID."""
 import re
@@ -45,13 +50,20 @@ def wait_line(proc, pattern, timeout=60):
     raise RuntimeError(f"no {pattern!r}: {''.join(lines)[-2000:]}")
 
 
+def option(name, default=None):
+    return next((a.split("=", 1)[1] for a in sys.argv if a.startswith(f"--{name}=")), default)
+
+
 def requests(sock, n):
     buf = b""
-    pause = float(next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--pause=")), "0"))
+    pause = float(option("pause", "0"))
+    put = int(option("put", "0"))
+    request = (f"PUT / HTTP/1.1\r\nHost: t\r\nContent-Length: {put}\r\n\r\n".encode() + b"x" * put
+               if put else b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
     for i in range(n):
         if pause > 0:
             time.sleep(pause)
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        sock.sendall(request)
         while True:
             head_end = buf.find(b"\r\n\r\n")
             if head_end >= 0:
@@ -90,6 +102,8 @@ address = "127.0.0.1:{port}"
 {IDEMPOTENCY if "--idempotency" in sys.argv else ""}""")
         tool = (["--tool=callgrind", f"--callgrind-out-file={work}/cg.out", "--dump-instr=no", "--dump-line=no"]
                 if "--instr" in sys.argv else ["--tool=memcheck"])
+        if option("xtree") and "--instr" not in sys.argv:
+            tool += ["--xtree-memory=full", f"--xtree-memory-file={Path(option('xtree')).resolve()}"]
         proxy = subprocess.Popen(["valgrind", *tool, str(build / "sluice"), "run", "--config", str(conf)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
