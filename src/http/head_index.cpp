@@ -315,7 +315,7 @@ Violation beast_violation(const HeadIndex& x, IndexBuilder::BeastError e) noexce
 
 // Friend of the index classes: fills them, then applies the rules after the last line.
 struct IndexFinisher {
-  static Rejection request(RequestHead& r, IndexBuilder::State& s, const RequestLimits& limits) noexcept {
+  static Rejection request(RequestHead& r, IndexBuilder::State& s) noexcept {
     const auto reject = [](Violation v) { return Rejection{status_for(v), describe(v)}; };
     if (s.overflow) return reject(Violation::head_too_large);
     if (s.beast != IndexBuilder::BeastError::none) return {400, describe(beast_violation(r, s.beast))};
@@ -390,7 +390,7 @@ HeadVerdict index_request_head(std::string_view bytes, const RequestLimits& limi
   } else if (scan.result == HeadScan::Result::complete) {
     v.head_size = scan.head_size;
     IndexFinisher::cover(out, scan.head_size);
-    v.rejection = IndexFinisher::request(out, state, limits);
+    v.rejection = IndexFinisher::request(out, state);
     if (!v.rejection) {
       v.rejection = IndexFinisher::admit(out, limits);
       v.admission = static_cast<bool>(v.rejection);

@@ -52,7 +52,9 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
   snapshot->config = config;
   snapshot->version = version;
   for (const auto& listener : config->server.tls) {
-    tls::ServerSettings settings{.min_tls13 = listener.min_tls13, .ciphers = listener.ciphers};
+    tls::ServerSettings settings;
+    settings.min_tls13 = listener.min_tls13;
+    settings.ciphers = listener.ciphers;
     for (const auto& c : listener.certificates) settings.certificates.push_back({c.cert, c.key});
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
   }
