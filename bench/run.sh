@@ -5,19 +5,34 @@
 #
 # Usage: bench/run.sh [--rounds N] [--duration S] [--scenarios small,1k,64k,close,reuse,tls,tls-handshake,idle,bursts,startup,instr]
 #                     [--workers 1|2] [--only-sluice] [--help for every option]
-# BUILD_DIR (default build/release) is where sluice is built and taken from.
+# BUILD_DIR (default build/release) is where sluice is built and taken from. --pgo: sluice as the
+# package is built, with profile-guided optimisation (scripts/build-pgo.sh, BUILD_DIR build/pgo).
 # Everything runs on 127.0.0.1, bounded in time; every process started is ended by PID at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # --help and --render (rewrite an earlier result's markdown) measure nothing: no install, no build.
 setup=1
-for arg in "$@"; do [[ "$arg" == "-h" || "$arg" == "--help" || "$arg" == --render* ]] && setup=0; done
+pgo=0
+args=()
+for arg in "$@"; do
+  [[ "$arg" == "-h" || "$arg" == "--help" || "$arg" == --render* ]] && setup=0
+  if [[ "$arg" == "--pgo" ]]; then pgo=1; else args+=("$arg"); fi
+done
+set -- ${args[@]+"${args[@]}"}
+if ((pgo)); then
+  export BUILD_DIR=${BUILD_DIR:-build/pgo}
+else
+  export BUILD_DIR=${BUILD_DIR:-build/release}
+fi
 if ((setup)); then
   scripts/install-deps.sh --bench
-  BUILD_DIR=${BUILD_DIR:-build/release} scripts/build.sh >&2
+  if ((pgo)); then
+    scripts/build-pgo.sh >&2
+  else
+    scripts/build.sh >&2
+  fi
 fi
-export BUILD_DIR=${BUILD_DIR:-build/release}
 
 # 2,000 idle client connections are open at both ends at once; nginx asks for 16,000
 # descriptors, HAProxy about as many (maxconn 8000).

@@ -147,3 +147,18 @@ def test_package_installs_and_purges_cleanly_in_a_scratch_root(deb, tmp_path):
             if f.is_file() and not str(f.relative_to(root)).startswith(("var/lib/dpkg", "etc/"))]
     assert left == [], left
     assert not (root / "etc/sluice").exists()
+
+
+def test_the_pgo_training_run_drives_sluice_through_its_paths_and_ends_it_cleanly():
+    """scripts/build-pgo.sh's training (scripts/pgo_train.py), run here against the build under
+    test: every load it makes is answered, sluice exits 0 at its SIGTERM (the profile is written
+    at exit), and nothing it started is left running."""
+    before = subprocess.run(["pgrep", "-f", str(BUILD / "sluice-origin")], capture_output=True,
+                            text=True).stdout.split()
+    p = subprocess.run(["/usr/bin/python3", str(ROOT / "scripts" / "pgo_train.py"), str(BUILD)],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "pgo_train.py: trained" in p.stderr
+    after = subprocess.run(["pgrep", "-f", str(BUILD / "sluice-origin")], capture_output=True,
+                           text=True).stdout.split()
+    assert set(after) <= set(before), "an origin of the training run is still running"

@@ -5,10 +5,16 @@
 #   docs/configuration.md (scripts/gen-man.py), sluice.socket as an example, a sluice system user
 #   created in postinst (systemd-sysusers), dependencies from the binary's shared libraries (dpkg-shlibdeps).
 # Usage: scripts/package.sh [OUT_DIR]   (BUILD_DIR: the build to package, default build/release)
+# PGO=1: the release package, built first with profile-guided optimisation (scripts/build-pgo.sh,
+# BUILD_DIR build/pgo; ~10 minutes on 2 cores): the binary bench/run.sh --pgo measures.
 # Prints the .deb's path on its last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+if [[ -n ${PGO:-} ]]; then
+  export BUILD_DIR=${BUILD_DIR:-build/pgo}
+  scripts/build-pgo.sh >&2
+fi
 build_dir=$(realpath "${BUILD_DIR:-build/release}")
 out_dir=$(realpath -m "${1:-$build_dir/package}")
 binary=$build_dir/sluice

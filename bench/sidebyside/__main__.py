@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -142,6 +143,15 @@ def render(path):
     log(f"rewritten: {path.with_suffix('.md')} and {path.name}")
 
 
+
+def pgo_mode(bin_dir):
+    """The build's SLUICE_PGO ('use': built with profile-guided optimisation), '' when none."""
+    cache = Path(bin_dir) / "CMakeCache.txt"
+    if not cache.exists():
+        return ""
+    m = re.search(r"^SLUICE_PGO:STRING=(.*)$", cache.read_text(), re.M)
+    return m.group(1) if m else ""
+
 def main(argv):
     a = parse_args(argv)
     if a.render:
@@ -189,7 +199,8 @@ def main(argv):
                        "with_others": a.with_others,
                        "others_defer_accept": a.others_defer_accept,
                        "cpus": {c.name: c.cpus for c in contenders}, "client_cpus": CLIENT_CPUS,
-                       "build_dir": str(bin_dir), "scenarios": a.scenarios}
+                       "build_dir": str(bin_dir), "pgo": pgo_mode(bin_dir),
+                       "scenarios": a.scenarios}
     log(f"sluice bench: {', '.join(names)}; scenarios {','.join(a.scenarios)}; "
         f"{a.rounds} rounds × {a.duration} s; work dir {workdir}")
     origins = None

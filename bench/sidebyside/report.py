@@ -167,6 +167,10 @@ def markdown(doc):
         f"{s['connections']} wrk connections.",
         "- Ratios are medians of per-round ratios; \"best other\" is the better of the other "
         "contenders in the same round."]
+    if s.get("pgo") == "use":
+        lines.append("- sluice built with profile-guided optimisation (`bench/run.sh --pgo`: "
+                     "scripts/build-pgo.sh, as the package is built); nginx and HAProxy are "
+                     "Debian's builds.")
     if s.get("others_defer_accept"):
         lines.append("- `--others-defer-accept`: nginx listens with `deferred` and HAProxy binds "
                      "with `defer-accept` (TCP_DEFER_ACCEPT, sluice's default; off by default "
