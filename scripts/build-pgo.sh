@@ -14,8 +14,10 @@ profile=$(realpath -m "$build_dir/pgo-profile")
 stamp=$build_dir/pgo-stamp
 command -v wrk >/dev/null || { echo "build-pgo.sh: needs wrk (scripts/install-deps.sh --bench)" >&2; exit 1; }
 
-# The tree as it is (commit and uncommitted changes): a build from the same tree is kept.
-tree=$( (git rev-parse HEAD; git status --porcelain=v1 -uno; git diff HEAD) 2>/dev/null | sha256sum | cut -c1-16)
+# What the binary is made of, as the files are now (committed or not): the sources, the build
+# and the training. A build from the same inputs is kept.
+tree=$(find CMakeLists.txt src include scripts/build-pgo.sh scripts/pgo_train.py -type f -print0 |
+  sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16)
 if [[ -z ${FORCE:-} && -x $build_dir/sluice && -f $stamp && $(cat "$stamp") == "$tree" ]]; then
   echo "build-pgo.sh: $build_dir/sluice is up to date (tree $tree)" >&2
   exit 0
