@@ -21,7 +21,7 @@ for arg in "$@"; do
 done
 set -- ${args[@]+"${args[@]}"}
 if ((pgo)); then
-  export BUILD_DIR=${BUILD_DIR:-build/pgo}
+  export BUILD_DIR=${BUILD_DIR:-build/pgo} BENCH_PGO=1  # BENCH_PGO: the report shows --pgo
 else
   export BUILD_DIR=${BUILD_DIR:-build/release}
 fi

@@ -167,7 +167,8 @@ def main(argv):
     short, dirty = commit()
     doc = {"date": started_at.strftime("%Y-%m-%d"), "started": started_at.isoformat(timespec="seconds"),
            "commit": short, "dirty": dirty,
-           "command": "bench/run.sh " + shlex.join(argv) if argv else "bench/run.sh",
+           "command": shlex.join(["bench/run.sh", *(["--pgo"] if os.environ.get("BENCH_PGO") else []),
+                                  *argv]),
            "machine": machine()}
     Nginx.defer_accept = Haproxy.defer_accept = a.others_defer_accept
     if a.workers == 1:
