@@ -8,6 +8,7 @@ malformed requests. Then SIGTERM: the counts are written when the process exits.
 
 Loopback only (ports picked by the kernel); every load is bounded in time; every process started
 here is ended by its PID."""
+import http.client
 import re
 import socket
 import subprocess
@@ -45,21 +46,16 @@ def wrk(url, seconds, connections=64, headers=()):
 def uploads(port, count, size):
     """`count` PUTs of `size` bytes on one keep-alive connection (streamed beyond 64 KiB)."""
     body = b"x" * size
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-        buf = b""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
         for _ in range(count):
-            s.sendall(f"PUT / HTTP/1.1\r\nHost: t\r\nContent-Length: {size}\r\n\r\n".encode() + body)
-            while True:
-                end = buf.find(b"\r\n\r\n")
-                if end >= 0:
-                    length = int(re.search(rb"content-length: *(\d+)", buf[:end], re.I).group(1))
-                    if len(buf) >= end + 4 + length:
-                        buf = buf[end + 4 + length:]
-                        break
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise RuntimeError("sluice closed the upload connection")
-                buf += chunk
+            conn.request("PUT", "/", body=body)
+            answer = conn.getresponse()
+            answer.read()
+            if answer.status != 200:
+                raise RuntimeError(f"an upload got {answer.status}")
+    finally:
+        conn.close()
 
 
 def malformed(port):
