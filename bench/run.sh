@@ -14,14 +14,12 @@ cd "$(dirname "$0")/.."
 # --help and --render (rewrite an earlier result's markdown) measure nothing: no install, no build.
 setup=1
 pgo=0
-args=()
 for arg in "$@"; do
   [[ "$arg" == "-h" || "$arg" == "--help" || "$arg" == --render* ]] && setup=0
-  if [[ "$arg" == "--pgo" ]]; then pgo=1; else args+=("$arg"); fi
+  [[ "$arg" == "--pgo" ]] && pgo=1
 done
-set -- ${args[@]+"${args[@]}"}
 if ((pgo)); then
-  export BUILD_DIR=${BUILD_DIR:-build/pgo} BENCH_PGO=1  # BENCH_PGO: the report shows --pgo
+  export BUILD_DIR=${BUILD_DIR:-build/pgo}
 else
   export BUILD_DIR=${BUILD_DIR:-build/release}
 fi

@@ -68,6 +68,9 @@ def parse_args(argv):
     p.add_argument("--nginx-keepalive", type=int, default=96,
                    help="nginx upstream `keepalive`, idle connections per worker for the whole upstream "
                         "(default 96: sluice keeps 32 per server, three servers)")
+    p.add_argument("--pgo", action="store_true",
+                   help="sluice as the package is built, with profile-guided optimisation: "
+                        "bench/run.sh builds it with scripts/build-pgo.sh into build/pgo")
     p.add_argument("--others-defer-accept", action="store_true",
                    help="nginx `listen ... deferred` and HAProxy `bind ... defer-accept` "
                         "(TCP_DEFER_ACCEPT, off by default in both; on by default in sluice)")
@@ -160,6 +163,8 @@ def main(argv):
     for b in ("sluice", "sluice-origin"):
         if not (bin_dir / b).exists():
             sys.exit(f"{bin_dir / b} missing: build first (scripts/build.sh)")
+    if a.pgo and pgo_mode(bin_dir) != "use":
+        sys.exit(f"--pgo: {bin_dir} is not a PGO build (scripts/build-pgo.sh)")
     if "instr" in a.scenarios and not shutil.which("valgrind"):
         sys.exit("valgrind missing: scripts/install-deps.sh --bench")
     workdir = Path(tempfile.mkdtemp(prefix="sluice-bench-"))
@@ -167,8 +172,7 @@ def main(argv):
     short, dirty = commit()
     doc = {"date": started_at.strftime("%Y-%m-%d"), "started": started_at.isoformat(timespec="seconds"),
            "commit": short, "dirty": dirty,
-           "command": shlex.join(["bench/run.sh", *(["--pgo"] if os.environ.get("BENCH_PGO") else []),
-                                  *argv]),
+           "command": shlex.join(["bench/run.sh", *argv]),
            "machine": machine()}
     Nginx.defer_accept = Haproxy.defer_accept = a.others_defer_accept
     if a.workers == 1:
