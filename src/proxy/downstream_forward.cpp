@@ -169,7 +169,8 @@ struct DownstreamSession::AttemptHooks {
 net::awaitable<Failure> DownstreamSession::try_server(Exchange& x, Endpoint& ep,
                                             std::optional<socket_type>& upstream,
                                             Clock::time_point try_until) {
-  if (!x.upgrade) upstream = worker_.pool.acquire(ep);
+  upstream.reset();
+  if (!x.upgrade) worker_.pool.acquire(ep, upstream);
   if (upstream && !tls_fits(*x.upstream, ep, *upstream)) upstream.reset();
   return attempt_server(AttemptHooks{*this, x, ep, try_until}, upstream);
 }

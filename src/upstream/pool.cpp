@@ -21,24 +21,35 @@ bool ConnectionPool::is_alive(stream_type& stream, Clock::duration idle_for) noe
 }
 
 std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoint& endpoint) {
-  if (endpoint.id() >= idle_.size()) return std::nullopt;
+  std::optional<stream_type> stream;
+  acquire(endpoint, stream);
+  return stream;
+}
+
+void ConnectionPool::acquire(const Endpoint& endpoint, std::optional<stream_type>& into) {
+  if (endpoint.id() >= idle_.size()) return;
   auto& stack = idle_[endpoint.id()].idle;
   const auto now = clock_.now();
   while (!stack.empty()) {
-    Idle idle = std::move(stack.back());
-    stack.pop_back();
-    if (idle.expires > now && is_alive(idle.stream, now - idle.released)) return std::move(idle.stream);
-    boost::system::error_code ignored;
-    idle.stream.close(ignored);
+    auto& idle = stack.back();
+    if (idle.expires > now && is_alive(idle.stream, now - idle.released)) {
+      into.emplace(std::move(idle.stream));
+      stack.pop_back();
+      return;
+    }
+    stack.pop_back();  // closes it
   }
-  return std::nullopt;
 }
 
-void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::uint32_t max_idle,
+void ConnectionPool::release(const Endpoint& endpoint, stream_type&& stream, std::uint32_t max_idle,
                              Clock::duration keepalive_timeout) {
-  // The stream closes as it goes out of scope. A draining server (drained, or gone from DNS or
-  // the file) gets no new request, so a connection to it would only wait for its expiry.
-  if (max_idle == 0 || endpoint.draining()) return;
+  // A draining server (drained, or gone from DNS or the file) gets no new request, so a
+  // connection to it would only wait for its expiry.
+  if (max_idle == 0 || endpoint.draining()) {
+    boost::system::error_code ignored;
+    stream.close(ignored);
+    return;
+  }
   if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
   auto& [stack, keep] = idle_[endpoint.id()];
   keep = max_idle;
@@ -49,7 +60,7 @@ void ConnectionPool::release(const Endpoint& endpoint, stream_type stream, std::
   // Its next answer's short read may then prove it drained: the checkout after that needs no peek.
   stream.watch_hangup();
   const auto now = clock_.now();
-  stack.push_back(Idle{std::move(stream), now, now + keepalive_timeout});
+  stack.emplace_back(std::move(stream), now, now + keepalive_timeout);
 }
 
 void ConnectionPool::sweep() {

@@ -6,6 +6,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/write.hpp>
 #include <array>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <boost/asio/io_context.hpp>
@@ -265,6 +266,33 @@ TEST_F(Fixture, BoundedBySurplusFactorTimesMaxIdleEvenWithinTheLinger) {
 TEST_F(Fixture, ZeroKeepaliveKeepsNothing) {
   tcp::socket server(io);
   pool.release(endpoint, connect(&server), 0, std::chrono::seconds(30));
+  EXPECT_EQ(pool.idle_count(), 0u);
+}
+
+// release() takes the stream by reference: one it does not keep is closed there, not left open in
+// the caller's hands.
+TEST_F(Fixture, AConnectionNotKeptIsClosed) {
+  tcp::socket server(io);
+  auto c = connect(&server);
+  pool.release(endpoint, std::move(c), 0, std::chrono::seconds(30));
+  EXPECT_FALSE(c.is_open());
+  std::array<char, 1> byte{};
+  boost::system::error_code ec;
+  server.read_some(net::buffer(byte), ec);
+  EXPECT_EQ(ec, net::error::eof);
+}
+
+TEST_F(Fixture, AcquireIntoPlacesTheConnectionOrLeavesItEmpty) {
+  std::optional<ConnectionPool::stream_type> into;
+  pool.acquire(endpoint, into);
+  EXPECT_FALSE(into);
+  tcp::socket server(io);
+  auto c = connect(&server);
+  const auto port = c.socket().local_endpoint().port();
+  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.acquire(endpoint, into);
+  ASSERT_TRUE(into);
+  EXPECT_EQ(into->socket().local_endpoint().port(), port);
   EXPECT_EQ(pool.idle_count(), 0u);
 }
 

@@ -25,13 +25,15 @@
 // operation base class, the socket's implementation (which basic_socket keeps protected) and the
 // reactor's per-descriptor flags, registered events, epoll descriptor and completion function
 // (which it keeps private). The wait is Asio's wait operation with
-// another perform function; cancellation (cancel(), close(), per-operation cancellation slots)
-// and handler allocation work as for Asio's. Only on the thread that runs the io_context.
+// another perform function and no handler_work (see WaitOp); cancellation (cancel(), close(),
+// per-operation cancellation slots) and handler allocation work as for Asio's. Only on the thread
+// that runs the io_context, for handlers of that io_context.
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cassert>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -40,12 +42,12 @@
 #include <utility>
 
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/detail/bind_handler.hpp>
 #include <boost/asio/detail/epoll_reactor.hpp>
 #include <boost/asio/detail/fenced_block.hpp>
 #include <boost/asio/detail/handler_alloc_helpers.hpp>
 #include <boost/asio/detail/handler_cont_helpers.hpp>
-#include <boost/asio/detail/handler_work.hpp>
 #include <boost/asio/detail/reactor_op.hpp>
 #include <boost/asio/detail/socket_ops.hpp>
 #include <boost/asio/execution/context.hpp>
@@ -261,14 +263,22 @@ private:
   int fd_;
 };
 
-template <class Handler, class IoExecutor>
+// Asio's operations keep a handler_work beside the handler: outstanding work on the I/O
+// executor, and on completion a dispatch through the handler's executor unless it is the I/O
+// executor. Neither is needed here, and with any_io_executor both cost: two type-erased executor
+// copies, their destruction and a comparison per wait, ~150 instructions of a ~250-instruction
+// completion (bench/callgrind.sh, 2026-12-05). The reactor counts a queued operation as the
+// io_context's work itself (start_op), and every handler that waits here belongs to a coroutine of
+// the io_context that runs the socket (checked in debug builds): it is invoked directly, as the
+// dispatch would when the two executors are the same.
+template <class Handler>
 class WaitOp : public asio_detail::reactor_op {
 public:
   BOOST_ASIO_DEFINE_HANDLER_PTR(WaitOp);
 
-  WaitOp(int fd, Handler& handler, const IoExecutor& ex)
+  WaitOp(int fd, Handler& handler)
       : reactor_op(boost::system::error_code(), &WaitOp::do_perform, &WaitOp::do_complete),
-        fd_(fd), handler_(std::move(handler)), work_(handler_, ex) {}
+        fd_(fd), handler_(std::move(handler)) {}
 
   static status do_perform(reactor_op* base) {
     auto* o = static_cast<WaitOp*>(base);
@@ -280,21 +290,19 @@ public:
                           std::size_t) {
     auto* o = static_cast<WaitOp*>(base);
     ptr p = {std::addressof(o->handler_), o, o};
-    asio_detail::handler_work<Handler, IoExecutor> w(std::move(o->work_));
     asio_detail::binder1<Handler, boost::system::error_code> handler(o->handler_, o->ec_);
     p.h = std::addressof(handler.handler_);
     p.reset();
     if (owner) {
       asio_detail::fenced_block b(asio_detail::fenced_block::half);
       const TurnTime turn;  // the session's clock reads until its next wait: one vDSO call
-      w.complete(handler, handler.handler_);
+      handler();
     }
   }
 
 private:
   int fd_;
   Handler handler_;
-  asio_detail::handler_work<Handler, IoExecutor> work_;
 };
 
 // Starts `op` as a read-direction operation of `s`, as Asio's socket service does: per-operation
@@ -323,11 +331,14 @@ struct InitiateWait {
   template <class Handler>
   void operator()(Handler&& h) const {
     std::decay_t<Handler> handler(std::forward<Handler>(h));
-    using Op = WaitOp<std::decay_t<Handler>, tcp_socket::executor_type>;
+    using Op = WaitOp<std::decay_t<Handler>>;
+    assert(&boost::asio::query(boost::asio::get_associated_executor(handler, socket->get_executor()),
+                               boost::asio::execution::context) ==
+           &boost::asio::query(socket->get_executor(), boost::asio::execution::context));
     const bool is_continuation = boost_asio_handler_cont_helpers::is_continuation(handler);
     auto slot = boost::asio::get_associated_cancellation_slot(handler);
     typename Op::ptr p = {std::addressof(handler), Op::ptr::allocate(handler), nullptr};
-    p.p = new (p.v) Op(impl(*socket).socket_, handler, socket->get_executor());
+    p.p = new (p.v) Op(impl(*socket).socket_, handler);
     auto* op = p.p;
     p.v = p.p = nullptr;
     starting_wait = op;
