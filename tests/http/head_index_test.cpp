@@ -3,9 +3,11 @@
 // fuzz/targets/head_index.cpp, run here on each head), and the splice's own output.
 #include "sluice/http/head_index.hpp"
 
+#include <cctype>
+#include <string>
+
 #include <gtest/gtest.h>
 
-#include <string>
 #include <string_view>
 
 #include "indexed_request.hpp"
@@ -176,6 +178,33 @@ TEST(HeadIndex, LookupByKnownFieldAndByName) {
   EXPECT_EQ(classify_field("X-FORWARDED-FOR"), KnownField::x_forwarded_for);
   EXPECT_EQ(classify_field("Sluice-Anything"), KnownField::sluice);
   EXPECT_EQ(classify_field("X-Forwarded-Fo"), KnownField::unknown);
+}
+
+// classify_field() compares a word at a time (8 or 4 bytes, overlapping at the end): every known
+// name in any case, and every one-byte change of it, at every position.
+TEST(HeadIndex, ClassifyFieldMatchesEveryKnownNameAndNoNearMiss) {
+  const std::string_view names[] = {"host", "content-length", "transfer-encoding", "connection", "keep-alive",
+                                    "proxy-connection", "upgrade", "expect", "te", "trailer", "http2-settings",
+                                    "proxy-authorization", "proxy-authenticate", "x-forwarded-for",
+                                    "x-forwarded-proto", "x-forwarded-host", "x-request-id", "forwarded",
+                                    "idempotency-key", "cookie"};
+  for (const auto name : names) {
+    const auto k = classify_field(name);
+    EXPECT_NE(k, KnownField::unknown) << name;
+    std::string upper(name);
+    for (auto& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    EXPECT_EQ(classify_field(upper), k) << upper;
+    for (std::size_t i = 0; i < name.size(); ++i) {
+      std::string near(name);
+      near[i] = near[i] == 'q' ? 'z' : 'q';
+      EXPECT_NE(classify_field(near), k) << near;
+    }
+    EXPECT_EQ(classify_field(std::string(name) + "x"), KnownField::unknown) << name;
+  }
+  EXPECT_EQ(classify_field("SLUICE-"), KnownField::sluice);
+  EXPECT_EQ(classify_field("sluicE-error"), KnownField::sluice);
+  EXPECT_EQ(classify_field("sluice"), KnownField::unknown);
+  EXPECT_EQ(classify_field("sluicz-error"), KnownField::unknown);
 }
 
 TEST(HeadIndex, FramingFacts) {
