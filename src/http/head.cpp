@@ -78,14 +78,13 @@ void append_fields(std::string& out, const Fields& fields, const HeaderRules& ru
 
 void append_request_line(std::string& out, std::string_view method, std::string_view target,
                          const PathRewrite* path, bool has_host) {
-  out.append(method);
-  out.push_back(' ');
   if (path != nullptr) {
+    append_joined(out, {method, " "});
     append_rewritten_target(out, target, *path);
+    out.append(" HTTP/1.1\r\n");
   } else {
-    out.append(target);
+    append_joined(out, {method, " ", target, " HTTP/1.1\r\n"});
   }
-  out.append(" HTTP/1.1\r\n");
   if (!has_host) out.append("Host: \r\n");
 }
 

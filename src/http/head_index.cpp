@@ -509,10 +509,7 @@ public:
   // A line of ours (not from the head); flushes the run first.
   void line(std::string_view name, std::string_view value) {
     flush();
-    out_.append(name);
-    out_.append(": ");
-    out_.append(value);
-    out_.append(crlf);
+    append_joined(out_, {name, ": ", value, crlf});
   }
 
   void flush() {
@@ -642,13 +639,10 @@ void splice_request_head(std::string& out, const RequestHead& req, const Request
 namespace {
 
 void append_status_line(std::string& out, const ResponseHead& res, std::string_view if_no_reason) {
-  out.append("HTTP/1.1 ");
   char code[4];
   std::to_chars(code, code + 3, res.status());  // 100..599: the scan refused anything else
-  out.append(code, 3);
-  out.push_back(' ');
-  out.append(res.reason().empty() ? if_no_reason : res.reason());
-  out.append(crlf);
+  append_joined(out, {"HTTP/1.1 ", std::string_view(code, 3), " ", res.reason().empty() ? if_no_reason : res.reason(),
+                      crlf});
 }
 
 // The lines after the fields of a final head (append_response_head()).

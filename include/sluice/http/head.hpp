@@ -4,6 +4,8 @@
 // (fuzz/targets/) call the same code, so what is fuzzed is what runs.
 #include <chrono>
 #include <cstddef>
+#include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +49,21 @@ struct RequestEdits {
   const HeaderRules* rules = nullptr;
   const Variables* vars = nullptr;  // required with `rules`
 };
+
+// Appends the parts one after the other: one size check and growth of `out`, then a copy of each
+// part, where an append per part checks and grows each time (a head's lines are 3-5 parts;
+// bench/callgrind.sh, 2026-12-05: ~130 instructions per line, ~60 this way).
+inline void append_joined(std::string& out, std::initializer_list<std::string_view> parts) {
+  std::size_t n = 0;
+  for (const auto p : parts) n += p.size();
+  const auto at = out.size();
+  out.resize(at + n);
+  char* to = out.data() + at;
+  for (const auto p : parts) {
+    if (!p.empty()) std::memcpy(to, p.data(), p.size());
+    to += p.size();
+  }
+}
 
 // "METHOD target HTTP/1.1\r\n" towards the origin (always HTTP/1.1), the target rewritten by
 // `path` when there is one; then "Host: \r\n" when the request has no Host (an HTTP/1.0 request
