@@ -107,19 +107,37 @@ boost::asio::awaitable<FailureKind> read_final_head(Hooks hooks, Stream& upstrea
 }
 
 
+namespace detail {
+
+// send_whole() once a non-blocking write left part of the request (or the stream has none).
 template <class Hooks, class Stream, class Buffers, class Buffer>
-boost::asio::awaitable<FailureKind> send_whole(Hooks hooks, Stream& upstream, Buffers out, Buffer& in,
-                                               std::size_t max_header_bytes, std::uint64_t& sent) {
-  std::size_t written = 0;
+boost::asio::awaitable<FailureKind> send_rest(Hooks hooks, Stream& upstream, Buffers out, Buffer& in,
+                                              std::size_t max_header_bytes, std::uint64_t& sent,
+                                              std::size_t written) {
   boost::system::error_code ec;
-  // On a stream with try_write (tls::Stream) usually all of it at once, with no reactor operation.
-  if constexpr (requires { upstream.try_write(out); }) written = upstream.try_write(out);
-  if (written < boost::asio::buffer_size(out))
-    std::tie(ec, written) = co_await write_rest(upstream, out, written);
+  std::tie(ec, written) = co_await write_rest(upstream, out, written);
   sent = written;
   if (hooks.timed(ec)) co_return written == 0 ? FailureKind::reset_before_send : FailureKind::reset_after_send;
   hooks.arm_response();
   co_return co_await read_final_head(std::move(hooks), upstream, in, max_header_bytes);
+}
+
+}  // namespace detail
+
+// Not a coroutine: on a stream with try_write (tls::Stream) the request usually goes at once,
+// with no reactor operation, and what is awaited is read_final_head() itself, with no frame of
+// send_whole's around it (one frame fewer per request: ~150 instructions). The write is tried when
+// send_whole() is called, which is where it is awaited.
+template <class Hooks, class Stream, class Buffers, class Buffer>
+boost::asio::awaitable<FailureKind> send_whole(Hooks hooks, Stream& upstream, Buffers out, Buffer& in,
+                                               std::size_t max_header_bytes, std::uint64_t& sent) {
+  std::size_t written = 0;
+  if constexpr (requires { upstream.try_write(out); }) written = upstream.try_write(out);
+  if (written < boost::asio::buffer_size(out))
+    return detail::send_rest(std::move(hooks), upstream, out, in, max_header_bytes, sent, written);
+  sent = written;
+  hooks.arm_response();
+  return read_final_head(std::move(hooks), upstream, in, max_header_bytes);
 }
 
 template <class Hooks, class Stream>
