@@ -84,10 +84,11 @@ void ParkingLot::park(ParkedClient client) {
   worker_.sessions.push_back(*parked);
   ++parked_;
   auto& socket = parked->client.stream.socket();
-  tls::edge::async_wait_readable(
-      socket, boost::asio::bind_allocator(SlabAllocator<void>(&slab_), [p = std::move(parked)](error_code ec) {
-        p->lot.on_ready(*p, ec);
-      }));
+  auto ready = boost::asio::bind_allocator(SlabAllocator<void>(&slab_), [p = std::move(parked)](error_code ec) {
+    p->lot.on_ready(*p, ec);
+  });
+  static_assert(sizeof(tls::edge::WaitOp<decltype(ready)>) <= Slab::block_size);
+  tls::edge::async_wait_readable(socket, std::move(ready));
 }
 
 void ParkingLot::on_ready(Parked& parked, error_code ec) {

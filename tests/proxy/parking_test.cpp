@@ -168,13 +168,13 @@ TEST_F(ParkingTest, AParkedConnectionHoldsTwoSlabBlocksAndNothingOfTheHeap) {
 TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {
   Slab slab;
   std::vector<void*> blocks;
-  for (std::size_t i = 0; i < 3 * Slab::blocks_per_chunk; ++i) blocks.push_back(slab.allocate(200));
+  for (std::size_t i = 0; i < 3 * Slab::blocks_per_chunk; ++i) blocks.push_back(slab.allocate(Slab::block_size));
   EXPECT_EQ(slab.chunks(), 3u);
   EXPECT_EQ(slab.used(), 3 * Slab::blocks_per_chunk);
   void* last = blocks.back();
-  slab.deallocate(last, 200);
-  EXPECT_EQ(slab.allocate(200), last);  // the block just freed comes back first
-  for (void* b : blocks) slab.deallocate(b, 200);
+  slab.deallocate(last, Slab::block_size);
+  EXPECT_EQ(slab.allocate(Slab::block_size), last);  // the block just freed comes back first
+  for (void* b : blocks) slab.deallocate(b, Slab::block_size);
   EXPECT_EQ(slab.used(), 0u);
   EXPECT_EQ(slab.chunks(), 1u);  // the burst's chunks went back to the heap
   void* big = slab.allocate(Slab::block_size + 1);  // beyond a block: the heap

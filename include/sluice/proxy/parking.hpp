@@ -43,11 +43,13 @@ struct ParkedClient {
 // side in a few chunks instead of strewn, a few hundred bytes each, between the heap chunks that
 // sessions free as they park (which left ~0.4 KiB of fragmentation per parked connection). When
 // no block is in use the chunks beyond the first go back to the heap. A block fits the larger of
-// the two, Asio's wait operation (208 bytes with GCC 12 and Boost 1.81; the record is 176): 256-byte
-// blocks left 128 bytes per parked connection unused. Anything larger goes to the heap, counted.
+// the two (both static_asserts in parking.cpp): the record, 176 bytes with GCC 12 and Boost 1.81,
+// and the wait's operation (tls/edge_io.hpp), 208 bytes while it carried Asio's handler_work and
+// less since. 256-byte blocks left 128 bytes per parked connection unused. Anything larger goes to
+// the heap, counted.
 class Slab {
 public:
-  static constexpr std::size_t block_size = 208;
+  static constexpr std::size_t block_size = 176;
   static constexpr std::size_t blocks_per_chunk = 64;
   Slab() = default;
   Slab(const Slab&) = delete;
