@@ -265,12 +265,12 @@ private:
 
 // Asio's operations keep a handler_work beside the handler: outstanding work on the I/O
 // executor, and on completion a dispatch through the handler's executor unless it is the I/O
-// executor. Neither is needed here, and with any_io_executor both cost: two type-erased executor
-// copies, their destruction and a comparison per wait, ~150 instructions of a ~250-instruction
-// completion (bench/callgrind.sh, 2026-12-05). The reactor counts a queued operation as the
-// io_context's work itself (start_op), and every handler that waits here belongs to a coroutine of
-// the io_context that runs the socket (checked in debug builds): it is invoked directly, as the
-// dispatch would when the two executors are the same.
+// executor. Neither is needed here, and with any_io_executor both cost: type-erased executor
+// copies, their destruction and a comparison per wait (with the pool's single moves: 12,658 ->
+// 11,704 instructions per request, bench/allocs_per_request.py --instr). The reactor counts a
+// queued operation as the io_context's work itself (start_op), and every handler that waits here
+// belongs to a coroutine of the io_context that runs the socket (checked in debug builds): it is
+// invoked directly, as the dispatch would when the two executors are the same.
 template <class Handler>
 class WaitOp : public asio_detail::reactor_op {
 public:
