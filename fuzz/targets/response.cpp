@@ -190,7 +190,8 @@ void response_stream(const std::uint8_t* data, std::size_t size) {
   const bool reusable = upstream_keep_alive && !plan.until_close && in.empty();
   // (An incomplete body returned above: the session closes the connection then.)
   if (reusable) check(!parser->need_eof(), "pooled although the origin frames by its close");
-  if (reusable && plan.chunked_in) check(decoder.done(), "pooled before the last chunk");
+  // A body only when one is expected: a HEAD's answer may say "chunked" and have none.
+  if (reusable && plan.chunked_in && plan.body_expected) check(decoder.done(), "pooled before the last chunk");
   reparse(wire, want, ctx, false);
 }
 

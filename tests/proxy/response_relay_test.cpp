@@ -245,6 +245,20 @@ TEST(RelayResponse, ABodilessResponseIsItsHeadAlone) {
   EXPECT_EQ(r.seen.reads, 0);
 }
 
+// The answer to a HEAD says "chunked" but has no body (RFC 9110 §9.3.2): nothing is read for it,
+// no last-chunk is awaited, and the connection is reusable (fuzz_response's invariant had missed
+// this case: fuzz/regressions/response/head-answered-chunked).
+TEST(RelayResponse, AChunkedAnswerToAHeadHasNoBodyAndItsConnectionIsReusable) {
+  Relay r("");
+  // As plan_response() plans it: no body expected, so nothing to re-chunk either.
+  auto p = http::detail::plan_response(200, true, false, "chunked", true, 11, true);
+  ASSERT_TRUE(p.chunked_in);
+  ASSERT_FALSE(p.body_expected || p.chunked_out);
+  EXPECT_EQ(r.run(framing(p)), true);
+  EXPECT_EQ(r.received(), head);
+  EXPECT_EQ(r.seen.reads, 0);
+}
+
 // Every origin read fails in turn until none does: a failing run is a reset after the request
 // was sent (never a bad response), and the client got a prefix of the answer, never more.
 TEST(RelayResponse, FailEveryOriginReadInTurnUntilItSucceeds) {
