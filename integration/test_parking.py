@@ -1,5 +1,5 @@
 """Idle keep-alive connections parked outside their session (docs/architecture.md, "Memory on
-the data path"; proxy/parking.hpp): after park_after (100 ms) without a next request a plain
+the data path"; proxy/parking.hpp): after park_after (25 ms) without a next request a plain
 connection keeps only its socket, its client address and its idle deadline. What a client and an
 operator see must not change: the next request on it is served as that client's (the PROXY
 protocol address included), the admin counts it, graceful shutdown closes it at once.

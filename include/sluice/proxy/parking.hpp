@@ -28,10 +28,15 @@
 
 namespace sluice::proxy {
 
-// How long a session waits for a next request before it parks its connection. Short, so that
-// idle connections cost little; long enough that a client sending its requests back to back
-// (the hot path) never parks and wakes, which allocates (a session and its frames).
-inline constexpr std::chrono::milliseconds park_after{100};
+// How long a session waits for a next request before it parks its connection. Long enough that a
+// client sending its requests back to back (the hot path: ~1 ms apart on each of 64 connections
+// at 60k requests/s) never parks and wakes, which costs ~13k instructions (a wake allocates
+// nothing: the session's frames and buffers come from the worker's pools). Short, because until
+// then the connection holds a whole session: while a client opens connections at 5k/s, the
+// sessions of the last park_after are alive at once, and what they free when they park leaves
+// holes between what stays (the parked records, Asio's reactor state per socket). At 100 ms an
+// idle connection cost 0.6-1.1 KiB, at 25 ms 0.4-0.55 (docs/performance.md, session 17).
+inline constexpr std::chrono::milliseconds park_after{25};
 
 struct ParkedClient {
   tls::Stream stream;
