@@ -1,9 +1,12 @@
 #include "sluice/proxy/parking.hpp"
 
-#include <memory>
-#include <new>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
-#include <boost/asio/bind_allocator.hpp>
+#include <cerrno>
+#include <new>
+#include <system_error>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -13,28 +16,33 @@ namespace sluice::proxy {
 
 using boost::system::error_code;
 
-// One parked connection. Owned by its pending wait's handler: it ends when the wait completes
-// (readable, or cancelled by close()), never while the wait is pending.
+namespace {
+int make_epoll() {
+  const int fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "epoll_create1 for parked connections");
+  return fd;
+}
+}  // namespace
+
+// One parked connection: the descriptor, out of every reactor but the lot's epoll set, and what
+// its next session needs. Owned by the lot, which frees it when it wakes or ends.
 struct ParkingLot::Parked final : SessionLink {
-  Parked(ParkingLot& lot, ParkedClient c) : lot(lot), client(std::move(c)) {
-    deadline = client.idle_until;
-  }
-  ~Parked() {
-    if (is_linked()) lot.worker_.sessions.erase(lot.worker_.sessions.iterator_to(*this));
+  Parked(ParkingLot& lot, int fd, bool v6, const boost::asio::ip::address& client, Clock::time_point idle_until)
+      : lot(lot), client(client), idle_until(idle_until), fd(fd), v6(v6) {
+    deadline = idle_until;
   }
   // The idle timeout passed; graceful shutdown or a reload closes idle connections; so does the
-  // shutdown timeout. Closing cancels the wait, whose handler then ends the connection.
-  void expire() override { close(); }
-  void close_if_idle() override { close(); }
-  void close() override {
-    deadline = Clock::time_point::max();
-    error_code ignored;
-    client.stream.close(ignored);
-  }
+  // shutdown timeout.
+  void expire() override { lot.end(*this); }
+  void close_if_idle() override { lot.end(*this); }
+  void close() override { lot.end(*this); }
   bool holds_upstream() const noexcept override { return false; }
 
   ParkingLot& lot;
-  ParkedClient client;
+  boost::asio::ip::address client;
+  Clock::time_point idle_until;
+  int fd;
+  bool v6;
 };
 
 static_assert(sizeof(ParkingLot::Parked) <= Slab::block_size);
@@ -73,35 +81,104 @@ void Slab::link(Block* chunk) noexcept {
   }
 }
 
-void ParkingLot::Release::operator()(Parked* p) const noexcept {
-  Slab& slab = p->lot.slab_;
-  p->~Parked();
-  slab.deallocate(p, sizeof(Parked));
+ParkingLot::ParkingLot(WorkerContext& worker, Wake wake, Ended ended)
+    : worker_(worker), wake_(std::move(wake)), ended_(std::move(ended)), epoll_(make_epoll()), watch_(worker.io) {}
+
+ParkingLot::~ParkingLot() {
+  for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) {
+    auto* parked = dynamic_cast<Parked*>(&*it++);
+    if (parked != nullptr && &parked->lot == this) {
+      ::close(parked->fd);
+      drop(*parked);
+    }
+  }
+  if (!watch_.is_open()) ::close(epoll_);  // else watch_ closes it
 }
 
-void ParkingLot::park(ParkedClient client) {
-  std::unique_ptr<Parked, Release> parked(new (slab_.allocate(sizeof(Parked))) Parked(*this, std::move(client)));
-  worker_.sessions.push_back(*parked);
-  ++parked_;
-  auto& socket = parked->client.stream.socket();
-  auto ready = boost::asio::bind_allocator(SlabAllocator<void>(&slab_), [p = std::move(parked)](error_code ec) {
-    p->lot.on_ready(*p, ec);
-  });
-  static_assert(sizeof(tls::edge::WaitOp<decltype(ready)>) <= Slab::block_size);
-  tls::edge::async_wait_readable(socket, std::move(ready));
-}
-
-void ParkingLot::on_ready(Parked& parked, error_code ec) {
-  --parked_;
-  worker_.sessions.erase(worker_.sessions.iterator_to(parked));
-  if (ec || !parked.client.stream.is_open()) {
-    error_code ignored;
-    parked.client.stream.close(ignored);
+void ParkingLot::park(ParkedClient c) {
+  auto& socket = c.stream.socket();
+  const bool v6 = tls::edge::impl(socket).protocol_.family() == AF_INET6;
+  error_code ec;
+  const int fd = socket.release(ec);  // out of the reactor: EPOLL_CTL_DEL
+  if (ec) {
+    c.stream.close(ec);
     ended_();
     return;
   }
+  auto* parked = new (slab_.allocate(sizeof(Parked))) Parked(*this, fd, v6, c.client, c.idle_until);
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLONESHOT;  // level-triggered: bytes that came before this count
+  ev.data.ptr = parked;
+  if (::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    ::close(fd);
+    parked->~Parked();
+    slab_.deallocate(parked, sizeof(Parked));
+    ended_();
+    return;
+  }
+  worker_.sessions.push_back(*parked);
+  ++parked_;
+  watch();
+}
+
+void ParkingLot::watch() {
+  if (watching_ || parked_ == 0) return;
+  if (!watch_.is_open()) {
+    error_code ec;
+    watch_.assign(epoll_, ec);  // on the worker's thread: the reactor takes no locks
+    if (ec) throw std::system_error(ec, "watching the parked connections");
+  }
+  watching_ = true;
+  watch_.async_wait(boost::asio::posix::descriptor_base::wait_read, [this](error_code ec) { on_ready(ec); });
+}
+
+void ParkingLot::on_ready(error_code ec) {
+  watching_ = false;
+  if (!ec) {
+    // Until the set has nothing ready: the reactor sees epoll_ edge-triggered.
+    epoll_event events[32];
+    for (;;) {
+      const int n = ::epoll_wait(epoll_, events, 32, 0);
+      if (n < 0 && errno == EINTR) continue;
+      for (int i = 0; i < n; ++i) wake(*static_cast<Parked*>(events[i].data.ptr));
+      if (n < 32) break;
+    }
+  }
+  watch();
+}
+
+void ParkingLot::wake(Parked& parked) {
   // Readable: a next request, or the client's FIN or reset, which the session reads as such.
-  wake_(std::move(parked.client));
+  const int fd = parked.fd;
+  ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);  // else it would stay in the set, disarmed,
+                                                    // and be called on at every packet
+  ParkedClient client{tls::Stream(worker_.io), parked.client, parked.idle_until};
+  const auto protocol = parked.v6 ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4();
+  drop(parked);
+  error_code ec;
+  tls::edge::adopt(client.stream.socket(), protocol, fd, ec);  // back in the reactor; closes fd on failure
+  if (ec) {
+    ended_();
+    return;
+  }
+  wake_(std::move(client));
+}
+
+void ParkingLot::end(Parked& parked) noexcept {
+  ::close(parked.fd);  // which takes it out of epoll_ too
+  drop(parked);
+  if (parked_ == 0 && watching_) {
+    error_code ignored;
+    watch_.cancel(ignored);  // nothing to watch: the worker's io_context may run out of work
+  }
+  ended_();
+}
+
+void ParkingLot::drop(Parked& parked) noexcept {
+  worker_.sessions.erase(worker_.sessions.iterator_to(parked));
+  --parked_;
+  parked.~Parked();
+  slab_.deallocate(&parked, sizeof(Parked));
 }
 
 void trim_heap() noexcept {

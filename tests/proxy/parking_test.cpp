@@ -1,12 +1,14 @@
 // Parked idle connections over real loopback sockets: a parked connection wakes when its client
-// sends, and only then; graceful shutdown, the shutdown timeout and the idle timeout close it and
-// count it ended; it sits in the worker's session list while parked. HeapTrim's decision.
+// sends (or closes), and only then, as a socket of the worker's reactor again; graceful shutdown,
+// the shutdown timeout and the idle timeout close it at once and count it ended; it sits in the
+// worker's session list while parked, out of the reactor, in one slab block. HeapTrim's decision.
 #include "sluice/proxy/parking.hpp"
 
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -30,9 +32,14 @@ protected:
       : access_(config::LogSection{}),
         worker_(0, io_, clock_, access_),
         lot_(
-            worker_, [this](ParkedClient c) { woken_.emplace(std::move(c)); }, [this] { ++ended_; }) {}
-  // As Worker::join() does: what is still parked is closed and its wait's handler run, before
-  // the lot and the session list it is in go.
+            worker_,
+            [this](ParkedClient c) {
+              woken_.emplace(std::move(c));
+              ++wakes_;
+            },
+            [this] { ++ended_; }) {}
+  // As Worker::join() does: what is still parked is closed before the lot and the session list
+  // it is in go.
   ~ParkingTest() override {
     close_every_session(&SessionLink::close);
     io_.restart();
@@ -81,6 +88,7 @@ protected:
   ParkingLot lot_;
   std::optional<ParkedClient> woken_;
   int ended_ = 0;
+  int wakes_ = 0;
 };
 
 TEST_F(ParkingTest, WakesWithTheClientsBytesWhenItSends) {
@@ -156,13 +164,74 @@ TEST_F(ParkingTest, ManyParkedConnectionsWakeOneByOne) {
   EXPECT_EQ(worker_.sessions.size(), 1u);
 }
 
-TEST_F(ParkingTest, AParkedConnectionHoldsTwoSlabBlocksAndNothingOfTheHeap) {
-  // The record and its wait's operation, each in one block: none too large for it.
+TEST_F(ParkingTest, AParkedConnectionHoldsOneSlabBlockAndNothingOfTheHeap) {
   auto a = park();
   auto b = park();
   auto c = park();
-  EXPECT_EQ(lot_.slab().used(), 6u);
+  EXPECT_EQ(lot_.slab().used(), 3u);
   EXPECT_EQ(lot_.slab().oversized(), 0u);
+  close_every_session(&SessionLink::close);
+  EXPECT_EQ(lot_.slab().used(), 0u);  // at once: no wait left to complete
+  EXPECT_EQ(ended_, 3);
+}
+
+TEST_F(ParkingTest, AWokenConnectionIsTheReactorsAgainAndCanParkAgain) {
+  auto client = park();
+  net::write(client, net::buffer(std::string_view("a")));
+  settle();
+  ASSERT_TRUE(woken_);
+  auto& socket = woken_->stream.socket();
+  ASSERT_NE(tls::edge::impl(socket).reactor_data_, nullptr);  // registered: asynchronous reads work
+  char byte = 0;
+  std::size_t got = 0;
+  socket.async_read_some(net::buffer(&byte, 1), [&](boost::system::error_code ec, std::size_t n) {
+    EXPECT_FALSE(ec);
+    got = n;
+  });
+  io_.restart();
+  io_.poll();
+  EXPECT_EQ(got, 1u);
+  EXPECT_EQ(byte, 'a');
+
+  // Parked a second time, woken a second time: the descriptor left the lot's set when it woke.
+  ParkedClient again = std::move(*woken_);
+  woken_.reset();
+  lot_.park(std::move(again));
+  io_.restart();
+  io_.poll();
+  EXPECT_FALSE(woken_);
+  net::write(client, net::buffer(std::string_view("b")));
+  settle();
+  ASSERT_TRUE(woken_);
+  net::read(woken_->stream.socket(), net::buffer(&byte, 1));
+  EXPECT_EQ(byte, 'b');
+}
+
+TEST_F(ParkingTest, BytesThatCameBeforeTheParkWakeItAtOnce) {
+  tcp::acceptor acceptor(io_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
+  tcp::socket client(io_);
+  client.connect(acceptor.local_endpoint());
+  tcp::socket server = acceptor.accept();
+  net::write(client, net::buffer(std::string_view("GET")));
+  for (int i = 0; i < 200 && server.available() < 3; ++i) std::this_thread::sleep_for(1ms);  // loopback delivery
+  ASSERT_EQ(server.available(), 3u);
+  lot_.park({tls::Stream(std::move(server)), net::ip::make_address("127.0.0.1"), clock_.now() + 60s});
+  settle();
+  EXPECT_TRUE(woken_);
+}
+
+TEST_F(ParkingTest, ManyReadyAtOnceAllWake) {
+  // More than one of the lot's epoll_wait batches (32) ready before the worker runs: all wake.
+  std::vector<tcp::socket> clients;
+  for (int i = 0; i < 80; ++i) clients.push_back(park());
+  for (auto& c : clients) net::write(c, net::buffer(std::string_view("x")));  // delivered on return
+  for (int i = 0; i < 200 && wakes_ < 80; ++i) {
+    io_.restart();
+    io_.run_for(5ms);
+  }
+  EXPECT_EQ(wakes_, 80);
+  EXPECT_EQ(lot_.size(), 0u);
+  EXPECT_TRUE(worker_.sessions.empty());
 }
 
 TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {

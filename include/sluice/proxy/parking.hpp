@@ -3,12 +3,16 @@
 // idle connection holds").
 //
 // A session waiting for the next request on a plain keep-alive connection for longer than
-// park_after gives its connection here and ends: its DownstreamSession object, its coroutine frames and its
-// buffers go back to the worker and the heap. What stays is a ParkedClient (the socket, the
-// client's address, the idle deadline) in the worker's session list (for graceful shutdown,
-// reload and the idle timeout) with one wait for readability on the socket. When the client
-// sends its next request, the worker serves the connection with a fresh session, which starts
-// with the bytes the kernel holds.
+// park_after gives its connection here and ends: its DownstreamSession object, its coroutine
+// frames and its buffers go back to the worker's pools. What stays is a 96-byte record (the
+// descriptor, the client's address, the idle deadline) in the worker's session list (for graceful
+// shutdown, reload and the idle timeout). The descriptor leaves the worker's reactor (Asio's
+// per-socket state, ~200 bytes, goes back to the reactor's pool for the next socket) for the lot's
+// own epoll set, which the reactor watches as one descriptor: one-shot, level-triggered
+// readability. When the client sends its next request (or closes), the worker serves the
+// connection with a fresh session over the same descriptor, back in the reactor, which starts
+// with the bytes the kernel holds. A park and a wake cost four epoll_ctl calls between them; a
+// client sending back to back never pays them.
 //
 // Not parked: TLS connections (their TLS engine may hold decrypted bytes the socket's readiness
 // does not show), and connections with bytes already buffered (a pipelined request).
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 
 #include "sluice/core/clock.hpp"
 #include "sluice/proxy/worker_context.hpp"
@@ -30,12 +35,12 @@ namespace sluice::proxy {
 
 // How long a session waits for a next request before it parks its connection. Long enough that a
 // client sending its requests back to back (the hot path: ~1 ms apart on each of 64 connections
-// at 60k requests/s) never parks and wakes, which costs ~13k instructions (a wake allocates
-// nothing: the session's frames and buffers come from the worker's pools). Short, because until
-// then the connection holds a whole session: while a client opens connections at 5k/s, the
-// sessions of the last park_after are alive at once, and what they free when they park leaves
-// holes between what stays (the parked records, Asio's reactor state per socket). At 100 ms an
-// idle connection cost 0.6-1.1 KiB, at 25 ms 0.4-0.55 (docs/performance.md, session 17).
+// at 60k requests/s) never parks and wakes, which costs ~13k instructions and four epoll_ctl
+// calls (a wake allocates nothing: the session's frames and buffers come from the worker's
+// pools). Short, because until then the connection holds a whole session: while a client opens
+// connections at 5k/s, the sessions of the last park_after are alive at once, and what they free
+// when they park leaves holes between what stays. At 100 ms an idle connection cost 0.6-1.1 KiB,
+// at 25 ms 0.4-0.55 (docs/performance.md, session 17).
 inline constexpr std::chrono::milliseconds park_after{25};
 
 struct ParkedClient {
@@ -44,18 +49,15 @@ struct ParkedClient {
   Clock::time_point idle_until;     // the connection's idle_timeout ends here
 };
 
-// Fixed-size blocks carved from 13 KiB chunks, for the parked records and their waits: side by
-// side in a few chunks instead of strewn, a few hundred bytes each, between the heap chunks that
-// sessions free as they park (which left ~0.4 KiB of fragmentation per parked connection). When
-// no block is in use the chunks beyond the first go back to the heap. A block fits the larger of
-// the two (both static_asserts in parking.cpp): the record, 176 bytes with GCC 12 and Boost 1.81,
-// and the wait's operation (tls/edge_io.hpp), 208 bytes while it carried Asio's handler_work and
-// less since. 256-byte blocks left 128 bytes per parked connection unused. Anything larger goes to
-// the heap, counted.
+// Fixed-size blocks carved from 12 KiB chunks, for the parked records: side by side in a few chunks
+// instead of strewn, one per connection, between the heap chunks that sessions free as they park
+// (which left ~0.4 KiB of fragmentation per parked connection). When no block is in use the
+// chunks beyond the first go back to the heap. A block fits the record (static_assert in
+// parking.cpp: 88 bytes with GCC 12 and Boost 1.81). Anything larger goes to the heap, counted.
 class Slab {
 public:
-  static constexpr std::size_t block_size = 176;
-  static constexpr std::size_t blocks_per_chunk = 64;
+  static constexpr std::size_t block_size = 96;
+  static constexpr std::size_t blocks_per_chunk = 128;
   Slab() = default;
   Slab(const Slab&) = delete;
   Slab& operator=(const Slab&) = delete;
@@ -80,32 +82,22 @@ private:
   std::size_t oversized_ = 0;
 };
 
-// A standard allocator over a Slab (Asio allocates a wait's operation with it).
-template <class T>
-struct SlabAllocator {
-  using value_type = T;
-  explicit SlabAllocator(Slab* slab) noexcept : slab(slab) {}
-  template <class U>
-  SlabAllocator(const SlabAllocator<U>& other) noexcept : slab(other.slab) {}
-  T* allocate(std::size_t n) { return static_cast<T*>(slab->allocate(n * sizeof(T))); }
-  void deallocate(T* p, std::size_t n) noexcept { slab->deallocate(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const SlabAllocator<U>& o) const noexcept { return slab == o.slab; }
-  Slab* slab;
-};
-
 class ParkingLot {
 public:
   // `wake`: the client sent bytes (or closed): serve the connection again. `ended`: a parked
   // connection was closed (idle timeout, shutdown, reload) without waking.
   using Wake = std::function<void(ParkedClient)>;
   using Ended = std::function<void()>;
-  ParkingLot(WorkerContext& worker, Wake wake, Ended ended)
-      : worker_(worker), wake_(std::move(wake)), ended_(std::move(ended)) {}
+  // Throws std::system_error if the system gives no epoll instance.
+  ParkingLot(WorkerContext& worker, Wake wake, Ended ended);
+  // What is still parked is closed, not counted as ended (the worker is going).
+  ~ParkingLot();
   ParkingLot(const ParkingLot&) = delete;
   ParkingLot& operator=(const ParkingLot&) = delete;
 
-  // Takes the connection; it joins the worker's session list until it wakes or ends.
+  // Takes the connection (plain, open, nothing buffered); it joins the worker's session list
+  // until it wakes or ends. Closing a parked connection (SessionLink's expire, close_if_idle,
+  // close) ends it at once: its record leaves the session list during that call.
   void park(ParkedClient client);
   std::size_t size() const noexcept { return parked_; }
   const Slab& slab() const noexcept { return slab_; }
@@ -113,15 +105,19 @@ public:
   struct Parked;
 
 private:
-  struct Release {
-    void operator()(Parked* p) const noexcept;
-  };
-  void on_ready(Parked& parked, boost::system::error_code ec);
+  void watch();
+  void on_ready(boost::system::error_code ec);
+  void wake(Parked& parked);
+  void end(Parked& parked) noexcept;
+  void drop(Parked& parked) noexcept;
 
   WorkerContext& worker_;
   Slab slab_;
   Wake wake_;
   Ended ended_;
+  int epoll_;  // the parked descriptors, one-shot each; owned by watch_ once it is registered
+  boost::asio::posix::stream_descriptor watch_;  // epoll_ in the worker's reactor
+  bool watching_ = false;  // a wait on watch_ is pending
   std::size_t parked_ = 0;
 };
 
