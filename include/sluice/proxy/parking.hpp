@@ -1,6 +1,6 @@
 #pragma once
-// Idle keep-alive client connections, parked outside their session (docs/performance.md, "What an
-// idle connection holds").
+// Idle keep-alive client connections, parked outside their session (docs/architecture.md, "Memory
+// on the data path").
 //
 // A session waiting for the next request on a plain keep-alive connection for longer than
 // park_after gives its connection here and ends: its DownstreamSession object, its coroutine
