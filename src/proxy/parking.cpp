@@ -85,21 +85,26 @@ ParkingLot::ParkingLot(WorkerContext& worker, Wake wake, Ended ended)
     : worker_(worker), wake_(std::move(wake)), ended_(std::move(ended)), epoll_(make_epoll()), watch_(worker.io) {}
 
 ParkingLot::~ParkingLot() {
+  close_all(false);
+  if (!watch_.is_open()) ::close(epoll_);  // else watch_ closes it
+}
+
+void ParkingLot::close_all(bool count_ended) noexcept {
   for (auto it = worker_.sessions.begin(); it != worker_.sessions.end();) {
     auto* parked = dynamic_cast<Parked*>(&*it++);
-    if (parked != nullptr && &parked->lot == this) {
-      ::close(parked->fd);
-      drop(*parked);
-    }
+    if (parked == nullptr || &parked->lot != this) continue;
+    ::close(parked->fd);
+    drop(*parked);
+    if (count_ended) ended_();
   }
-  if (!watch_.is_open()) ::close(epoll_);  // else watch_ closes it
 }
 
 void ParkingLot::park(ParkedClient c) {
   auto& socket = c.stream.socket();
   const bool v6 = tls::edge::impl(socket).protocol_.family() == AF_INET6;
   error_code ec;
-  const int fd = socket.release(ec);  // out of the reactor: EPOLL_CTL_DEL
+  if (!watch_.is_open()) watch_.assign(epoll_, ec);  // on the worker's thread: the reactor takes no locks
+  const int fd = ec ? -1 : socket.release(ec);      // out of the reactor: EPOLL_CTL_DEL
   if (ec) {
     c.stream.close(ec);
     ended_();
@@ -123,17 +128,18 @@ void ParkingLot::park(ParkedClient c) {
 
 void ParkingLot::watch() {
   if (watching_ || parked_ == 0) return;
-  if (!watch_.is_open()) {
-    error_code ec;
-    watch_.assign(epoll_, ec);  // on the worker's thread: the reactor takes no locks
-    if (ec) throw std::system_error(ec, "watching the parked connections");
-  }
   watching_ = true;
   watch_.async_wait(boost::asio::posix::descriptor_base::wait_read, [this](error_code ec) { on_ready(ec); });
 }
 
 void ParkingLot::on_ready(error_code ec) {
   watching_ = false;
+  if (ec && ec != boost::asio::error::operation_aborted) {
+    // The set cannot be waited on (never seen): its connections are closed, as at their idle
+    // timeout, rather than left to a wait that fails again at once.
+    close_all(true);
+    return;
+  }
   if (!ec) {
     // Until the set has nothing ready: the reactor sees epoll_ edge-triggered.
     epoll_event events[32];

@@ -110,6 +110,7 @@ private:
   void wake(Parked& parked);
   void end(Parked& parked) noexcept;
   void drop(Parked& parked) noexcept;
+  void close_all(bool count_ended) noexcept;
 
   WorkerContext& worker_;
   Slab slab_;
