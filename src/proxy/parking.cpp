@@ -27,8 +27,9 @@ int make_epoll() {
 // One parked connection: the descriptor, out of every reactor but the lot's epoll set, and what
 // its next session needs. Owned by the lot, which frees it when it wakes or ends.
 struct ParkingLot::Parked final : SessionLink {
+  // The idle deadline is SessionLink's `deadline`: the worker's tick expires the record then.
   Parked(ParkingLot& lot, int fd, bool v6, const boost::asio::ip::address& client, Clock::time_point idle_until)
-      : lot(lot), client(client), idle_until(idle_until), fd(fd), v6(v6) {
+      : lot(lot), client(client), fd(fd), v6(v6) {
     deadline = idle_until;
   }
   // The idle timeout passed; graceful shutdown or a reload closes idle connections; so does the
@@ -40,7 +41,6 @@ struct ParkingLot::Parked final : SessionLink {
 
   ParkingLot& lot;
   boost::asio::ip::address client;
-  Clock::time_point idle_until;
   int fd;
   bool v6;
 };
@@ -158,7 +158,7 @@ void ParkingLot::wake(Parked& parked) {
   const int fd = parked.fd;
   ::epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);  // else it would stay in the set, disarmed,
                                                     // and be called on at every packet
-  ParkedClient client{tls::Stream(worker_.io), parked.client, parked.idle_until};
+  ParkedClient client{tls::Stream(worker_.io), parked.client, parked.deadline};
   const auto protocol = parked.v6 ? boost::asio::ip::tcp::v6() : boost::asio::ip::tcp::v4();
   drop(parked);
   error_code ec;

@@ -4,7 +4,7 @@
 //
 // A session waiting for the next request on a plain keep-alive connection for longer than
 // park_after gives its connection here and ends: its DownstreamSession object, its coroutine
-// frames and its buffers go back to the worker's pools. What stays is a 96-byte record (the
+// frames and its buffers go back to the worker's pools. What stays is an 80-byte record (the
 // descriptor, the client's address, the idle deadline) in the worker's session list (for graceful
 // shutdown, reload and the idle timeout). The descriptor leaves the worker's reactor (Asio's
 // per-socket state, ~200 bytes, goes back to the reactor's pool for the next socket) for the lot's
@@ -39,8 +39,9 @@ namespace sluice::proxy {
 // calls (a wake allocates nothing: the session's frames and buffers come from the worker's
 // pools). Short, because until then the connection holds a whole session: while a client opens
 // connections at 5k/s, the sessions of the last park_after are alive at once, and what they free
-// when they park leaves holes between what stays. At 100 ms an idle connection cost 0.6-1.1 KiB,
-// at 25 ms 0.4-0.55 (docs/performance.md, session 17).
+// when they park leaves holes between what stays. With parked connections still in the reactor,
+// an idle connection cost 0.5-1.0 KiB at 100 ms and 0.5-0.8 at 25 ms (docs/performance.md,
+// session 17); out of it, 0.1-0.3.
 inline constexpr std::chrono::milliseconds park_after{25};
 
 struct ParkedClient {
@@ -49,14 +50,14 @@ struct ParkedClient {
   Clock::time_point idle_until;     // the connection's idle_timeout ends here
 };
 
-// Fixed-size blocks carved from 12 KiB chunks, for the parked records: side by side in a few chunks
+// Fixed-size blocks carved from 10 KiB chunks, for the parked records: side by side in a few chunks
 // instead of strewn, one per connection, between the heap chunks that sessions free as they park
 // (which left ~0.4 KiB of fragmentation per parked connection). When no block is in use the
 // chunks beyond the first go back to the heap. A block fits the record (static_assert in
-// parking.cpp: 88 bytes with GCC 12 and Boost 1.81). Anything larger goes to the heap, counted.
+// parking.cpp: 80 bytes with GCC 12 and Boost 1.81). Anything larger goes to the heap, counted.
 class Slab {
 public:
-  static constexpr std::size_t block_size = 96;
+  static constexpr std::size_t block_size = 80;
   static constexpr std::size_t blocks_per_chunk = 128;
   Slab() = default;
   Slab(const Slab&) = delete;
