@@ -20,6 +20,7 @@
 #include <boost/beast/http/status.hpp>
 
 #include "sluice/http/edge_rules.hpp"
+#include "sluice/http/head_out.hpp"
 #include "sluice/http/head_scanner.hpp"
 #include "sluice/http/intake.hpp"
 #include "sluice/http/request_id.hpp"
@@ -480,14 +481,15 @@ ResponsePlan plan_response(const ResponseHead& res, bool is_head, unsigned clien
 
 namespace {
 
+using detail::HeadOut;
 constexpr std::string_view crlf = "\r\n";
 
 // Copies the kept field lines to `out`: a line already in the form we write ("Name: value" with
-// nothing around the value) joins the run of such lines before it and they leave in one append;
+// nothing around the value) joins the run of such lines before it and they leave in one copy;
 // any other is written as "name: value".
 class LineWriter {
 public:
-  LineWriter(std::string& out, const HeadIndex& x) noexcept : out_(out), x_(x), b_(x.bytes().data()) {}
+  LineWriter(HeadOut& out, const HeadIndex& x) noexcept : out_(out), x_(x), b_(x.bytes().data()) {}
 
   void keep(const IndexedField& f) {
     const std::size_t name_end = f.name_at + f.name_size;
@@ -506,19 +508,37 @@ public:
     line(x_.name(f), x_.value(f));
   }
 
-  // A line of ours (not from the head); flushes the run first.
-  void line(std::string_view name, std::string_view value) {
+  // A line of ours (not from the head); flushes the run first. Inlined: a name given as a literal
+  // is then copied with a few moves.
+  [[gnu::always_inline]] void line(std::string_view name, std::string_view value) {
     flush();
-    append_joined(out_, {name, ": ", value, crlf});
+    const auto n = name.size() + value.size() + 4;
+    char* p = out_.room(n);
+    detail::copy_piece(p, name.data(), name.size());
+    p += name.size();
+    p[0] = ':';
+    p[1] = ' ';
+    detail::copy_piece(p + 2, value.data(), value.size());
+    p += 2 + value.size();
+    p[0] = '\r';
+    p[1] = '\n';
+    out_.commit(n);
+  }
+
+  // The head's first `size` bytes (its start line, as we would write it) begin the run that the
+  // kept lines after it join.
+  void start_line(std::size_t size) noexcept {
+    run_start_ = 0;
+    run_end_ = size;
   }
 
   void flush() {
-    if (run_end_ != 0) out_.append(b_ + run_start_, run_end_ - run_start_);
+    if (run_end_ != 0) out_.append({b_ + run_start_, run_end_ - run_start_});
     run_start_ = run_end_ = 0;
   }
 
 private:
-  std::string& out_;
+  HeadOut& out_;
   const HeadIndex& x_;
   const char* b_;
   std::size_t run_start_ = 0;
@@ -529,10 +549,14 @@ bool dropped_by(const HeaderRules* rules, std::string_view name) noexcept {
   return rules != nullptr && rules->drops(name);
 }
 
+void append_rules(HeadOut& out, const HeaderRules* rules, const Variables* vars) {
+  if (rules != nullptr) out.with_string([&](std::string& s) { rules->append(s, *vars); });
+}
+
 // One element appended to list field `name`: its kept lines' values joined by ", ", then the
 // parts (rewrite.cpp's append_hop()), written straight to `out`.
 template <class Parts>
-void append_hop_line(std::string& out, const HeadIndex& x, KnownField k, std::string_view name, const Parts& parts) {
+void append_hop_line(HeadOut& out, const HeadIndex& x, KnownField k, std::string_view name, const Parts& parts) {
   const auto at = out.size();
   out.append(name);
   out.append(": ");
@@ -547,13 +571,13 @@ void append_hop_line(std::string& out, const HeadIndex& x, KnownField k, std::st
     for (const auto p : parts) out.append(p);
   }
   if (out.size() == start) {
-    out.resize(at);  // nothing to say: no line (append_hop erases the field)
+    out.cut(at);  // nothing to say: no line (append_hop erases the field)
     return;
   }
   out.append(crlf);
 }
 
-void append_upgrade(LineWriter& w, std::string& out, const HeadIndex& x, const HeaderRules* rules,
+void append_upgrade(LineWriter& w, HeadOut& out, const HeadIndex& x, const HeaderRules* rules,
                     bool skip_h2c) {
   w.flush();
   const auto at = out.size();
@@ -565,13 +589,13 @@ void append_upgrade(LineWriter& w, std::string& out, const HeadIndex& x, const H
     out.append(p);
     return true;
   });
-  if (out.size() == start) return out.resize(at);
-  if (dropped_by(rules, "Upgrade")) out.resize(at);
+  if (out.size() == start) return out.cut(at);
+  if (dropped_by(rules, "Upgrade")) out.cut(at);
   else out.append(crlf);
   if (!dropped_by(rules, "Connection")) w.line("Connection", "upgrade");
 }
 
-void append_forwarded(std::string& out, const RequestHead& req, const ForwardedFor& info) {
+void append_forwarded(HeadOut& out, const RequestHead& req, const ForwardedFor& info) {
   // RFC 7239 §4, §6: an IPv6 node is "[v6]" in a quoted string; Host is quoted as it may hold a
   // ':' (not a token character).
   const bool v6 = info.client_ip.find(':') != std::string_view::npos;
@@ -581,6 +605,25 @@ void append_forwarded(std::string& out, const RequestHead& req, const ForwardedF
                                     with_host ? ";host=\"" : "", with_host ? host : "",
                                     with_host ? "\"" : "", ";proto=", info.proto};
   append_hop_line(out, req, KnownField::forwarded, "Forwarded", parts);
+}
+
+// append_request_line() (head.cpp) through the cursor; a rewritten path takes the string's way.
+// An HTTP/1.1 request line with a Host is the client's own bytes: the LineWriter's first run.
+void append_request_line(LineWriter& w, HeadOut& out, const RequestHead& req, const PathRewrite* path) {
+  if (path == nullptr && req.version() == 11 && req.has_host()) {
+    // "METHOD SP target SP HTTP/1.1 CRLF", single spaces (the scan's rule), from offset 0.
+    w.start_line(req.request_line_size());
+    return;
+  }
+  if (path != nullptr) {
+    out.with_string([&](std::string& s) { append_request_line(s, req.method(), req.target(), path, req.has_host()); });
+    return;
+  }
+  out.append(req.method());
+  out.push_back(' ');
+  out.append(req.target());
+  out.append(" HTTP/1.1\r\n");
+  if (!req.has_host()) out.append("Host: \r\n");
 }
 
 bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded, bool expect,
@@ -600,16 +643,16 @@ bool request_drops(const RequestHead& req, const IndexedField& f, bool forwarded
 
 }  // namespace
 
-// What the splices add to a head, typically (X-Forwarded-*, X-Request-Id, Connection): reserved
-// with the head's own size, so that a fresh session's buffer grows once, not line by line.
+// What the splices add to a head, typically (X-Forwarded-*, X-Request-Id, Connection): room made
+// with the head's own size, so that the writer takes one step, not one per line.
 constexpr std::size_t splice_headroom = 256;
 
-void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& e) {
-  out.reserve(out.size() + req.byte_size() + splice_headroom);
+void splice_request_head(std::string& s, const RequestHead& req, const RequestSplice& e) {
+  HeadOut out(s, req.byte_size() + splice_headroom);
   const auto& info = e.forwarded;
   // An absolute-form target's authority is the Host (admit_request()).
-  append_request_line(out, req.method(), req.target(), e.path, req.has_host());
   LineWriter w(out, req);
+  append_request_line(w, out, req, e.path);
   if (req.host_from_target() && !dropped_by(e.rules, "Host")) w.line("Host", req.host());
   // shape_forward() consumes Expect when its first line says something.
   const bool expect = !req.value(KnownField::expect).empty();
@@ -631,23 +674,35 @@ void splice_request_head(std::string& out, const RequestHead& req, const Request
     const auto r = std::to_chars(length, length + sizeof length, *e.content_length);
     w.line("Content-Length", std::string_view(length, static_cast<std::size_t>(r.ptr - length)));
   }
-  if (e.rules != nullptr) e.rules->append(out, *e.vars);
+  append_rules(out, e.rules, e.vars);
   if (e.chunked) out.append("Transfer-Encoding: chunked\r\n");
   out.append(crlf);
 }
 
 namespace {
 
-void append_status_line(std::string& out, const ResponseHead& res, std::string_view if_no_reason) {
-  char code[4];
-  std::to_chars(code, code + 3, res.status());  // 100..599: the scan refused anything else
-  append_joined(out, {"HTTP/1.1 ", std::string_view(code, 3), " ", res.reason().empty() ? if_no_reason : res.reason(),
-                      crlf});
+// Beast's reason() for a line without one: the registered phrase (DownstreamSession::tunnel says
+// "Switching Protocols" itself). An HTTP/1.1 status line with a reason is the origin's own bytes:
+// the LineWriter's first run.
+void append_status_line(LineWriter& w, HeadOut& out, const ResponseHead& res, bool switching) {
+  if (res.version() == 11 && !res.reason().empty()) {
+    // "HTTP/1.1 SP 3DIGIT SP reason CRLF" (the scan's rule), from offset 0.
+    w.start_line(res.status_line_size());
+    return;
+  }
+  const auto status = res.status();  // 100..599: the scan refused anything else
+  const char line[] = {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', static_cast<char>('0' + status / 100),
+                       static_cast<char>('0' + status / 10 % 10), static_cast<char>('0' + status % 10), ' '};
+  out.append({line, sizeof line});
+  if (!res.reason().empty()) out.append(res.reason());
+  else if (switching) out.append("Switching Protocols");
+  else out.append(bhttp::obsolete_reason(bhttp::int_to_status(res.status())));
+  out.append(crlf);
 }
 
 // The lines after the fields of a final head (append_response_head()).
-void append_final_lines(std::string& out, const ResponseSplice& e, bool codings) {
-  if (e.rules != nullptr) e.rules->append(out, *e.vars);
+void append_final_lines(HeadOut& out, const ResponseSplice& e, bool codings) {
+  append_rules(out, e.rules, e.vars);
   if (e.plan.chunked_out && !codings) out.append("Transfer-Encoding: chunked\r\n");
   if (e.attempts > 1) {
     out.append("Sluice-Attempts: ");
@@ -660,14 +715,10 @@ void append_final_lines(std::string& out, const ResponseSplice& e, bool codings)
 
 }  // namespace
 
-void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& e) {
-  out.reserve(out.size() + res.byte_size() + splice_headroom);
+void splice_response_head(std::string& s, const ResponseHead& res, const ResponseSplice& e) {
+  HeadOut out(s, res.byte_size() + splice_headroom);
   using Kind = ResponseSplice::Kind;
   const auto status = res.status();
-  // Beast's reason() for a line without one: the registered phrase (DownstreamSession::tunnel says
-  // "Switching Protocols" itself).
-  append_status_line(out, res, e.kind == Kind::switching ? std::string_view("Switching Protocols")
-                                                         : std::string_view(bhttp::obsolete_reason(bhttp::int_to_status(status))));
   // strip_origin_claims() (not on the tunnel's 101): no Sluice-*, no framing on 1xx, 204, 304.
   const bool claims = e.kind != Kind::switching;
   const bool no_framing = claims && (status < 200 || status == 204 || status == 304);
@@ -676,6 +727,7 @@ void splice_response_head(std::string& out, const ResponseHead& res, const Respo
   const bool codings = e.kind != Kind::interim && !no_framing && has_codings_before_chunked(te);
   const bool own_id = e.kind != Kind::interim;  // rewrite_response() sets X-Request-Id
   LineWriter w(out, res);
+  append_status_line(w, out, res, e.kind == Kind::switching);
   for (const auto& f : res.fields()) {
     const bool drop = f.hop_by_hop || (own_id && f.known == KnownField::x_request_id) ||
                       (claims && f.known == KnownField::sluice) ||

@@ -131,6 +131,8 @@ public:
   std::string_view method() const noexcept { return bytes_.substr(method_at_, method_size_); }
   boost::beast::http::verb verb() const noexcept { return verb_; }
   std::string_view target() const noexcept { return bytes_.substr(target_at_, target_size_); }
+  // The request line's bytes with its CRLF: the head's first (the index starts at the method).
+  std::size_t request_line_size() const noexcept { return std::size_t{target_at_} + target_size_ + 11; }
   // The authority requests are routed by: Host, or an absolute-form target's authority (RFC 9112
   // §3.2.2, admit_request()); has_host() is false for an HTTP/1.0 request without either.
   std::string_view host() const noexcept { return bytes_.substr(host_at_, host_size_); }
@@ -154,6 +156,8 @@ class ResponseHead : public HeadIndex {
 public:
   unsigned status() const noexcept { return status_; }
   std::string_view reason() const noexcept { return bytes_.substr(reason_at_, reason_size_); }
+  // The status line's bytes with its CRLF: the head's first.
+  std::size_t status_line_size() const noexcept { return std::size_t{reason_at_} + reason_size_ + 2; }
   // Beast's response_parser::keep_alive() (`is_head`: the request was HEAD).
   bool keep_alive(bool is_head) const noexcept;
 
