@@ -162,8 +162,10 @@ const IndexedField* HeadIndex::find(std::string_view n) const noexcept {
   return nullptr;
 }
 
-std::size_t HeadIndex::count(std::string_view n) const noexcept {
-  if (const auto k = classify_field(n); k != KnownField::unknown && k != KnownField::sluice) return count(k);
+std::size_t HeadIndex::count(std::string_view n) const noexcept { return count(n, classify_field(n)); }
+
+std::size_t HeadIndex::count(std::string_view n, KnownField k) const noexcept {
+  if (k != KnownField::unknown && k != KnownField::sluice) return count(k);
   return static_cast<std::size_t>(std::count_if(fields_.begin(), fields_.begin() + static_cast<std::ptrdiff_t>(size_),
                                                 [&](const IndexedField& f) { return iequals(name(f), n); }));
 }

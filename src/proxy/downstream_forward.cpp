@@ -50,7 +50,7 @@ proxy::RequestFacts DownstreamSession::begin_forward(Exchange& x) {
   // switched already. (Connect failures are still retried.)
   facts.idempotent_method = http::is_idempotent(req.verb()) && !x.upgrade;
   facts.has_idempotency_key = !retry.idempotency_header.empty() && !x.upgrade &&
-                              req.count(retry.idempotency_header) != 0;
+                              req.count(retry.idempotency_header, x.upstream->idempotency_field()) != 0;
   return facts;
 }
 

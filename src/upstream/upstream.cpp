@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "sluice/balancer/registry.hpp"
+#include "sluice/http/head_index.hpp"
 
 namespace sluice {
 
@@ -17,6 +18,7 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
                    std::shared_ptr<EndpointCounters[]> unserved, unsigned workers)
     : config_(std::move(config)),
       endpoints_(std::move(endpoints)),
+      idempotency_field_(http::classify_field(config_.retry.idempotency_header)),
       budget_(config_.retry, workers) {
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());

@@ -87,6 +87,9 @@ public:
   const IndexedField* find(std::string_view name) const noexcept;
   std::size_t count(KnownField k) const noexcept { return count_[static_cast<std::size_t>(k)]; }
   std::size_t count(std::string_view name) const noexcept;
+  // count(name) for a name classified beforehand (`known` = classify_field(name)): a name that
+  // is configured once is not classified again for every request.
+  std::size_t count(std::string_view name, KnownField known) const noexcept;
   // The first line's value, empty when absent (Beast's fields[name]).
   std::string_view value(KnownField k) const noexcept;
   std::string_view value(std::string_view name) const noexcept;

@@ -2,6 +2,7 @@
 // An upstream group as one config snapshot sees it: its settings, its endpoints, its balancer,
 // and the per-upstream shared state of the data path (retry budget, passive failure
 // classification). Built on the control thread, then only read by workers (atomics aside).
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,10 @@
 #include "sluice/health/server_health.hpp"
 #include "sluice/tls/context.hpp"
 #include "sluice/upstream/retry_budget.hpp"
+
+namespace sluice::http {
+enum class KnownField : std::uint8_t;  // head_index.hpp
+}
 
 namespace sluice::idempotency {
 class Guard;
@@ -82,6 +87,8 @@ public:
   const idempotency::Guard* idempotency() const noexcept { return idempotency_.get(); }
   const std::shared_ptr<const idempotency::Guard>& shared_idempotency() const noexcept { return idempotency_; }
   void set_idempotency(std::shared_ptr<const idempotency::Guard> guard) { idempotency_ = std::move(guard); }
+  // [retry] idempotency_header, classified once (http::HeadIndex::count(name, known)).
+  http::KnownField idempotency_field() const noexcept { return idempotency_field_; }
   // Set for `balance = "hash"`: the request key to hash.
   const std::optional<HashKey>& hash_key() const noexcept { return hash_key_; }
 
@@ -91,6 +98,7 @@ private:
   std::vector<Endpoint*> raw_;                         // what the balancer iterates
   std::unique_ptr<Balancer> balancer_;
   std::optional<HashKey> hash_key_;
+  http::KnownField idempotency_field_;
   std::shared_ptr<EndpointCounters[]> unserved_;
   mutable WaitQueue queue_;
   mutable RetryBudgets budget_;  // retries of this snapshot's upstream, per worker
