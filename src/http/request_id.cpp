@@ -1,5 +1,6 @@
 #include "sluice/http/request_id.hpp"
 
+#include <bit>
 #include <cstring>
 #include <random>
 
@@ -75,11 +76,15 @@ void hex32(const unsigned char (&bytes)[16], char (&hex)[32]) noexcept {
 }  // namespace
 
 std::string_view RequestIdGenerator::next(char (&out)[37]) noexcept {
+  // The two words' bytes, most significant first: stored big-endian (a byte swap each on x86,
+  // not a loop of shifts).
+  const auto big_endian = [](std::uint64_t w) {
+    if constexpr (std::endian::native == std::endian::little) return __builtin_bswap64(w);
+    return w;
+  };
   unsigned char bytes[16];
-  const std::uint64_t words[2] = {next_u64(), next_u64()};
-  for (int i = 0; i < 16; ++i) {
-    bytes[i] = static_cast<unsigned char>(words[i / 8] >> (56 - 8 * (i % 8)));
-  }
+  const std::uint64_t words[2] = {big_endian(next_u64()), big_endian(next_u64())};
+  std::memcpy(bytes, words, sizeof bytes);
   // RFC 4122 §4.4: version 4 in the high nibble of octet 6, variant 10xx in octet 8.
   bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0F) | 0x40);
   bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3F) | 0x80);
