@@ -94,7 +94,9 @@ void DownstreamSession::end_exchange_memory() {
     arena_.deallocate(response_store_, alignof(http::ResponseHead));  // a no-op inside the block
     response_store_ = nullptr;
   }
-  if (up_in_.size() == 0) up_in_.shrink_to_fit();
+  // A plain connection keeps its upstream buffer for the next request: idle, it is parked within
+  // park_after, and the session's end gives the buffer back (read_request_head()'s rule for in_).
+  if (up_in_.size() == 0 && client_.is_tls()) up_in_.shrink_to_fit();
   worker_.arena_blocks.release(arena_.detach());
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
 }
