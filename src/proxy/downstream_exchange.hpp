@@ -99,6 +99,9 @@ struct DownstreamSession::Exchange : AttemptRecord {
   std::optional<std::uint64_t> kept_length;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
   std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
+  // The attempt loop's state (handle_request()), here so that it outlives forward_attempts()
+  // without a frame of handle_request's to hold it. Last: it refers to the record above.
+  std::optional<Forwarder> forwarder;
 };
 
 // What the attempt loop (forward_attempts(), forwarder.hpp) asks of the HTTP/1 session: one try

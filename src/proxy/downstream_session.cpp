@@ -276,6 +276,9 @@ net::awaitable<HeadResult> DownstreamSession::read_request_head(ProxyError& erro
   return proxy::read_request_head(RequestHooks{*this, limits, error}, client_, in_);
 }
 
+// Not a coroutine: the common request (routed, admitted, forwarded with no body to prepare)
+// awaits forward_attempts() itself, with no frame of handle_request's around it (one frame fewer
+// per request); the rest goes through a coroutine that awaits what it needs.
 net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   const auto& req = *request_;
   x.request_id = http::choose_request_id(req, worker_.ids, x.generated_id);
@@ -285,30 +288,35 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
 
   // 413, CONNECT (501), a bad absolute-form target (400), found by the index (admit_request());
   // an absolute-form target's authority is the host.
-  if (refused_.status != 0) {
-    co_await send_error(&x, refused_);
-    co_return false;
-  }
+  if (refused_.status != 0) return answer_error(x, refused_);
   x.route = snapshot_->router.match(req.host(), http::path_of(req.target()));
-  if (x.route == nullptr) {
-    co_await send_error(&x, {404, "no route"});
-    co_return false;  // error answers close the connection (they say Connection: close)
-  }
+  // Error answers close the connection (they say Connection: close).
+  if (x.route == nullptr) return answer_error(x, {404, "no route"});
   x.upstream = x.route->upstream;
   const auto client = client_of(req);
   x.client_ip = client.text;
   // Admission before a route's own answer: deny and rate limits hold for `return` routes too.
-  if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0) {
-    co_await send_error(&x, refused);
-    co_return false;
-  }
-  if (x.route->answer) co_return co_await send_fixed_answer(x);
+  if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0)
+    return answer_error(x, refused);
+  if (x.route->answer) return send_fixed_answer(x);
   const auto facts = begin_forward(x);
-  auto prepared = Prepared::forward;
-  if (prepares_body(x)) prepared = co_await prepare_forward(x);
+  if (prepares_body(x)) return forward_prepared(x, facts);
+  // The Forwarder lives in the exchange (run()'s frame), which outlives the attempt loop.
+  auto& forwarder = x.forwarder.emplace(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
+  return forward_attempts(ForwardHooks{*this, x, {}}, forwarder);
+}
+
+net::awaitable<bool> DownstreamSession::answer_error(Exchange& x, ProxyError error) {
+  co_await send_error(&x, error);
+  co_return false;
+}
+
+// A request whose body is kept or validated first, or whose Idempotency-Key is guarded.
+net::awaitable<bool> DownstreamSession::forward_prepared(Exchange& x, RequestFacts facts) {
+  const auto prepared = co_await prepare_forward(x);
   bool keep = prepared == Prepared::keep;
   if (prepared == Prepared::forward) {
-    Forwarder forwarder(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
+    auto& forwarder = x.forwarder.emplace(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
     keep = co_await forward_attempts(ForwardHooks{*this, x, {}}, forwarder);
   }
   if (x.idem) x.idem->finish(worker_.index, worker_.io.get_executor(), x.status);

@@ -116,6 +116,8 @@ private:
   http::RequestHead& request_index();
   boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
   boost::asio::awaitable<bool> handle_request(Exchange& x);
+  boost::asio::awaitable<bool> answer_error(Exchange& x, ProxyError error);
+  boost::asio::awaitable<bool> forward_prepared(Exchange& x, RequestFacts facts);
   // Towards the attempt loop (forward_attempts(), forwarder.hpp): the request's framing and
   // retry facts, its body kept when it must be (replay, chunked validation) and its
   // Idempotency-Key gate, the balancer's context.
