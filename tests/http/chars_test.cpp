@@ -25,6 +25,23 @@ TEST(FieldRun, StopsWhereTheTableSaysForEveryByteAtEveryPosition) {
   }
 }
 
+// token_run() against the table, for every byte value at every position of runs around its
+// four-byte steps.
+TEST(TokenRun, StopsWhereTheTableSaysForEveryByteAtEveryPosition) {
+  for (const std::size_t size : {0u, 1u, 3u, 4u, 5u, 7u, 8u, 9u, 14u, 19u}) {
+    for (std::size_t at = 0; at < size; ++at) {
+      for (int c = 0; c < 256; ++c) {
+        std::string bytes(size, 'a');
+        bytes[at] = static_cast<char>(c);
+        const std::size_t expected = is(static_cast<unsigned char>(c), k_tchar) ? size : at;
+        ASSERT_EQ(token_run(bytes.data(), bytes.size()), expected) << "size " << size << " at " << at << " byte " << c;
+      }
+    }
+  }
+  const std::string line = "Content-Length: 3";
+  EXPECT_EQ(token_run(line.data(), line.size()), line.find(':'));
+}
+
 TEST(FieldRun, KeepsHtabSpaceAndObsTextAndStopsAtTheLineBreak) {
   const std::string value = "text/html;\tq=0.9, \x80\xff caf\xc3\xa9 and more than sixteen bytes\r\nNext: x";
   EXPECT_EQ(field_run(value.data(), value.size()), value.find('\r'));

@@ -97,6 +97,12 @@ private:
   // only, so "PRI * HTTP/2.0" (the HTTP/2 preface) ends here. `not_http` is for a wrong name.
   bool version(Violation not_http) noexcept {
     static constexpr std::string_view prefix = "HTTP/1.";
+    // The common case at once: all eight bytes there, and "HTTP/1.1" or "HTTP/1.0".
+    if (limit_ - pos_ >= 8 && bytes_.substr(pos_, 7) == prefix && (bytes_[pos_ + 7] == '1' || bytes_[pos_ + 7] == '0')) {
+      version_ = bytes_[pos_ + 7] == '1' ? 11 : 10;
+      pos_ += 8;
+      return true;
+    }
     for (std::size_t i = 0; i < prefix.size(); ++i, ++pos_) {
       if (!more()) return starve();
       if (cur() != static_cast<unsigned char>(prefix[i])) {
@@ -141,7 +147,7 @@ private:
       return fail(cur() == ' ' ? Violation::bad_request_line : Violation::bad_version);
     }
     // RFC 9112 §3.2.4: asterisk-form is only used for a server-wide OPTIONS.
-    if (target == "*" && method != "OPTIONS") return fail(Violation::asterisk_form);
+    if (target.size() == 1 && target[0] == '*' && method != "OPTIONS") return fail(Violation::asterisk_form);
     sink_.request_line(method, target, version_);
     return line_break();
   }
@@ -192,7 +198,7 @@ private:
   // RFC 9112 §5: field-line = field-name ":" OWS field-value OWS.
   bool field_line() noexcept {
     const auto name_start = pos_;
-    while (more() && is(cur(), k_tchar)) ++pos_;
+    pos_ += token_run(bytes_.data() + pos_, limit_ - pos_);
     if (!more()) return starve();
     if (is_ows(cur())) return whitespace_after_name();
     if (cur() != ':') return fail_in_line(Violation::bad_field_name, Violation::bad_field_name);
