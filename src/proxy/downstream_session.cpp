@@ -208,7 +208,10 @@ HeadResult DownstreamSession::start_request(const http::HeadVerdict& verdict) {
 // thousand partial heads). nullopt: more bytes are needed.
 std::optional<HeadResult> DownstreamSession::look_at_head(const HeadLimits& limits, ProxyError& error) {
   const auto buffered = view(in_);
-  if (buffered.find("\r\n\r\n", http::empty_lines_before(buffered)) == std::string_view::npos) {
+  // A head that came whole and alone ends the buffer with its empty line: no search for it.
+  const auto start = http::empty_lines_before(buffered);
+  const bool ends_head = buffered.size() >= start + 4 && buffered.ends_with("\r\n\r\n");
+  if (!ends_head && buffered.find("\r\n\r\n", start) == std::string_view::npos) {
     const auto step = http::next_head(buffered, limits.max_header_bytes, limits.max_uri_bytes);
     in_.consume(step.skipped);  // the empty lines before a head (RFC 9112 §2.2)
     if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
