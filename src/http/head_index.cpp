@@ -248,7 +248,9 @@ struct IndexBuilder {
     const auto k = static_cast<std::size_t>(known);
     if (x.count_[k]++ == 0) x.first_[k] = static_cast<std::uint8_t>(x.size_);
     ++x.size_;
-    if (known == KnownField::unknown && name.find('_') != std::string_view::npos)
+    // A variant has the length of one of the two framing names ("content_length", 14;
+    // "transfer_encoding", 17): no search for '_' in any other unknown name.
+    if (known == KnownField::unknown && (name_size == 14 || name_size == 17) && name.find('_') != std::string_view::npos)
       s->framing_variant = s->framing_variant || detail::is_framing_variant(name);
     if (s->beast == BeastError::none) beast_field(known, value);
   }
@@ -534,12 +536,16 @@ public:
     run_end_ = size;
   }
 
-  void flush() {
-    if (run_end_ != 0) out_.append({b_ + run_start_, run_end_ - run_start_});
-    run_start_ = run_end_ = 0;
+  [[gnu::always_inline]] void flush() {
+    if (run_end_ != 0) write_run();
   }
 
 private:
+  void write_run() {
+    out_.append({b_ + run_start_, run_end_ - run_start_});
+    run_start_ = run_end_ = 0;
+  }
+
   HeadOut& out_;
   const HeadIndex& x_;
   const char* b_;
@@ -666,7 +672,11 @@ void splice_request_head(std::string& s, const RequestHead& req, const RequestSp
   if (info.upgrade) append_upgrade(w, out, req, e.rules, true);
   w.flush();
   const std::string_view ip[] = {info.client_ip};
-  if (!dropped_by(e.rules, "X-Forwarded-For")) append_hop_line(out, req, KnownField::x_forwarded_for, "X-Forwarded-For", ip);
+  if (!dropped_by(e.rules, "X-Forwarded-For")) {
+    // The client's address alone, when the request has no X-Forwarded-For of its own.
+    if (req.count(KnownField::x_forwarded_for) == 0 && !info.client_ip.empty()) w.line("X-Forwarded-For", info.client_ip);
+    else append_hop_line(out, req, KnownField::x_forwarded_for, "X-Forwarded-For", ip);
+  }
   if (info.forwarded && !dropped_by(e.rules, "Forwarded")) append_forwarded(out, req, info);
   if (!dropped_by(e.rules, "X-Forwarded-Proto")) w.line("X-Forwarded-Proto", info.proto);
   if (req.has_host() && !dropped_by(e.rules, "X-Forwarded-Host")) w.line("X-Forwarded-Host", req.host());
