@@ -110,7 +110,7 @@ struct DownstreamSession::Exchange : AttemptRecord {
 struct DownstreamSession::ForwardHooks {
   DownstreamSession& s;
   Exchange& x;
-  std::optional<socket_type> upstream;  // the attempt's connection
+  tls::StreamSlot upstream;  // the attempt's connection
 
   net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
     return s.try_server(x, ep, upstream, try_until);

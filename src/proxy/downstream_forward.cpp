@@ -80,21 +80,21 @@ PickContext DownstreamSession::pick_context(const Exchange& x) const {
 // After the answer went to the client: the body's failure reported, the connection pooled when
 // it may be reused. A request body the client is still sending when the origin answered would
 // desynchronise the connection: it is kept only when the request was read completely.
-bool DownstreamSession::end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream,
+bool DownstreamSession::end_delivery(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream,
                            bool reusable) {
   const auto& ucfg = x.upstream->config();
   upstream_ = nullptr;
   if (x.body_failure != FailureKind::none)
     report_attempt(*x.upstream, ep, worker_.index, Failure::of(x.body_failure));
   if (reusable) {
-    worker_.pool.release(ep, std::move(*upstream), ucfg.keepalive,
+    worker_.pool.release(ep, std::move(upstream), ucfg.keepalive,
                          pooled_idle_time(ucfg.keepalive_timeout, x.origin_idle_timeout));
   }
   up_in_.clear();
   return x.client_keep_alive && x.request_done;
 }
 
-void DownstreamSession::drop_answer(std::optional<socket_type>& upstream) {
+void DownstreamSession::drop_answer(tls::StreamSlot& upstream) {
   upstream_ = nullptr;
   upstream.reset();
   up_in_.clear();
@@ -133,7 +133,7 @@ struct DownstreamSession::AttemptHooks {
   Endpoint& ep;
   Clock::time_point try_until;
 
-  net::awaitable<Failure> connect(std::optional<socket_type>& upstream) {
+  net::awaitable<Failure> connect(tls::StreamSlot& upstream) {
     return s.connect(x, ep, upstream, try_until);
   }
   void ready(socket_type& upstream) {
@@ -158,7 +158,7 @@ struct DownstreamSession::AttemptHooks {
     return true;
   }
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<Failure>, AttemptHooks,
-                                                     std::optional<socket_type>&>::promise_type,
+                                                     tls::StreamSlot&>::promise_type,
                                PooledFrame<Failure>>);
 };
 
@@ -167,7 +167,7 @@ struct DownstreamSession::AttemptHooks {
 // tunnel anyway) or the pooled one's TLS does not fit; else a new one. Not a coroutine: the try's
 // frame is attempt_server()'s alone.
 net::awaitable<Failure> DownstreamSession::try_server(Exchange& x, Endpoint& ep,
-                                            std::optional<socket_type>& upstream,
+                                            tls::StreamSlot& upstream,
                                             Clock::time_point try_until) {
   upstream.reset();
   if (!x.upgrade) worker_.pool.acquire(ep, upstream);
@@ -177,7 +177,7 @@ net::awaitable<Failure> DownstreamSession::try_server(Exchange& x, Endpoint& ep,
 
 // A new connection to `ep` in `upstream` (TCP, then TLS if the server has it), within
 // connect_timeout and the try's time. On failure `upstream` is empty.
-net::awaitable<Failure> DownstreamSession::connect(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream,
+net::awaitable<Failure> DownstreamSession::connect(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream,
                                          Clock::time_point try_until) {
   upstream.emplace(worker_.io);
   upstream_ = &*upstream;

@@ -144,7 +144,7 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
 // After a valid 101: the 101 to the client, then both streams to a TunnelSession
 // (tunnel_session.hpp), which the worker starts once run() has ended (take_tunnel()). False: a
 // tunnel is the connection's last use as HTTP, on both sides.
-net::awaitable<bool> DownstreamSession::tunnel(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream) {
+net::awaitable<bool> DownstreamSession::tunnel(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream) {
   report_attempt(*x.upstream, ep, worker_.index, Failure::answered(101));
   write_switch_head(x);
   expire_after(snapshot_->config->server.idle_timeout);

@@ -21,19 +21,20 @@ bool ConnectionPool::is_alive(stream_type& stream, Clock::duration idle_for) noe
 }
 
 std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoint& endpoint) {
-  std::optional<stream_type> stream;
-  acquire(endpoint, stream);
-  return stream;
+  tls::StreamSlot slot;
+  acquire(endpoint, slot);
+  if (!slot) return std::nullopt;
+  return std::optional<stream_type>(std::move(*slot));
 }
 
-void ConnectionPool::acquire(const Endpoint& endpoint, std::optional<stream_type>& into) {
+void ConnectionPool::acquire(const Endpoint& endpoint, tls::StreamSlot& into) {
   if (endpoint.id() >= idle_.size()) return;
   auto& stack = idle_[endpoint.id()].idle;
   const auto now = clock_.now();
   while (!stack.empty()) {
     auto& idle = stack.back();
-    if (idle.expires > now && is_alive(idle.stream, now - idle.released)) {
-      into.emplace(std::move(idle.stream));
+    if (idle.expires > now && is_alive(*idle.stream, now - idle.released)) {
+      into = std::move(idle.stream);
       stack.pop_back();
       return;
     }
@@ -41,13 +42,21 @@ void ConnectionPool::acquire(const Endpoint& endpoint, std::optional<stream_type
   }
 }
 
-void ConnectionPool::release(const Endpoint& endpoint, stream_type&& stream, std::uint32_t max_idle,
+void ConnectionPool::release_stream(const Endpoint& endpoint, stream_type&& stream, std::uint32_t max_idle,
+                                    Clock::duration keepalive_timeout) {
+  tls::StreamSlot slot;
+  slot.emplace(std::move(stream));
+  release(endpoint, std::move(slot), max_idle, keepalive_timeout);
+}
+
+void ConnectionPool::release(const Endpoint& endpoint, tls::StreamSlot&& stream, std::uint32_t max_idle,
                              Clock::duration keepalive_timeout) {
   // A draining server (drained, or gone from DNS or the file) gets no new request, so a
   // connection to it would only wait for its expiry.
   if (max_idle == 0 || endpoint.draining()) {
     boost::system::error_code ignored;
-    stream.close(ignored);
+    stream->close(ignored);
+    stream.reset();
     return;
   }
   if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
@@ -58,7 +67,7 @@ void ConnectionPool::release(const Endpoint& endpoint, stream_type&& stream, std
     stack.erase(stack.begin());  // closes it
   }
   // Its next answer's short read may then prove it drained: the checkout after that needs no peek.
-  stream.watch_hangup();
+  stream->watch_hangup();
   const auto now = clock_.now();
   stack.emplace_back(std::move(stream), now, now + keepalive_timeout);
 }

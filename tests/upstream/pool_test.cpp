@@ -47,7 +47,7 @@ struct Fixture : ::testing::Test {
       servers.emplace_back(io);
       auto c = connect(&servers.back());
       ports.push_back(c.socket().local_endpoint().port());
-      pool.release(endpoint, std::move(c), max_idle, std::chrono::seconds(30));
+      pool.release_stream(endpoint, std::move(c), max_idle, std::chrono::seconds(30));
     }
     return ports;
   }
@@ -58,8 +58,8 @@ TEST_F(Fixture, ReusesLiveConnectionMostRecentFirst) {
   auto c1 = connect(&s1);
   auto c2 = connect(&s2);
   const auto port2 = c2.socket().local_endpoint().port();
-  pool.release(endpoint, std::move(c1), 8, std::chrono::seconds(30));
-  pool.release(endpoint, std::move(c2), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c1), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c2), 8, std::chrono::seconds(30));
   EXPECT_EQ(pool.idle_count(), 2u);
   auto got = pool.acquire(endpoint);
   ASSERT_TRUE(got);
@@ -70,13 +70,13 @@ TEST_F(Fixture, ReusesLiveConnectionMostRecentFirst) {
 TEST_F(Fixture, ConnectionClosedByOriginIsNotReused) {
   tcp::socket server(io);
   auto c = connect(&server);
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   server.close();
   // The FIN is delivered by the kernel; wait for it with a bound, not a sleep of fixed length.
   for (int i = 0; i < 1000 && pool.idle_count() == 1; ++i) {
     auto got = pool.acquire(endpoint);
     if (got) {
-      pool.release(endpoint, std::move(*got), 8, std::chrono::seconds(30));
+      pool.release_stream(endpoint, std::move(*got), 8, std::chrono::seconds(30));
       std::this_thread::yield();
     }
   }
@@ -87,10 +87,10 @@ TEST_F(Fixture, UnsolicitedBytesMakeAConnectionUnusable) {
   tcp::socket server(io);
   auto c = connect(&server);
   net::write(server, net::buffer("HTTP/1.1 200 OK\r\n", 17));
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   for (int i = 0; i < 1000 && pool.idle_count() == 1; ++i) {
     auto got = pool.acquire(endpoint);
-    if (got) pool.release(endpoint, std::move(*got), 8, std::chrono::seconds(30));
+    if (got) pool.release_stream(endpoint, std::move(*got), 8, std::chrono::seconds(30));
   }
   EXPECT_FALSE(pool.acquire(endpoint));
 }
@@ -99,7 +99,7 @@ TEST_F(Fixture, UnsolicitedBytesMakeAConnectionUnusable) {
 // answer to the request written on it is queued for the answer's edge without a try.
 TEST_F(Fixture, ATakenConnectionIsProvedDrainedSoTheWaitForItsAnswerNeedsNoTry) {
   tcp::socket server(io);
-  pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, connect(&server), 8, std::chrono::seconds(30));
   auto c = pool.acquire(endpoint);
   ASSERT_TRUE(c);
   EXPECT_FALSE(tls::edge::will_try(c->socket()));
@@ -126,11 +126,11 @@ TEST_F(Fixture, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
   });
   for (int i = 0; i < 1000 && got == 0; ++i) io.run_one_for(std::chrono::milliseconds(5));
   ASSERT_EQ(got, 25u);
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   // Loopback has the FIN there by now; bounded in case it is a moment late, as above.
   for (int i = 0; i < 1000 && pool.idle_count() == 1; ++i) {
     auto taken = pool.acquire(endpoint);
-    if (taken) pool.release(endpoint, std::move(*taken), 8, std::chrono::seconds(30));
+    if (taken) pool.release_stream(endpoint, std::move(*taken), 8, std::chrono::seconds(30));
     std::this_thread::yield();
   }
   EXPECT_FALSE(pool.acquire(endpoint));
@@ -144,7 +144,7 @@ struct WatchedPool : Fixture {
 
   // A connection that went through the pool once (watched, then proved drained by the peek).
   ConnectionPool::stream_type pooled() {
-    pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
+    pool.release_stream(endpoint, connect(&server), 8, std::chrono::seconds(30));
     auto c = pool.acquire(endpoint);
     EXPECT_TRUE(c);
     EXPECT_TRUE(c->known_drained());
@@ -163,7 +163,7 @@ struct WatchedPool : Fixture {
     auto c = pooled();
     net::write(server, net::buffer(answer));
     EXPECT_EQ(read_answer(c), answer.size());
-    pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+    pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   }
   static constexpr std::string_view answer = "HTTP/1.1 204 No Content\r\n\r\n";
 };
@@ -173,7 +173,7 @@ TEST_F(WatchedPool, AShortAnswerReadLetsTheNextCheckoutTakeTheConnectionAsItIs) 
   net::write(server, net::buffer(answer));
   ASSERT_EQ(read_answer(c), answer.size());
   EXPECT_TRUE(c.known_drained());
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   auto again = pool.acquire(endpoint);
   ASSERT_TRUE(again);
   EXPECT_TRUE(again->known_drained());
@@ -185,7 +185,7 @@ TEST_F(WatchedPool, AFinThatCameWithTheAnswerIsSeenAtCheckout) {
   server.close();  // loopback: there with the answer, reported in the same event
   ASSERT_EQ(read_answer(c), answer.size());
   EXPECT_FALSE(c.known_drained());
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   EXPECT_FALSE(pool.acquire(endpoint));
 }
 
@@ -203,14 +203,14 @@ TEST_F(WatchedPool, AProofIsTrustedForItsLifetimeThenThePeekAsksAgain) {
   server.close();  // the reactor does not look
   auto trusted = pool.acquire(endpoint);
   ASSERT_TRUE(trusted);  // taken on the proof, without a system call
-  pool.release(endpoint, std::move(*trusted), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(*trusted), 8, std::chrono::seconds(30));
   clock.advance(ConnectionPool::proof_lifetime);
   EXPECT_FALSE(pool.acquire(endpoint));  // the peek saw the FIN
 }
 
 TEST_F(Fixture, ExpiresAfterKeepaliveTimeout) {
   tcp::socket server(io);
-  pool.release(endpoint, connect(&server), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, connect(&server), 8, std::chrono::seconds(30));
   clock.advance(std::chrono::seconds(29));
   pool.sweep();
   EXPECT_EQ(pool.idle_count(), 1u);
@@ -245,7 +245,7 @@ TEST_F(Fixture, AConnectionReleasedAgainIsFreshAndTheSurplusIsTheOldest) {
   clock.advance(ConnectionPool::surplus_linger - std::chrono::milliseconds(1));
   auto taken = pool.acquire(endpoint);  // the freshest, ports[2]
   ASSERT_TRUE(taken);
-  pool.release(endpoint, std::move(*taken), 2, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(*taken), 2, std::chrono::seconds(30));
   clock.advance(std::chrono::milliseconds(1));
   pool.sweep();  // ports[0] idle for the linger: closed; ports[1] kept with ports[2]
   ASSERT_EQ(pool.idle_count(), 2u);
@@ -265,7 +265,7 @@ TEST_F(Fixture, BoundedBySurplusFactorTimesMaxIdleEvenWithinTheLinger) {
 
 TEST_F(Fixture, ZeroKeepaliveKeepsNothing) {
   tcp::socket server(io);
-  pool.release(endpoint, connect(&server), 0, std::chrono::seconds(30));
+  pool.release_stream(endpoint, connect(&server), 0, std::chrono::seconds(30));
   EXPECT_EQ(pool.idle_count(), 0u);
 }
 
@@ -274,7 +274,7 @@ TEST_F(Fixture, ZeroKeepaliveKeepsNothing) {
 TEST_F(Fixture, AConnectionNotKeptIsClosed) {
   tcp::socket server(io);
   auto c = connect(&server);
-  pool.release(endpoint, std::move(c), 0, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 0, std::chrono::seconds(30));
   EXPECT_FALSE(c.is_open());
   std::array<char, 1> byte{};
   boost::system::error_code ec;
@@ -282,14 +282,33 @@ TEST_F(Fixture, AConnectionNotKeptIsClosed) {
   EXPECT_EQ(ec, net::error::eof);
 }
 
+// The data path's slots: what the pool keeps leaves the slot, what it does not is closed there.
+TEST_F(Fixture, ASlotNotKeptIsClosedAndAKeptOneLeavesItsSlot) {
+  tcp::socket server(io);
+  tls::StreamSlot slot;
+  slot.emplace(connect(&server));
+  pool.release(endpoint, std::move(slot), 0, std::chrono::seconds(30));
+  EXPECT_FALSE(slot);
+  std::array<char, 1> byte{};
+  boost::system::error_code ec;
+  server.read_some(net::buffer(byte), ec);
+  EXPECT_EQ(ec, net::error::eof);
+
+  tcp::socket server2(io);
+  slot.emplace(connect(&server2));
+  pool.release(endpoint, std::move(slot), 8, std::chrono::seconds(30));
+  EXPECT_FALSE(slot);
+  EXPECT_EQ(pool.idle_count(), 1u);
+}
+
 TEST_F(Fixture, AcquireIntoPlacesTheConnectionOrLeavesItEmpty) {
-  std::optional<ConnectionPool::stream_type> into;
+  tls::StreamSlot into;
   pool.acquire(endpoint, into);
   EXPECT_FALSE(into);
   tcp::socket server(io);
   auto c = connect(&server);
   const auto port = c.socket().local_endpoint().port();
-  pool.release(endpoint, std::move(c), 8, std::chrono::seconds(30));
+  pool.release_stream(endpoint, std::move(c), 8, std::chrono::seconds(30));
   pool.acquire(endpoint, into);
   ASSERT_TRUE(into);
   EXPECT_EQ(into->socket().local_endpoint().port(), port);

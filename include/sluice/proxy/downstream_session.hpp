@@ -37,6 +37,7 @@
 #include "sluice/proxy/upload.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/tls/context.hpp"
+#include "sluice/tls/stream_slot.hpp"
 #include "sluice/tls/stream.hpp"
 
 namespace sluice::proxy {
@@ -129,14 +130,14 @@ private:
   PickContext pick_context(const Exchange& x) const;
   // ForwardHooks' steps: the end of a delivered answer, the answer of a retried attempt dropped,
   // a wait (backoff, queue).
-  bool end_delivery(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream, bool reusable);
-  void drop_answer(std::optional<socket_type>& upstream);
+  bool end_delivery(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream, bool reusable);
+  void drop_answer(tls::StreamSlot& upstream);
   boost::asio::awaitable<bool> wait_for(Clock::duration d);
   boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
-                                             std::optional<socket_type>& upstream,
+                                             tls::StreamSlot& upstream,
                                              Clock::time_point try_until);
   boost::asio::awaitable<Failure> connect(Exchange& x, Endpoint& ep,
-                                          std::optional<socket_type>& upstream,
+                                          tls::StreamSlot& upstream,
                                           Clock::time_point try_until);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
   boost::asio::awaitable<bool> idempotency_gate(Exchange& x);
@@ -191,7 +192,7 @@ private:
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
                                            bool head_written, FailureKind failure);
   // After a 101: the answer to the client, then both streams handed over (tunnel_session.hpp).
-  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, std::optional<socket_type>& upstream);
+  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream);
   void write_switch_head(Exchange& x);
   void hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream);
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);

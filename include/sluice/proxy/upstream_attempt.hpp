@@ -6,13 +6,13 @@
 // coroutine's frame, so a caller may return the awaitable; a class of hooks can take its frames
 // from the worker's FramePool, SLUICE_POOLED_COROUTINES_TAKING, core/pooled_frame.hpp):
 //
-// attempt_server(hooks, upstream): the try. `upstream` holds a pooled connection, or nothing for
-// a new one. Returns the try's Failure, built here where its I/O failed: answered (kind none,
+// attempt_server(hooks, upstream): the try. `upstream` (a std::optional<Stream>, or the session's
+// tls::StreamSlot) holds a pooled connection, or nothing for a new one. Returns the try's Failure, built here where its I/O failed: answered (kind none,
 // the final head's status) with the connection left in `upstream`, or what ended the try with
 // `upstream` empty. A pooled connection the origin had closed while idle
 // (health::stale_connection: it failed before any response byte) is not the server's fault: the
 // request goes once more on a new connection, when the hooks say resending cannot duplicate work.
-//   awaitable<Failure> connect(std::optional<Stream>&);  // a new connection in it, or why not
+//   awaitable<Failure> connect(Slot&);         // a new connection in it, or why not
 //   void ready(Stream&);                      // the connection the request goes on
 //   awaitable<FailureKind> send(Stream&, std::uint64_t& sent, std::size_t& received);
 //                                             // the request, then the final head (send_whole())
@@ -140,8 +140,8 @@ boost::asio::awaitable<FailureKind> send_whole(Hooks hooks, Stream& upstream, Bu
   return read_final_head(std::move(hooks), upstream, in, max_header_bytes);
 }
 
-template <class Hooks, class Stream>
-boost::asio::awaitable<Failure> attempt_server(Hooks hooks, std::optional<Stream>& upstream) {
+template <class Hooks, class Slot>
+boost::asio::awaitable<Failure> attempt_server(Hooks hooks, Slot& upstream) {
   bool reused = upstream.has_value();
   for (;;) {
     if (!upstream) {

@@ -11,6 +11,7 @@
 
 #include "sluice/core/clock.hpp"
 #include "sluice/tls/stream.hpp"
+#include "sluice/tls/stream_slot.hpp"
 
 namespace sluice {
 
@@ -31,9 +32,9 @@ public:
   // A live idle connection to `endpoint`, most recently used first (the least likely to have been
   // closed by the origin's idle timer). Discards connections found closed or expired.
   std::optional<stream_type> acquire(const Endpoint& endpoint);
-  // The same into `into` (left empty when there is none): the connection is moved once, from the
-  // pool into its place (each move of a socket costs Asio ~60 instructions, its destruction ~40).
-  void acquire(const Endpoint& endpoint, std::optional<stream_type>& into);
+  // The same into `into` (left empty when there is none): the connection's slot moves, not the
+  // connection (tls/stream_slot.hpp).
+  void acquire(const Endpoint& endpoint, tls::StreamSlot& into);
 
   // How long connections beyond `max_idle` (the surplus a burst leaves) stay before the sweep
   // closes them, oldest first, down to `max_idle`. A stalled origin piles the in-flight requests
@@ -50,8 +51,13 @@ public:
   // endpoint already holds surplus_factor * max_idle connections (then the oldest goes). The
   // connections beyond max_idle are closed by the sweep once idle for surplus_linger.
   // `stream` is moved from when kept, closed when not.
-  void release(const Endpoint& endpoint, stream_type&& stream, std::uint32_t max_idle,
+  // The slot moves, not the connection (tls/stream_slot.hpp): it is left empty either way.
+  void release(const Endpoint& endpoint, tls::StreamSlot&& stream, std::uint32_t max_idle,
                Clock::duration keepalive_timeout);
+  // The same for a stream outside a slot (tests, one-off callers): it is moved into a new slot,
+  // which allocates, so the data path never takes this way.
+  void release_stream(const Endpoint& endpoint, stream_type&& stream, std::uint32_t max_idle,
+                      Clock::duration keepalive_timeout);
 
   // Closes connections idle past their deadline, and a surplus beyond max_idle idle for
   // surplus_linger. Called periodically (once a second) by the worker.
@@ -66,7 +72,7 @@ public:
 
 private:
   struct Idle {
-    stream_type stream;
+    tls::StreamSlot stream;
     Clock::time_point released;
     Clock::time_point expires;
   };
