@@ -14,55 +14,37 @@
 
 namespace sluice {
 
-thread_local FramePool* FramePool::current_ = nullptr;
+constinit thread_local FramePool* FramePool::current_ = nullptr;
 
 namespace {
 
-// Size class c holds blocks of (c + 1) * granule bytes.
-constexpr std::size_t class_of(std::size_t size) noexcept {
-  return (size + FramePool::granule - 1) / FramePool::granule - 1;
-}
 constexpr std::size_t block_size(std::size_t c) noexcept { return (c + 1) * FramePool::granule; }
 
 }  // namespace
 
+#if defined(__SANITIZE_ADDRESS__)
+void FramePool::poison(Block* b, std::size_t c) noexcept { SLUICE_POISON(b, block_size(c)); }
+void FramePool::unpoison(Block* b, std::size_t c) noexcept { SLUICE_UNPOISON(b, block_size(c)); }
+#endif
+
 FramePool::~FramePool() {
   for (std::size_t c = 0; c < classes; ++c) {
     while (Block* b = free_[c]) {
-      SLUICE_UNPOISON(b, block_size(c));
+      unpoison(b, c);
       free_[c] = b->next;
       ::operator delete(b);
     }
   }
 }
 
-void* FramePool::allocate(std::size_t size) {
+void* FramePool::allocate_fresh(std::size_t size) {
   const std::size_t c = class_of(size);
   if (c >= classes) return ::operator new(size);
-  if (FramePool* pool = current_) {
-    if (Block* b = pool->free_[c]) {
-      SLUICE_UNPOISON(b, block_size(c));
-      pool->free_[c] = b->next;
-      --pool->count_[c];
-      ++pool->reused_;
-      return b;
-    }
-    ++pool->fresh_;
-  }
+  if (FramePool* pool = current_) ++pool->fresh_;
   return ::operator new(block_size(c));
 }
 
-void FramePool::deallocate(void* p, std::size_t size) noexcept {
-  const std::size_t c = class_of(size);
-  if (c >= classes) return ::operator delete(p);
-  FramePool* pool = current_;
-  if (pool == nullptr || pool->count_[c] >= limit(c)) return ::operator delete(p);
-  Block* b = static_cast<Block*>(p);
-  b->next = pool->free_[c];
-  pool->free_[c] = b;
-  ++pool->count_[c];
-  SLUICE_POISON(b, block_size(c));
-}
+void FramePool::deallocate_fresh(void* p, std::size_t) noexcept { ::operator delete(p); }
 
 FramePool::Use::Use(FramePool& pool) noexcept : previous_(current_) { current_ = &pool; }
 FramePool::Use::~Use() { current_ = previous_; }
