@@ -179,7 +179,10 @@ void DownstreamSession::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstr
   in_.clear();
   up_in_.clear();
   h.start = x.start;
-  if (worker_.access_log.enabled()) h.log.emplace(access_record(x));
+  if (worker_.access_log.enabled()) {
+    AttemptRecord::ServersText servers;
+    h.log.emplace(access_record(x, servers));
+  }
   closed_ = true;  // the streams are the tunnel's now
 }
 

@@ -440,10 +440,13 @@ void DownstreamSession::log_exchange(const Exchange& x) {
     c.count_exchange(cut ? 6 : from_origin ? x.status / 100 : 0,
                      std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }
-  if (worker_.access_log.enabled()) worker_.access_log.write(access_record(x));
+  if (worker_.access_log.enabled()) {
+    AttemptRecord::ServersText servers;
+    worker_.access_log.write(access_record(x, servers));
+  }
 }
 
-AccessRecord DownstreamSession::access_record(const Exchange& x) const {
+AccessRecord DownstreamSession::access_record(const Exchange& x, AttemptRecord::ServersText& servers) const {
   AccessRecord r;
   r.client = x.client_ip.empty() ? std::string_view(client_ip_) : x.client_ip;
   if (request_ != nullptr) {
@@ -459,7 +462,7 @@ AccessRecord DownstreamSession::access_record(const Exchange& x) const {
   }
   r.status = x.status;
   r.upstream = x.upstream ? std::string_view(x.upstream->name()) : std::string_view();
-  r.server = std::string_view(x.servers_tried.data(), x.servers_tried.size());
+  r.server = x.servers_tried(servers);
   r.attempts = x.attempts;
   r.bytes_in = x.bytes_in;
   r.bytes_out = x.bytes_out;

@@ -237,11 +237,18 @@ ProxyError Forwarder::not_retried(const Failure& f) const noexcept {
 }
 
 void Forwarder::note_server(const Endpoint& ep) {
-  auto& out = record_.servers_tried;
-  const auto& id = ep.identity();
-  if (out.size() + id.size() + 1 > out.capacity()) return;
-  if (!out.empty()) out.push_back(',');
-  out.append(id);
+  if (record_.tried_count < AttemptRecord::capacity) record_.tried[record_.tried_count++] = &ep;
+}
+
+std::string_view AttemptRecord::servers_tried(ServersText& out) const {
+  out.clear();
+  for (std::size_t i = 0; i < tried_count; ++i) {
+    const auto& id = tried[i]->identity();
+    if (out.size() + id.size() + 1 > out.capacity()) break;
+    if (!out.empty()) out.push_back(',');
+    out.append(id);
+  }
+  return {out.data(), out.size()};
 }
 
 void Forwarder::note_skip(RetrySkip skip) {

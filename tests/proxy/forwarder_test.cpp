@@ -228,7 +228,8 @@ TEST_F(ForwardLoop, AGetWhoseServerResetsIsAnsweredByTheNextServer) {
   EXPECT_EQ(script_.dropped, 1);
   EXPECT_FALSE(script_.failed);
   EXPECT_EQ(record_.attempts, 2u);
-  EXPECT_EQ(std::string(record_.servers_tried.data(), record_.servers_tried.size()), "s1,s2");
+  AttemptRecord::ServersText servers;
+  EXPECT_EQ(record_.servers_tried(servers), "s1,s2");
   EXPECT_EQ(record_.server, &server(2));
   // Each try held its server's slot, and the backoff lay between them (25 ms x 0.5 jitter).
   EXPECT_EQ(script_.in_flight_during, (std::vector<std::int64_t>{1, 1}));

@@ -202,7 +202,8 @@ private:
   void write_response_head(const Exchange& x, const http::ResponsePlan& plan);
   boost::asio::awaitable<bool> send_fixed_answer(Exchange& x);
   void log_exchange(const Exchange& x);
-  AccessRecord access_record(const Exchange& x) const;
+  // `servers`: where the record's list of servers tried is written (it refers to it).
+  AccessRecord access_record(const Exchange& x, AttemptRecord::ServersText& servers) const;
 
   // Every I/O runs under the session's deadline; an operation that expire() cancelled reports
   // beast::error::timeout once passed through timed().

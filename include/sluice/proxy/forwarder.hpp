@@ -8,6 +8,7 @@
 // loop's state and makes its decisions, without I/O.
 //
 // One worker's thread: a Forwarder lives on the frame of the request it serves.
+#include <array>
 #include <chrono>
 #include <optional>
 #include <string_view>
@@ -71,11 +72,20 @@ AfterAttempt after_attempt(const Failure& f, bool listed, bool attempts_left, Ma
 // tried, the attempts, why the last failure was not retried, and the last attempt's times
 // (upstream_connect_ms, upstream_first_byte_ms; zero = not reached; the attempt sets the last two).
 struct AttemptRecord {
+  using ServersText = boost::static_strings::static_string<256>;
+
   Endpoint* server = nullptr;  // the last server tried
   unsigned attempts = 0;
   RetrySkip skip = RetrySkip::none;
-  boost::static_strings::static_string<256> servers_tried;  // "app-1,app-2" (bounded)
   Clock::time_point attempt_start{}, upstream_ready{}, first_byte{};
+  // The servers tried, in order (the first `capacity`): their names are written out only when
+  // they are logged, servers_tried().
+  static constexpr std::size_t capacity = 16;
+  std::array<const Endpoint*, capacity> tried;  // [0, tried_count) set
+  std::size_t tried_count = 0;
+
+  // "app-1,app-2" into `out` (bounded by its capacity).
+  std::string_view servers_tried(ServersText& out) const;
 };
 
 // What an attempt says of the server's health (health::live_result), counted and logged: nothing
