@@ -121,6 +121,12 @@ bool lower_equals(std::string_view name, std::string_view lower) noexcept {
   return true;
 }
 
+// A Connection value that is exactly one of the two common options, in any case: no list walk,
+// no token check. (A value has no CR, so OR-ing 0x20 matches '-' only for '-'.)
+bool is_option(std::string_view value, std::string_view lower) noexcept {
+  return value.size() == lower.size() && lower_equals(value, lower);
+}
+
 }  // namespace
 
 KnownField classify_field(std::string_view name) noexcept {
@@ -267,6 +273,14 @@ struct IndexBuilder {
 
   void connection(KnownField known, std::string_view value) noexcept {
     auto& x = *s->index;
+    if (is_option(value, "keep-alive")) {
+      x.keep_alive_option_ = true;
+      return;
+    }
+    if (is_option(value, "close")) {
+      x.close_ = true;
+      return;
+    }
     const bool valid = for_each_option(value, [&](std::string_view option) {
       if (iequals(option, "close")) x.close_ = true;
       else if (iequals(option, "keep-alive")) x.keep_alive_option_ = true;
@@ -316,6 +330,8 @@ namespace {
 // RFC 9110 §7.6.1: the fields a Connection option names are hop-by-hop too (strip_hop_by_hop()).
 void mark_connection_options(HeadIndex& x, std::span<IndexedField> fields) {
   x.for_each(KnownField::connection, [&](const IndexedField& line) {
+    // "keep-alive" names a field that is hop-by-hop already, "close" none.
+    if (is_option(x.value(line), "keep-alive") || is_option(x.value(line), "close")) return;
     for_each_option(x.value(line), [&](std::string_view option) {
       if (iequals(option, "close") || !connection_may_drop(option)) return;
       for (auto& f : fields)
