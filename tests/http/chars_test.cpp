@@ -2,42 +2,39 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 namespace sluice::http::chars {
 namespace {
 
-// field_run() against the table: for every byte value placed at every position of runs long
-// enough for the 16-byte steps, their tail and the byte-by-byte end, the run stops exactly at
-// the first byte the table says is not a field byte.
-TEST(FieldRun, StopsWhereTheTableSaysForEveryByteAtEveryPosition) {
-  for (const std::size_t size : {0u, 1u, 15u, 16u, 17u, 31u, 32u, 33u, 47u, 64u}) {
+// A run function against the table: for every byte value placed at every position of runs of
+// each size, the run stops exactly at the first byte the table says is not of class `k`.
+template <class Run>
+void expect_stops_where_the_table_says(Run run, std::uint8_t k, std::initializer_list<std::size_t> sizes) {
+  for (const std::size_t size : sizes) {
     for (std::size_t at = 0; at < size; ++at) {
       for (int c = 0; c < 256; ++c) {
         std::string bytes(size, 'a');
         bytes[at] = static_cast<char>(c);
-        const std::size_t expected = is(static_cast<unsigned char>(c), k_field) ? size : at;
-        ASSERT_EQ(field_run(bytes.data(), bytes.size()), expected) << "size " << size << " at " << at << " byte " << c;
+        const std::size_t expected = is(static_cast<unsigned char>(c), k) ? size : at;
+        ASSERT_EQ(run(bytes.data(), bytes.size()), expected) << "size " << size << " at " << at << " byte " << c;
       }
     }
     const std::string plain(size, 'x');
-    EXPECT_EQ(field_run(plain.data(), plain.size()), size);
+    EXPECT_EQ(run(plain.data(), plain.size()), size);
   }
 }
 
-// token_run() against the table, for every byte value at every position of runs around its
-// four-byte steps.
+// Runs long enough for field_run()'s 16-byte steps, their tail and the byte-by-byte end.
+TEST(FieldRun, StopsWhereTheTableSaysForEveryByteAtEveryPosition) {
+  expect_stops_where_the_table_says(field_run, k_field, {0, 1, 15, 16, 17, 31, 32, 33, 47, 64});
+}
+
+// Runs around token_run()'s four-byte steps.
 TEST(TokenRun, StopsWhereTheTableSaysForEveryByteAtEveryPosition) {
-  for (const std::size_t size : {0u, 1u, 3u, 4u, 5u, 7u, 8u, 9u, 14u, 19u}) {
-    for (std::size_t at = 0; at < size; ++at) {
-      for (int c = 0; c < 256; ++c) {
-        std::string bytes(size, 'a');
-        bytes[at] = static_cast<char>(c);
-        const std::size_t expected = is(static_cast<unsigned char>(c), k_tchar) ? size : at;
-        ASSERT_EQ(token_run(bytes.data(), bytes.size()), expected) << "size " << size << " at " << at << " byte " << c;
-      }
-    }
-  }
+  expect_stops_where_the_table_says(token_run, k_tchar, {0, 1, 3, 4, 5, 7, 8, 9, 14, 19});
   const std::string line = "Content-Length: 3";
   EXPECT_EQ(token_run(line.data(), line.size()), line.find(':'));
 }

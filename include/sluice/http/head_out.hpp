@@ -15,23 +15,25 @@
 
 namespace sluice::http::detail {
 
+// n bytes (sizeof(Word) <= n <= 2 * sizeof(Word)) as two words that overlap in the middle.
+template <class Word>
+[[gnu::always_inline]] inline void copy_overlapping(char* to, const char* from, std::size_t n) noexcept {
+  Word a, b;
+  std::memcpy(&a, from, sizeof a);
+  std::memcpy(&b, from + n - sizeof b, sizeof b);
+  std::memcpy(to, &a, sizeof a);
+  std::memcpy(to + n - sizeof b, &b, sizeof b);
+}
+
 // memcpy for the small pieces of a head: a piece of known size (a literal) compiles to a few
 // moves, and one of 1-16 bytes takes two overlapping loads and stores instead of a call.
 [[gnu::always_inline]] inline void copy_piece(char* to, const char* from, std::size_t n) noexcept {
   if (n > 16) {
     std::memcpy(to, from, n);
   } else if (n >= 8) {
-    std::uint64_t a, b;
-    std::memcpy(&a, from, 8);
-    std::memcpy(&b, from + n - 8, 8);
-    std::memcpy(to, &a, 8);
-    std::memcpy(to + n - 8, &b, 8);
+    copy_overlapping<std::uint64_t>(to, from, n);
   } else if (n >= 4) {
-    std::uint32_t a, b;
-    std::memcpy(&a, from, 4);
-    std::memcpy(&b, from + n - 4, 4);
-    std::memcpy(to, &a, 4);
-    std::memcpy(to + n - 4, &b, 4);
+    copy_overlapping<std::uint32_t>(to, from, n);
   } else if (n > 0) {
     to[0] = from[0];
     to[n / 2] = from[n / 2];
