@@ -41,10 +41,10 @@ public:
     const std::size_t c = class_of(size);
     if (FramePool* pool = current_; pool != nullptr && c < classes) {
       if (Block* b = pool->free_[c]) {
+        unpoison(b, c);  // before its link is read
         pool->free_[c] = b->next;
         --pool->count_[c];
         ++pool->reused_;
-        pool->unpoison(b, c);
         return b;
       }
     }
@@ -58,7 +58,7 @@ public:
       b->next = pool->free_[c];
       pool->free_[c] = b;
       ++pool->count_[c];
-      pool->poison(b, c);
+      poison(b, c);
       return;
     }
     deallocate_fresh(p, size);
