@@ -50,9 +50,8 @@ public:
   ~HeadOut() { close(); }
 
   [[gnu::always_inline]] void append(std::string_view piece) {
-    if (piece.size() > static_cast<std::size_t>(end_ - p_)) grow(piece.size());
-    copy_piece(p_, piece.data(), piece.size());
-    p_ += piece.size();
+    copy_piece(room(piece.size()), piece.data(), piece.size());
+    commit(piece.size());
   }
   // Room for n bytes at the cursor, written by the caller, then commit(n): one check for the
   // pieces of a line instead of one per piece.
