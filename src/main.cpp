@@ -21,6 +21,7 @@
 #include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/runtime.hpp"
 #include "sluice/telemetry/access_log.hpp"
+#include "sluice/tls/openssl_memory.hpp"
 
 namespace {
 
@@ -166,7 +167,7 @@ Options parse_args(int argc, char** argv) {
   return o;
 }
 
-int run(const std::string& given) {
+int run(const std::string& given, bool openssl_memory) {
   // Absolute, so that the running process names its file unambiguously (GET /api/config, and
   // `sluice reload --config F` comparing F with it) whatever directory it was started from.
   const std::string path = std::filesystem::absolute(given).lexically_normal().string();
@@ -184,6 +185,7 @@ int run(const std::string& given) {
     return 1;
   }
   for (const auto& w : result.warnings) spdlog::warn("{}", w.to_string());
+  if (!openssl_memory) spdlog::warn("OpenSSL allocated before main(): TLS record buffers come from the heap");
   sluice::Runtime runtime(std::move(*result.config), path);
   return runtime.run();
 }
@@ -529,6 +531,9 @@ int check(const Options& o) {
 }
 
 int main(int argc, char** argv) {
+  // Before anything reaches OpenSSL: its record buffers then come from per-thread caches
+  // (tls/openssl_memory.hpp). Too late only if a static initializer used OpenSSL; malloc then.
+  const bool openssl_memory = sluice::tls::install_openssl_memory();
   const auto o = parse_args(argc, argv);
   if (!o.error.empty()) {
     std::fprintf(stderr, "sluice: %s\n\n%.*s", o.error.c_str(), static_cast<int>(usage.size()),
@@ -544,7 +549,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (o.command == "check") return check(o);
-  if (o.command == "run") return run(o.config);
+  if (o.command == "run") return run(o.config, openssl_memory);
   if (o.command == "reload") return reload(o);
   if (o.command == "drain") return set_drain(o, true);
   if (o.command == "undrain") return set_drain(o, false);
