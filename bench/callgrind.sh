@@ -9,6 +9,8 @@
 # Usage: bench/callgrind.sh [--instr-requests N] [--instr-connections N] [--keep-workdir] [...]
 #   --instr-connections 64: wrk with 64 keep-alive connections for --duration seconds instead of
 #   one sequential client (several requests per wake-up, as in the `small` scenario).
+# SLUICE_CALLGRIND_ARGS: more callgrind options, e.g. "--cache-sim=yes --branch-sim=yes" (the
+# .out files, with --keep-workdir, then hold D1/LL misses and mispredictions per function).
 # Any option of bench/run.sh is accepted. Writes bench/results/<date>-<commit>-instr.md/.json.
 set -euo pipefail
 exec "$(dirname "$0")/run.sh" --scenarios startup,instr --tag instr "$@"

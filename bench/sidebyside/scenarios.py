@@ -8,6 +8,7 @@ origins accept in steady state (a window inside each run). `idle` measures resid
 `startup` the time to the first proxied 200, `instr` user-space instructions per request under
 callgrind.
 """
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -286,7 +287,8 @@ class Bench:
             for step in ("base", "more"):
                 out = Path(self.s.workdir) / f"callgrind-{c.name}-{step}.out"
                 wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                        "--dump-instr=no", "--dump-line=no"]
+                        "--dump-instr=no", "--dump-line=no",
+                        *os.environ.get("SLUICE_CALLGRIND_ARGS", "").split()]
                 t0 = time.monotonic()
                 r = c.start(self.s.workdir, self.origins, wrap=wrap, timeout=120.0)
                 try:
