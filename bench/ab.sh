@@ -5,10 +5,11 @@
 # (bench/run.sh compares proxies; this compares builds of one, in adjacent runs).
 #
 # Usage: bench/ab.sh ROUNDS SECONDS CONNECTIONS BINARY...
-#   CLOSE=1: Connection: close. KEEPALIVE=N: the upstream's `keepalive` (default 32, the config's
-#   default). Keep it at or above CONNECTIONS: below it every build opens origin connections all
-#   the time, and the churn, not the change, decides the figure (2026-12-02: a change that looked
-#   25% slower at 32 was even at 128).
+#   CLOSE=1: Connection: close. URLPATH=/?size=1024: another path (default /).
+#   KEEPALIVE=N: the upstream's `keepalive` (default 32, the config's default). Keep it at or
+#   above CONNECTIONS: below it every build opens origin connections all the time, and the churn,
+#   not the change, decides the figure (2026-12-02: a change that looked 25% slower at 32 was
+#   even at 128).
 # Example: KEEPALIVE=128 bench/ab.sh 3 3 64 /tmp/sluice-before build/release/sluice
 # Loopback only; bounded by ROUNDS x binaries x (SECONDS + 1) s of load; ends what it started.
 set -euo pipefail
@@ -50,9 +51,9 @@ T
     taskset -c 1 "$BIN" run --config "$WORK/s.toml" > "$WORK/s.out" 2>&1 &
     SP=$!
     for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$PORT/" && break; sleep 0.1; done
-    taskset -c 0 wrk -t1 -c"$CONNS" -d1s "${HDR[@]}" "http://127.0.0.1:$PORT/" > /dev/null
+    taskset -c 0 wrk -t1 -c"$CONNS" -d1s "${HDR[@]}" "http://127.0.0.1:$PORT${URLPATH:-/}" > /dev/null
     read -r u1 s1 < <(awk '{print $14, $15}' "/proc/$SP/stat")
-    taskset -c 0 wrk -t1 -c"$CONNS" -d"${DUR}s" "${HDR[@]}" "http://127.0.0.1:$PORT/" > "$WORK/wrk.txt"
+    taskset -c 0 wrk -t1 -c"$CONNS" -d"${DUR}s" "${HDR[@]}" "http://127.0.0.1:$PORT${URLPATH:-/}" > "$WORK/wrk.txt"
     read -r u2 s2 < <(awk '{print $14, $15}' "/proc/$SP/stat")
     REQ=$(awk '/requests in/{print $1}' "$WORK/wrk.txt")
     awk -v r="$r" -v b="$BIN" -v n="$REQ" -v u=$((u2 - u1)) -v s=$((s2 - s1)) 'BEGIN {
