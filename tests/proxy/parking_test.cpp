@@ -4,6 +4,11 @@
 // worker's session list while parked, out of the reactor, in one slab block. HeapTrim's decision.
 #include "sluice/proxy/parking.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -232,6 +237,43 @@ TEST_F(ParkingTest, ManyReadyAtOnceAllWake) {
   EXPECT_EQ(wakes_, 80);
   EXPECT_EQ(lot_.size(), 0u);
   EXPECT_TRUE(worker_.sessions.empty());
+}
+
+// A stream that is not open cannot leave the reactor: nothing is parked, the connection is
+// counted ended (the worker's count of open connections goes down), and the lot stays empty.
+TEST_F(ParkingTest, AStreamThatCannotLeaveTheReactorIsCountedEndedAndNotParked) {
+  lot_.park({tls::Stream(tcp::socket(io_)), net::ip::make_address("127.0.0.1"), clock_.now() + 60s});
+  EXPECT_EQ(ended_, 1);
+  EXPECT_EQ(lot_.size(), 0u);
+  EXPECT_TRUE(worker_.sessions.empty());
+  EXPECT_EQ(lot_.slab().used(), 0u);
+  settle();
+  EXPECT_FALSE(woken_);
+}
+
+// A descriptor the lot's epoll set refuses (here /dev/null behind a TCP socket: epoll_ctl says
+// EPERM) is closed and counted ended; its slab block goes back; the lot keeps working.
+TEST_F(ParkingTest, ADescriptorTheLotsEpollSetRefusesIsClosedAndCountedEnded) {
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  tcp::socket odd(io_);
+  boost::system::error_code ec;
+  odd.assign(tcp::v4(), fd, ec);  // Asio's reactor takes a descriptor it cannot poll as such
+  ASSERT_FALSE(ec) << ec.message();
+  lot_.park({tls::Stream(std::move(odd)), net::ip::make_address("127.0.0.1"), clock_.now() + 60s});
+  EXPECT_EQ(ended_, 1);
+  EXPECT_EQ(lot_.size(), 0u);
+  EXPECT_TRUE(worker_.sessions.empty());
+  EXPECT_EQ(lot_.slab().used(), 0u);
+  errno = 0;
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1);  // closed (nothing else opened a descriptor meanwhile)
+  EXPECT_EQ(errno, EBADF);
+
+  auto client = park();  // and the next connection parks and wakes as ever
+  net::write(client, net::buffer(std::string_view("x")));
+  settle();
+  EXPECT_TRUE(woken_);
+  EXPECT_EQ(ended_, 1);
 }
 
 TEST(Slab, RecyclesBlocksAndReturnsItsChunksWhenEmpty) {
