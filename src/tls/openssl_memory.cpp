@@ -39,11 +39,16 @@ constexpr std::uint32_t class_of(std::size_t n) noexcept {
 static_assert(class_of(17) == 1 && class_of(24) == 1 && class_of(25) == 2 && class_of(33) == 3 &&
               class_of(65536) == class_count - 1);
 
-// How many freed blocks of a class wait at most: 64 KiB of small ones, 4 of the largest.
-constexpr std::uint32_t class_limit(std::size_t c) noexcept {
-  const auto by_bytes = 64 * 1024 / class_size(c);
-  return static_cast<std::uint32_t>(by_bytes < 4 ? 4 : by_bytes);
-}
+// How many freed blocks of a class wait at most: 64 KiB of small ones, 4 of the largest (a table:
+// no division per release).
+constexpr auto class_limits = [] {
+  std::array<std::uint32_t, class_count> limits{};
+  for (std::size_t c = 0; c < class_count; ++c) {
+    const auto by_bytes = 64 * 1024 / class_size(c);
+    limits[c] = static_cast<std::uint32_t>(by_bytes < 4 ? 4 : by_bytes);
+  }
+  return limits;
+}();
 
 struct FreeBlock {
   FreeBlock* next;
@@ -56,6 +61,7 @@ struct ThreadCache {
   std::array<FreeBlock*, class_count> heads;
   std::array<std::uint32_t, class_count> counts;
   std::uint64_t taken;
+  std::uint64_t from_heap;
   std::size_t bytes;
   bool armed;  // CacheEnd registered
   bool ended;
@@ -84,6 +90,7 @@ void* from_heap(std::size_t capacity, std::uint32_t cls) noexcept {
   if (capacity > SIZE_MAX - sizeof(Header)) return nullptr;
   auto* h = static_cast<Header*>(std::malloc(capacity + sizeof(Header)));
   if (h == nullptr) return nullptr;
+  ++cache.from_heap;
   h->cls = cls;
   h->capacity = capacity;
   return h + 1;
@@ -119,7 +126,7 @@ void release(void* p) noexcept {
   auto* h = header_of(p);
   auto& t = cache;
   const auto c = h->cls;
-  if (c == uncached || t.ended || t.counts[c] >= class_limit(c) ||
+  if (c == uncached || t.ended || t.counts[c] >= class_limits[c] ||
       t.bytes + class_size(c) > cache_limit_bytes) {
     std::free(h);
     return;
@@ -147,6 +154,7 @@ void* reallocate(void* p, std::size_t n) noexcept {
     if (n > SIZE_MAX - sizeof(Header)) return nullptr;
     auto* grown = static_cast<Header*>(std::realloc(h, n + sizeof(Header)));
     if (grown == nullptr) return nullptr;
+    ++cache.from_heap;
     grown->capacity = n;
     return grown + 1;
   }
@@ -160,6 +168,7 @@ void* reallocate(void* p, std::size_t n) noexcept {
 Stats this_thread() noexcept {
   Stats s;
   s.taken_from_cache = cache.taken;
+  s.taken_from_heap = cache.from_heap;
   s.cached_bytes = cache.bytes;
   for (auto n : cache.counts) s.cached_blocks += n;
   return s;

@@ -39,6 +39,7 @@ inline constexpr std::size_t cache_limit_bytes = 1024 * 1024;
 // The calling thread's cache.
 struct Stats {
   std::uint64_t taken_from_cache = 0;  // allocations served by a cached block
+  std::uint64_t taken_from_heap = 0;   // malloc and realloc calls made for OpenSSL
   std::size_t cached_bytes = 0;        // the blocks waiting now (capacity)
   std::size_t cached_blocks = 0;
 };
