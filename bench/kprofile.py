@@ -6,7 +6,11 @@ function's samples x 100 us / the origins' requests is its cost per request. Rou
 the order; the tables give the mean over the rounds.
 
     /usr/bin/python3 bench/kprofile.py BUILD_DIR [--rounds N] [--duration S] [--top N]
-        [--keep DIR]
+        [--keep DIR] [--period-us US]
+
+--period-us 1000 samples every millisecond instead: a tenth of the overhead, so that the
+proxies run as loaded as in bench/run.sh (at 100 us perf's own cost makes each proxy the
+bottleneck, the one case where sluice never waits for work; session 20 measured both).
 
 Prints three tables: the areas (user space, system call entry and exit, the TCP send path with
 the loopback delivery and the receiver's wake-up it runs, the TCP receive path, epoll_wait with
@@ -81,10 +85,10 @@ def samples(data):
                           m.group(2) == "[kernel.kallsyms]"))
 
 
-def attribute(data, reqs):
+def attribute(data, reqs, period_us=PERIOD_US):
     """{'area:NAME': us/req, 'fn:SYMBOL': us/req (self)} for one recording."""
     row = defaultdict(float)
-    per_sample = PERIOD_US / reqs
+    per_sample = period_us / reqs
     for chain in samples(data):
         leaf, kernel = chain[0]
         row["fn:" + (leaf if kernel else "(user) " + leaf)] += per_sample
@@ -100,11 +104,11 @@ def attribute(data, reqs):
     return row
 
 
-def measure(running, og, duration, keep):
+def measure(running, og, duration, keep, period_us):
     out = keep / f"{running.name}-{time.monotonic_ns()}.data"
-    reqs, _ = steady.under_perf(["record", "-q", "-e", "cpu-clock", "-c", str(PERIOD_US * 1000),
+    reqs, _ = steady.under_perf(["record", "-q", "-e", "cpu-clock", "-c", str(period_us * 1000),
                                  "-g", "-o", str(out)], running, og, "/", duration)
-    row = attribute(out, reqs)
+    row = attribute(out, reqs, period_us)
     row["req/s"] = reqs / duration
     return row
 
@@ -142,11 +146,15 @@ def main(argv):
     p.add_argument("--duration", type=int, default=4)
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--keep", help="directory for the perf.data files (default: a temporary one)")
+    p.add_argument("--period-us", type=int, default=PERIOD_US,
+                   help=f"CPU time between samples, microseconds (default {PERIOD_US})")
     a = p.parse_args(argv)
+    if not 10 <= a.period_us <= 100_000:
+        p.error("--period-us 10-100000")
     keep = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="sluice-kprofile-"))
     keep.mkdir(parents=True, exist_ok=True)
     rows = steady.alternate(a.build_dir, a.rounds,
-                            lambda running, og: measure(running, og, a.duration, keep))
+                            lambda running, og: measure(running, og, a.duration, keep, a.period_us))
     print(tables(rows, a.top))
 
 

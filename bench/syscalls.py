@@ -7,6 +7,12 @@ origins' counters the requests; each count is divided by those requests. Rounds 
 
     /usr/bin/python3 bench/syscalls.py BUILD_DIR [--rounds N] [--duration S] [--path P] [--close]
 
+`origins us` is the three origins' CPU time per request: the load side (CPU 0) is the
+bottleneck of the `small` run, so what a proxy makes it do sets the request rate, and with it
+how often the proxy runs out of work. `epoll_wait returning N` counts the calls by how many
+events they handed over (tracepoint filters, counted in the kernel like the rest): a proxy that
+waits for work gets fewer per call, and pays the call and the sleep over fewer requests.
+
 Why: on loopback the kernel is ~85% of every proxy's CPU time, so a system call or a wake-up
 saved per request is worth more than most user-space work (docs/performance.md). Needs perf with
 tracepoints (the VM here has no hardware counters; tracepoints work). Loopback only; every
@@ -39,20 +45,33 @@ def minor_faults(pid):
     return int(stat[stat.rindex(")") + 2:].split()[7])
 
 
+# epoll_wait's returns by the number of events, one counter each (`perf stat` prints them in
+# this order, all under the tracepoint's name).
+BATCHES = (("1", "ret == 1"), ("2-4", "ret >= 2 && ret <= 4"), ("5+", "ret >= 5"))
+
+
 def measure(running, og, path, duration, events=(), headers=()):
     pid = running.pid
     cpu0, cs0, pf0 = cpu_split(pid), context_switches(pid), minor_faults(pid)
+    og0 = og.cpu_seconds()
     extra = [a for e in events for a in ("-e", e)]
+    for _, condition in BATCHES:
+        extra += ["-e", "syscalls:sys_exit_epoll_wait", "--filter", condition]
     reqs, counted = steady.under_perf(["stat", "-x,", "-e", "syscalls:sys_enter_*", *extra],
                                       running, og, path, duration, headers)
     cpu1, cs1, pf1 = cpu_split(pid), context_switches(pid), minor_faults(pid)
-    row = {"req/s": reqs / duration,
+    row = {"req/s": reqs / duration, "origins us": (og.cpu_seconds() - og0) * 1e6 / reqs,
            "user us": (cpu1[0] - cpu0[0]) * 1e6 / reqs, "sys us": (cpu1[1] - cpu0[1]) * 1e6 / reqs,
            "vol cs": (cs1[0] - cs0[0]) / reqs, "invol cs": (cs1[1] - cs0[1]) / reqs,
            "minor faults": (pf1 - pf0) / reqs}
+    batches = iter(BATCHES)
     for line in counted.splitlines():
         fields = line.split(",")
-        if len(fields) > 2 and fields[0].strip().isdigit() and int(fields[0]) > 0:
+        if len(fields) <= 2 or not fields[0].strip().isdigit():
+            continue
+        if fields[2] == "syscalls:sys_exit_epoll_wait":
+            row[f"epoll_wait returning {next(batches)[0]}"] = int(fields[0]) / reqs
+        elif int(fields[0]) > 0:
             row[fields[2].replace("syscalls:sys_enter_", "")] = int(fields[0]) / reqs
     return row
 
