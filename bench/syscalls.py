@@ -6,24 +6,31 @@ side-by-side benchmark's setup (one worker each on CPU 1, the three origins and 
 origins' counters the requests; each count is divided by those requests. Rounds alternate the order.
 
     /usr/bin/python3 bench/syscalls.py BUILD_DIR [--rounds N] [--duration S] [--path P] [--close]
+        [--events E,...] [--origin-events E,...]
 
 `origins us` is the three origins' CPU time per request: the load side (CPU 0) is the
 bottleneck of the `small` run, so what a proxy makes it do sets the request rate, and with it
 how often the proxy runs out of work. `epoll_wait returning N` counts the calls by how many
 events they handed over (tracepoint filters, counted in the kernel like the rest): a proxy that
 waits for work gets fewer per call, and pays the call and the sleep over fewer requests.
+--origin-events (e.g. sched:sched_waking,ipi:ipi_send_cpu) adds a second wrk run per proxy and
+round with perf counting those events in the origins' context only, the proxy untraced (tracing
+its system calls slows it, and a slower proxy sleeps less): what the load side pays to wake the
+proxy when it sleeps.
 
 Why: on loopback the kernel is ~85% of every proxy's CPU time, so a system call or a wake-up
 saved per request is worth more than most user-space work (docs/performance.md). Needs perf with
 tracepoints (the VM here has no hardware counters; tracepoints work). Loopback only; every
 process started is ended by PID."""
 import argparse
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from sidebyside import steady  # noqa: E402
+from sidebyside import steady, wrk  # noqa: E402
 from sidebyside.processes import cpu_split  # noqa: E402
 
 
@@ -67,12 +74,38 @@ def measure(running, og, path, duration, events=(), headers=()):
     batches = iter(BATCHES)
     for line in counted.splitlines():
         fields = line.split(",")
-        if len(fields) <= 2 or not fields[0].strip().isdigit():
+        if len(fields) <= 2:
             continue
+        count = int(fields[0]) if fields[0].strip().isdigit() else 0  # or "<not counted>"
         if fields[2] == "syscalls:sys_exit_epoll_wait":
-            row[f"epoll_wait returning {next(batches)[0]}"] = int(fields[0]) / reqs
-        elif int(fields[0]) > 0:
-            row[fields[2].replace("syscalls:sys_enter_", "")] = int(fields[0]) / reqs
+            row[f"epoll_wait returning {next(batches)[0]}"] = count / reqs
+        elif count > 0:
+            row[fields[2].replace("syscalls:sys_enter_", "")] = count / reqs
+    return row
+
+
+def origin_counts(running, og, path, duration, headers, events):
+    """`events` counted in the origins' context over one more wrk run, per request; the proxy
+    runs untraced."""
+    _, reqs0 = og.counters()
+    perf = subprocess.Popen(["perf", "stat", "-x,", "-e", ",".join(events),
+                             "-p", ",".join(map(str, og.pids)), "--", "sleep", str(duration + 2)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1)  # perf attached
+        wrk.run(running.port, path=path, connections=64, duration=duration, headers=headers)
+        _, err = perf.communicate(timeout=duration + 30)
+    finally:
+        if perf.poll() is None:
+            perf.kill()
+            perf.wait()
+    _, reqs1 = og.counters()
+    reqs = max(reqs1 - reqs0, 1)
+    row = {}
+    for line in err.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[0].strip().isdigit():
+            row["origins' " + fields[2]] = int(fields[0]) / reqs
     return row
 
 
@@ -87,11 +120,20 @@ def main(argv):
                         "(default: the wake-ups it performs and the IPIs it sends)")
     p.add_argument("--close", action="store_true",
                    help="every request with `Connection: close` (the `close` scenario)")
+    p.add_argument("--origin-events", default="",
+                   help="perf events counted in the origins' context in a second, untraced run, "
+                        "comma-separated (e.g. sched:sched_waking,ipi:ipi_send_cpu)")
     a = p.parse_args(argv)
     headers = ("Connection: close",) if a.close else ()
     events = [e for e in a.events.split(",") if e]
-    rows = steady.alternate(a.build_dir, a.rounds,
-                            lambda running, og: measure(running, og, a.path, a.duration, events, headers))
+    origin_events = [e for e in a.origin_events.split(",") if e]
+
+    def both(running, og):
+        row = measure(running, og, a.path, a.duration, events, headers)
+        if origin_events:
+            row.update(origin_counts(running, og, a.path, a.duration, headers, origin_events))
+        return row
+    rows = steady.alternate(a.build_dir, a.rounds, both)
     print(steady.mean_table(rows))
 
 
