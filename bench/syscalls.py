@@ -23,14 +23,12 @@ saved per request is worth more than most user-space work (docs/performance.md).
 tracepoints (the VM here has no hardware counters; tracepoints work). Loopback only; every
 process started is ended by PID."""
 import argparse
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from sidebyside import steady, wrk  # noqa: E402
+from sidebyside import steady  # noqa: E402
 from sidebyside.processes import cpu_split  # noqa: E402
 
 
@@ -87,20 +85,8 @@ def measure(running, og, path, duration, events=(), headers=()):
 def origin_counts(running, og, path, duration, headers, events):
     """`events` counted in the origins' context over one more wrk run, per request; the proxy
     runs untraced."""
-    _, reqs0 = og.counters()
-    perf = subprocess.Popen(["perf", "stat", "-x,", "-e", ",".join(events),
-                             "-p", ",".join(map(str, og.pids)), "--", "sleep", str(duration + 2)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1)  # perf attached
-        wrk.run(running.port, path=path, connections=64, duration=duration, headers=headers)
-        _, err = perf.communicate(timeout=duration + 30)
-    finally:
-        if perf.poll() is None:
-            perf.kill()
-            perf.wait()
-    _, reqs1 = og.counters()
-    reqs = max(reqs1 - reqs0, 1)
+    reqs, err = steady.under_perf(["stat", "-x,", "-e", ",".join(events)], running, og, path,
+                                  duration, headers, pids=og.pids)
     row = {}
     for line in err.splitlines():
         fields = line.split(",")

@@ -32,14 +32,14 @@ def alternate(build_dir, rounds, measure):
     return rows
 
 
-def under_perf(perf_args, running, og, path, duration, headers=()):
-    """`perf PERF_ARGS -p PID` attached to the proxy around one wrk run (64 connections, `path`,
-    `duration` s): perf attaches first and detaches after wrk is done, so what it saw belongs to
-    exactly the requests the origins count between the two readings. Returns (those requests,
-    perf's stderr)."""
+def under_perf(perf_args, running, og, path, duration, headers=(), pids=None):
+    """`perf PERF_ARGS -p PID` attached to the proxy (or to `pids`, e.g. the origins') around
+    one wrk run (64 connections, `path`, `duration` s): perf attaches first and detaches after wrk
+    is done, so what it saw belongs to exactly the requests the origins count between the two
+    readings. Returns (those requests, perf's stderr)."""
     _, reqs0 = og.counters()
-    perf = subprocess.Popen(["perf", *perf_args, "-p", str(running.pid), "--", "sleep",
-                             str(duration + 2)],
+    watched = ",".join(map(str, pids)) if pids else str(running.pid)
+    perf = subprocess.Popen(["perf", *perf_args, "-p", watched, "--", "sleep", str(duration + 2)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1)  # perf attached
