@@ -186,7 +186,7 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
     auto socket = tls::edge::accept_now(*acceptor, peer, ec);
     if (ec == net::error::would_block) {
       in_a_row = 0;
-      std::tie(ec) = co_await tls::edge::async_wait_readable(*acceptor, nothrow);
+      co_await tls::edge::readable(*acceptor, ec);
       if (!ec) continue;  // a connection is waiting
     }
     if (ec) {

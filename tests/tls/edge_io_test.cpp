@@ -14,6 +14,8 @@
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -172,6 +174,103 @@ TEST_F(EdgeIo, APerOperationCancellationSlotEndsOnlyThatOperation) {
   // The socket is still good: a read on it gets what the peer sends next.
   send("ok");
   EXPECT_EQ(read_once().bytes, "ok");
+}
+
+// readable(): the wait awaited by an asio::awaitable coroutine with no coroutine of its own. The
+// coroutine is suspended until the wait ends, gets its outcome in its own variable, and can wait
+// again (its thread of execution goes from one wait's handler to the next's).
+struct AwaitedWaits {
+  std::vector<error_code> outcomes;
+  bool finished = false;
+};
+
+net::awaitable<void> await_waits(tcp::socket& s, AwaitedWaits& out, int waits) {
+  for (int i = 0; i < waits; ++i) {
+    error_code ec = net::error::fault;  // overwritten by the wait's outcome
+    co_await readable(s, ec);
+    out.outcomes.push_back(ec);
+    if (ec) break;
+    std::array<char, 16> buffer{};
+    s.read_some(net::buffer(buffer), ec);  // what made it readable, so that the next one waits
+  }
+  out.finished = true;
+}
+
+TEST_F(EdgeIo, ReadableResumesTheAwaitingCoroutineWithTheOutcomeEachTime) {
+  AwaitedWaits waits;
+  std::exception_ptr failed;
+  net::co_spawn(io, await_waits(ours, waits, 3), [&](std::exception_ptr e) { failed = e; });
+  io.poll();
+  EXPECT_TRUE(waits.outcomes.empty());  // suspended: nothing to read yet
+  for (int i = 1; i <= 2; ++i) {
+    send("x");
+    ASSERT_TRUE(run_until([&] { return waits.outcomes.size() == static_cast<std::size_t>(i); }));
+    EXPECT_FALSE(waits.outcomes.back());
+    io.poll();
+    EXPECT_EQ(waits.outcomes.size(), static_cast<std::size_t>(i));  // waiting again
+  }
+  ours.close();  // the third wait ends aborted, and the coroutine runs to its end
+  ASSERT_TRUE(run_until([&] { return waits.finished; }));
+  ASSERT_EQ(waits.outcomes.size(), 3u);
+  EXPECT_EQ(waits.outcomes.back(), net::error::operation_aborted);
+  EXPECT_FALSE(failed);
+}
+
+// The wait's cancellation is the coroutine's, as with use_awaitable: a cancelled coroutine (here
+// through co_spawn's slot; `||` of awaitable_operators cancels the same way) has its wait end.
+TEST_F(EdgeIo, ReadableEndsWhenTheAwaitingCoroutineIsCancelled) {
+  AwaitedWaits waits;
+  net::cancellation_signal signal;
+  net::co_spawn(io, await_waits(ours, waits, 1), net::bind_cancellation_slot(signal.slot(), [](std::exception_ptr) {}));
+  io.poll();
+  ASSERT_TRUE(waits.outcomes.empty());
+  signal.emit(net::cancellation_type::terminal);
+  ASSERT_TRUE(run_until([&] { return waits.finished; }));
+  ASSERT_EQ(waits.outcomes.size(), 1u);
+  EXPECT_EQ(waits.outcomes[0], net::error::operation_aborted);
+  // The socket is still good, and the slot was let go: a new wait is not cancelled by it.
+  AwaitedWaits again;
+  net::co_spawn(io, await_waits(ours, again, 1), net::detached);
+  send("ok");
+  ASSERT_TRUE(run_until([&] { return again.finished; }));
+  ASSERT_EQ(again.outcomes.size(), 1u);
+  EXPECT_FALSE(again.outcomes[0]);
+}
+
+// Stream::readable() on a plain stream is the same wait (queued without a try on a socket
+// proved drained).
+TEST_F(EdgeIo, StreamReadableWaitsForTheKernelsBytes) {
+  Stream stream(std::move(ours));
+  std::array<char, 16> buffer{};
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 0u);  // proves it drained
+  std::optional<error_code> waited;
+  net::co_spawn(io, [&]() -> net::awaitable<void> {
+    error_code ec;
+    co_await stream.readable(ec);
+    waited = ec;
+  }, net::detached);
+  EXPECT_TRUE(queued(waited));
+  send("abc");
+  ASSERT_TRUE(ends(waited));
+  EXPECT_FALSE(*waited);
+  EXPECT_EQ(stream.try_read_some(net::buffer(buffer)), 3u);
+}
+
+// With TLS the wait completes at once, with nothing from the kernel (decrypted bytes may sit in
+// the TLS engine): the read that follows does the waiting.
+TEST_F(EdgeIo, StreamReadableOnTlsCompletesAtOnce) {
+  net::ssl::context tls_context(net::ssl::context::tls_client);
+  Stream tls(std::move(ours));
+  tls.start_tls(tls_context);
+  std::optional<error_code> waited;
+  net::co_spawn(io, [&]() -> net::awaitable<void> {
+    error_code ec = net::error::fault;
+    co_await tls.readable(ec);
+    waited = ec;
+  }, net::detached);
+  io.poll();
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_FALSE(*waited);
 }
 
 // The handler a readiness wait resumes runs in one turn: the clock is read once for it, and every

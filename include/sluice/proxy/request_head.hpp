@@ -77,7 +77,8 @@ boost::asio::awaitable<HeadResult> read_request_head(Hooks hooks, Stream& client
       if (n == 0 && in.size() == 0) {
         if (!hooks.idle() || client.is_tls()) in.shrink_to_fit();
         hooks.waiting(!client.is_tls());
-        auto [wec] = co_await client.async_wait_readable(nothrow);
+        boost::system::error_code wec;
+        co_await client.readable(wec);
         const bool parked = hooks.woke(wec);
         // Idle timeout, close or shutdown: nothing to answer.
         if (wec) co_return parked ? HeadResult::parked : HeadResult::closed;

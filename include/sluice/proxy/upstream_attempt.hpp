@@ -89,7 +89,7 @@ boost::asio::awaitable<FailureKind> read_final_head(Hooks hooks, Stream& upstrea
     if constexpr (requires { upstream.try_read_some(buffer); }) {
       n = upstream.try_read_some(buffer);
       if (n == 0 && !upstream.is_tls()) {
-        std::tie(ec) = co_await upstream.async_wait_readable(nothrow);
+        co_await upstream.readable(ec);
         if (!ec) n = upstream.try_read_some(buffer);
       }
     }

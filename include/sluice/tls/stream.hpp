@@ -173,6 +173,20 @@ public:
         token);
   }
 
+  // The same wait in an asio::awaitable coroutine, with no coroutine of its own
+  // (edge::readable()): `co_await stream.readable(ec)`.
+  auto readable(boost::system::error_code& ec) {
+    return [this, &ec](edge::AwaitingFrame* frame) -> edge::AwaitingThread* {
+      edge::Resume handler(frame, ec);
+      if (tls_) {
+        boost::asio::post(socket().get_executor(), [h = std::move(handler)]() mutable { h({}); });
+      } else {
+        edge::InitiateWait<socket_type>{&socket_}(std::move(handler));
+      }
+      return nullptr;
+    };
+  }
+
   template <class Token>
   auto async_handshake(boost::asio::ssl::stream_base::handshake_type type, Token&& token) {
     return tls_->async_handshake(type, std::forward<Token>(token));
