@@ -98,6 +98,10 @@ struct DownstreamSession::Exchange : AttemptRecord {
   // A chunked body kept whole (keep_chunked_body()): the Content-Length it is sent with.
   std::optional<std::uint64_t> kept_length;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
+  // The final response's framing towards the client (respond_at_once()), and how much of it a
+  // write at once left sent when the client took only part of it.
+  ResponseFraming framing;
+  std::size_t written_at_once = 0;
   std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
   // The attempt loop's state (handle_request()), here so that it outlives forward_attempts()
   // without a frame of handle_request's to hold it. Last: it refers to the record above.
@@ -116,6 +120,7 @@ struct DownstreamSession::ForwardHooks {
     return s.try_server(x, ep, upstream, try_until);
   }
   net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep, upstream); }
+  bool respond_now(bool& reusable) { return s.respond_at_once(x, reusable); }
   net::awaitable<bool> respond() { return s.send_response(x, *upstream); }
   bool delivered(Endpoint& ep, bool reusable) { return s.end_delivery(x, ep, upstream, reusable); }
   void drop() { s.drop_answer(upstream); }

@@ -89,24 +89,43 @@ struct DownstreamSession::ResponseHooks {
                                                      tls::Stream&, ResponseFraming, std::string&,
                                                      std::span<char>, http::ChunkedDecoder&>::promise_type,
                                PooledFrame<bool>>);
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, HeadBuffer&, tls::Stream&,
+                                                     ResponseFraming, std::string&, std::size_t>::promise_type,
+                               PooledFrame<bool>>);
 };
 
-// Response head and body towards the client (relay_response(), response_relay.hpp). Returns
-// whether the upstream connection may go back to the pool: only after a complete, correctly
-// framed response with nothing left over. Not a coroutine: the relay's frame is its own.
-net::awaitable<bool> DownstreamSession::send_response(Exchange& x, socket_type& upstream) {
+// The response's framing towards the client and its head (begin_response()), then the common
+// answer at once (relay_at_once(), response_relay.hpp: no body, or a small one that came whole
+// with its head, in one non-blocking write). True: it was delivered, and `reusable` says whether
+// the upstream connection may go back to the pool; false: send_response() delivers it.
+bool DownstreamSession::respond_at_once(Exchange& x, bool& reusable) {
   const bool is_head = request_->verb() == bhttp::verb::head;
-  ResponseFraming framing;
+  auto& framing = x.framing;
   // A request the origin answered before it had all of it leaves the connection mid-message.
   framing.reusable = response_->keep_alive(is_head) && !x.request_unsent;
   framing.content_length = response_->content_length().value_or(0);
   framing.plan = begin_response(x, is_head);
   if (!framing.plan.keep_alive) x.client_keep_alive = false;
-  if (framing.plan.chunked_in) {
+  ResponseHooks hooks{*this, x};
+  const auto at_once = relay_at_once(hooks, up_in_, client_, framing, head_out_);
+  if (at_once.state == AtOnce::partly) x.written_at_once = at_once.written;
+  reusable = at_once.reusable;
+  return at_once.state == AtOnce::relayed;
+}
+
+// Response head and body towards the client after respond_at_once() (relay_response(),
+// response_relay.hpp, or the rest of a write at once). Returns whether the upstream connection
+// may go back to the pool: only after a complete, correctly framed response with nothing left
+// over. Not a coroutine: the relay's frame is its own.
+net::awaitable<bool> DownstreamSession::send_response(Exchange& x, socket_type& upstream) {
+  if (x.written_at_once > 0) {
+    return finish_at_once(ResponseHooks{*this, x}, up_in_, client_, x.framing, head_out_, x.written_at_once);
+  }
+  if (x.framing.plan.chunked_in) {
     chunked_response_ = http::ChunkedDecoder(
         {.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
   }
-  return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, framing, head_out_,
+  return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
                         std::span(relay_, relay_size), chunked_response_);
 }
 

@@ -114,6 +114,13 @@ struct Script {
   std::deque<Failure> by_try;  // the outcomes of the first tries, whichever their server
   std::function<void(std::size_t)> on_wait;  // told the number of waits so far
   int released_by_test = 0;  // slots of s1 that another request (the test) gave back meanwhile
+  // The answer's delivery: at once (respond_now) or through respond(), and the reusability each
+  // reports and delivered() was told.
+  bool answers_at_once = false;
+  bool reusable_answer = true;
+  int responded_at_once = 0;
+  int responded_later = 0;
+  std::optional<bool> delivered_reusable;
 };
 
 // A failure after request bytes reached the server (what try_server() reports).
@@ -146,9 +153,19 @@ struct ScriptedHooks {
     s->in_flight_during.push_back(ep.in_flight());
     co_return false;
   }
-  net::awaitable<bool> respond() { co_return true; }
-  bool delivered(Endpoint& ep, bool) {
+  bool respond_now(bool& reusable) {
+    if (!s->answers_at_once) return false;
+    ++s->responded_at_once;
+    reusable = s->reusable_answer;
+    return true;
+  }
+  net::awaitable<bool> respond() {
+    ++s->responded_later;
+    co_return s->reusable_answer;
+  }
+  bool delivered(Endpoint& ep, bool reusable) {
     s->delivered_from = ep.identity();
+    s->delivered_reusable = reusable;
     return true;
   }
   void drop() { ++s->dropped; }
@@ -218,6 +235,24 @@ protected:
   Script script_;
   AttemptRecord record_;
 };
+
+// The answer goes at once when the hooks can send it so, else through respond(); delivered() is
+// told the reusability either way reported, and neither path is taken twice.
+TEST_F(ForwardLoop, TheAnswerGoesAtOnceWhenItCanElseThroughRespond) {
+  configure(1);
+  for (const bool at_once : {true, false}) {
+    for (const bool reusable : {true, false}) {
+      script_ = Script{};
+      script_.clock = &clock_;
+      script_.answers_at_once = at_once;
+      script_.reusable_answer = reusable;
+      EXPECT_TRUE(forward(get()));
+      EXPECT_EQ(script_.responded_at_once, at_once ? 1 : 0);
+      EXPECT_EQ(script_.responded_later, at_once ? 0 : 1);
+      EXPECT_EQ(script_.delivered_reusable, reusable);
+    }
+  }
+}
 
 TEST_F(ForwardLoop, AGetWhoseServerResetsIsAnsweredByTheNextServer) {
   configure(3);

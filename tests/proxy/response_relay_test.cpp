@@ -16,7 +16,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
+#include <boost/beast/core/buffers_prefix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/asio/write.hpp>
 
 namespace sluice::proxy {
 namespace {
@@ -302,6 +304,175 @@ TEST(RelayResponse, FailEveryClientWriteInTurnUntilItSucceeds) {
     EXPECT_TRUE(*reusable);
     EXPECT_EQ(r.received(), head + body);
     EXPECT_GT(n, 0u);
+    passed = true;
+  }
+  EXPECT_TRUE(passed);
+}
+
+// relay_at_once() and finish_at_once(): the common answer with no coroutine, on a client with
+// try_write (tls::Stream's), whose non-blocking write here takes at most `room` bytes (what the
+// socket has room for; 0: none, or a TLS stream); the rest goes through the test stream.
+struct TryWriteClient {
+  test::stream& stream;
+  std::size_t room;
+  int tries = 0;
+
+  using executor_type = test::stream::executor_type;
+  executor_type get_executor() { return stream.get_executor(); }
+  template <class Buffers>
+  std::size_t try_write(const Buffers& buffers) {
+    ++tries;
+    const auto n = std::min(room, net::buffer_size(buffers));
+    if (n == 0) return 0;
+    error_code ec;
+    net::write(stream, boost::beast::buffers_prefix(n, buffers), ec);
+    return ec ? 0 : n;  // a failed send takes nothing (tls::Stream's too)
+  }
+  template <class Buffers, class Token>
+  auto async_write_some(const Buffers& buffers, Token&& token) {
+    return stream.async_write_some(buffers, std::forward<Token>(token));
+  }
+};
+
+struct AtOnceRelay : Relay {
+  TryWriteClient at_once{client, 1 << 20};
+
+  // `wire`: what the origin sent behind the head, all of it buffered.
+  explicit AtOnceRelay(const std::string& wire, std::size_t room = 1 << 20) : Relay("") {
+    at_once.room = room;
+    in.commit(net::buffer_copy(in.prepare(wire.size()), net::buffer(wire)));
+    out_head = head;
+  }
+  AtOnceResult try_now(const ResponseFraming& f) {
+    Hooks hooks{&seen};
+    return relay_at_once(hooks, in, at_once, f, out_head);
+  }
+  std::optional<bool> finish(const ResponseFraming& f, std::size_t written) {
+    return test_support::run_to_end(io, finish_at_once(Hooks{&seen}, in, at_once, f, out_head, written));
+  }
+};
+
+TEST(RelayAtOnce, AWholeSmallAnswerGoesInOneWriteWithTheHooksAsTheRelayCallsThem) {
+  AtOnceRelay r(body);
+  const auto result = r.try_now(framing(plan(false, false), body.size()));
+  EXPECT_EQ(result.state, AtOnce::relayed);
+  EXPECT_TRUE(result.reusable);
+  EXPECT_EQ(r.received(), head + body);
+  EXPECT_EQ(r.at_once.tries, 1);
+  EXPECT_EQ(r.seen.writes, 1);
+  EXPECT_TRUE(r.seen.head_reached);
+  EXPECT_EQ(r.seen.body, body);
+  EXPECT_TRUE(r.seen.done);
+  EXPECT_EQ(r.in.size(), 0u);
+}
+
+TEST(RelayAtOnce, AnAnswerWithNoBodyGoesAsItsHead) {
+  auto no_body = plan(false, false);
+  no_body.body_expected = false;  // HEAD, 204, 304
+  AtOnceRelay r("");
+  EXPECT_EQ(r.try_now(framing(no_body)).state, AtOnce::relayed);
+  EXPECT_EQ(r.received(), head);
+  EXPECT_TRUE(r.seen.done);
+  AtOnceRelay empty("");
+  EXPECT_EQ(empty.try_now(framing(plan(false, false), 0)).state, AtOnce::relayed);
+  EXPECT_EQ(empty.received(), head);
+}
+
+// What the origin sent past the body is not ours to relay: the connection is not reused.
+TEST(RelayAtOnce, BytesPastTheBodyMakeTheConnectionNotReusable) {
+  AtOnceRelay r(body + "HTTP/1.1 200 OK\r\n");
+  const auto result = r.try_now(framing(plan(false, false), body.size()));
+  EXPECT_EQ(result.state, AtOnce::relayed);
+  EXPECT_FALSE(result.reusable);
+  EXPECT_EQ(r.received(), head + body);
+  AtOnceRelay origin_closes(body);
+  EXPECT_FALSE(origin_closes.try_now(framing(plan(false, false), body.size(), false)).reusable);
+}
+
+// Anything else is left whole to relay_response(): nothing written, no hook called, the head as
+// it was; and relay_response() then sends the answer once.
+TEST(RelayAtOnce, EveryOtherAnswerIsLeftWholeToTheRelay) {
+  const std::string big(coalesced_answer_max, 'b');
+  struct Case {
+    const char* what;
+    std::string wire;
+    ResponseFraming framing;
+    std::size_t room;
+  };
+  const Case cases[] = {
+      {"a body still to come", body.substr(0, 10), framing(plan(false, false), body.size()), 1 << 20},
+      {"a body too large for one write with its head", big, framing(plan(false, false), big.size()), 1 << 20},
+      {"a chunked body", chunked_wire(), framing(plan(true, false)), 1 << 20},
+      {"a body re-chunked", body, framing(plan(false, true), body.size()), 1 << 20},
+      {"a body read to the close", body, framing(plan(false, false, true)), 1 << 20},
+      {"a client that takes no byte at once", body, framing(plan(false, false), body.size()), 0},
+  };
+  for (const auto& c : cases) {
+    AtOnceRelay r(c.wire, c.room);
+    EXPECT_EQ(r.try_now(c.framing).state, AtOnce::not_tried) << c.what;
+    EXPECT_EQ(r.out_head, head) << c.what;
+    EXPECT_EQ(r.received(), "") << c.what;
+    EXPECT_EQ(r.seen.body, "") << c.what;
+    EXPECT_FALSE(r.seen.head_reached || r.seen.done) << c.what;
+    EXPECT_EQ(r.in.size(), c.wire.size()) << c.what;
+  }
+  // The last one through the relay, as the session goes on: the body once.
+  AtOnceRelay r(body, 0);
+  ASSERT_EQ(r.try_now(framing(plan(false, false), body.size())).state, AtOnce::not_tried);
+  r.seen = Seen{};
+  EXPECT_EQ(test_support::run_to_end(r.io, relay_response(Hooks{&r.seen}, r.upstream, r.in, r.client,
+                                                          framing(plan(false, false), body.size()),
+                                                          r.out_head, std::span(r.relay), r.chunked)),
+            true);
+  EXPECT_EQ(r.received(), head + body);
+}
+
+// A client that took part of it: finish_at_once() sends the rest, whatever the part.
+TEST(RelayAtOnce, APartWrittenAtOnceIsFinishedByTheRest) {
+  const auto answer = head + body;
+  for (std::size_t room = 1; room < answer.size(); ++room) {
+    AtOnceRelay r(body, room);
+    const auto f = framing(plan(false, false), body.size());
+    const auto result = r.try_now(f);
+    ASSERT_EQ(result.state, AtOnce::partly) << room;
+    EXPECT_EQ(result.written, room);
+    EXPECT_TRUE(r.seen.head_reached);
+    EXPECT_FALSE(r.seen.done);
+    EXPECT_EQ(r.finish(f, result.written), true) << room;
+    EXPECT_EQ(r.received(), answer) << room;
+    EXPECT_EQ(r.seen.body, body);
+    EXPECT_TRUE(r.seen.done);
+    EXPECT_EQ(r.in.size(), 0u);
+  }
+}
+
+// The rest's writes failing in turn: the client's failure, the connection not reused, the
+// client given a prefix of the answer.
+TEST(RelayAtOnce, FailEveryWriteOfTheRestInTurnUntilItSucceeds) {
+  const auto answer = head + body;
+  bool passed = false;
+  for (std::size_t n = 0; n < 100 && !passed; ++n) {
+    test::fail_count fc(n);
+    Relay base(body, fc, true);
+    TryWriteClient client{base.client, 7};
+    base.in.commit(net::buffer_copy(base.in.prepare(body.size()), net::buffer(body)));
+    base.out_head = head;
+    const auto f = framing(plan(false, false), body.size());
+    Hooks hooks{&base.seen};
+    const auto result = relay_at_once(hooks, base.in, client, f, base.out_head);
+    if (result.state == AtOnce::not_tried) continue;  // the first write failed: nothing sent
+    ASSERT_EQ(result.state, AtOnce::partly) << n;
+    const auto reusable = test_support::run_to_end(base.io, finish_at_once(Hooks{&base.seen}, base.in, client, f,
+                                                                           base.out_head, result.written));
+    ASSERT_TRUE(reusable) << n;
+    if (base.seen.client_failed) {
+      EXPECT_FALSE(*reusable);
+      EXPECT_FALSE(base.seen.done);
+      EXPECT_EQ(answer.substr(0, base.received().size()), base.received()) << n;
+      continue;
+    }
+    EXPECT_TRUE(*reusable);
+    EXPECT_EQ(base.received(), answer);
     passed = true;
   }
   EXPECT_TRUE(passed);

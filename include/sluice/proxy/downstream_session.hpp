@@ -186,7 +186,9 @@ private:
   void forget_response() noexcept;
   std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
   void write_interim_head();
-  // The final response to the client (relay_response(), response_relay.hpp).
+  // The final response to the client: at once when it can go so (relay_at_once(),
+  // response_relay.hpp), else through relay_response() (or the rest, finish_at_once()).
+  bool respond_at_once(Exchange& x, bool& reusable);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,

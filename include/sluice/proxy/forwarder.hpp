@@ -184,9 +184,12 @@ private:
 // from the worker's FramePool, SLUICE_POOLED_COROUTINES_TAKING), provides:
 //   awaitable<Failure> attempt(Endpoint&, Clock::time_point try_until);  // one try
 //   awaitable<bool> tunnel(Endpoint&);        // a 101 answered: the connection's last use
+//   bool respond_now(bool& reusable);         // the answer to the client when it can go with
+//                                             //   no wait (then true, `reusable` as respond()'s);
+//                                             //   false: respond() delivers it (or the rest)
 //   awaitable<bool> respond();                // the answer to the client; true: the upstream
 //                                             //   connection may be reused
-//   bool delivered(Endpoint&, bool reusable); // after respond(): the client may send more
+//   bool delivered(Endpoint&, bool reusable); // after the answer: the client may send more
 //   void drop();                              // the answer of an attempt not delivered
 //   awaitable<void> fail(const ProxyError&);  // sluice's own answer
 //   awaitable<bool> wait(Clock::duration);    // a timer; false: the client side was closed
@@ -217,7 +220,9 @@ boost::asio::awaitable<bool> forward_attempts(Hooks hooks, Forwarder& f) {
     const auto retry_after = last.status == 503 ? hooks.retry_after() : std::string_view();
     const auto next = f.after(ep, last, hooks.replayable(), retry_after);
     if (next == AfterAttempt::deliver) {
-      const bool reusable = co_await hooks.respond();
+      // A small answer usually goes at once: no coroutine of the relay's (~150 instructions).
+      bool reusable = false;
+      if (!hooks.respond_now(reusable)) reusable = co_await hooks.respond();
       co_return hooks.delivered(ep, reusable);
     }
     hooks.drop();  // the answer is dropped with its connection (body unread)

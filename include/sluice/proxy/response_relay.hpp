@@ -28,6 +28,7 @@
 // goes out as it came, or re-chunked (FramedPiece) when the origin's framing cannot reach the
 // client as it is. The head leaves with the first piece; a whole small body is appended to it
 // (coalesced_answer_max), so a small answer is one write.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -143,6 +144,68 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
   }
   hooks.done();
   co_return framing.reusable && !plan.until_close && in.size() == 0;
+}
+
+// relay_response()'s common case with no coroutine, for a client stream with try_write
+// (tls::Stream): an answer with no body, or with a Content-Length body that came whole behind its
+// head and fits with it in one write (coalesced_answer_max), goes in one non-blocking write, the
+// hooks called as relay_response() calls them (writing, head_reached, sent, done).
+//   relayed: all of it went (`reusable` as relay_response() returns it);
+//   not_tried: nothing went (another framing, a body still to come, or the client took no byte:
+//     TLS, or a full socket), `head` as it was: relay_response() does it all;
+//   partly: the client took `written` bytes of it: finish_at_once() writes the rest.
+enum class AtOnce { relayed, not_tried, partly };
+struct AtOnceResult {
+  AtOnce state = AtOnce::not_tried;
+  bool reusable = false;
+  std::size_t written = 0;
+};
+
+template <class Hooks, class Buffer, class Client>
+AtOnceResult relay_at_once(Hooks& hooks, Buffer& in, Client& client, const ResponseFraming& framing,
+                           std::string& head) {
+  const auto& plan = framing.plan;
+  if (plan.refuse || plan.chunked_in || plan.chunked_out || plan.until_close) return {};
+  const std::uint64_t body = plan.body_expected ? framing.content_length : 0;
+  if (in.size() < body || head.size() + body > coalesced_answer_max) return {};
+  if constexpr (requires { client.try_write(boost::asio::const_buffer()); }) {
+    const auto head_size = head.size();
+    const std::string_view piece(static_cast<const char*>(in.data().data()), static_cast<std::size_t>(body));
+    head.append(piece);
+    hooks.writing();
+    const std::size_t n = client.try_write(boost::asio::buffer(head));
+    if (n == 0) {
+      head.resize(head_size);
+      return {};
+    }
+    hooks.head_reached();
+    if (n < head.size()) return {AtOnce::partly, false, n};
+    hooks.sent(piece);
+    in.consume(piece.size());
+    hooks.done();
+    return {AtOnce::relayed, framing.reusable && in.size() == 0, n};
+  } else {
+    return {};
+  }
+}
+
+// The rest of what relay_at_once() left partly written (`head`, the body appended to it, of which
+// the client took `written` bytes); returns as relay_response() does.
+template <class Hooks, class Buffer, class Client>
+boost::asio::awaitable<bool> finish_at_once(Hooks hooks, Buffer& in, Client& client, ResponseFraming framing,
+                                            std::string& head, std::size_t written) {
+  const std::uint64_t body = framing.plan.body_expected ? framing.content_length : 0;
+  const std::string_view piece(static_cast<const char*>(in.data().data()), static_cast<std::size_t>(body));
+  const std::array<boost::asio::const_buffer, 1> out{boost::asio::buffer(head)};
+  auto [ec, n] = co_await write_rest(client, std::span<const boost::asio::const_buffer>(out), written);
+  if (hooks.timed(ec)) {
+    hooks.client_failed();
+    co_return false;
+  }
+  hooks.sent(piece);
+  in.consume(piece.size());
+  hooks.done();
+  co_return framing.reusable && in.size() == 0;
 }
 
 }  // namespace sluice::proxy
