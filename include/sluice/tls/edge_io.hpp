@@ -10,9 +10,9 @@
 //
 // The reactor keeps, per descriptor and direction, whether an edge has come since an operation
 // said the socket was exhausted, and tries a new operation at once only then:
-// - async_wait_readable is queued for the next edge like a read (no epoll_ctl); tried at once,
-//   with a one-byte MSG_PEEK, only when the reactor has seen an edge since the socket was last
-//   proved drained.
+// - async_wait_readable (and readable(), its form for coroutines) is queued for the next edge
+//   like a read (no epoll_ctl); tried at once, with a one-byte MSG_PEEK, only when the reactor
+//   has seen an edge since the socket was last proved drained.
 // - drained(socket) records that proof: a recv() or peek that just said EAGAIN saw no byte, no
 //   FIN and no error, so whatever comes later raises a new edge. The pool proves it for every
 //   connection it hands out (ConnectionPool::is_alive), so the answer is awaited without a try.
