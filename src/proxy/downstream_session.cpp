@@ -120,28 +120,13 @@ net::awaitable<void> DownstreamSession::run() {
     co_return;
   }
   bool nothing_unread = false;  // the last exchange's client asked to close and was read to the end
-  while (!closed_) {
-    ProxyError error;
-    const auto head = co_await read_request_head(error);
-    if (head == HeadResult::closed) break;
-    if (head == HeadResult::parked) {
-      // Not at shutdown: graceful shutdown closes idle connections instead.
-      parked_ = !closed_ && !worker_.is_stopping();
-      break;
-    }
-    if (head == HeadResult::error) {
-      co_await send_error(nullptr, error);
-      break;
-    }
-    Exchange x;
-    x.start = worker_.clock.now();
-    const bool keep = co_await handle_request(x);
-    // Nothing more can come from a client that asked to close and was read to the end.
-    nothing_unread = !request_->keep_alive() && x.request_done && in_.size() == 0;
-    if (!tunnel_) log_exchange(x);  // else the tunnel logs it when it closes
-    end_exchange_memory();
-    if (!keep || worker_.is_stopping()) break;
-  }
+  ProxyError error;
+  std::optional<Exchange> x;  // the request being served
+  auto head = HeadResult::closed;
+  if (!closed_) head = co_await serve_requests(error, nothing_unread, x);  // no co_await in ?: (GCC 12)
+  // Not at shutdown: graceful shutdown closes idle connections instead.
+  if (head == HeadResult::parked) parked_ = !closed_ && !worker_.is_stopping();
+  if (head == HeadResult::error) co_await send_error(nullptr, error);
   end_exchange_memory();
   if (parked_ || tunnel_) {
     deadline = Clock::time_point::max();
@@ -256,18 +241,37 @@ struct DownstreamSession::RequestHooks {
   }
   error_code timed(error_code ec) const { return s.timed(ec); }
   void refuse(const ProxyError& e) { error = e; }
+
+  // Serving: each head taken goes to handle_request(), in an exchange on run()'s frame.
+  std::optional<Exchange>& x;
+  bool& nothing_unread;  // run()'s: the last exchange's client can send nothing more
+
+  net::awaitable<bool> exchange() {
+    x.emplace();
+    x->start = s.worker_.clock.now();
+    return s.handle_request(*x);
+  }
+  bool exchanged(bool keep) {
+    // Nothing more can come from a client that asked to close and was read to the end.
+    nothing_unread = !s.request_->keep_alive() && x->request_done && s.in_.size() == 0;
+    if (!s.tunnel_) s.log_exchange(*x);  // else the tunnel logs it when it closes
+    s.end_exchange_memory();
+    x.reset();
+    if (!keep || s.worker_.is_stopping() || s.closed_) return false;
+    limits = s.begin_head();
+    return true;
+  }
   // read_request_head()'s frame comes from the worker's FramePool, like the session's own.
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<HeadResult>, RequestHooks,
                                                      tls::Stream&, HeadBuffer&>::promise_type,
                                PooledFrame<HeadResult>>);
 };
 
-// The client's next request head (proxy::read_request_head()). Idle between requests:
-// idle_timeout until the first byte, then header_timeout for the whole head. A new connection
-// gets header_timeout from the start (slowloris protection), and is not idle: its client is
-// sending its first request, and closing it at shutdown or at a binary upgrade's handover would
-// fail a request already on its way. Not a coroutine: the phase's frame is the template's alone.
-net::awaitable<HeadResult> DownstreamSession::read_request_head(ProxyError& error) {
+// Before each request head: idle between requests, idle_timeout until the first byte, then
+// header_timeout for the whole head. A new connection gets header_timeout from the start
+// (slowloris protection), and is not idle: its client is sending its first request, and closing
+// it at shutdown or at a binary upgrade's handover would fail a request already on its way.
+DownstreamSession::HeadLimits DownstreamSession::begin_head() {
   const HeadLimits limits = head_limits();
   idle_ = in_.size() == 0 && !first_request_;
   if (idle_) {
@@ -276,7 +280,15 @@ net::awaitable<HeadResult> DownstreamSession::read_request_head(ProxyError& erro
     expire_after(limits.header_timeout);
   }
   first_request_ = false;
-  return proxy::read_request_head(RequestHooks{*this, limits, error}, client_, in_);
+  return limits;
+}
+
+// The connection's requests, one after the other (proxy::read_request_head() serving them: one
+// frame for them all): closed, error (answer in `error`) or parked. Not a coroutine: the phase's
+// frame is the template's alone, and the exchange lives on run()'s frame.
+net::awaitable<HeadResult> DownstreamSession::serve_requests(ProxyError& error, bool& nothing_unread,
+                                                            std::optional<Exchange>& x) {
+  return proxy::read_request_head(RequestHooks{*this, begin_head(), error, x, nothing_unread}, client_, in_);
 }
 
 // Not a coroutine: the common request (routed, admitted, forwarded with no body to prepare)

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
@@ -204,6 +205,90 @@ TEST(ReadRequestHead, BufferedBytesComeFirstAndShutdownClosesOnlyAnIdleConnectio
     seen.idle = false;  // its request is on its way: served
     EXPECT_EQ(run(io, client, in, seen), HeadResult::ok);
   }
+}
+
+// Hooks that serve requests (the session's kind): every head taken is an exchange, and the phase
+// goes on to the next head in the same frame until the connection is done.
+struct Served {
+  std::vector<std::string> heads;  // what each exchange was given, in order
+  int exchanges_kept = 1 << 20;    // exchanges answering keep-alive before one that does not
+  bool go_on = true;               // exchanged()'s answer when the exchange kept the connection
+  int exchanged = 0;
+};
+
+struct ServingHooks : Hooks {
+  Served* served;
+  net::awaitable<bool> exchange() {
+    served->heads.push_back(seen->head);
+    co_return served->exchanges_kept-- > 0;
+  }
+  bool exchanged(bool keep) {
+    ++served->exchanged;
+    return keep && served->go_on;
+  }
+};
+static_assert(ServesRequests<ServingHooks> && !ServesRequests<Hooks>);
+
+HeadResult serve(net::io_context& io, test::stream& client, boost::beast::flat_buffer& in, Seen& seen,
+                 Served& served) {
+  seen.in = &in;
+  const auto out = test_support::run_to_end(io, read_request_head(ServingHooks{{&seen}, &served}, client, in));
+  EXPECT_TRUE(out) << "read_request_head did not finish";
+  return out.value_or(HeadResult::ok);  // never returned when serving
+}
+
+const std::string second = "GET /b HTTP/1.1\r\nHost: shop\r\n\r\n";
+
+TEST(ServeRequests, PipelinedHeadsInPiecesOfEverySizeAreServedInTurnUntilTheStreamEnds) {
+  const std::string wire = head + second + head;
+  for (std::size_t piece = 1; piece <= wire.size(); ++piece) {
+    net::io_context io;
+    test::stream client(io, wire);
+    test::stream peer(io);
+    client.connect(peer);
+    peer.close();  // after the buffered bytes, end of file
+    client.read_size(piece);
+    boost::beast::flat_buffer in(max_header);
+    Seen seen;
+    Served served;
+    EXPECT_EQ(serve(io, client, in, seen, served), HeadResult::closed) << "pieces of " << piece;
+    EXPECT_EQ(served.heads, (std::vector<std::string>{head, second, head})) << "pieces of " << piece;
+    EXPECT_EQ(served.exchanged, 3);
+    EXPECT_EQ(in.size(), 0u);
+  }
+}
+
+TEST(ServeRequests, AnExchangeThatEndsTheConnectionEndsTheLoopWithWhatFollowsUnread) {
+  net::io_context io;
+  test::stream client(io, head + second + head);
+  boost::beast::flat_buffer in(max_header);
+  Seen seen;
+  Served served;
+  served.exchanges_kept = 1;  // the second exchange says close
+  EXPECT_EQ(serve(io, client, in, seen, served), HeadResult::closed);
+  EXPECT_EQ(served.heads, (std::vector<std::string>{head, second}));
+  const std::string_view rest(static_cast<const char*>(in.data().data()), in.size());
+  EXPECT_EQ(rest, head);  // read with the others, not served
+
+  net::io_context io2;
+  test::stream client2(io2, head + second);
+  boost::beast::flat_buffer in2(max_header);
+  Seen seen2;
+  Served stopped;
+  stopped.go_on = false;  // the session's own reason (shutdown, closed) after a kept exchange
+  EXPECT_EQ(serve(io2, client2, in2, seen2, stopped), HeadResult::closed);
+  EXPECT_EQ(stopped.heads, (std::vector<std::string>{head}));
+}
+
+TEST(ServeRequests, ARefusedHeadAfterServedOnesEndsTheLoopInError) {
+  net::io_context io;
+  test::stream client(io, head + "BAD / HTTP/1.1\r\n\r\n");
+  boost::beast::flat_buffer in(max_header);
+  Seen seen;
+  Served served;
+  EXPECT_EQ(serve(io, client, in, seen, served), HeadResult::error);
+  EXPECT_EQ(served.heads, (std::vector<std::string>{head}));
+  EXPECT_EQ(seen.error.status, 400u);
 }
 
 }  // namespace

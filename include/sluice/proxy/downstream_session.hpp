@@ -115,7 +115,10 @@ private:
   std::optional<HeadResult> look_at_head(const HeadLimits& limits, ProxyError& error);
   HeadResult start_request(const http::HeadVerdict& verdict);
   http::RequestHead& request_index();
-  boost::asio::awaitable<HeadResult> read_request_head(ProxyError& error);
+  // The connection's requests (proxy::read_request_head() serving them through RequestHooks).
+  boost::asio::awaitable<HeadResult> serve_requests(ProxyError& error, bool& nothing_unread,
+                                                    std::optional<Exchange>& x);
+  HeadLimits begin_head();
   boost::asio::awaitable<bool> handle_request(Exchange& x);
   boost::asio::awaitable<bool> answer_error(Exchange& x, ProxyError error);
   boost::asio::awaitable<bool> forward_prepared(Exchange& x, RequestFacts facts);

@@ -21,7 +21,17 @@
 //   void busy();                            // bytes came: from now on the header timeout runs
 //   error_code timed(error_code);           // a deadline's cancellation as beast timeout
 //   void refuse(const ProxyError&);         // the answer to a head that ends the loop in error
+//
+// Hooks that also serve requests (the session's) make the phase the connection's request loop,
+// in one frame for all its requests (a frame per request costs ~250 instructions): each head the
+// look takes (ok) goes to
+//   awaitable<bool> exchange();             // the request's exchange; true: the client may send more
+//   bool exchanged(bool keep);              // after it (`keep`: exchange()'s); true: read the next
+//                                           //   head (the hooks set up its deadlines and idle state)
+// and the phase returns only when the connection is done: closed (also after an exchange that
+// ends it), error or parked, never ok.
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <optional>
 #include <tuple>
@@ -53,13 +63,28 @@ boost::asio::mutable_buffer prepare_head_read(Buffer& buffer) {
   return buffer.prepare(std::min(room, want));
 }
 
+template <class Hooks>
+concept ServesRequests = requires(Hooks& hooks) {
+  hooks.exchange();
+  { hooks.exchanged(true) } -> std::same_as<bool>;
+};
+
 template <class Hooks, class Stream, class Buffer>
 boost::asio::awaitable<HeadResult> read_request_head(Hooks hooks, Stream& client, Buffer& in) {
   namespace net = boost::asio;
   constexpr auto nothrow = net::as_tuple(net::use_awaitable);
   for (;;) {
     if (in.size() > 0) {
-      if (auto decided = hooks.look()) co_return *decided;
+      if (auto decided = hooks.look()) {
+        if constexpr (ServesRequests<Hooks>) {
+          if (*decided == HeadResult::ok) {
+            const bool keep = co_await hooks.exchange();
+            if (!hooks.exchanged(keep)) co_return HeadResult::closed;
+            continue;  // what the client sent after this request may be the next one
+          }
+        }
+        co_return *decided;
+      }
     }
     if (hooks.stopping() && hooks.idle()) co_return HeadResult::closed;
     std::size_t n = 0;
