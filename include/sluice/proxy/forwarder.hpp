@@ -220,7 +220,8 @@ boost::asio::awaitable<bool> forward_attempts(Hooks hooks, Forwarder& f) {
     const auto retry_after = last.status == 503 ? hooks.retry_after() : std::string_view();
     const auto next = f.after(ep, last, hooks.replayable(), retry_after);
     if (next == AfterAttempt::deliver) {
-      // A small answer usually goes at once: no coroutine of the relay's (~150 instructions).
+      // A small answer usually goes at once, with no coroutine of the relay's (~600 instructions
+      // per request less, bench/callgrind.sh with 64 connections).
       bool reusable = false;
       if (!hooks.respond_now(reusable)) reusable = co_await hooks.respond();
       co_return hooks.delivered(ep, reusable);

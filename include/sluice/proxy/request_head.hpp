@@ -23,7 +23,7 @@
 //   void refuse(const ProxyError&);         // the answer to a head that ends the loop in error
 //
 // Hooks that also serve requests (the session's) make the phase the connection's request loop,
-// in one frame for all its requests (a frame per request costs ~250 instructions): each head the
+// in one frame for all its requests (a frame per request cost ~170 instructions): each head the
 // look takes (ok) goes to
 //   awaitable<bool> exchange();             // the request's exchange; true: the client may send more
 //   bool exchanged(bool keep);              // after it (`keep`: exchange()'s); true: read the next
