@@ -316,12 +316,16 @@ struct TryWriteClient {
   test::stream& stream;
   std::size_t room;
   int tries = 0;
+  bool tls = false;  // writes_at_once() false, as tls::Stream's with TLS on it
+
+  bool writes_at_once() const { return !tls; }
 
   using executor_type = test::stream::executor_type;
   executor_type get_executor() { return stream.get_executor(); }
   template <class Buffers>
   std::size_t try_write(const Buffers& buffers) {
     ++tries;
+    if (tls) return 0;  // tls::Stream's takes no byte at once
     const auto n = std::min(room, net::buffer_size(buffers));
     if (n == 0) return 0;
     error_code ec;
@@ -420,6 +424,25 @@ TEST(RelayAtOnce, EveryOtherAnswerIsLeftWholeToTheRelay) {
   AtOnceRelay r(body, 0);
   ASSERT_EQ(r.try_now(framing(plan(false, false), body.size())).state, AtOnce::not_tried);
   r.seen = Seen{};
+  EXPECT_EQ(test_support::run_to_end(r.io, relay_response(Hooks{&r.seen}, r.upstream, r.in, r.client,
+                                                          framing(plan(false, false), body.size()),
+                                                          r.out_head, std::span(r.relay), r.chunked)),
+            true);
+  EXPECT_EQ(r.received(), head + body);
+}
+
+// A TLS client takes no byte at once: it is not tried, and the head is never touched (no body
+// joined to it and cut off again); relay_response() then sends the answer once.
+TEST(RelayAtOnce, ATlsClientIsNotTriedAndItsHeadIsLeftAsItWas) {
+  AtOnceRelay r(body);
+  r.at_once.tls = true;
+  const auto capacity = r.out_head.capacity();
+  EXPECT_EQ(r.try_now(framing(plan(false, false), body.size())).state, AtOnce::not_tried);
+  EXPECT_EQ(r.at_once.tries, 0);
+  EXPECT_EQ(r.out_head, head);
+  EXPECT_EQ(r.out_head.capacity(), capacity);
+  EXPECT_EQ(r.seen.writes, 0);
+  EXPECT_EQ(r.in.size(), body.size());
   EXPECT_EQ(test_support::run_to_end(r.io, relay_response(Hooks{&r.seen}, r.upstream, r.in, r.client,
                                                           framing(plan(false, false), body.size()),
                                                           r.out_head, std::span(r.relay), r.chunked)),

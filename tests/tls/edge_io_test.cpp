@@ -404,11 +404,13 @@ TEST_F(EdgeIo, TryWriteLeavesTlsAndLongBufferSequencesToTheAsyncWrite) {
   std::array<net::const_buffer, 9> many;
   for (auto& b : many) b = net::buffer("x", 1);
   Stream plain(std::move(ours));
+  EXPECT_TRUE(plain.writes_at_once());
   EXPECT_EQ(plain.try_write(many), 0u);
   EXPECT_EQ(plain.try_write(std::span(many.data(), 8)), 8u);
   net::ssl::context tls_context(net::ssl::context::tls_client);
   Stream tls(std::move(plain.socket()));
   tls.start_tls(tls_context);
+  EXPECT_FALSE(tls.writes_at_once());  // so a caller need not prepare a write for it
   EXPECT_EQ(tls.try_write(net::buffer("x", 1)), 0u);
 }
 

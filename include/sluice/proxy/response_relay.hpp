@@ -169,6 +169,10 @@ AtOnceResult relay_at_once(Hooks& hooks, Buffer& in, Client& client, const Respo
   const std::uint64_t body = plan.body_expected ? framing.content_length : 0;
   if (in.size() < body || head.size() + body > coalesced_answer_max) return {};
   if constexpr (requires { client.try_write(boost::asio::const_buffer()); }) {
+    // A client that takes no byte at once (TLS) is not tried: no body joined to the head only to
+    // be cut off again (relay_response() joins it once).
+    if constexpr (requires { client.writes_at_once(); })
+      if (!client.writes_at_once()) return {};
     const auto head_size = head.size();
     const std::string_view piece(static_cast<const char*>(in.data().data()), static_cast<std::size_t>(body));
     head.append(piece);

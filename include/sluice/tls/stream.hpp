@@ -140,6 +140,10 @@ public:
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
+  // Whether try_write() can take any byte: a plain connection. With TLS it takes none (the
+  // engine writes asynchronously), so a caller need not prepare a write for it.
+  bool writes_at_once() const noexcept { return !tls_; }
+
   // A plain connection expected to serve more than one exchange (a keep-alive client, a pooled
   // origin connection): registers it for hang-ups (EPOLLRDHUP; one epoll_ctl, the first time),
   // after which its short reads prove it drained and a next read needs no system call that
