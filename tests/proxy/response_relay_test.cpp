@@ -351,6 +351,11 @@ struct AtOnceRelay : Relay {
     Hooks hooks{&seen};
     return relay_at_once(hooks, in, at_once, f, out_head);
   }
+  // What the session does after not_tried: the whole relay, from the head as it is now.
+  std::optional<bool> relay_all(const ResponseFraming& f) {
+    return test_support::run_to_end(
+        io, relay_response(Hooks{&seen}, upstream, in, client, f, out_head, std::span(relay), chunked));
+  }
   std::optional<bool> finish(const ResponseFraming& f, std::size_t written) {
     return test_support::run_to_end(io, finish_at_once(Hooks{&seen}, in, at_once, f, out_head, written));
   }
@@ -424,10 +429,7 @@ TEST(RelayAtOnce, EveryOtherAnswerIsLeftWholeToTheRelay) {
   AtOnceRelay r(body, 0);
   ASSERT_EQ(r.try_now(framing(plan(false, false), body.size())).state, AtOnce::not_tried);
   r.seen = Seen{};
-  EXPECT_EQ(test_support::run_to_end(r.io, relay_response(Hooks{&r.seen}, r.upstream, r.in, r.client,
-                                                          framing(plan(false, false), body.size()),
-                                                          r.out_head, std::span(r.relay), r.chunked)),
-            true);
+  EXPECT_EQ(r.relay_all(framing(plan(false, false), body.size())), true);
   EXPECT_EQ(r.received(), head + body);
 }
 
@@ -443,10 +445,7 @@ TEST(RelayAtOnce, ATlsClientIsNotTriedAndItsHeadIsLeftAsItWas) {
   EXPECT_EQ(r.out_head.capacity(), capacity);
   EXPECT_EQ(r.seen.writes, 0);
   EXPECT_EQ(r.in.size(), body.size());
-  EXPECT_EQ(test_support::run_to_end(r.io, relay_response(Hooks{&r.seen}, r.upstream, r.in, r.client,
-                                                          framing(plan(false, false), body.size()),
-                                                          r.out_head, std::span(r.relay), r.chunked)),
-            true);
+  EXPECT_EQ(r.relay_all(framing(plan(false, false), body.size())), true);
   EXPECT_EQ(r.received(), head + body);
 }
 
