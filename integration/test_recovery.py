@@ -21,12 +21,15 @@ ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
 
 def read_exec_log(path):
-    """{request id: [(method, key)]} from a sluice-origin --exec-log file."""
+    """{request id: [(method, key)]} from a sluice-origin --exec-log file (read while the origin
+    may be writing it: a last line not yet ended is left for the next reading)."""
     runs = {}
     if not os.path.exists(path):
         return runs
     with open(path) as f:
         for line in f:
+            if not line.endswith("\n"):
+                break
             method, _target, rid, key = line.split()
             runs.setdefault(rid, []).append((method, key))
     return runs
