@@ -160,6 +160,10 @@ def test_sigkill_of_a_busy_origin_loses_no_get_and_no_keyed_post_on_defaults(tmp
     victim_in_flight = [rid for rid, _k, t, _r in results if rid in on_victim and t > killed["at"] - 1.5]
     assert len(victim_in_flight) >= 50, len(victim_in_flight)
     assert in_flight_on_victim >= len(killed["running"]) >= 5, (counts, killed)
+    answers = {rid: r for rid, _k, _t, r in results}
+    cut = [(rid, *answers[rid]) for rid in killed["running"]]
+    assert all(status == 502 and isinstance(fields, dict) and fields.get("sluice-error") ==
+               "upstream reset; not retried: not idempotent" for _rid, status, fields in cut), cut
 
 
 def test_every_origin_503_the_retry_budget_bounds_what_reaches_them(origins, sluice):
