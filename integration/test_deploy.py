@@ -37,6 +37,23 @@ def test_service_unit_is_notify_with_reload_and_a_hardened_dedicated_user():
     assert int(s["LimitNOFILE"]) >= 2 * 10000 + 1024
 
 
+def test_restarting_the_service_leaves_the_socket_unit_listening():
+    """By systemd.unit(5), PartOf=, BindsTo= and Requires= on the service make a restart (or stop)
+    of the service restart (or stop) the socket unit too: its listener would close, refusing the
+    connections that should wait in the backlog while sluice restarts (docs/operations.md)."""
+    sock = unit("sluice.socket")
+    propagating = ("PartOf", "BindsTo", "Requires", "Requisite", "Upholds")
+    for key in propagating:
+        assert "sluice.service" not in sock["Unit"].get(key, ""), f"sluice.socket {key}="
+    # Nor may the service push its stops and restarts to the socket from its side.
+    service = unit("sluice.service")["Unit"]
+    for key in ("PropagatesStopTo",):
+        assert "sluice.socket" not in service.get(key, ""), f"sluice.service {key}="
+    # The socket triggers the service by name: no Service= pointing elsewhere.
+    assert sock["Socket"].get("Service", "sluice.service") == "sluice.service"
+    assert sock["Install"]["WantedBy"] == "sockets.target"
+
+
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
 def test_units_pass_systemd_analyze_verify(tmp_path):
     # verify checks that ExecStart's binary exists: point it at the one just built.
@@ -99,6 +116,22 @@ def man_text(path):
     assert p.returncode == 0, p.stderr
     # Bold and underline as overstrikes: plain text for the checks.
     return re.sub(r".\x08", "", p.stdout)
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="no man")
+def test_man_page_tables_keep_escaped_bars_and_end_each_entry_with_one_full_stop(tmp_path):
+    """docs/configuration.md writes a literal bar in a table cell as `\\|` (GitHub's syntax): it
+    is part of the cell, not a boundary, and the man page shows the bar."""
+    subprocess.run(["/usr/bin/python3", str(ROOT / "scripts" / "gen-man.py"), str(SLUICE),
+                    str(tmp_path)], check=True, timeout=60)
+    roff = (tmp_path / "sluice.toml.5").read_text()
+    page5 = " ".join(man_text(tmp_path / "sluice.toml.5").split())
+    for whole in ('proto=http|https appended (X-Forwarded-* are sent either way)',
+                  '"COUNT/s|m|h" (COUNT 1..1000000, required); burst 1..10000000'):
+        assert whole in page5, whole
+    # The entry's details end with the meaning's own full stop, not a doubled one.
+    assert not [l for l in roff.splitlines() if l.endswith("..")], "doubled full stop"
+    assert "See docs/edge.md." in page5
 
 
 def test_unpacked_package_runs_and_its_man_pages_render(deb, tmp_path):

@@ -38,20 +38,30 @@ def line(text):
     return "\\&" + text if text[:1] in (".", "'") else text
 
 
+def cells(row):
+    """The cells of one markdown table row. A `\\|` inside a cell is a literal bar (GitHub's
+    table syntax), not a cell boundary: split on unescaped bars only, then unescape."""
+    inner = row.strip()
+    inner = inner[1:] if inner.startswith("|") else inner
+    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
+
+
 def table(rows):
     """A markdown table (header first) as a tagged paragraph per row: the first column is the
     tag, the others follow as "header: value"."""
-    header = [c.strip() for c in rows[0].strip().strip("|").split("|")]
+    header = cells(rows[0])
     out = []
     for row in rows[2:]:
-        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        row_cells = cells(row)
         out.append(".TP")
-        out.append(line(inline(cells[0])))
-        details = [f"{h}: {inline(c)}" for h, c in zip(header[1:-1], cells[1:-1]) if c]
+        out.append(line(inline(row_cells[0])))
+        details = "; ".join(f"{h}: {inline(c)}" for h, c in zip(header[1:-1], row_cells[1:-1]) if c)
         if details:
-            out.append(line("; ".join(details) + "."))
+            # One full stop: a cell that ends a sentence already has its own.
+            out.append(line(details if details.endswith(".") else details + "."))
             out.append(".br")
-        out.append(line(inline(cells[-1])))
+        out.append(line(inline(row_cells[-1])))
     return out
 
 

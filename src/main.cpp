@@ -20,6 +20,7 @@
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/runtime.hpp"
+#include "sluice/runtime/upgrade.hpp"
 #include "sluice/telemetry/access_log.hpp"
 #include "sluice/tls/openssl_memory.hpp"
 
@@ -29,16 +30,30 @@ namespace config = sluice::config;
 namespace admin = sluice::admin;
 using namespace std::chrono_literals;
 
-constexpr std::string_view default_config = "conf/sluice.toml";
+// The config file when --config is not given: /etc/sluice/sluice.toml for an installed binary
+// (one in a bin or sbin directory under usr: /usr/sbin/sluice, /usr/local/bin/sluice, or the
+// same under a staging root), else conf/sluice.toml relative to the working directory: a binary
+// run from a build tree, as the demo runs it.
+std::string default_config() {
+  const std::filesystem::path dir = std::filesystem::path(sluice::own_binary()).parent_path();
+  const auto above = dir.parent_path();
+  const bool in_usr = above.filename() == "usr" ||
+                      (above.filename() == "local" && above.parent_path().filename() == "usr");
+  const bool installed = (dir.filename() == "bin" || dir.filename() == "sbin") && in_usr;
+  return installed ? "/etc/sluice/sluice.toml" : "conf/sluice.toml";
+}
 
 constexpr std::string_view usage = R"(sluice - an L7 HTTP/1.1 reverse-proxy load balancer
 
 Usage:
-  sluice run [--config FILE]      run the proxy (default config: conf/sluice.toml)
+  sluice run [--config FILE]      run the proxy (default FILE: /etc/sluice/sluice.toml for a
+                                  binary installed under /usr, else conf/sluice.toml)
   sluice [--config FILE]          same as run
   sluice check [--config] FILE    validate FILE; print every error as FILE:LINE:COL: key: message
   sluice check [--config] FILE --diff OLD
                                   ...and list what a reload from OLD to FILE would change
+                                  (exit 1 when the reload would be refused: a key that needs a
+                                  restart changes; `sluice upgrade` applies those)
   sluice check [--config] FILE --diff-running [--admin HOST:PORT] [--token-file F]
                                   ...the same against the config the running sluice serves
   sluice check [--config] FILE --resolve
@@ -54,6 +69,9 @@ Usage:
                                   (exit 0 drained, 1 refused or timed out, 2 admin API unreachable)
   sluice undrain --upstream U --server S [--config FILE] [--admin HOST:PORT] [--token-file F]
                                   put server S back into rotation
+  sluice status [--config FILE] [--admin HOST:PORT] [--token-file F]
+                                  the running sluice's upstreams and servers: state, in flight,
+                                  requests (exit 0, 2 admin API unreachable)
   sluice upgrade [--binary PATH] [--config FILE] [--admin HOST:PORT] [--token-file F]
                                   replace the running process with PATH (default: the binary it
                                   runs) without refusing a connection: the new process inherits
@@ -63,7 +81,7 @@ Usage:
   sluice --version                print the version
   sluice --help                   this text
 
-reload, drain, undrain, upgrade and check --diff-running talk to the admin API: at --admin, else at FILE's [admin] listen; with
+reload, drain, undrain, upgrade, status and check --diff-running talk to the admin API: at --admin, else at FILE's [admin] listen; with
 the token in --token-file, else in FILE's [admin] token_file.
 
 Signals: SIGHUP reloads the config file; SIGTERM/SIGINT shut down gracefully; SIGUSR2 upgrades to the same binary path (as `sluice upgrade`); SIGUSR1 reopens the log files (logrotate).
@@ -77,7 +95,7 @@ constexpr int exit_usage = 2;
 
 struct Options {
   std::string command = "run";
-  std::string config{default_config};
+  std::string config = default_config();
   bool config_given = false;
   std::string admin;       // --admin HOST:PORT
   std::string token_file;  // --token-file F
@@ -93,7 +111,8 @@ struct Options {
 };
 
 bool is_admin_command(std::string_view command) {
-  return command == "reload" || command == "drain" || command == "undrain" || command == "upgrade";
+  return command == "reload" || command == "drain" || command == "undrain" || command == "upgrade" ||
+         command == "status";
 }
 
 Options parse_args(int argc, char** argv) {
@@ -154,7 +173,8 @@ Options parse_args(int argc, char** argv) {
   } else if (!o.diff.empty() && o.diff_running) {
     o.error = "--diff and --diff-running exclude each other";
   } else if (!talks_to_admin && (!o.admin.empty() || !o.token_file.empty())) {
-    o.error = "--admin and --token-file apply to reload, drain, undrain and check --diff-running";
+    o.error = "--admin and --token-file apply to reload, drain, undrain, upgrade, status and check "
+              "--diff-running";
   } else if (!drain_like && (!o.upstream.empty() || !o.server.empty())) {
     o.error = "--upstream and --server apply to drain and undrain";
   } else if (o.command != "upgrade" && !o.binary.empty()) {
@@ -367,6 +387,26 @@ int upgrade(const Options& o) {
   return exit_ok;
 }
 
+// A short summary of what the running process serves (GET /api/status).
+int status(const Options& o) {
+  std::optional<config::Config> cfg;
+  if (!load_for_admin(o, "asking for the status", cfg)) return exit_failed;
+  const auto target = admin_target(o, cfg);
+  if (!target) return exit_unreachable;
+  admin::Client client(target->address, target->token, 10s);
+  const auto res = client.get("/api/status");
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200) return refused(*res, "status");
+  std::string why;
+  const auto summary = admin::status_summary(res->body, &why);
+  if (!summary) {
+    std::fprintf(stderr, "sluice: unexpected /api/status answer: %s\n", why.c_str());
+    return exit_failed;
+  }
+  std::fputs(summary->c_str(), stdout);
+  return exit_ok;
+}
+
 int set_drain(const Options& o, bool drain) {
   config::Duration timeout = 60s;
   if (!o.timeout.empty()) {
@@ -527,7 +567,22 @@ int check(const Options& o) {
   }
   if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
   for (const auto& line : changes) std::printf("%s\n", line.c_str());
-  return exit_ok;
+  // The same rule the running process applies to a reload (runtime/diff.hpp): a changed
+  // restart-only key makes it refuse the whole file, so the diff says so and fails.
+  const auto refused_keys = sluice::restart_changes(*old.config, *result.config);
+  if (refused_keys.empty()) return exit_ok;
+  std::string keys;
+  for (const auto& e : refused_keys) keys += (keys.empty() ? "" : ", ") + e.key_path;
+  std::printf("reload would be refused: %zu key(s) need a restart (%s); `sluice upgrade` or a "
+              "restart applies them\n", refused_keys.size(), keys.c_str());
+  return exit_failed;
+}
+
+// A usage error is one line and a pointer to the help (which is 40 lines: it would scroll the
+// error itself off the screen), as git and systemctl answer; exit 2.
+int usage_error(const std::string& error) {
+  std::fprintf(stderr, "sluice: %s\nsee 'sluice --help'\n", error.c_str());
+  return exit_usage;
 }
 
 int main(int argc, char** argv) {
@@ -535,11 +590,7 @@ int main(int argc, char** argv) {
   // (tls/openssl_memory.hpp). Too late only if a static initializer used OpenSSL; malloc then.
   const bool openssl_memory = sluice::tls::install_openssl_memory();
   const auto o = parse_args(argc, argv);
-  if (!o.error.empty()) {
-    std::fprintf(stderr, "sluice: %s\n\n%.*s", o.error.c_str(), static_cast<int>(usage.size()),
-                 usage.data());
-    return 2;
-  }
+  if (!o.error.empty()) return usage_error(o.error);
   if (o.command == "help") {
     std::printf("%.*s", static_cast<int>(usage.size()), usage.data());
     return 0;
@@ -554,7 +605,6 @@ int main(int argc, char** argv) {
   if (o.command == "drain") return set_drain(o, true);
   if (o.command == "undrain") return set_drain(o, false);
   if (o.command == "upgrade") return upgrade(o);
-  std::fprintf(stderr, "sluice: unknown command '%s'\n\n%.*s", o.command.c_str(),
-               static_cast<int>(usage.size()), usage.data());
-  return 2;
+  if (o.command == "status") return status(o);
+  return usage_error("unknown command '" + o.command + "'");
 }

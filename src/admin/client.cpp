@@ -1,5 +1,7 @@
 #include "sluice/admin/client.hpp"
 
+#include <algorithm>
+
 #include <exception>
 #include <optional>
 #include <utility>
@@ -192,6 +194,87 @@ std::optional<ServerStatus> find_server_status(std::string_view status_json,
     return ServerStatus{};
   }
   return ServerStatus{};
+}
+
+namespace {
+
+std::string text_of(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+std::uint64_t count_of(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v != nullptr && (v->is_int64() || v->is_uint64()) ? v->to_number<std::uint64_t>() : 0;
+}
+
+// "drained (api)", "ejected: 3 failures in 10s: 502", "up".
+std::string server_state(const boost::json::object& server) {
+  const auto* draining = server.if_contains("draining");
+  const bool drained = draining != nullptr && draining->is_bool() && draining->as_bool();
+  const auto health = text_of(server, "health_state");
+  if (drained) {
+    const auto shown = text_of(server, "state");
+    const auto source = text_of(server, "drain_source");
+    std::string out = shown.empty() ? "draining" : shown;
+    if (!source.empty()) out += " (" + source + ")";
+    if (!health.empty()) out += ", health " + health;
+    return out;
+  }
+  if (health.empty()) return "up (no health checks)";
+  const auto reason = text_of(server, "reason");
+  return reason.empty() ? health : health + ": " + reason;
+}
+
+bool takes_requests(const boost::json::object& server) {
+  const auto* draining = server.if_contains("draining");
+  if (draining != nullptr && draining->is_bool() && draining->as_bool()) return false;
+  const auto health = text_of(server, "health_state");
+  return health.empty() || health == "up" || health == "slow_start";
+}
+
+}  // namespace
+
+std::optional<std::string> status_summary(std::string_view status_json, std::string* error) {
+  boost::system::error_code ec;
+  const boost::json::value document = boost::json::parse(status_json, ec);
+  const auto* root = !ec && document.is_object() ? &document.as_object() : nullptr;
+  const auto* upstreams = root != nullptr ? root->if_contains("upstreams") : nullptr;
+  if (upstreams == nullptr || !upstreams->is_array()) {
+    if (error != nullptr) *error = ec ? "status is not JSON: " + ec.message() : "status has no \"upstreams\" array";
+    return std::nullopt;
+  }
+  std::string out = "config version " + std::to_string(count_of(*root, "config_version"));
+  if (const auto file = text_of(*root, "config_file"); !file.empty()) out += " (" + file + ")";
+  out += "\n";
+  for (const auto& u : upstreams->as_array()) {
+    const auto* servers = u.is_object() ? u.as_object().if_contains("servers") : nullptr;
+    if (servers == nullptr || !servers->is_array()) continue;
+    std::size_t up = 0, width_id = 0, width_address = 0;
+    for (const auto& sv : servers->as_array()) {
+      if (!sv.is_object()) continue;
+      up += takes_requests(sv.as_object()) ? 1 : 0;
+      width_id = std::max(width_id, text_of(sv.as_object(), "identity").size());
+      width_address = std::max(width_address, text_of(sv.as_object(), "address").size());
+    }
+    const auto& uo = u.as_object();
+    out += "upstream " + text_of(uo, "name") + " (" + text_of(uo, "balance") + "): " + std::to_string(up) +
+           "/" + std::to_string(servers->as_array().size()) + " servers up";
+    if (const auto queued = count_of(uo, "queued"); queued != 0) out += ", " + std::to_string(queued) + " queued";
+    out += "\n";
+    for (const auto& sv : servers->as_array()) {
+      if (!sv.is_object()) continue;
+      const auto& so = sv.as_object();
+      const auto identity = text_of(so, "identity");
+      const auto address = text_of(so, "address");
+      out += "  " + identity + std::string(width_id - identity.size() + 2, ' ') + address +
+             std::string(width_address - address.size() + 2, ' ') + server_state(so) +
+             "; in flight " + std::to_string(count_of(so, "in_flight")) + ", requests " +
+             std::to_string(count_of(so, "requests")) + ", failures " +
+             std::to_string(count_of(so, "failures")) + "\n";
+    }
+  }
+  return out;
 }
 
 std::string encode_path_segment(std::string_view segment) {

@@ -648,8 +648,12 @@ void Server::start(int inherited_fd) {
   } catch (const std::exception& e) {
     boost::system::error_code ignored;
     s.acceptor.close(ignored);
-    throw std::runtime_error("cannot listen on admin address " + s.listen.to_string() + ": " +
-                             e.what());
+    // A system_error's what() carries Boost's source location; the operator wants the reason.
+    const auto* system = dynamic_cast<const boost::system::system_error*>(&e);
+    std::string reason = system != nullptr ? system->code().message() : std::string(e.what());
+    if (system != nullptr && !reason.empty())  // "address already in use": it follows a colon
+      reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+    throw std::runtime_error("cannot listen on admin address " + s.listen.to_string() + ": " + reason);
   }
   net::co_spawn(s.io, State::accept_loop(state_),
                 [](std::exception_ptr e) { log_failure("listener", e); });

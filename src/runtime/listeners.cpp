@@ -13,6 +13,7 @@
 #include <boost/asio/ip/v6_only.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sluice/runtime/address_holder.hpp"
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
@@ -93,6 +94,20 @@ std::vector<tcp::acceptor> adopt(net::io_context& io, const std::vector<int>& fd
   return out;
 }
 
+// Refuses an address another process listens on (address_holder.hpp: SO_REUSEPORT would let a
+// second sluice join the first one's sockets and take a share of its connections), naming the
+// holder when it can be seen.
+void refuse_taken(const tcp::endpoint& ep, const std::string& what) {
+  const auto ec = probe_address(ep);
+  if (!ec) return;
+  std::string message = "cannot listen on " + what + ": " + reason(ec);
+  const auto holder = address_holder(ep);
+  if (holder) message += " by " + *holder;
+  if (holder && holder->starts_with("sluice "))
+    message += "; two sluice processes never share an address: `sluice upgrade` replaces a running one";
+  throw ListenError(message);
+}
+
 }  // namespace
 
 std::string Listeners::Address::key() const {
@@ -125,6 +140,8 @@ Listeners::Pending Listeners::bind_new(net::io_context& io, const std::vector<Ad
       entry.per_worker = adopt(io, fds, workers, what, defer_accept_);
       entry.inherited = true;
       ep = entry.per_worker.front().local_endpoint();
+    } else if (!holds(ep)) {  // a reload may bind an address anew while its old sockets serve
+      refuse_taken(ep, what);
     }
     for (std::size_t i = entry.per_worker.size(); i < workers; ++i) {
       entry.per_worker.push_back(bind_one(io, ep, what, defer_accept_));
@@ -160,6 +177,13 @@ void Listeners::apply(Pending pending, const std::vector<Address>& wanted,
     spdlog::info("stopped listening on {}", o.shown);
     return true;
   });
+}
+
+bool Listeners::holds(const tcp::endpoint& ep) const {
+  for (const auto& o : open_)
+    for (const int fd : o.fds)
+      if (const auto bound = bound_endpoint(fd); bound && addresses_overlap(*bound, ep)) return true;
+  return false;
 }
 
 std::vector<int> Listeners::fds() const {

@@ -492,11 +492,13 @@ int Runtime::run() {
     spdlog::error("{}: {}", s.config_path, e.what());
     return 1;
   }
-  // Before any request or probe: a server drained or down at the last stop starts that way.
-  if (!cfg.server.state_file.empty()) {
-    s.state_file = std::make_unique<StateFile>(cfg.server.state_file);
+  // Before any request or probe: a server drained or down in the process this one replaces (a
+  // binary upgrade hands its state over), else at the last stop (the state file), starts that way.
+  if (!cfg.server.state_file.empty()) s.state_file = std::make_unique<StateFile>(cfg.server.state_file);
+  if (const auto handed = take_upgrade_state())
+    restore_state_text(*handed, *s.snapshot, "the process this one replaces");
+  else if (s.state_file)
     s.state_file->restore(*s.snapshot);
-  }
 
   // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
   // graceful shutdown, not the default action.
@@ -528,8 +530,9 @@ int Runtime::run() {
   }
 
   // Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
-  // (admin included) and the state file as of now; once it accepts, this one stops accepting
-  // and drains like at SIGTERM. Until then, and if it fails, this one serves as before.
+  // (admin included) and the servers' state as of now (drains, verdicts, ejections, ramps; the
+  // state file is written too); once it accepts, this one stops accepting and drains like at
+  // SIGTERM. Until then, and if it fails, this one serves as before.
   std::function<void()> hand_over;  // set below, with the shutdown machinery
   const auto upgrade = [&](const std::string& requested) -> admin::UpgradeOutcome {
     if (s.shutting_down) return {false, 0, "this process is shutting down"};
@@ -540,7 +543,8 @@ int Runtime::run() {
     if (s.state_file) s.state_file->write(*s.snapshot);
     const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
         s.config->server.health_ready_timeout + std::chrono::seconds(10));
-    const auto r = spawn_upgrade(binary, {"run", "--config", s.config_path}, sockets, timeout);
+    const auto r = spawn_upgrade(binary, {"run", "--config", s.config_path}, sockets,
+                                 state_text_now(*s.snapshot), timeout);
     if (!r.ok) {
       spdlog::error("upgrade to {} failed: {}; this process keeps serving", binary, r.error);
       return {false, 0, r.error};

@@ -158,7 +158,8 @@ SavedState collect_state(const Snapshot& snapshot) {
   return state;
 }
 
-std::size_t apply_state(const SavedState& state, const Snapshot& snapshot, milliseconds now) {
+std::size_t apply_state(const SavedState& state, const Snapshot& snapshot, milliseconds now,
+                        std::string_view source) {
   const auto stopped = std::max(milliseconds(0), now - state.written_at);
   std::size_t restored = 0;
   for (const auto& s : state.servers) {
@@ -175,7 +176,7 @@ std::size_t apply_state(const SavedState& state, const Snapshot& snapshot, milli
           h.ejected_for = std::max<Clock::duration>(Clock::duration::zero(), h.ejected_for - stopped);
           ep->health().restore(h);
         }
-        spdlog::info("server {}/{}: restored from the state file: {}{}", s.upstream, s.server,
+        spdlog::info("server {}/{}: restored from {}: {}{}", s.upstream, s.server, source,
                      to_string(ep->state()), s.drained ? ", drained" : "");
         ++restored;
       }
@@ -193,14 +194,24 @@ void StateFile::restore(const Snapshot& snapshot) {
     else spdlog::warn("state file {}: {}; ignored", path_, std::strerror(err));
     return;
   }
+  restore_state_text(text, snapshot, "state file " + path_);
+}
+
+std::string state_text_now(const Snapshot& snapshot) {
+  auto state = collect_state(snapshot);
+  state.written_at = unix_now();
+  return format_state(state);
+}
+
+void restore_state_text(std::string_view text, const Snapshot& snapshot, std::string_view source) {
   std::string why;
   const auto state = parse_state(text, &why);
   if (!state) {
-    spdlog::warn("state file {}: {}; ignored, every server starts as configured", path_, why);
+    spdlog::warn("{}: {}; ignored, every server starts as configured", source, why);
     return;
   }
-  const auto n = apply_state(*state, snapshot, unix_now());
-  spdlog::info("state file {}: {} of {} saved server(s) restored", path_, n, state->servers.size());
+  const auto n = apply_state(*state, snapshot, unix_now(), source);
+  spdlog::info("{}: {} of {} saved server(s) restored", source, n, state->servers.size());
 }
 
 void StateFile::update(const Snapshot& snapshot) {

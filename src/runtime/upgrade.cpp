@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,10 +20,35 @@ namespace sluice {
 namespace {
 
 constexpr std::string_view ready_env = "SLUICE_UPGRADE_READY_FD";
+constexpr std::string_view state_env = "SLUICE_UPGRADE_STATE_FD";
 
 bool is_listen_var(std::string_view var) {
   return var.starts_with("LISTEN_PID=") || var.starts_with("LISTEN_FDS=") ||
-         var.starts_with("LISTEN_FDNAMES=") || var.starts_with("SLUICE_UPGRADE_READY_FD=");
+         var.starts_with("LISTEN_FDNAMES=") || var.starts_with("SLUICE_UPGRADE_READY_FD=") ||
+         var.starts_with("SLUICE_UPGRADE_STATE_FD=");
+}
+
+// A memfd holding `text`, read from offset 0 by the new process; -1 when it cannot be made (the
+// upgrade then goes on without the state, as before a state existed: logged).
+int state_memfd(std::string_view text) {
+  const int fd = ::memfd_create("sluice-upgrade-state", MFD_CLOEXEC);
+  if (fd < 0) {
+    spdlog::warn("upgrade: memfd_create: {}; the new process starts without this one's drains and "
+                 "health state", std::strerror(errno));
+    return -1;
+  }
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      spdlog::warn("upgrade: writing the state for the new process: {}; it starts without this "
+                   "one's drains and health state", std::strerror(errno));
+      ::close(fd);
+      return -1;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return fd;
 }
 
 // Writes `value` in decimal into `out` (at least 21 bytes) without allocating: runs after fork.
@@ -38,16 +64,19 @@ void write_decimal(char* out, long value) {
 }
 
 // The child between fork and exec: only async-signal-safe calls (the parent has threads).
+// Sockets go to 3.., the ready pipe after them, the state memfd (if any) after that.
 [[noreturn]] void exec_child(const char* binary, char* const* argv, char* const* envp,
-                             char* pid_value, const std::vector<int>& fds, int ready_fd) {
+                             char* pid_value, const std::vector<int>& fds, int ready_fd, int state_fd) {
   write_decimal(pid_value, static_cast<long>(::getpid()));
   const int n = static_cast<int>(fds.size());
   // Move every source out of the way first, so that dup2 onto 3.. never clobbers one.
   int moved[64];
-  for (int i = 0; i < n; ++i) moved[i] = ::fcntl(fds[static_cast<std::size_t>(i)], F_DUPFD, 3 + n + 1);
-  const int ready = ::fcntl(ready_fd, F_DUPFD, 3 + n + 1);
+  for (int i = 0; i < n; ++i) moved[i] = ::fcntl(fds[static_cast<std::size_t>(i)], F_DUPFD, 3 + n + 2);
+  const int ready = ::fcntl(ready_fd, F_DUPFD, 3 + n + 2);
+  const int state = state_fd >= 0 ? ::fcntl(state_fd, F_DUPFD, 3 + n + 2) : -1;
   for (int i = 0; i < n; ++i) ::dup2(moved[i], 3 + i);  // dup2: not close-on-exec
   ::dup2(ready, 3 + n);
+  if (state >= 0) ::dup2(state, 3 + n + 1);
   ::execve(binary, argv, envp);
   _exit(127);
 }
@@ -55,7 +84,7 @@ void write_decimal(char* out, long value) {
 }  // namespace
 
 UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::string>& args,
-                            const std::vector<PassedSocket>& sockets,
+                            const std::vector<PassedSocket>& sockets, std::string_view state,
                             std::chrono::milliseconds timeout) {
   if (sockets.size() > 60) return {false, 0, "too many listening sockets to pass"};
   if (::access(binary.c_str(), X_OK) != 0)
@@ -72,6 +101,8 @@ UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::st
   env.push_back("LISTEN_FDS=" + std::to_string(sockets.size()));
   env.push_back("LISTEN_FDNAMES=" + names);
   env.push_back(std::string(ready_env) + "=" + std::to_string(3 + sockets.size()));
+  const int state_fd = state_memfd(state);
+  if (state_fd >= 0) env.push_back(std::string(state_env) + "=" + std::to_string(4 + sockets.size()));
   env.push_back("LISTEN_PID=" + std::string(24, '\0'));
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
@@ -86,8 +117,9 @@ UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::st
   for (const auto& s : sockets) fds.push_back(s.fd);
 
   const pid_t pid = ::fork();
-  if (pid == 0) exec_child(binary.c_str(), argv.data(), envp.data(), pid_value, fds, pipe_fds[1]);
+  if (pid == 0) exec_child(binary.c_str(), argv.data(), envp.data(), pid_value, fds, pipe_fds[1], state_fd);
   ::close(pipe_fds[1]);
+  if (state_fd >= 0) ::close(state_fd);
   if (pid < 0) {
     ::close(pipe_fds[0]);
     return {false, 0, std::string("fork: ") + std::strerror(errno)};
@@ -128,6 +160,31 @@ void report_upgrade_ready() {
   [[maybe_unused]] const auto w = ::write(fd, "ready\n", 6);
   ::close(fd);
   fd = -1;
+}
+
+std::optional<std::string> take_upgrade_state() {
+  const std::string name(state_env);
+  const char* v = std::getenv(name.c_str());
+  const int fd = v != nullptr ? std::atoi(v) : -1;
+  ::unsetenv(name.c_str());
+  if (fd <= 2) return std::nullopt;
+  std::string text;
+  char buf[16384];
+  off_t offset = 0;
+  while (true) {
+    const auto n = ::pread(fd, buf, sizeof buf, offset);
+    if (n < 0) {
+      spdlog::warn("upgrade: reading the state the old process handed over: {}; ignored",
+                   std::strerror(errno));
+      ::close(fd);
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    offset += n;
+  }
+  ::close(fd);
+  return text;
 }
 
 std::string own_binary() {

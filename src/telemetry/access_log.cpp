@@ -407,7 +407,7 @@ void set_error_format(config::ErrorLogFormat format) {
   if (format == config::ErrorLogFormat::json)
     spdlog::default_logger()->set_formatter(std::make_unique<JsonLogFormatter>());
   else
-    spdlog::default_logger()->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l %v");
+    spdlog::default_logger()->set_formatter(text_log_formatter());
 }
 
 }  // namespace sluice

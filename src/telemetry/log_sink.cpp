@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <system_error>
 
+#include <spdlog/pattern_formatter.h>
+
 #include "sluice/core/log_file.hpp"
 
 namespace sluice {
@@ -165,11 +167,36 @@ void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memor
   dest.append(std::string_view("{\"time\":\""));
   append_rfc3339_ms(dest, msg.time);
   dest.append(std::string_view("\",\"level\":"));
-  const auto level = spdlog::level::to_string_view(msg.level);
-  append_json_string(dest, std::string_view(level.data(), level.size()));
+  append_json_string(dest, level_name(msg.level));
   dest.append(std::string_view(",\"message\":"));
   append_json_string(dest, std::string_view(msg.payload.data(), msg.payload.size()));
   dest.append(std::string_view("}\n"));
+}
+
+std::string_view level_name(spdlog::level::level_enum level) {
+  if (level == spdlog::level::warn) return "warn";
+  const auto name = spdlog::level::to_string_view(level);
+  return {name.data(), name.size()};
+}
+
+namespace {
+
+// %L in the text pattern: level_name().
+class LevelFlag final : public spdlog::custom_flag_formatter {
+public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    const auto name = level_name(msg.level);
+    dest.append(name.data(), name.data() + name.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelFlag>(); }
+};
+
+}  // namespace
+
+std::unique_ptr<spdlog::formatter> text_log_formatter() {
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<LevelFlag>('L').set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %L %v");
+  return formatter;
 }
 
 std::unique_ptr<spdlog::formatter> JsonLogFormatter::clone() const {

@@ -73,10 +73,23 @@ TEST(Listeners, SharesOneInheritedSocketAcrossTheWorkers) {
   EXPECT_EQ(entry.per_worker[0].native_handle(), fd);
 }
 
+// A socket bound to 127.0.0.1 and a kernel-picked port, not listening, that the binds may share
+// (SO_REUSEADDR and SO_REUSEPORT): the port stays ours for the test, and nothing listens on it.
+int reserved_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int on = 1;
+  EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on), 0);
+  EXPECT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on), 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  return fd;
+}
+
 TEST(Listeners, BindsWhatNothingWasInheritedFor) {
-  // A port of our own (kept open, SO_REUSEPORT lets the binds share it) and a socket inherited
-  // on another one, which the address does not take.
-  const int held = listening_socket(0);
+  // A port of our own and a socket inherited on another one, which the address does not take.
+  const int held = reserved_port();
   const auto port = bound_endpoint(held)->port();
   InheritedListeners inherited({listening_socket(0)});
   boost::asio::io_context io;
@@ -86,6 +99,27 @@ TEST(Listeners, BindsWhatNothingWasInheritedFor) {
   EXPECT_EQ(pending.entries[0].per_worker.size(), 2u);
   EXPECT_EQ(inherited.size(), 1u);
   ::close(held);
+}
+
+TEST(Listeners, RefusesAnAddressAnotherSocketListensOnEvenWithSoReuseport) {
+  // Another process's worker socket, as a second sluice would find the first one's: SO_REUSEPORT
+  // and the same user, so a plain bind would join it.
+  const int other = listening_socket(0);
+  const auto port = bound_endpoint(other)->port();
+  boost::asio::io_context io;
+  try {
+    (void)Listeners{}.bind_new(io, one_address(port), 2);
+    ADD_FAILURE() << "bound an address another socket listens on";
+  } catch (const ListenError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot listen on 127.0.0.1:" + std::to_string(port) +
+                                         ": address already in use by sluice_tests (pid " +
+                                         std::to_string(::getpid()) + ")");
+  }
+  // The inherited socket of an upgrade on that address is taken, not refused.
+  InheritedListeners inherited({other});
+  auto pending = Listeners{}.bind_new(io, one_address(port), 2, &inherited);
+  ASSERT_EQ(pending.entries.size(), 1u);
+  EXPECT_TRUE(pending.entries[0].inherited);
 }
 
 // TCP_DEFER_ACCEPT as the kernel reports it: 0 when off, the seconds (rounded up to a

@@ -152,7 +152,7 @@ TEST_F(StateFileTest, ServersThatNoLongerExistAreIgnored) {
   s.servers.push_back({"other", "app-1", true, std::nullopt});
   EndpointDirectory directory{steady_clock()};
   const auto snap = snapshot(directory);
-  EXPECT_EQ(apply_state(s, *snap, 0ms), 0u);
+  EXPECT_EQ(apply_state(s, *snap, 0ms, "test"), 0u);
   EXPECT_FALSE(snap->upstreams[0]->endpoints()[0]->draining());
 }
 
@@ -168,9 +168,9 @@ TEST_F(StateFileTest, TimeStoppedCountsAgainstAnEjection) {
   h.ejection_level = 1;
   h.ejected_for = 5s;
   s.servers.push_back({"app", "app-1", false, h});
-  apply_state(s, *snap, 1006s);  // stopped for 6 s: the ejection is over
+  apply_state(s, *snap, 1006s, "test");  // stopped for 6 s: the ejection is over
   EXPECT_EQ(snap->upstreams[0]->endpoints()[0]->state(), ServerState::up);
-  apply_state(s, *other, 1002s);  // stopped for 2 s: 3 s left
+  apply_state(s, *other, 1002s, "test");  // stopped for 2 s: 3 s left
   EXPECT_EQ(other->upstreams[0]->endpoints()[0]->state(), ServerState::ejected);
 }
 

@@ -66,6 +66,13 @@ std::optional<ServerStatus> find_server_status(std::string_view status_json,
                                                std::string_view upstream, std::string_view server,
                                                std::string* error = nullptr);
 
+// `sluice status`: a GET /api/status document as a few lines for a terminal, one per upstream
+// ("upstream app (round_robin): 2/3 servers up") and one per server (identity, address, state
+// with its reason, in flight, requests, failures). A server is up when it takes new requests: not
+// draining, and its health state up or slow_start (no health state: up). nullopt when the
+// document is not of that shape (*error says what is wrong).
+std::optional<std::string> status_summary(std::string_view status_json, std::string* error = nullptr);
+
 // Percent-encodes one path segment: everything but RFC 3986 unreserved characters
 // (ALPHA / DIGIT / "-" / "." / "_" / "~"), so "127.0.0.1:9001" becomes "127.0.0.1%3A9001".
 std::string encode_path_segment(std::string_view segment);

@@ -57,8 +57,9 @@ public:
   // Binds each address of `wanted` that is not open: one SO_REUSEPORT socket per worker (port 0:
   // the first bind picks the port, the others share it), on `io` (no I/O is done on them there).
   // An address with sockets in `inherited` (start-up only) adopts them instead of binding: one
-  // per worker, a worker taking several when more were passed, or a dup() when fewer.
-  // Throws ListenError; nothing new stays bound then.
+  // per worker, a worker taking several when more were passed, or a dup() when fewer. An
+  // address another process listens on is refused, whatever its SO_REUSEPORT would allow
+  // (address_holder.hpp). Throws ListenError; nothing new stays bound then.
   Pending bind_new(boost::asio::io_context& io, const std::vector<Address>& wanted,
                    std::size_t workers, InheritedListeners* inherited = nullptr) const;
   // Hands the pending sockets to the workers, then closes the open addresses that `wanted` no
@@ -74,6 +75,9 @@ public:
   void set_defer_accept(bool on);
 
 private:
+  // Whether one of the open sockets listens on an address overlapping `ep`.
+  bool holds(const boost::asio::ip::tcp::endpoint& ep) const;
+
   struct Open {
     std::string key;
     std::uint64_t id = 0;

@@ -46,9 +46,17 @@ std::optional<SavedState> parse_state(std::string_view text, std::string* why);
 // The servers of `snapshot` as the state file keeps them.
 SavedState collect_state(const Snapshot& snapshot);
 // Applies `state` to the servers of `snapshot` that it names; time spent stopped
-// (`now` - written_at) counts against ejections. Returns how many servers were restored.
+// (`now` - written_at) counts against ejections. `source` ("the state file") is what each log
+// line says the state came from. Returns how many servers were restored.
 std::size_t apply_state(const SavedState& state, const Snapshot& snapshot,
-                        std::chrono::milliseconds now);
+                        std::chrono::milliseconds now, std::string_view source);
+
+// The state of `snapshot` now, in the file's format: what a binary upgrade hands to the new
+// process (upgrade.hpp), state file or not.
+std::string state_text_now(const Snapshot& snapshot);
+// Parses `text` (the file's format) and applies it to `snapshot`, logging what was restored from
+// `source`; a malformed text is logged and ignored, never fatal.
+void restore_state_text(std::string_view text, const Snapshot& snapshot, std::string_view source);
 
 class StateFile {
 public:

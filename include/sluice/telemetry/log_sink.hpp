@@ -99,6 +99,13 @@ void append_escaped(Out& out, std::string_view s, Escape escape) {
 // \u00XX. Bytes ≥ 0x80 pass as they are.
 void append_json_string(spdlog::memory_buf_t& out, std::string_view s);
 
+// A level as the config spells it ([log] level): "warn", not spdlog's "warning", so that what
+// an operator greps for is what they configured.
+std::string_view level_name(spdlog::level::level_enum level);
+
+// The error log's text format: "TIME LEVEL MESSAGE", LEVEL by level_name().
+std::unique_ptr<spdlog::formatter> text_log_formatter();
+
 // The error log's JSON format ([log] error_format = "json"): one object per line,
 // {"time":"...","level":"info","message":"..."}.
 class JsonLogFormatter final : public spdlog::formatter {
