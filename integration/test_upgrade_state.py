@@ -50,10 +50,11 @@ def test_a_cli_drain_survives_an_upgrade_without_a_state_file(sluice, origins):
     assert r.returncode == 0, r.stdout + r.stderr
     pid = upgrade(s)
     try:
-        s.log.wait_for(r"server app/app-2: restored from the process this one replaces: up, drained")
         assert s.server_status("app-2")["draining"] is True
+        assert s.server_status("app-2")["drain_source"] == "api"
         assert s.server_status("app-1")["draining"] is False
         assert sorted(set(origins_of(s.port, 12))) == ["app-1", "app-3"]
+        s.log.wait_for(r"server app/app-2: restored from the process this one replaces: up, drained")
     finally:
         os.kill(pid, signal.SIGTERM)
         wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
@@ -74,12 +75,13 @@ def test_an_ejection_survives_an_upgrade_without_a_state_file(sluice, origins):
         origins_of(s.port, 3)
     assert s.server_status("app-3")["state"] == "ejected"
     # The origin is back: a process that forgot the ejection would send it requests at once.
-    origins.restart(broken)
+    back = origins.restart(broken)
     pid = upgrade(s)
     try:
-        s.log.wait_for(r"server app/app-3: restored from the process this one replaces: ejected")
         assert s.server_status("app-3")["state"] == "ejected"
         assert sorted(set(origins_of(s.port, 12))) == ["app-1", "app-2"]
+        assert back.stats()["requests"] == 0
+        s.log.wait_for(r"server app/app-3: restored from the process this one replaces: ejected")
     finally:
         os.kill(pid, signal.SIGTERM)
         wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")

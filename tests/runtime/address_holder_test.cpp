@@ -48,6 +48,7 @@ TEST(AddressHolder, AV6WildcardMayBeDualStack) {
 TEST(AddressHolder, ProbeFindsAListenerAndNamesThisProcessAsItsHolder) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   const int on = 1;
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on), 0);
   ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof on), 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
