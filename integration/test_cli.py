@@ -1,12 +1,16 @@
 """The command line: check, --version, --help, run's start-up and exit codes."""
+import json
+import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SLUICE, LogReader, sluice_config
+from conftest import ROOT, SLUICE, LogReader, closed_port, sluice_config
 
 CONF_FILES = sorted((ROOT / "conf").glob("*.toml"))
 
@@ -124,17 +128,63 @@ def test_help(flag):
         assert text in p.stdout, p.stdout
 
 
-def test_unknown_argument_exits_2_with_usage():
+def test_unknown_argument_exits_2_with_one_line_and_a_pointer_to_the_help():
+    """The error is the answer, not 40 lines of help that scroll it away (git, systemctl)."""
     p = sluice_cmd("--frobnicate")
     assert p.returncode == 2
-    assert "unknown argument '--frobnicate'" in p.stderr
-    assert "Usage:" in p.stderr
+    assert p.stderr == "sluice: unknown argument '--frobnicate'\nsee 'sluice --help'\n", p.stderr
+    assert p.stdout == ""
 
 
 def test_unknown_command_exits_2():
     p = sluice_cmd("serve")
     assert p.returncode == 2
-    assert "unknown command 'serve'" in p.stderr
+    assert p.stderr == "sluice: unknown command 'serve'\nsee 'sluice --help'\n", p.stderr
+
+
+def test_a_misused_flag_is_one_line_too():
+    p = sluice_cmd("drain", "--upstream", "app")
+    assert p.returncode == 2
+    assert p.stderr == "sluice: drain needs --upstream U and --server S\nsee 'sluice --help'\n", p.stderr
+
+
+def test_default_config_is_etc_for_an_installed_binary_and_conf_for_a_build_tree(tmp_path):
+    """An installed binary (under .../usr/sbin, .../usr/bin, /usr/local/...) reads
+    /etc/sluice/sluice.toml by default, as the packaged unit and the man page say; one run from
+    a build tree reads conf/sluice.toml in the working directory, as the demo does."""
+    installed = tmp_path / "root" / "usr" / "sbin" / "sluice"
+    installed.parent.mkdir(parents=True)
+    shutil.copy(SLUICE, installed)
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.run([str(installed), "check"], capture_output=True, text=True, cwd=work,
+                       timeout=10)
+    if not os.path.exists("/etc/sluice/sluice.toml"):
+        assert p.returncode == 1
+        assert p.stdout.startswith("/etc/sluice/sluice.toml: cannot read: "), p.stdout
+    assert "conf/sluice.toml" not in p.stdout + p.stderr
+    q = sluice_cmd("check", cwd=work)
+    assert q.returncode == 1
+    assert q.stdout.startswith("conf/sluice.toml: cannot read: "), q.stdout
+
+
+def test_check_diff_says_a_reload_would_be_refused_for_a_restart_only_key(tmp_path):
+    """`reload` refuses a file that changes a restart-only key; `check --diff` says so on a line
+    of its own and exits 1, instead of listing the change and exiting 0."""
+    old, new = tmp_path / "old.toml", tmp_path / "new.toml"
+    old.write_text(sluice_config(["127.0.0.1:9"], workers=2))
+    new.write_text(sluice_config(["127.0.0.1:9"], workers=1))
+    p = sluice_cmd("check", new, "--diff", old)
+    assert p.returncode == 1, p.stdout + p.stderr
+    lines = p.stdout.splitlines()
+    assert "~ server.workers: 2 -> 1 (needs a restart)" in lines, lines
+    assert lines[-1] == ("reload would be refused: 1 key(s) need a restart (server.workers); "
+                         "`sluice upgrade` or a restart applies them"), lines
+    # A change a reload applies is listed and passes.
+    new.write_text(sluice_config(["127.0.0.1:9", "127.0.0.1:10"], workers=2))
+    p = sluice_cmd("check", new, "--diff", old)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not [l for l in p.stdout.splitlines() if "refused" in l], p.stdout
 
 
 def test_run_refuses_a_bad_config(tmp_path):
@@ -155,9 +205,62 @@ def test_run_exits_1_when_it_cannot_listen(tmp_path):
         f.write_text(sluice_config(["127.0.0.1:9"]).replace("127.0.0.1:0", f"127.0.0.1:{port}"))
         p = sluice_cmd("run", "--config", f)
     assert p.returncode == 1
-    # What failed, in the user's words: the address and the reason, no source location.
-    assert f"error cannot listen on 127.0.0.1:{port}: address already in use\n" in p.stderr, p.stderr
+    # What failed, in the user's words: the address, the reason and who holds it (this test's
+    # own process), no source location.
+    holder = f"{Path('/proc/self/comm').read_text().strip()} (pid {os.getpid()})"
+    assert (f"error cannot listen on 127.0.0.1:{port}: address already in use by {holder}\n"
+            in p.stderr), p.stderr
     assert ".hpp" not in p.stderr and "[system:" not in p.stderr, p.stderr
+
+
+def test_run_exits_1_when_the_admin_port_is_taken_and_says_why_in_plain_words(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        f = tmp_path / "s.toml"
+        f.write_text(sluice_config(["127.0.0.1:9"], top=f'[admin]\nlisten = "127.0.0.1:{port}"\n'))
+        p = sluice_cmd("run", "--config", f)
+    assert p.returncode == 1
+    assert (f"error admin: cannot listen on admin address 127.0.0.1:{port}: address already in use\n"
+            in p.stderr), p.stderr
+    assert ".hpp" not in p.stderr and "[system:" not in p.stderr, p.stderr
+
+
+def test_log_lines_name_the_warn_level_as_the_config_does(tmp_path, sluice, origins):
+    """`[log] level` says `warn`; a line at that level says `warn` too (text and JSON), not
+    spdlog's `warning`, so that grepping for what one configured finds it."""
+    a, = origins(1)
+    # An explicit max_connections the descriptor limit cannot hold is a warning at start-up.
+    text = sluice(sluice_config([a], server_extra="max_connections = 9000"), nofile=160)
+    line = next(l for l in text.log.lines if "max_connections 9000" in l)
+    assert line.split(" ")[1] == "warn", line
+    assert not [l for l in text.log.lines if " warning " in l], text.log.lines
+    js = sluice(sluice_config([a], server_extra="max_connections = 9000")
+                .replace('level = "info"', 'level = "info"\nerror_format = "json"'),
+                name="json.toml", nofile=160)
+    record = next(json.loads(l) for l in js.log.lines if "max_connections 9000" in l)
+    assert record["level"] == "warn", record
+
+
+def test_status_summarises_upstreams_and_servers(sluice, origins):
+    a, b, c = origins(3)
+    s = sluice(sluice_config([a, b, c], top='[admin]\nlisten = "127.0.0.1:0"\n'))
+    assert sluice_cmd("drain", "--upstream", "app", "--server", "app-2", "--admin",
+                      s.admin_address).returncode == 0
+    p = sluice_cmd("status", "--admin", s.admin_address)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"config version 1 ({s.config_path})", lines
+    assert lines[1] == "upstream app (round_robin): 2/3 servers up", lines
+    assert re.fullmatch(rf"  app-1  {a.address}  up: .*; in flight 0, requests 0, failures 0", lines[2]), lines
+    assert re.fullmatch(rf"  app-2  {b.address}  drained \(api\), health up; in flight 0, "
+                        r"requests 0, failures 0", lines[3]), lines
+    assert len(lines) == 5, lines
+    # No admin API there: exit 2, as the other admin commands.
+    p = sluice_cmd("status", "--admin", f"127.0.0.1:{closed_port()}")
+    assert p.returncode == 2
+    assert "cannot reach the admin API" in p.stderr
 
 
 def test_sigterm_right_after_start_is_graceful(tmp_path):
