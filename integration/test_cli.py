@@ -280,3 +280,11 @@ def test_sigterm_right_after_start_is_graceful(tmp_path):
                 proc.kill()
                 proc.wait()
     assert codes == [0] * 30, codes
+
+
+def test_the_start_line_names_the_pid_as_sluice_writes_no_pid_file(sluice, origins):
+    """docs/operations.md: without systemd, a signal's target is the pid sluice logs at start."""
+    a, = origins(1)
+    s = sluice(sluice_config([a]))
+    line = next(l for l in s.log.lines if " started: " in l)
+    assert f"started: pid {s.proc.pid}, 1 worker(s), config {s.config_path} (version 1)" in line, line

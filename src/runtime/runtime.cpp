@@ -641,8 +641,10 @@ int Runtime::run() {
     if (!s.notified_ready && first_probe_round_done(s)) notify_ready(s, "first health probes done");
   };
   update_probes(s);
-  spdlog::info("sluice {} started: {} worker(s), config {} (version {})", SLUICE_VERSION, n,
-               s.config_path, s.version);
+  // The pid is in the line because sluice writes no pid file: a supervisor (systemd's MainPID)
+  // or this line is where a signal's target comes from.
+  spdlog::info("sluice {} started: pid {}, {} worker(s), config {} (version {})", SLUICE_VERSION,
+               ::getpid(), n, s.config_path, s.version);
   net::steady_timer ready_timer(s.control);
   if (first_probe_round_done(s) || cfg.server.health_ready_timeout.count() == 0) {
     notify_ready(s, "listening");
