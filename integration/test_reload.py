@@ -3,6 +3,7 @@ and says why, and the old config keeps serving. Listeners and the admin API move
 and the access-log format switch, and a key that needs a restart is refused by name.
 
 Every wait is for a condition with a deadline; ports are loopback ephemeral ones."""
+import os
 import socket
 import time
 
@@ -79,8 +80,11 @@ def test_a_reload_whose_new_port_is_taken_fails_whole_and_the_old_listeners_serv
                 f'listen = ["127.0.0.1:0", "127.0.0.1:{free}", "127.0.0.1:{port}"]'))
         r = s.admin("POST", "/api/reload")
         assert r.status == 422, r
+        # The holder is this test's own process (docs/operations.md, "One address, one sluice").
+        holder = f"{open('/proc/self/comm').read().strip()} (pid {os.getpid()})"
         assert r.json()["errors"] == [
-            f"{s.config_path}: cannot listen on 127.0.0.1:{port}: address already in use"], r
+            f"{s.config_path}: cannot listen on 127.0.0.1:{port}: address already in use by "
+            f"{holder}"], r
     # Nothing of the file applied: the free port was not kept, the old config still serves.
     assert refuses(free)
     assert answers(s.port)
