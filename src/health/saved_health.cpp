@@ -37,7 +37,7 @@ void ServerHealth::restore(const SavedHealth& saved) {
   settle(now, std::nullopt);
   if (state_ != before) {
     since_ = now;
-    reason_ = "restored from the state file";
+    reason_ = "restored: saved at the last stop or handed over by an upgrade";
   }
 }
 

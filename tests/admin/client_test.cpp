@@ -174,5 +174,31 @@ TEST(AdminStatus, RejectsOtherShapes) {
   EXPECT_EQ(why, "server entry lacks \"in_flight\" (a number) or \"draining\" (a boolean)");
 }
 
+TEST(AdminStatus, SummaryCountsServersThatTakeRequests) {
+  const auto summary = status_summary(R"({"config_version": 3, "config_file": "/etc/sluice/sluice.toml",
+    "upstreams": [{"name": "app", "balance": "round_robin", "queued": 0, "servers": [
+      {"identity": "app-1", "address": "10.0.0.7:80", "draining": false, "in_flight": 2,
+       "requests": 10, "failures": 0, "state": "up", "health_state": "up", "reason": "initial state up"},
+      {"identity": "app-22", "address": "10.0.0.8:80", "draining": true, "drain_source": "api",
+       "in_flight": 0, "requests": 4, "failures": 0, "state": "drained", "health_state": "up"},
+      {"identity": "app-3", "address": "10.0.0.9:80", "draining": false, "in_flight": 0,
+       "requests": 7, "failures": 3, "state": "ejected", "health_state": "ejected", "reason": "3 failures"}]},
+     {"name": "static", "balance": "least_conn", "queued": 5, "servers": [
+      {"identity": "s", "address": "10.0.1.1:80", "draining": false, "in_flight": 0,
+       "requests": 0, "failures": 0}]}]})");
+  ASSERT_TRUE(summary);
+  EXPECT_EQ(*summary,
+            "config version 3 (/etc/sluice/sluice.toml)\n"
+            "upstream app (round_robin): 1/3 servers up\n"
+            "  app-1   10.0.0.7:80  up: initial state up; in flight 2, requests 10, failures 0\n"
+            "  app-22  10.0.0.8:80  drained (api), health up; in flight 0, requests 4, failures 0\n"
+            "  app-3   10.0.0.9:80  ejected: 3 failures; in flight 0, requests 7, failures 3\n"
+            "upstream static (least_conn): 1/1 servers up, 5 queued\n"
+            "  s  10.0.1.1:80  up (no health checks); in flight 0, requests 0, failures 0\n");
+  std::string why;
+  EXPECT_FALSE(status_summary("{}", &why));
+  EXPECT_EQ(why, "status has no \"upstreams\" array");
+}
+
 }  // namespace
 }  // namespace sluice::admin

@@ -36,7 +36,7 @@ TEST_F(SavedHealthTest, DownByProbesStartsDownAndNeedsRisePasses) {
   ASSERT_EQ(after.state(), ServerState::up);  // initial_state = "up"
   h.restore(saved);
   EXPECT_EQ(after.state(), ServerState::down);
-  EXPECT_EQ(h.status().reason, "restored from the state file");
+  EXPECT_EQ(h.status().reason, "restored: saved at the last stop or handed over by an upgrade");
   h.probe_result({true, "", 1ms});
   EXPECT_EQ(after.state(), ServerState::down);  // rise = 2
   h.probe_result({true, "", 1ms});
