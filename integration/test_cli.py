@@ -196,14 +196,21 @@ def test_run_refuses_a_bad_config(tmp_path):
     assert "listening" not in p.stderr
 
 
-def test_run_exits_1_when_it_cannot_listen(tmp_path):
+def run_on_a_taken_port(tmp_path, config_of):
+    """`sluice run` on the config `config_of(port)` while this process listens on `port`;
+    returns (port, CompletedProcess)."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
         f = tmp_path / "s.toml"
-        f.write_text(sluice_config(["127.0.0.1:9"]).replace("127.0.0.1:0", f"127.0.0.1:{port}"))
-        p = sluice_cmd("run", "--config", f)
+        f.write_text(config_of(port))
+        return port, sluice_cmd("run", "--config", f)
+
+
+def test_run_exits_1_when_it_cannot_listen(tmp_path):
+    port, p = run_on_a_taken_port(
+        tmp_path, lambda port: sluice_config(["127.0.0.1:9"]).replace("127.0.0.1:0", f"127.0.0.1:{port}"))
     assert p.returncode == 1
     # What failed, in the user's words: the address, the reason and who holds it (this test's
     # own process), no source location.
@@ -214,13 +221,8 @@ def test_run_exits_1_when_it_cannot_listen(tmp_path):
 
 
 def test_run_exits_1_when_the_admin_port_is_taken_and_says_why_in_plain_words(tmp_path):
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen(1)
-        port = taken.getsockname()[1]
-        f = tmp_path / "s.toml"
-        f.write_text(sluice_config(["127.0.0.1:9"], top=f'[admin]\nlisten = "127.0.0.1:{port}"\n'))
-        p = sluice_cmd("run", "--config", f)
+    port, p = run_on_a_taken_port(
+        tmp_path, lambda port: sluice_config(["127.0.0.1:9"], top=f'[admin]\nlisten = "127.0.0.1:{port}"\n'))
     assert p.returncode == 1
     assert (f"error admin: cannot listen on admin address 127.0.0.1:{port}: address already in use\n"
             in p.stderr), p.stderr

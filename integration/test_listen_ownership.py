@@ -8,13 +8,9 @@ import re
 import signal
 import subprocess
 
-from conftest import SLUICE, Conn, closed_port, sluice_config, toml_table, wait_until
+from conftest import SLUICE, Conn, closed_port, sluice_cli, sluice_config, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
-
-
-def cli(*args, timeout=60):
-    return subprocess.run([str(SLUICE), *args], capture_output=True, text=True, timeout=timeout)
 
 
 def gone(pid):
@@ -92,7 +88,7 @@ def test_a_reload_that_adds_a_running_sluices_address_is_rejected(sluice, origin
 def test_upgrade_still_takes_the_sockets_over_and_the_new_process_holds_them(sluice, origins, tmp_path):
     mine, other = origins(2)
     first = sluice(sluice_config([mine], workers=2, top=ADMIN))
-    r = cli("upgrade", "--admin", first.admin_address)
+    r = sluice_cli("upgrade", "--admin", first.admin_address, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     pid = int(re.search(r"upgraded: pid (\d+)", r.stdout).group(1))
     try:
