@@ -37,6 +37,10 @@ scripts/build.sh
 phase "unit tests"
 ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 120
 
+phase "allocations per request"
+# The hot path allocates nothing per request: plain and TLS keep-alive GETs under valgrind.
+/usr/bin/python3 bench/allocs_per_request.py build/release 300 --max=0.01
+
 phase "function lengths"
 # No function in src/proxy/ over 60 lines (issue 17).
 scripts/function_lengths.py --max 60 src/proxy
