@@ -68,11 +68,13 @@ def access_by_id(origins, n):
 
 
 def assert_failed_at(r, record, server, error):
-    """An answer that is not a 200 came from `server`'s failure named `error`: the last server
-    tried was `server`, and the client's Sluice-Error is the log's."""
+    """An unkeyed POST's error answer came from `server`'s failure named `error`: the last
+    server tried was `server`, the log names the failure, and the client's Sluice-Error names it
+    and why it was not retried."""
     assert record is not None, f"no access record: {r}"
     assert record["server"].split(",")[-1] == server, (r, record)
-    assert record["error"] == error and r.detail == error, (r, record)
+    assert record["error"] == error, (r, record)
+    assert r.detail == f"{error}; not retried: not idempotent", (r, record)
 
 
 class Record:
@@ -377,13 +379,17 @@ def test_sigkill_one_origin_no_client_errors_no_unkeyed_post_twice(fleet, sluice
     s = sluice(chaos_config(origins))
     with ChaosLoad(s.port, rate=20, threads=4, delay_ms=100) as load:
         load.wait_for_more(80)
-        # Strike just after app-2 has taken a request: a new line in its execution log is written
-        # once the request is read, before its 100 ms delay, so the kill meets it in flight unless
-        # this thread stalls for 100 ms. (Striking at any moment in_flight > 0 met a request in
-        # its last milliseconds often enough to fail a loaded CI run.)
-        taken = origins[1].exec_log.read_bytes().count(b"\n")
-        wait_until(lambda: origins[1].exec_log.read_bytes().count(b"\n") > taken, timeout=5,
-                   interval=0.001, what="app-2 to take a request")
+        # Strike just after app-2 has taken an unkeyed POST: a new line in its execution log is
+        # written once the request is read, before its 100 ms delay, so the kill meets it in
+        # flight unless this thread stalls for 100 ms. (Striking at any moment in_flight > 0
+        # met a request in its last milliseconds often enough to fail a loaded CI run.)
+        taken = len(origins[1].exec_log.read_bytes().split(b"\n")) - 1
+
+        def unkeyed_post_taken():
+            lines = origins[1].exec_log.read_bytes().split(b"\n")[taken:-1]
+            return next((l.split()[2].decode() for l in lines if l.startswith(b"POST /u")), None)
+        struck = wait_until(unkeyed_post_taken, timeout=5, interval=0.001,
+                            what="app-2 to take an unkeyed POST")
         killed_at = load.now()
         origins[1].proc.kill()  # SIGKILL, by PID
         origins[1].proc.wait()
@@ -399,6 +405,7 @@ def test_sigkill_one_origin_no_client_errors_no_unkeyed_post_twice(fleet, sluice
     # (the last server tried), cut there (`upstream reset`), and run nowhere else.
     log = access_by_id(origins, len(load.records))
     all_runs = executions(origins)
+    assert struck in {r.id for r in by_kind["post"] if not r.ok}, struck  # the kill met it
     for r in by_kind["post"]:
         if not r.ok:
             assert r.status == 502 and abs(r.sent - killed_at) < 1.0, r

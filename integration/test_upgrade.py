@@ -48,19 +48,38 @@ class Load:
     request is answered; every outcome is counted."""
 
     KEEP_ALIVE_CLIENTS = 2
+    MAX_REQUESTS = 1_000_000  # per client: a bound that max_seconds reaches first
 
     def __init__(self, port, max_seconds):
         self.port, self.until = port, time.monotonic() + max_seconds
         self.stopping = threading.Event()
+        self.ended = []  # clients that ended (out of bounds, stopped, or failed)
         self.lock = threading.Lock()
         self.ok = self.failed = self.refused = self.slow_ok = self.slow_in_flight = 0
         self.resends = []  # (client, time): a request sent again after an idle close
         self.errors = []
-        self.threads = [threading.Thread(target=f, args=(i,), daemon=True) for i, f in enumerate(
-            [self.keep_alive] * self.KEEP_ALIVE_CLIENTS + [self.fresh] * 2 + [self.slow] * 2)]
+        self.threads = [threading.Thread(target=self.guarded, args=(f, i), daemon=True)
+                        for i, f in enumerate([self.keep_alive] * self.KEEP_ALIVE_CLIENTS
+                                              + [self.fresh] * 2 + [self.slow] * 2)]
+
+    def guarded(self, client, i):
+        """A client; whatever ends it early is a failure, with its reason."""
+        try:
+            client(i)
+        except BaseException as e:
+            self.count("failed", f"client {i} ended: {e!r}")
+            raise
+        finally:
+            self.ended.append(i)
+
+    def state(self):
+        with self.lock:
+            return (f"{self.ok} ok, {self.slow_ok} slow, {self.failed} failed, {self.refused} "
+                    f"refused, resends {self.resends}, errors {self.errors}, ended {self.ended}")
 
     def running(self):
-        return not self.stopping.is_set() and time.monotonic() < self.until
+        """Every client still sending (none ran out of its bounds)."""
+        return not self.stopping.is_set() and time.monotonic() < self.until and not self.ended
 
     def count(self, field, error=None, by=1):
         with self.lock:
@@ -83,7 +102,7 @@ class Load:
         that resend is counted; the request must still be answered. Any other error (a reset
         with part of a response read, a timeout, a refused or new connection closed) fails."""
         conn = None
-        for _ in range(20000):
+        for _ in range(self.MAX_REQUESTS):
             if not self.running():
                 break
             used = conn is not None
@@ -139,7 +158,7 @@ class Load:
             self.count("failed", repr(e))
 
     def fresh(self, _):
-        for _ in range(20000):
+        for _ in range(self.MAX_REQUESTS):
             if not self.running():
                 break
             self.one_request("/", "ok", 5)
@@ -173,10 +192,11 @@ def test_five_upgrades_under_load_refuse_nothing_and_fail_nothing(sluice, origin
             # Load on the current process, a slow request in flight on it, before the next
             # upgrade: awaited, not paced.
             answered = load.answered()
-            wait_until(lambda: load.answered() >= answered + 50, timeout=20,
-                       what="50 requests answered before the upgrade")
-            wait_until(lambda: load.slow_in_flight > 0, timeout=20, what="a slow request in flight")
-            assert load.running(), f"load ended before upgrade {i + 1}"
+            wait_until(lambda: load.answered() >= answered + 50 or not load.running(),
+                       timeout=20, what="50 requests answered before the upgrade")
+            wait_until(lambda: load.slow_in_flight > 0 or not load.running(), timeout=20,
+                       what="a slow request in flight")
+            assert load.running(), f"load ended before upgrade {i + 1}: {load.state()}"
             r = cli("upgrade", "--admin", s.admin_address)
             assert r.returncode == 0, r.stdout + r.stderr
             pid = int(re.search(r"upgraded: pid (\d+)", r.stdout).group(1))
@@ -186,9 +206,9 @@ def test_five_upgrades_under_load_refuse_nothing_and_fail_nothing(sluice, origin
             pids.append(pid)
         # The load went on through the fifth upgrade and is served by the last process.
         answered = load.answered()
-        wait_until(lambda: load.answered() >= answered + 50, timeout=20,
+        wait_until(lambda: load.answered() >= answered + 50 or not load.running(), timeout=20,
                    what="50 requests answered after the fifth upgrade")
-        assert load.running(), "load ended before the fifth upgrade was over"
+        assert load.running(), f"load ended before the fifth upgrade was over: {load.state()}"
     try:
         assert load.refused == 0, load.errors
         assert load.failed == 0, load.errors
