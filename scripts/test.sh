@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install what is missing, build, and run every unit
-# test (GoogleTest via ctest) and every integration test (pytest driving the real binaries), the
+# test (GoogleTest via ctest), the allocations per request of the release build (none: above
+# 0.01 fails), and every integration test (pytest driving the real binaries), the
 # same again under AddressSanitizer + UBSan, the multi-threaded parts under ThreadSanitizer, and
 # each fuzz target for a bounded time (docs/fuzzing.md).
 set -euo pipefail
