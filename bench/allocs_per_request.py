@@ -4,7 +4,10 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency] [--pause=S] [--put=BYTES] [--xtree=FILE]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency] [--pause=S] [--put=BYTES] [--xtree=FILE] [--max=X]
+
+--max=X: exit 1 if any figure is above X per request (scripts/test.sh runs it with --max=0.01:
+the hot path allocates nothing per request).
 
 --access: with the access log on (to a file in the scratch directory; default off).
 
@@ -139,11 +142,18 @@ def main():
         work = Path(d)
         subprocess.run([str(ROOT / "scripts" / "make-test-certs.sh"), str(work)], check=True, capture_output=True)
         plain_only = "--plain-only" in sys.argv
+        limit = option("max")
+        over = []
         for use_tls in (False,) if plain_only else (False, True):
             a, b = allocs(build, work, n, use_tls, plain_only), allocs(build, work, 2 * n, use_tls, plain_only)
             unit = "instructions" if "--instr" in sys.argv else "allocs"
-            print(f"{'TLS  ' if use_tls else 'plain'}: {n} requests {a} {unit}, {2 * n} requests {b} {unit} "
-                  f"-> {(b - a) / n:.3f} {unit} per request")
+            name = "TLS" if use_tls else "plain"
+            print(f"{name:5}: {n} requests {a} {unit}, {2 * n} requests {b} {unit} "
+                  f"-> {(b - a) / n:.3f} {unit} per request", flush=True)
+            if limit is not None and (b - a) / n > float(limit):
+                over.append(f"{name}: {(b - a) / n:.3f} {unit} per request, above {limit}")
+        if over:
+            sys.exit("; ".join(over))
 
 
 if __name__ == "__main__":

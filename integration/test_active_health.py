@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from conftest import Conn, Load, sluice_config, timed_request, toml_table, wait_until
+from conftest import (LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Conn, Load, sluice_config,
+                      timed_request, toml_table, wait_until)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 GET = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
@@ -43,7 +44,11 @@ def test_a_killed_origin_is_out_within_fall_probes_and_back_after_rise(origins, 
         assert line.endswith(f"{fall} consecutive probe failures: connect refused"), line
         # On sluice's clock (its log line's timestamp), not on this test's polling.
         down_at = s.log_time(r"upstream app server app-2: (up|ejected) -> down \(went_down\)")
-        assert down_at - killed_at <= interval * (fall + 1) + timeout, "not marked down in time"
+        # fall probes, each interval x (1 +- jitter 10 %) after the previous; connect refused
+        # ends each at once. The first may come at once after the kill.
+        took = down_at - killed_at
+        assert (fall - 1) * interval * 0.9 - LOG_RESOLUTION <= took, f"down after {took:.3f}s"
+        assert took <= fall * interval * 1.1 + TICK + SCHEDULING_SLACK, f"down after {took:.3f}s"
         out_on_load_clock = load.now()
         tried = s.server_status("app-2")
         assert (tried["state"], tried["last_probe"]["detail"]) == ("down", "connect refused"), tried
@@ -56,7 +61,10 @@ def test_a_killed_origin_is_out_within_fall_probes_and_back_after_rise(origins, 
         line = transition(s, "app-2", r"down -> up \(came_up\)", timeout=3)
         assert line.endswith(f"probe passed {rise}/{rise}"), line
         up_at = s.log_time(r"upstream app server app-2: down -> up \(came_up\)")
-        assert up_at - restarted_at <= interval * (rise + 1) + timeout + 0.1
+        took = up_at - restarted_at
+        assert (rise - 1) * interval * 0.9 - LOG_RESOLUTION <= took, f"up after {took:.3f}s"
+        # The origin's start, then the first probe within an interval, then rise - 1 more.
+        assert took <= (rise + 1) * interval * 1.1 + TICK + SCHEDULING_SLACK, f"up after {took:.3f}s"
         wait_until(lambda: back.stats()["requests"] >= 10, timeout=3, what="traffic back on app-2")
     assert load.failures() == [], load.failures()[:10]
     assert load.origins(since=out_on_load_clock, until=sent_while_down).keys() == {"app-1", "app-3"}
@@ -85,16 +93,18 @@ def test_an_origin_whose_health_fails_is_taken_out_although_it_still_serves(orig
 
 def test_when_every_origin_is_down_requests_get_a_fast_503(origins, sluice):
     fleet = origins(2)
-    s = sluice(sluice_config(fleet, upstream_extra=health(interval="100ms", timeout="80ms",
-                                                          fall=1)))
+    s = sluice(sluice_config(fleet, access="json",
+                             upstream_extra=health(interval="100ms", timeout="80ms", fall=1)))
     for o in fleet:
         o.set_health(503)
     for o in fleet:
         transition(s, o.name, r"up -> down \(went_down\)", timeout=2)
     for _ in range(5):
-        r, elapsed = timed_request(s.port)
+        r, _ = timed_request(s.port)
         assert (r.status, r.header("Sluice-Error")) == (503, "no healthy server"), r
-        assert elapsed < 0.05, elapsed
+    # On sluice's clock: answered at once, not after a connect (or its 1 s timeout) to a server.
+    durations = [rec["duration_ms"] for rec in s.access_records(5)]
+    assert len(durations) == 5 and max(durations) < 1000 * TICK, durations
     assert [o.stats()["requests"] for o in fleet] == [0, 0]
 
 
@@ -152,7 +162,9 @@ def test_slow_start_ramps_a_recovered_origins_share(origins, sluice):
         wait_until(lambda: s.server_status("app-2")["state"] == "up", timeout=2,
                    what="ramp complete")
         late = sample(conn, "app-2", 0.5)
-    assert min(len(early), len(middle), len(late)) >= 100, (len(early), len(middle), len(late))
+    # Enough requests for the bands to mean something (fewer under sanitizers, which are slow).
+    assert min(len(early), len(middle), len(late)) >= (30 if SANITIZED else 100), \
+        (len(early), len(middle), len(late))
     assert_ramped_share(early, came_back, "early")
     assert_ramped_share(middle, came_back, "middle")
     assert_ramped_share(late, came_back, "late")

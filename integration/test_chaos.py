@@ -40,15 +40,41 @@ def pattern(n):
     return (PATTERN * (n // 16 + 1))[:n]
 
 
-def chaos_config(origins, workers=2, server_keys=None):
-    upstream = (toml_table("upstreams.app.retry", attempts=3, per_try_timeout=f"{int(PER_TRY * 1000)}ms",
-                           backoff="10ms", backoff_max="50ms")
-                + toml_table("upstreams.app.passive", max_fails=2, fail_timeout="1s",
-                             max_ejection_time="2s")
-                + toml_table("upstreams.app.health", interval="200ms", timeout="150ms", rise=2,
-                             fall=2))
-    return sluice_config(origins, workers=workers, top=ADMIN, upstream_extra=upstream,
-                         server_extra='shutdown_timeout = "10s"', server_keys=server_keys)
+# The knobs a test may set, each only where it is the test's subject (docs/testing.md):
+# a per-try timeout where an origin is stopped (the default is response_timeout, 30 s), and
+# active probes where a state "down by probes" is what the test relies on.
+PER_TRY_KNOB = toml_table("upstreams.app.retry", per_try_timeout=f"{int(PER_TRY * 1000)}ms")
+PROBES_KNOB = toml_table("upstreams.app.health", interval="200ms", timeout="150ms")
+
+
+def chaos_config(origins, workers=2, server_keys=None, knobs=""):
+    """Defaults but for `knobs`; the JSON access log (to a file beside the origins' execution
+    logs, access_log(): a pipe nobody reads during the test would fill) names the server and
+    Sluice-Error of each answer by its request id."""
+    log = origins[0].exec_log.parent / "access.log"
+    return sluice_config(origins, workers=workers, top=f'access_file = "{log}"\n' + ADMIN,
+                         upstream_extra=knobs, access="json", server_keys=server_keys)
+
+
+def access_by_id(origins, n):
+    """{request id: access log record}, once sluice has logged at least `n` exchanges."""
+    path = origins[0].exec_log.parent / "access.log"
+
+    def records():
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [json.loads(l) for l in lines if l.endswith("}")]
+    wait_until(lambda: len(records()) >= n, timeout=15, what=f"{n} access log records")
+    return {r["request_id"]: r for r in records()}
+
+
+def assert_failed_at(r, record, server, error):
+    """An unkeyed POST's error answer came from `server`'s failure named `error`: the last
+    server tried was `server`, the log names the failure, and the client's Sluice-Error names it
+    and why it was not retried."""
+    assert record is not None, f"no access record: {r}"
+    assert record["server"].split(",")[-1] == server, (r, record)
+    assert record["error"] == error, (r, record)
+    assert r.detail == f"{error}; not retried: not idempotent", (r, record)
 
 
 class Record:
@@ -353,13 +379,17 @@ def test_sigkill_one_origin_no_client_errors_no_unkeyed_post_twice(fleet, sluice
     s = sluice(chaos_config(origins))
     with ChaosLoad(s.port, rate=20, threads=4, delay_ms=100) as load:
         load.wait_for_more(80)
-        # Strike just after app-2 has taken a request: a new line in its execution log is written
-        # once the request is read, before its 100 ms delay, so the kill meets it in flight unless
-        # this thread stalls for 100 ms. (Striking at any moment in_flight > 0 met a request in
-        # its last milliseconds often enough to fail a loaded CI run.)
-        taken = origins[1].exec_log.read_bytes().count(b"\n")
-        wait_until(lambda: origins[1].exec_log.read_bytes().count(b"\n") > taken, timeout=5,
-                   interval=0.001, what="app-2 to take a request")
+        # Strike just after app-2 has taken an unkeyed POST: a new line in its execution log is
+        # written once the request is read, before its 100 ms delay, so the kill meets it in
+        # flight unless this thread stalls for 100 ms. (Striking at any moment in_flight > 0
+        # met a request in its last milliseconds often enough to fail a loaded CI run.)
+        taken = len(origins[1].exec_log.read_bytes().split(b"\n")) - 1
+
+        def unkeyed_post_taken():
+            lines = origins[1].exec_log.read_bytes().split(b"\n")[taken:-1]
+            return next((l.split()[2].decode() for l in lines if l.startswith(b"POST /u")), None)
+        struck = wait_until(unkeyed_post_taken, timeout=5, interval=0.001,
+                            what="app-2 to take an unkeyed POST")
         killed_at = load.now()
         origins[1].proc.kill()  # SIGKILL, by PID
         origins[1].proc.wait()
@@ -371,9 +401,16 @@ def test_sigkill_one_origin_no_client_errors_no_unkeyed_post_twice(fleet, sluice
     for kind in ("get", "get_chunked", "post_keyed"):
         bad = [r for r in by_kind[kind] if not r.ok]
         assert bad == [], bad[:5]
-    # Unkeyed POSTs may fail (502) only if they were in flight on app-2 when it died.
+    # Unkeyed POSTs may fail (502) only if they were in flight on app-2 when it died: sent there
+    # (the last server tried), cut there (`upstream reset`), and run nowhere else.
+    log = access_by_id(origins, len(load.records))
+    all_runs = executions(origins)
+    assert struck in {r.id for r in by_kind["post"] if not r.ok}, struck  # the kill met it
     for r in by_kind["post"]:
-        assert r.ok or (r.status == 502 and abs(r.sent - killed_at) < 1.0), r
+        if not r.ok:
+            assert r.status == 502 and abs(r.sent - killed_at) < 1.0, r
+            assert_failed_at(r, log.get(r.id), "app-2", "upstream reset")
+            assert {name for name, _ in all_runs.get(r.id, [])} <= {"app-2"}, (r, all_runs[r.id])
     after = [r for r in load.records if r.sent > killed_at]
     assert len(after) >= 150
     # The kill met requests in flight: taken by app-2 (in its log), answered by another origin
@@ -385,7 +422,7 @@ def test_sigkill_one_origin_no_client_errors_no_unkeyed_post_twice(fleet, sluice
 
 def test_sigstop_one_origin_times_out_per_try_is_ejected_and_sigcont_brings_it_back(fleet, sluice):
     origins = fleet(3)
-    s = sluice(chaos_config(origins))
+    s = sluice(chaos_config(origins, knobs=PER_TRY_KNOB))
     stopped = origins[2]
     with ChaosLoad(s.port, rate=40, threads=2) as load:
         load.wait_for_more(60)
@@ -399,7 +436,8 @@ def test_sigstop_one_origin_times_out_per_try_is_ejected_and_sigcont_brings_it_b
         finally:
             stopped.proc.send_signal(signal.SIGCONT)
         resumed_at = load.now()
-        wait_until(lambda: s.server_status("app-3")["state"] == "up", timeout=5,
+        # Ejected passively (no probes by default): back when the ejection ends (fail_timeout).
+        wait_until(lambda: s.server_status("app-3")["state"] == "up", timeout=15,
                    what="app-3 back up")
         back_at = load.now()
         load.wait_for_more(80)
@@ -413,9 +451,13 @@ def test_sigstop_one_origin_times_out_per_try_is_ejected_and_sigcont_brings_it_b
         assert all(r.elapsed < PER_TRY + 0.5 for r in by_kind[kind]), max(by_kind[kind], key=lambda r: r.elapsed)
     # Some requests did meet it (that is what the per-try timeout was tested on).
     assert any(r.elapsed > PER_TRY * 0.9 for r in load.records if stopped_at <= r.sent < out_at + 0.1)
-    # Unkeyed POSTs that met it got 504 (no retry: the origin has the request) and ran at most once.
+    # Unkeyed POSTs that met it got 504 (no retry: the origin has the request) and ran at most
+    # once: each from app-3's `response timeout`.
+    log = access_by_id(origins, len(load.records))
     for r in by_kind["post"]:
-        assert r.ok or (r.status == 504 and stopped_at <= r.sent < resumed_at), r
+        if not r.ok:
+            assert r.status == 504 and stopped_at <= r.sent < resumed_at, r
+            assert_failed_at(r, log.get(r.id), "app-3", "response timeout")
     # Once back up it serves again: requests that it answered after back_at show in its log.
     runs = executions([stopped])
     late = [r for r in load.records if r.sent > back_at and r.id in runs]
@@ -450,7 +492,8 @@ def test_reload_drain_and_sigterm_during_chaos_the_books_balance(fleet, sluice):
     sent got exactly one answer or (only at shutdown) none and then ran nowhere; every execution
     on an origin is accounted for; no unkeyed POST ran twice; no answer was wrong."""
     origins = fleet(3, extra={"app-2": ["--fail-every", "10"]})
-    s = sluice(chaos_config(origins))
+    knobs = PER_TRY_KNOB + PROBES_KNOB
+    s = sluice(chaos_config(origins, knobs=knobs))
     stopped = origins[2]
     with ChaosLoad(s.port, rate=20, threads=4, delay_ms=20) as load:
         load.wait_for_more(40)
@@ -463,16 +506,18 @@ def test_reload_drain_and_sigterm_during_chaos_the_books_balance(fleet, sluice):
             wait_until(lambda: s.server_status("app-3")["state"] == "down", timeout=5,
                        what="app-3 down")
             # app-2 cuts every 10th answer, so it may have been ejected passively before app-3
-            # went down (1 of 3 is within max_ejected_percent). Drain app-1 once app-2 serves:
-            # with app-3 down, max_ejected_percent (50) refuses app-2's ejection from then on,
-            # so a server stays in service. Draining the last one would leave none: 503 by
-            # design (docs/health.md), not what this test is about.
-            wait_until(lambda: s.server_status("app-2")["state"] == "up", timeout=5,
+            # went down (1 of 3 is within max_ejected_percent). Drain app-1 once app-2 serves
+            # (its ejection over: fail_timeout): with app-3 down, max_ejected_percent (50)
+            # refuses app-2's ejection from then on, so a server stays in service. Draining the
+            # last one would leave none: 503 by design (docs/health.md), not what this test is
+            # about.
+            wait_until(lambda: s.server_status("app-2")["state"] == "up", timeout=15,
                        what="app-2 serving")
             r = s.admin("POST", "/api/upstreams/app/servers/app-1/drain")
             assert r.status == 200, r
             load.wait_for_more(30)
-            s.config_path.write_text(chaos_config(origins, server_keys={"app-2": {"weight": 2}}))
+            s.config_path.write_text(chaos_config(origins, server_keys={"app-2": {"weight": 2}},
+                                                  knobs=knobs))
             r = s.admin("POST", "/api/reload")
             assert r.status == 200, r
             load.wait_for_more(20)
@@ -502,8 +547,16 @@ def test_reload_drain_and_sigterm_during_chaos_the_books_balance(fleet, sluice):
     runs = executions(origins)
     cut = [r for r in load.records if r.error == "eof" and r.got_bytes > 0]
     assert all("app-2" in {name for name, _ in runs.get(r.id, [])} for r in cut), cut[:5]
+    # An unkeyed POST answered with an error met app-2's SIGKILL (502 `upstream reset`) or the
+    # stopped app-3 (504 `response timeout`), and ran nowhere else.
+    log = access_by_id(origins, len([r for r in load.records if r.status is not None]))
     for r in by_kind["post"]:
-        assert r.ok or r.error is not None or r.status in (502, 504), r
+        if r.ok or r.status is None:
+            continue
+        failed_at = {502: ("app-2", "upstream reset"), 504: ("app-3", "response timeout")}
+        assert r.status in failed_at, r
+        assert_failed_at(r, log.get(r.id), *failed_at[r.status])
+        assert {name for name, _ in runs.get(r.id, [])} <= {failed_at[r.status][0]}, r
     # The load ran through every step: at least the 180 answers the steps waited for (more when
     # the waits in between were long; the count itself is timing, not behaviour).
     assert len(load.records) >= 180

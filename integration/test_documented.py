@@ -111,6 +111,28 @@ def test_connect_timeout_is_a_502_retried_elsewhere_and_counted(scripted, sluice
             x.close()
 
 
+def test_fail_on_connect_counts_a_connect_timeout(scripted, sluice):
+    """docs/configuration.md: `fail_on = ["connect"]` counts every connect failure (`refused`
+    only refused ones): a connect that timed out counts against the server, as `retry.on =
+    ["connect"]` retries it. One failure ejects it here (max_fails = 1; 1 of 2 servers is within
+    max_ejected_percent)."""
+    address, socks = blackhole()
+    try:
+        good = scripted("good")
+        s = sluice(sluice_config([address, good.address], top=ADMIN, upstream_extra=(
+            'connect_timeout = "200ms"\n'
+            + toml_table("upstreams.app.passive", max_fails=1, fail_on=["connect"]))))
+        with Conn(s.port) as c:  # round robin: the first request goes to the first server
+            r = c.request(get())
+        assert (r.status, r.header("X-Origin"), r.header("Sluice-Attempts")) == (200, "good", "2"), r
+        line = s.log.wait_for(rf"server {address}: up -> ejected \(ejected\)", timeout=3)
+        assert line.endswith("1 failures in 10s: connect timeout; ejected for 10s"), line
+        assert s.server_status(address)["state"] == "ejected"
+    finally:
+        for x in socks:
+            x.close()
+
+
 def test_a_stale_pooled_connection_is_resent_without_using_an_attempt(scripted, sluice):
     """docs/retries.md: a reused keep-alive connection closed by the origin as the request
     arrived is retried once on a fresh connection to the same server; it does not use an

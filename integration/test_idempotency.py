@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import (SANITIZED, Conn, Origin, closed_port, metric, sluice_config, timed_request,
+from conftest import (SANITIZED, assert_expired_on_time, Conn, Origin, closed_port, metric, sluice_config, timed_request,
                       wait_for_line, wait_until)
 
 REDIS = "/usr/bin/redis-server"
@@ -239,7 +239,7 @@ def test_redis_killed_forward_serves_every_request_and_protection_resumes(sluice
     # Per kind, on the default on_store_error = "forward": unkeyed POSTs and GETs are served too.
     assert post(s.port, None)[0].status == 200
     assert timed_request(s.port, "GET", "/")[0].status == 200
-    assert outcome(s, "store_error") >= 20
+    assert outcome(s, "store_error") == 20  # each keyed POST while Redis was gone, once
     assert s.log.wait_for(r"idempotency store .* failed")
     # Redis back on the same address: protection resumes without a sluice restart. Each poll uses
     # a new key (a key sent while the store was still unreachable ran unprotected), until one
@@ -266,12 +266,13 @@ def test_redis_down_or_stalled_with_reject_answers_503_quickly(sluice, logged_or
     r.proc.send_signal(signal.SIGSTOP)
     resp, took = post(s.port, "stalled")
     assert resp.status == 503 and resp.header("Retry-After") == "1"
-    assert took < 1.5, f"answered after {took:.2f}s; store_timeout is 300ms"
+    # The client's blocking read, started before sluice's store timer could start.
+    assert_expired_on_time(took, 0.3, "store_timeout")
     assert post(s.port, None)[0].status == 200, "a request without a key is not concerned"
     r.proc.send_signal(signal.SIGCONT)
     r.stop()
     resp, took = post(s.port, "killed")
-    assert resp.status == 503 and took < 1.5
+    assert resp.status == 503 and took < 0.3  # refused at once: not left to store_timeout
     assert o.executions("stalled") == 0 and o.executions("killed") == 0
 
 

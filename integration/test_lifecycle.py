@@ -3,8 +3,8 @@ import signal
 import threading
 import time
 
-from conftest import (LOG_RESOLUTION, SANITIZED, Conn, assert_expired_on_time, sluice_config,
-                      wait_until)
+from conftest import (LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Conn,
+                      assert_expired_on_time, sluice_config, wait_until)
 
 
 def get(address, target="/"):
@@ -203,13 +203,20 @@ def test_keepalive_0_disables_upstream_pooling(origins, sluice):
     assert o.stats()["connections"] == 6
 
 
-def test_pooled_connection_is_closed_after_keepalive_timeout(origins, sluice):
-    os_ = origins(1)
-    s = sluice(sluice_config(os_, upstream_extra='keepalive_timeout = "200ms"'))
-    o = os_[0]
+def test_pooled_connection_is_closed_after_keepalive_timeout(raw_origin, sluice):
+    o = raw_origin()  # never closes a connection itself
+    s = sluice(sluice_config([o.address], upstream_extra='keepalive_timeout = "200ms"'))
     with Conn(s.port) as c:
         assert c.request(get(s.address)).status == 200
-        # sluice (not the origin, whose idle timeout is long) closes the pooled connection.
-        wait_until(lambda: o.stats()["open_connections"] <= 1, timeout=3,
-                   what="sluice closed its idle pooled connection")
+        # The pool's idle clock started when the answer's last byte left the origin, before this
+        # read returned it: LOG_RESOLUTION covers that lag.
+        answered = time.monotonic()
+        pooled = o.wait_closed(0, timeout=3)  # the origin's blocking read sees sluice's FIN
+        assert pooled.eof, pooled
+        wait_until(lambda: pooled.closed is not None, what="the origin closing its side")
+        # Idle pooled connections are swept once a second (the worker's sweep): closed within
+        # [keepalive_timeout, keepalive_timeout + 1 s + tick].
+        idle = pooled.closed - answered + LOG_RESOLUTION
+        assert 0.2 <= idle <= 0.2 + 1.0 + TICK + SCHEDULING_SLACK, idle
         assert c.request(get(s.address)).status == 200
+    assert o.connections == 2  # the second request on a new upstream connection

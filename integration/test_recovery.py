@@ -15,7 +15,7 @@ import signal
 import time
 import uuid
 
-from conftest import Conn, Load, Origin, closed_port, sluice_config, toml_table, wait_until
+from conftest import LOG_RESOLUTION, Conn, Load, Origin, closed_port, sluice_config, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
@@ -234,12 +234,20 @@ def test_active_checks_end_an_ejection_whatever_its_backoff(origins, sluice):
     with Load(s.port, rate=100, max_seconds=15) as load:
         wait_until(lambda: len(load.origins()) == 3, timeout=3, what="load on all three")
         victim.stop(signal.SIGKILL)
-        s.log.wait_for(r"upstream app server app-2: \w+ -> down \(went_down\)", timeout=3)
+        # Ejected first (passive: ~33 requests/s meet it, probes need fall x interval), then
+        # down by probes: the ejection is what the probes end.
+        s.log.wait_for(r"upstream app server app-2: up -> ejected \(ejected\)", timeout=3)
+        s.log.wait_for(r"upstream app server app-2: ejected -> down \(went_down\)", timeout=3)
         load.wait_for_more(400, timeout=10)  # 4 s of traffic while it is dead
+        restarting = time.time()
         back = origins.restart(victim)
         restarted = time.time()
-        took = s.log_time(r"upstream app server app-2: down -> up \(came_up\)", timeout=3) - restarted
+        came_up = s.log_time(r"upstream app server app-2: down -> up \(came_up\)", timeout=3)
+        took = came_up - restarted
         assert took <= interval * (rise + 1) * 1.1 + 0.05, took
+        # rise passes, each interval x (1 +- 10 % jitter) after the previous one (the first may
+        # come at once): not before (rise - 1) intervals from the restart's start.
+        assert came_up - restarting >= (rise - 1) * interval * 0.9 - LOG_RESOLUTION, came_up - restarting
         wait_until(lambda: back.stats()["requests"] >= 10, timeout=3, what="traffic back on app-2")
         status = s.server_status("app-2")
         assert status["state"] == "up", status

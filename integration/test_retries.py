@@ -113,7 +113,10 @@ def test_retry_budget_bounds_origin_load_when_every_server_fails(origins, sluice
     assert set(statuses) == {503}
     at_origins = sum(o.stats()["requests"] for o in fleet)
     clients = threads * per_thread
-    assert clients <= at_origins <= (1 + budget) * clients + reserve, (at_origins, clients)
+    # Every request wants two retries, far more than the budget: it is spent to the last whole
+    # retry (its deposits, less one retry's fraction at most, and the reserve), and no further.
+    assert (1 + budget) * clients - 1 <= at_origins <= (1 + budget) * clients + reserve, \
+        (at_origins, clients)
 
 
 def test_a_zero_budget_allows_no_retry_at_all(origins, sluice):
@@ -180,14 +183,14 @@ def test_keep_alive_race_with_an_origin_idle_timeout_gives_no_502(origins, sluic
     as the issue asks."""
     origin, = origins(1, extra_args=("--idle-timeout", "1"))
     s = sluice(sluice_config([origin]))
-    rng, clients, end = random.Random(7), 4, time.monotonic() + 60
+    rng, clients, rounds, end = random.Random(7), 4, 50, time.monotonic() + 90
     gap = [1.0]
     together = threading.Barrier(clients, action=lambda: gap.__setitem__(0, rng.uniform(0.9, 1.1)))
     answers, lock = [], threading.Lock()
 
     def client():
         mine = []
-        while True:
+        for _ in range(rounds):
             together.wait(timeout=15)
             if time.monotonic() >= end:
                 break
@@ -202,7 +205,8 @@ def test_keep_alive_race_with_an_origin_idle_timeout_gives_no_502(origins, sluic
         w.start()
     for w in workers:
         w.join(timeout=75)
-    assert len(answers) >= 4 * 50
+    # Every round ran (a count, not what a loaded machine managed in a fixed time).
+    assert len(answers) == clients * rounds
     assert [a for a in answers if a[0] != 200] == []
     # The race was on: the origin closed idle pooled connections during the run.
     assert origin.stats()["connections"] > clients, origin.stats()

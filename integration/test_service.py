@@ -4,12 +4,16 @@ import os
 import re
 import signal
 import socket
+import struct
 import tempfile
 import time
 
 import pytest
 
 from conftest import Conn, sluice_config, timed_request, wait_until
+
+
+SO_TIMESTAMPNS = 35  # linux/asm-generic/socket.h (not exported by Python's socket module)
 
 
 class NotifySocket:
@@ -21,7 +25,10 @@ class NotifySocket:
         self.path = os.path.join(self.dir, "notify")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(self.path)
-        self.received = []  # (monotonic time, {key: value})
+        # The kernel stamps each datagram as it is queued (SO_TIMESTAMPNS, linux/socket.h):
+        # the time sluice sent it, not the time this test got round to reading it.
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.received = []  # (time sent, CLOCK_REALTIME seconds; {key: value})
 
     def env(self, **extra):
         return {"NOTIFY_SOCKET": self.path, **extra}
@@ -30,11 +37,14 @@ class NotifySocket:
         """The next message as a dict, or AssertionError after `timeout`."""
         self.sock.settimeout(timeout)
         try:
-            data = self.sock.recv(4096)
+            data, ancillary, _, _ = self.sock.recvmsg(4096, socket.CMSG_SPACE(16))
         except socket.timeout:
             raise AssertionError(f"no sd_notify message within {timeout}s; had {self.received}")
         fields = dict(line.split("=", 1) for line in data.decode().split("\n") if line)
-        self.received.append((time.monotonic(), fields))
+        stamps = [struct.unpack("qq", d[:16]) for level, kind, d in ancillary
+                  if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS]
+        assert stamps, ancillary
+        self.received.append((stamps[0][0] + stamps[0][1] / 1e9, fields))
         return fields
 
     def wait_for(self, key, timeout=10.0):

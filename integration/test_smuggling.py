@@ -304,6 +304,7 @@ def test_413_closes_without_reading_the_body(raw_origin, sluice):
         c.send(post(b"Content-Length: 4096", body=HIDDEN))
         answers, closed = read_answers(c, 10)
     assert [r.status for r in answers] == [413] and closed, answers
+    origin.settle()
     assert origin.connections == 0
 
 

@@ -4,24 +4,55 @@
     scripts/function_lengths.py [--max N [--allow NAME]...] [FILE_OR_DIR ...]   (default: src/proxy)
 
 A definition is what the house style (clang-format) makes it: a signature starting in column 0
-and a body closed by a `}` alone in column 0; the length counts the lines from the signature's
+(a free function) or 2 (a member function defined in its class) and a body closed by a `}` alone
+at that column; the length counts the lines from the signature's
 first to the closing brace. Classes, structs, enums and namespaces are not functions. With
 --max N, exits 1 when a function is longer than N lines (lists those), else prints the ten
 longest; --allow NAME (Class::function) exempts one function from --max, for a known exception
 that another change is taking apart."""
+import re
 import sys
 from pathlib import Path
 
 SKIP = ("namespace", "struct", "class", "enum", "union", "template", "#", "//", "/*", "*", "}",
         "using", "static_assert", "extern", "typedef")
+ACCESS = ("public:", "private:", "protected:")
+
+
+RAW_OPEN = re.compile(r'R"([^ ()\\\t]{0,16})\(')
+
+
+def code_lines(text):
+    """The file's lines with the insides of raw string literals blanked: embedded HTML, CSS or
+    JavaScript (src/admin/dashboard_assets.cpp) has braces in column 0 that are not C++."""
+    out, closing = [], None
+    for line in text.splitlines():
+        if closing is not None:
+            end = line.find(closing)
+            if end < 0:
+                out.append("")
+                continue
+            line, closing = " " * (end + len(closing)) + line[end + len(closing):], None
+        while closing is None and (m := RAW_OPEN.search(line)):
+            close = ")" + m.group(1) + '"'
+            end = line.find(close, m.end())
+            if end < 0:
+                line, closing = line[:m.start()] + '""', close
+            else:
+                line = line[:m.start()] + '""' + line[end + len(close):]
+        out.append(line)
+    return out
 
 
 def functions(path):
-    lines = path.read_text().splitlines()
+    lines = code_lines(path.read_text())
     i = 0
     while i < len(lines):
         line = lines[i]
-        if not line or line[0].isspace() or line.startswith(SKIP):
+        indent = len(line) - len(line.lstrip(" "))
+        body = line[indent:]
+        # Free functions start in column 0, member functions defined in a class body in column 2.
+        if not body or indent not in (0, 2) or body.startswith(SKIP) or body.startswith(ACCESS):
             i += 1
             continue
         # The signature may span lines; it opens its body with a `{` ending one of them.
@@ -29,14 +60,18 @@ def functions(path):
         j = i
         while j < len(lines) and not lines[j].rstrip().endswith(("{", ";", "}")):
             j += 1
-        if j >= len(lines) or not lines[j].rstrip().endswith("{") or "=" in lines[i].split("(")[0]:
+        signature = " ".join(lines[i:j + 1])
+        if j >= len(lines) or not lines[j].rstrip().endswith("{") or "=" in body.split("(")[0]:
             i = j + 1
             continue
+        closing = " " * indent + "}"
         k = j + 1
-        while k < len(lines) and lines[k] != "}":
+        while k < len(lines) and lines[k].rstrip() not in (closing, closing + ";"):
             k += 1
-        name = lines[i].split("(")[0].split()[-1] if "(" in lines[i] else lines[i].strip()
-        yield k - i + 1, f"{path}:{i + 1}", name
+        if "(" in signature:  # not a braced initializer of data
+            head = body.split("(")[0].split()
+            name = head[-1] if head else body.strip()
+            yield k - i + 1, f"{path}:{i + 1}", name
         i = k + 1
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One command for a fresh Debian 12 machine: install what is missing, build, and run every unit
-# test (GoogleTest via ctest) and every integration test (pytest driving the real binaries), the
+# test (GoogleTest via ctest), the allocations per request of the release build (none: above
+# 0.01 fails), and every integration test (pytest driving the real binaries), the
 # same again under AddressSanitizer + UBSan, the multi-threaded parts under ThreadSanitizer, and
 # each fuzz target for a bounded time (docs/fuzzing.md).
 set -euo pipefail
@@ -36,6 +37,10 @@ scripts/build.sh
 
 phase "unit tests"
 ctest --test-dir build/release --output-on-failure -j "$(nproc)" --timeout 120
+
+phase "allocations per request"
+# The hot path allocates nothing per request: plain and TLS keep-alive GETs under valgrind.
+/usr/bin/python3 bench/allocs_per_request.py build/release 300 --max=0.01
 
 phase "function lengths"
 # No function in src/proxy/ over 60 lines (issue 17).

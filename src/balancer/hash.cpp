@@ -78,8 +78,15 @@ std::uint64_t hash_mix64(std::uint64_t x) noexcept {
 ConsistentHash::ConsistentHash(std::span<Endpoint* const> endpoints, double balance_factor,
                                unsigned workers)
     : endpoints_(endpoints), balance_factor_(balance_factor), unkeyed_(endpoints, workers) {
+  if (endpoints_.empty()) return;
+  build_ring();
+  if (balance_factor_ > 0 && endpoints_.size() > exact_totals_limit) build_window_totals(workers);
+  build_buckets();
+}
+
+// Each server's points (about target_points in all, by weight) on the 32-bit ring, sorted.
+void ConsistentHash::build_ring() {
   const auto n = endpoints_.size();
-  if (n == 0) return;
   std::vector<std::uint32_t> weights(n);
   double total_weight = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -113,32 +120,37 @@ ConsistentHash::ConsistentHash(std::span<Endpoint* const> endpoints, double bala
     point_position_.push_back(p.position);
     point_owner_.push_back(p.owner);
   }
+}
 
-  if (balance_factor_ > 0 && n > exact_totals_limit) {
-    windows_ = (n + totals_window - 1) / totals_window;
-    totals_ = std::make_unique<PerWorker<WorkerTotals>>(workers);
-    std::vector<Totals> start(windows_);
-    Totals all;
-    for (std::size_t w = 0; w < windows_; ++w) {
-      start[w] = sum(w * totals_window, std::min(n, (w + 1) * totals_window));
-      all.in_flight += start[w].in_flight;
-      all.available += start[w].available;
-    }
-    totals_->for_each([&](WorkerTotals& t) {
-      t.window_in_flight = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
-      t.window_available = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
-      for (std::size_t w = 0; w < windows_; ++w) {
-        t.window_in_flight[w].store(start[w].in_flight, std::memory_order_relaxed);
-        t.window_available[w].store(start[w].available, std::memory_order_relaxed);
-      }
-      t.in_flight.store(all.in_flight, std::memory_order_relaxed);
-      t.available.store(all.available, std::memory_order_relaxed);
-    });
+// Bounded loads over many servers: running totals per window of totals_window servers, one set
+// per worker, each starting from the servers' counts now.
+void ConsistentHash::build_window_totals(unsigned workers) {
+  const auto n = endpoints_.size();
+  windows_ = (n + totals_window - 1) / totals_window;
+  totals_ = std::make_unique<PerWorker<WorkerTotals>>(workers);
+  std::vector<Totals> start(windows_);
+  Totals all;
+  for (std::size_t w = 0; w < windows_; ++w) {
+    start[w] = sum(w * totals_window, std::min(n, (w + 1) * totals_window));
+    all.in_flight += start[w].in_flight;
+    all.available += start[w].available;
   }
+  totals_->for_each([&](WorkerTotals& t) {
+    t.window_in_flight = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
+    t.window_available = std::make_unique<std::atomic<std::int64_t>[]>(windows_);
+    for (std::size_t w = 0; w < windows_; ++w) {
+      t.window_in_flight[w].store(start[w].in_flight, std::memory_order_relaxed);
+      t.window_available[w].store(start[w].available, std::memory_order_relaxed);
+    }
+    t.in_flight.store(all.in_flight, std::memory_order_relaxed);
+    t.available.store(all.available, std::memory_order_relaxed);
+  });
+}
 
-  // About one point per bucket: 2^bits buckets over the 32-bit ring.
+// About one point per bucket: 2^bits buckets over the 32-bit ring, each naming its first point.
+void ConsistentHash::build_buckets() {
   const auto bits =
-      std::clamp<unsigned>(static_cast<unsigned>(std::bit_width(points.size() - 1)), 1, 24);
+      std::clamp<unsigned>(static_cast<unsigned>(std::bit_width(point_position_.size() - 1)), 1, 24);
   bucket_shift_ = 32 - bits;
   bucket_first_.resize(std::size_t{1} << bits);
   std::uint32_t next = 0;

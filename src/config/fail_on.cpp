@@ -64,7 +64,9 @@ bool FailOn::counts(const LiveResult& result) const noexcept {
     case LiveResult::Kind::response: return statuses_.match(result.status);
     // The session words a refused connect "connect refused" (see describe()).
     case LiveResult::Kind::connect: return connect_ || (refused_ && result.detail == "connect refused");
-    case LiveResult::Kind::timeout: return timeout_;
+    // A connect that timed out is a connect failure too, as for retry.on (docs/configuration.md).
+    case LiveResult::Kind::timeout:
+      return timeout_ || (connect_ && result.detail == "connect timeout");
     case LiveResult::Kind::reset: return reset_;
   }
   return false;

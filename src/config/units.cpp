@@ -179,64 +179,62 @@ std::optional<std::uint64_t> parse_size(std::string_view text, std::string* erro
   return std::nullopt;
 }
 
-std::optional<HostPort> parse_host_port(std::string_view text, bool allow_zero_port,
-                                        std::string* error) {
-  if (text.empty()) {
-    fail(error, "empty address (expected host:port)");
-    return std::nullopt;
-  }
-  if (text.find("://") != std::string_view::npos) {
-    fail(error, quoted(text) + " must be host:port, without a scheme");
-    return std::nullopt;
-  }
+namespace {
 
+// The host and port texts of "host:port", "[v6]:port" or either without its port (`port` empty
+// and false returned for "missing port"); nullopt after an error.
+struct HostPortText {
   std::string_view host;
-  std::string_view port_text;
-  bool has_port = false;
-  if (text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos) {
-      fail(error, "missing ']' in " + quoted(text));
+  std::string_view port;
+};
+
+std::optional<HostPortText> split_bracketed(std::string_view text, std::string* error) {
+  const auto close = text.find(']');
+  if (close == std::string_view::npos) {
+    fail(error, "missing ']' in " + quoted(text));
+    return std::nullopt;
+  }
+  const auto host = text.substr(1, close - 1);
+  const auto rest = text.substr(close + 1);
+  if (!rest.empty() && rest.front() != ':') {
+    fail(error, "unexpected " + quoted(rest) + " after ']' in " + quoted(text));
+    return std::nullopt;
+  }
+  bool valid = host.find(':') != std::string_view::npos;
+  for (const char c : host) valid = valid && valid_ipv6_char(c);
+  if (!valid) {
+    fail(error, "invalid IPv6 address " + quoted(host) + " in " + quoted(text));
+    return std::nullopt;
+  }
+  return HostPortText{host, rest.empty() ? rest : rest.substr(1)};
+}
+
+std::optional<HostPortText> split_plain(std::string_view text, std::string* error) {
+  const auto colon = text.rfind(':');
+  const bool has_port = colon != std::string_view::npos;
+  const auto host = has_port ? text.substr(0, colon) : text;
+  const auto port = has_port ? text.substr(colon + 1) : std::string_view();
+  if (host.find(':') != std::string_view::npos) {
+    fail(error, "an IPv6 address needs brackets: '[" + std::string(host) + "]:" + std::string(port) + "'");
+    return std::nullopt;
+  }
+  if (host.empty()) {
+    fail(error, "missing host in " + quoted(text) + " (use 0.0.0.0" + std::string(text) +
+                    " for all interfaces)");
+    return std::nullopt;
+  }
+  for (const char c : host) {
+    if (!valid_name_char(c)) {
+      fail(error, "invalid host " + quoted(host) + " in " + quoted(text));
       return std::nullopt;
-    }
-    host = text.substr(1, close - 1);
-    const auto rest = text.substr(close + 1);
-    has_port = !rest.empty() && rest.front() == ':';
-    if (!rest.empty() && !has_port) {
-      fail(error, "unexpected " + quoted(rest) + " after ']' in " + quoted(text));
-      return std::nullopt;
-    }
-    if (has_port) port_text = rest.substr(1);
-    bool valid = host.find(':') != std::string_view::npos;
-    for (const char c : host) valid = valid && valid_ipv6_char(c);
-    if (!valid) {
-      fail(error, "invalid IPv6 address " + quoted(host) + " in " + quoted(text));
-      return std::nullopt;
-    }
-  } else {
-    const auto colon = text.rfind(':');
-    has_port = colon != std::string_view::npos;
-    host = has_port ? text.substr(0, colon) : text;
-    if (has_port) port_text = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) {
-      fail(error, "an IPv6 address needs brackets: '[" + std::string(host) +
-                      "]:" + std::string(port_text) + "'");
-      return std::nullopt;
-    }
-    if (host.empty()) {
-      fail(error, "missing host in " + quoted(text) + " (use 0.0.0.0" + std::string(text) +
-                      " for all interfaces)");
-      return std::nullopt;
-    }
-    for (const char c : host) {
-      if (!valid_name_char(c)) {
-        fail(error, "invalid host " + quoted(host) + " in " + quoted(text));
-        return std::nullopt;
-      }
     }
   }
+  return HostPortText{host, port};
+}
 
-  if (!has_port || port_text.empty()) {
+std::optional<std::uint16_t> parse_port(std::string_view port_text, std::string_view text,
+                                        bool allow_zero_port, std::string* error) {
+  if (port_text.empty()) {
     fail(error, "missing port in " + quoted(text) + " (expected host:port)");
     return std::nullopt;
   }
@@ -256,7 +254,26 @@ std::optional<HostPort> parse_host_port(std::string_view text, bool allow_zero_p
     fail(error, "port " + std::string(port_text) + " out of range (" + range + ")");
     return std::nullopt;
   }
-  return HostPort{std::string(host), static_cast<std::uint16_t>(port)};
+  return static_cast<std::uint16_t>(port);
+}
+
+}  // namespace
+
+std::optional<HostPort> parse_host_port(std::string_view text, bool allow_zero_port,
+                                        std::string* error) {
+  if (text.empty()) {
+    fail(error, "empty address (expected host:port)");
+    return std::nullopt;
+  }
+  if (text.find("://") != std::string_view::npos) {
+    fail(error, quoted(text) + " must be host:port, without a scheme");
+    return std::nullopt;
+  }
+  const auto parts = text.front() == '[' ? split_bracketed(text, error) : split_plain(text, error);
+  if (!parts) return std::nullopt;
+  const auto port = parse_port(parts->port, text, allow_zero_port, error);
+  if (!port) return std::nullopt;
+  return HostPort{std::string(parts->host), *port};
 }
 
 std::string format_duration(Duration duration) {

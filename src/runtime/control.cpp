@@ -326,6 +326,12 @@ std::string RuntimeControl::metrics_text() {
   if (hooks_.upstream_connections)
     if (const auto n = hooks_.upstream_connections())
       m.sample({{"side", "upstream"}}, static_cast<double>(*n));
+  if (hooks_.parked_connections) {
+    m.gauge("sluice_parked_connections",
+            "Idle keep-alive client connections parked without a session, across workers; also in "
+            "sluice_connections{side=\"client\"}.");
+    m.sample(static_cast<double>(hooks_.parked_connections()));
+  }
   return m.take();
 }
 

@@ -581,6 +581,12 @@ int Runtime::run() {
             for (auto& w : s.workers) n += w->active_sessions();
             return n;
           },
+      .parked_connections =
+          [&] {
+            std::size_t n = 0;
+            for (auto& w : s.workers) n += w->parked_connections();
+            return n;
+          },
       .upstream_connections =
           [&]() -> std::optional<std::size_t> {
             // Each worker counts on its own thread; a worker that does not answer within 200 ms

@@ -27,8 +27,14 @@ Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
       ctx_(index, io_, clock, access_log),
       parking_(
           ctx_,
-          [this](proxy::ParkedClient c) { net::co_spawn(io_, serve_parked(std::move(c)), net::detached); },
-          [this] { connection_ended(); }),
+          [this](proxy::ParkedClient c) {
+            parked_.store(parking_.size(), std::memory_order_relaxed);
+            net::co_spawn(io_, serve_parked(std::move(c)), net::detached);
+          },
+          [this] {
+            parked_.store(parking_.size(), std::memory_order_relaxed);
+            connection_ended();
+          }),
       slot_free_(io_),
       tick_timer_(io_),
       max_connections_(max_connections) {
@@ -246,6 +252,7 @@ net::awaitable<void> Worker::serve_parked(proxy::ParkedClient client) {
 void Worker::session_ended(proxy::DownstreamSession& session) {
   if (session.parked()) {
     parking_.park(session.take_parked());  // still open: still counted in active_
+    parked_.store(parking_.size(), std::memory_order_relaxed);
   } else if (session.tunneled()) {
     // Still open as a tunnel, without the session: still counted in active_.
     net::co_spawn(io_, serve_tunnel(session.take_tunnel()), net::detached);

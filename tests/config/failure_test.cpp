@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <iterator>
+#include <string>
+#include <vector>
 
 namespace sluice::health {
 namespace {
@@ -73,6 +75,27 @@ TEST(Failure, LiveResultOfEachKind) {
   ASSERT_TRUE(answered);
   EXPECT_EQ(answered->kind, R::response);
   EXPECT_EQ(answered->status, 504u);
+}
+
+// docs/configuration.md: `fail_on = ["connect"]` counts every connect failure, as
+// `retry.on = ["connect"]` retries every one (proxy/retry.cpp); a connect timeout is also a
+// timeout, as for retry.on.
+TEST(Failure, FailOnConnectCountsEveryConnectFailureTheTryMet) {
+  const auto counts = [](std::vector<std::string> items, K kind) {
+    const auto f = FailOn::parse(items);
+    const auto r = live_result(Failure::of(kind));
+    return f && r && f->counts(*r);
+  };
+  for (const K kind : {K::connect_refused, K::connect_timeout, K::connect_error}) {
+    EXPECT_TRUE(counts({"connect"}, kind)) << describe(kind);
+    EXPECT_FALSE(counts({"reset", "5xx"}, kind)) << describe(kind);
+  }
+  EXPECT_TRUE(counts({"timeout"}, K::connect_timeout));
+  EXPECT_TRUE(counts({"refused"}, K::connect_refused));
+  EXPECT_FALSE(counts({"refused"}, K::connect_timeout));
+  EXPECT_FALSE(counts({"refused"}, K::connect_error));
+  EXPECT_FALSE(counts({"connect"}, K::response_timeout));
+  EXPECT_FALSE(counts({"connect"}, K::send_timeout));
 }
 
 TEST(Failure, NothingIsSaidOfTheServerForFailuresThatAreNotItsOwn) {

@@ -77,6 +77,9 @@ public:
   std::size_t ring_size() const noexcept { return point_position_.size(); }
 
 private:
+  void build_ring();
+  void build_window_totals(unsigned workers);
+  void build_buckets();
   std::uint32_t first_point(std::uint64_t hash) const noexcept;
   // Calls accept(index) for each distinct server clockwise from `point` until it returns true;
   // returns that index or npos after every server was offered.

@@ -32,6 +32,7 @@ public:
     // TLS listener handshakes across workers: completed, failed.
     std::function<std::pair<std::uint64_t, std::uint64_t>()> tls_handshakes;
     std::function<std::size_t()> client_connections;
+    std::function<std::size_t()> parked_connections;  // of client_connections
     std::function<std::optional<std::size_t>()> upstream_connections;  // nullopt: not counted
     // After a drain change (logs, records the event, closes idle pools): upstream, server, drain.
     std::function<void(const std::string&, Endpoint&, bool)> drained;

@@ -65,6 +65,8 @@ public:
   void stop();
 
   std::size_t active_sessions() const noexcept { return active_.load(std::memory_order_acquire); }
+  // Any thread: how many of those are parked (idle keep-alive, without a session).
+  std::size_t parked_connections() const noexcept { return parked_.load(std::memory_order_relaxed); }
 
   // Open upstream connections: in use by a session (connecting included) plus idle in the pool.
   // Counted on the worker's thread when asked (a metrics scrape), so the data path keeps no
@@ -117,6 +119,7 @@ private:
   boost::asio::steady_timer tick_timer_;  // session deadlines and pool expiry
   std::uint32_t max_connections_;  // worker thread only
   std::atomic<std::size_t> active_{0};
+  std::atomic<std::size_t> parked_{0};  // parking_.size(), stored on the worker's thread for others
   std::thread thread_;
 };
 
