@@ -149,7 +149,7 @@ TEST(ErrorLogJson, OneObjectPerLine) {
   spdlog::memory_buf_t out;
   JsonLogFormatter().format(msg, out);
   EXPECT_EQ(std::string(out.data(), out.size()),
-            "{\"time\":\"2026-12-01T14:30:05.123Z\",\"level\":\"warning\","
+            "{\"time\":\"2026-12-01T14:30:05.123Z\",\"level\":\"warn\","
             "\"message\":\"server \\\"a\\\"\\u0009down\"}\n");
 }
 
