@@ -101,7 +101,7 @@ def test_a_server_whose_health_fails_turns_down_with_the_probe_reason(browser, o
     fleet[1].set_health(503)
     wait_for(browser, lambda d: shown_state(d, "app-2") == "down", 10, "app-2 down on the page")
     text = row(browser, "app-2").find_element(By.CSS_SELECTOR, "td.state").text
-    assert "consecutive probe failures" in text and "503" in text, text
+    assert f"{FALL} consecutive probe failures" in text and "503" in text, text
     # On sluice's clock (its log line), not on the page's polling: `fall` probes, each an
     # interval x (1 +- jitter 10 %) after the previous; the first may come at once.
     down_at = s.log_time(r"upstream app server app-2: up -> down \(went_down\)")
