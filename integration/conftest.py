@@ -148,8 +148,21 @@ class Origin:
 ADMIN_LISTENING = re.compile(r"admin listening on 127\.0\.0\.1:(\d+)")
 
 
+def with_error_detail(toml_text):
+    """`toml_text` with `[server] error_detail = "full"` unless it sets error_detail itself: the
+    tests read sluice's reasons from its answers (Sluice-Error, the body), which the default
+    ("status") keeps to the access log; tests of the default set it explicitly."""
+    if re.search(r"^\s*error_detail\s*=", toml_text, re.M):
+        return toml_text
+    server = re.search(r"^[ \t]*\[server\][ \t]*(#.*)?$", toml_text, re.M)
+    if server is None:
+        return '[server]\nerror_detail = "full"\n' + toml_text
+    return toml_text[:server.end()] + '\nerror_detail = "full"' + toml_text[server.end():]
+
+
 class Sluice:
-    """A running sluice with a config written from `upstreams` and `extra` TOML text."""
+    """A running sluice with a config written from `upstreams` and `extra` TOML text (with
+    error_detail = "full" unless it says otherwise: with_error_detail())."""
 
     def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True, nofile=None,
                  env=None, launcher=(), pass_fds=()):
@@ -157,7 +170,7 @@ class Sluice:
         `env`: extra environment variables. `launcher`: a command that execs sluice's command line
         (appended to it), with `pass_fds` inherited (socket activation)."""
         self.config_path = tmp_path / name
-        self.config_path.write_text(toml_text)
+        self.config_path.write_text(with_error_detail(toml_text))
 
         def limit_fds():
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))

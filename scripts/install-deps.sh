@@ -18,6 +18,7 @@ packages=(
   libhiredis-dev  # the Redis protocol codec of the idempotency store (src/idempotency/resp.cpp)
   redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
+  prometheus  # promtool check rules of deploy/prometheus/alerts.yml (integration/test_prometheus.py)
   wrk  # the load of scripts/pgo_train.py (scripts/build-pgo.sh; its test in integration/test_deploy.py) and of bench/
 )
 if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy valgrind); fi
