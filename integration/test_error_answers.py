@@ -5,7 +5,7 @@ error pages."""
 import email.utils
 import time
 
-from conftest import Conn, closed_port, sluice_config, toml_table
+from conftest import Conn, closed_port, sluice_config
 
 STATUS_ONLY = 'error_detail = "status"'
 
@@ -72,13 +72,14 @@ def test_status_only_answers_show_no_internals_and_the_log_keeps_them(scripted, 
     assert record["upstream"] == "app"
 
     good = scripted("good")
-    t = sluice(sluice_config([refused, good], server_extra=STATUS_ONLY))
+    t = sluice(sluice_config([refused, good], server_extra=STATUS_ONLY, access="json"))
     answers = []
     with Conn(t.port) as c:
         for _ in range(2):  # one of the two starts at the refusing server and is retried
             answers.append(c.request(get()))
     assert [a.status for a in answers] == [200, 200], answers
     assert all(a.header("Sluice-Attempts") is None for a in answers), [a.headers for a in answers]
+    assert sorted(r["attempts"] for r in t.access_records(2)) == [1, 2]  # the log keeps the count
 
 
 def test_full_detail_names_the_reason(sluice):

@@ -5,6 +5,7 @@ Grafana dashboard (deploy/grafana/sluice.json) name is in a live scrape."""
 import json
 import re
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import Conn, closed_port, metric, metric_samples, sluice_config, toml_table
@@ -13,6 +14,15 @@ ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "deploy/prometheus/alerts.yml"
 DASHBOARD = ROOT / "deploy/grafana/sluice.json"
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
+# /app/ to the upstream, /moved answered by sluice itself; anything else has no route (404).
+ROUTES = """
+[[route]]
+path_prefix = "/app/"
+upstream = "app"
+[[route]]
+path_prefix = "/moved"
+return = { status = 301, location = "https://example.com/" }
+"""
 METRIC_NAME = re.compile(r"\b((?:sluice|process)_[a-z_]+)\b")
 
 
@@ -25,14 +35,7 @@ def traffic_sluice(scripted, sluice):
     server, retried), a `return` answer and a 404 without a route."""
     good = scripted("good")
     refused = f"127.0.0.1:{closed_port()}"
-    s = sluice(sluice_config([good, refused], top=ADMIN) + """
-[[route]]
-path_prefix = "/app/"
-upstream = "app"
-[[route]]
-path_prefix = "/moved"
-return = { status = 301, location = "https://example.com/" }
-""")
+    s = sluice(sluice_config([good, refused], top=ADMIN) + ROUTES)
     for target in ("/app/1", "/app/2", "/moved", "/nowhere"):
         with Conn(s.port) as c:
             c.request(get(target))
@@ -65,14 +68,7 @@ def test_sluices_own_answers_are_counted_by_class_with_their_source(scripted, sl
     404 without a route are counted under upstream=""; reasons are snake_case; the duration
     histogram has a server label."""
     good = scripted("good")
-    s = sluice(sluice_config([good], top=ADMIN, server_extra='error_detail = "status"') + """
-[[route]]
-path_prefix = "/app/"
-upstream = "app"
-[[route]]
-path_prefix = "/moved"
-return = { status = 301, location = "https://example.com/" }
-""")
+    s = sluice(sluice_config([good], top=ADMIN, server_extra='error_detail = "status"') + ROUTES)
     r = s.admin("POST", "/api/upstreams/app/servers/good/drain")
     assert r.status == 200, r
     for target in ("/app/1", "/moved", "/moved", "/nowhere"):
@@ -102,6 +98,5 @@ def test_process_metrics_describe_this_process(sluice, scripted):
     assert metric(s, "process_resident_memory_bytes") > 0.5 * rss_kib * 1024
     assert metric(s, "process_cpu_seconds_total") > 0
     assert 0 < metric(s, "process_open_fds") < metric(s, "process_max_fds")
-    import time
     started = metric(s, "process_start_time_seconds")
     assert time.time() - 120 < started <= time.time(), started
