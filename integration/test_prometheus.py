@@ -3,6 +3,7 @@ counted by status class with source="sluice", `return` answers counted, snake_ca
 process_* metrics; deploy/prometheus/alerts.yml passes promtool, and every metric it and the
 Grafana dashboard (deploy/grafana/sluice.json) name is in a live scrape."""
 import json
+import os
 import re
 import subprocess
 import time
@@ -96,7 +97,12 @@ def test_process_metrics_describe_this_process(sluice, scripted):
     with open(f"/proc/{s.proc.pid}/status") as f:
         rss_kib = next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
     assert metric(s, "process_resident_memory_bytes") > 0.5 * rss_kib * 1024
-    assert metric(s, "process_cpu_seconds_total") > 0
+    def cpu_seconds():  # utime + stime, fields 14 and 15 of proc(5)'s stat
+        with open(f"/proc/{s.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    before = cpu_seconds()
+    assert before <= metric(s, "process_cpu_seconds_total") <= cpu_seconds()
     assert 0 < metric(s, "process_open_fds") < metric(s, "process_max_fds")
     started = metric(s, "process_start_time_seconds")
     assert time.time() - 120 < started <= time.time(), started

@@ -3,6 +3,7 @@
 // the origin and back is in downstream_forward.cpp, downstream_upload.cpp and
 // downstream_response.cpp.
 #include "downstream_exchange.hpp"
+#include "sluice/proxy/unrouted.hpp"
 
 namespace sluice::proxy {
 
