@@ -284,7 +284,7 @@ std::string RuntimeControl::status_json() {
       so["drain_source"] = !ep->draining() ? "" : ep->drained_by_api() ? "api" : "config";
       so["drained"] = ep->draining() && in_flight == 0;
       std::uint64_t requests = 0;
-      for (int c = 0; c < 7; ++c)
+      for (std::size_t c = 0; c < EndpointCounters::response_slots; ++c)
         requests += sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
       so["requests"] = requests;
       so["failures"] = sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
