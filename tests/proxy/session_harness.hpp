@@ -300,11 +300,14 @@ protected:
 
   // The worker's snapshot from a config whose only upstream, "app", has the origin as its one
   // server. `server_keys` go into [server], `upstream_keys` into [upstreams.app]; `more`
-  // (starting with a table header) goes last.
+  // (starting with a table header) goes last. error_detail = "full" unless `server_keys` say
+  // otherwise: the tests here read the reason from Sluice-Error.
   void configure(const std::string& server_keys = "", const std::string& more = "",
                  const std::string& upstream_keys = "") {
+    const bool detail_set = server_keys.find("error_detail") != std::string::npos;
     const std::string text =
-        "[server]\nlisten = [\"127.0.0.1:0\"]\n" + server_keys + "\n[upstreams.app]\n" +
+        std::string("[server]\nlisten = [\"127.0.0.1:0\"]\n") + (detail_set ? "" : "error_detail = \"full\"\n") +
+        server_keys + "\n[upstreams.app]\n" +
         upstream_keys + "\n[[upstreams.app.servers]]\naddress = \"127.0.0.1:" +
         std::to_string(origin_.port()) + "\"\n" + more;
     auto result = config::load_string(text, "session_test.toml");
