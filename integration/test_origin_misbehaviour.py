@@ -130,7 +130,7 @@ def test_bad_first_chunk_is_a_bad_response(raw_origin, sluice):
         r = c.request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
     assert r.status == 502 and r.header("Sluice-Error") == "bad response", r
     # The answer is counted when the exchange ends, just after its last byte left: wait for it.
-    counted = r'sluice_requests_total\{[^}]*code="error"[^}]*\} 1'
+    counted = r'sluice_requests_total\{[^}]*code="5xx",source="sluice"\} 1'
     wait_until(lambda: re.search(counted, s.metrics_text()), timeout=3, what="the 502 counted")
     assert not re.search(r'sluice_requests_total\{[^}]*code="2xx"[^}]*\} [1-9]', s.metrics_text())
 

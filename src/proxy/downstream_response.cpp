@@ -212,6 +212,7 @@ void DownstreamSession::write_switch_head(Exchange& x) {
   http::ResponseSplice edits;
   edits.request_id = x.request_id;
   edits.kind = http::ResponseSplice::Kind::switching;
+  edits.date = worker_.date.now();
   http::splice_response_head(head_out_, *response_, edits);
 }
 
