@@ -142,9 +142,9 @@ TEST_F(ControlTest, RequestsAreSummedOverTheRunningWorkers) {
   EXPECT_EQ(s.at("requests").to_number<int>(), 3);
   EXPECT_EQ(s.at("failures").to_number<int>(), 1);
   EXPECT_EQ(status_of("app", "app-2").at("requests").to_number<int>(), 0);
-  EXPECT_TRUE(has_line(R"(sluice_requests_total{upstream="app",server="app-1",code="2xx"} 2)"));
-  EXPECT_TRUE(has_line(R"(sluice_requests_total{upstream="app",server="app-1",code="5xx"} 1)"));
-  EXPECT_TRUE(has_line(R"(sluice_requests_total{upstream="app",server="app-2",code="2xx"} 0)"))
+  EXPECT_TRUE(has_line(R"(sluice_requests_total{upstream="app",server="app-1",code="2xx",source="upstream"} 2)"));
+  EXPECT_TRUE(has_line(R"(sluice_requests_total{upstream="app",server="app-1",code="5xx",source="upstream"} 1)"));
+  EXPECT_TRUE(has_line(R"(sluice_requests_total{upstream="app",server="app-2",code="2xx",source="upstream"} 0)"))
       << "2xx is always there, even at 0";
   EXPECT_EQ(control->metrics_text().find(R"(server="app-2",code="5xx")"), std::string::npos)
       << "other classes only once they happened";
