@@ -476,11 +476,13 @@ void DownstreamSession::log_exchange(const Exchange& x) {
                                     : unrouted_counters(worker_.index);
   const bool valid = x.status >= 100 && x.status < 600;
   const bool cut = x.error == upstream_body_cut;
-  const bool own = !x.error.empty() || x.server == nullptr;
+  const bool client_cut = x.error == client_closed || x.error == client_write_timeout;
+  const bool own = (!x.error.empty() && !client_cut) || x.server == nullptr;
   if (valid || cut) {
-    c.count_exchange(cut ? EndpointCounters::cut_slot
-                     : own ? EndpointCounters::own_answer_slot(x.status)
-                           : x.status / 100,
+    c.count_exchange(cut          ? EndpointCounters::cut_slot
+                     : client_cut ? EndpointCounters::client_cut_slot
+                     : own        ? EndpointCounters::own_answer_slot(x.status)
+                                  : x.status / 100,
                      std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }
   if (worker_.access_log.enabled()) {

@@ -123,6 +123,9 @@ void request_series(telemetry::MetricsText& m, std::string_view upstream, std::s
   if (const auto cut = t.responses[EndpointCounters::cut_slot]; cut != 0)
     m.sample({{"upstream", upstream}, {"server", server}, {"code", "cut"}, {"source", "upstream"}},
              static_cast<double>(cut));
+  if (const auto cut = t.responses[EndpointCounters::client_cut_slot]; cut != 0)
+    m.sample({{"upstream", upstream}, {"server", server}, {"code", "cut"}, {"source", "client"}},
+             static_cast<double>(cut));
   std::uint64_t observed = 0;
   for (const auto d : t.durations) observed += d;
   if (observed == 0 && !always) return;
@@ -136,7 +139,8 @@ void request_metrics(telemetry::MetricsText& m, const Snapshot& snapshot, unsign
   m.counter("sluice_requests_total",
             "Requests answered, by upstream, last server tried, status class (code) and who "
             "answered (source: upstream = the origin, sluice = sluice's own answer; code=\"cut\": "
-            "the origin's body broke off after its head was sent).");
+            "an answer broken off after its head was sent, by the origin (source=upstream) or by "
+            "the client leaving or not reading (source=client)).");
   m.histogram("sluice_request_duration_seconds",
               "Time from a request's head to the end of its answer, by upstream and server.");
   const unsigned slots = std::min(workers, Endpoint::max_worker_slots);

@@ -35,7 +35,9 @@ struct alignas(64) EndpointCounters {
   static constexpr std::size_t buckets = 15;  // request duration histogram, see duration_bounds
   // By source and status class: [1]..[5] the origin's 1xx..5xx, [6] cut: the origin's head went
   // to the client but its body broke off; [7]..[11] sluice's own answers (errors, `return`,
-  // idempotency refusals), 1xx..5xx: own_answer_slot(). [0] is unused.
+  // idempotency refusals), 1xx..5xx: own_answer_slot(); [0] cut by the client: it left, or
+  // stopped reading for idle_timeout, before the answer was whole.
+  static constexpr std::size_t client_cut_slot = 0;
   static constexpr std::size_t cut_slot = 6;
   static constexpr std::size_t response_slots = 12;
   static constexpr std::size_t own_answer_slot(unsigned status) noexcept { return cut_slot + status / 100; }
