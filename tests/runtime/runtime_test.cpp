@@ -40,18 +40,23 @@ constexpr auto patience = 10s;  // an awaited line or answer; only a broken runt
 // Keeps every line the runtime logs, for the test to wait on.
 class LineSink final : public spdlog::sinks::base_sink<std::mutex> {
 public:
-  // The first line matching `pattern` (its match), waiting for it; empty after `patience`.
-  std::smatch wait_for(const std::string& pattern) {
+  // The first line matching `pattern`, waiting for it: the match and its groups (copies: the
+  // lines move as more arrive), empty after `patience`.
+  std::vector<std::string> wait_for(const std::string& pattern) {
     const std::regex rx(pattern);
     std::unique_lock lock(lines_mutex_);
-    std::smatch m;
+    std::vector<std::string> groups;
     const auto found = [&] {
-      for (const auto& l : lines_)
-        if (std::regex_search(l, m, rx)) return true;
+      std::smatch m;
+      for (const auto& l : lines_) {
+        if (!std::regex_search(l, m, rx)) continue;
+        groups.assign(m.begin(), m.end());
+        return true;
+      }
       return false;
     };
     arrived_.wait_for(lock, patience, found);
-    return m;
+    return groups;
   }
   std::size_t count(const std::string& pattern) {
     const std::regex rx(pattern);
