@@ -30,6 +30,8 @@
 
 #include "sluice/config/loader.hpp"
 
+#include "loopback_client.hpp"
+
 namespace sluice {
 namespace {
 
@@ -82,18 +84,7 @@ private:
   std::vector<std::string> lines_;
 };
 
-int connect_to(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using test::connect_to;
 
 // One GET on a new connection: the whole answer (up to EOF, `Connection: close` asked), or
 // "<refused>".
