@@ -37,6 +37,7 @@ cleanup() {
   fi
   local i
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" || true; done
+  rm -f "$root.fifo"
   if [[ ${KEEP:-0} != 1 && -d $root ]]; then rm -rf --one-file-system "$root"; fi
 }
 trap cleanup EXIT
@@ -65,8 +66,13 @@ echo "first run of $commit in $root (log: $log)"
 ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 start=$(ms)
 stamp() { while IFS= read -r line; do printf '%6d %s\n' $((($(ms) - start) / 1000)) "$line"; done; }
+fifo=$root.fifo
+rm -f "$fifo"
+mkfifo "$fifo"
+stamp <"$fifo" >"$log" &
+# Its own session: the demo, its build and its servers are one process group, stopped together.
 setsid chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-  TERM=dumb /bin/bash -c 'cd /src/sluice && exec scripts/demo.sh' > >(stamp >"$log") 2>&1 </dev/null &
+  TERM=dumb /bin/bash -c 'cd /src/sluice && exec scripts/demo.sh' >"$fifo" 2>&1 </dev/null &
 demo_pid=$!
 
 answer=""
