@@ -84,6 +84,10 @@ while (( $(date +%s) < deadline )); do
   sleep 0.5
 done
 elapsed_ms=$(($(ms) - start))
+# CPU time of what the demo has finished by now (packages and build: its waited-for children),
+# the figure that does not depend on what else this machine runs.
+read -ra stat <"/proc/$demo_pid/stat" || stat=()
+cpu_ticks=$(( ${stat[15]:-0} + ${stat[16]:-0} ))
 if [[ -z $answer ]]; then
   tail -30 "$log"
   echo "measure-first-run.sh: no answer within $timeout s (or the demo exited)" >&2
@@ -99,5 +103,7 @@ phase "build: configure" "The CXX compiler identification"
 phase "build: first unit" "\[1/[0-9]+\]"
 phase "build: linked sluice" "Linking CXX executable sluice$"
 phase "demo started" "demo origins on"
-printf 'first answer after %d.%d s (%s); answers in order: %s\n' $((elapsed_ms / 1000)) \
-  $((elapsed_ms % 1000 / 100)) "$commit" "${answers[*]}"
+printf 'first answer after %d.%d s (%s), %d CPU-seconds of packages and build, load average %s;\n' \
+  $((elapsed_ms / 1000)) $((elapsed_ms % 1000 / 100)) "$commit" $((cpu_ticks / $(getconf CLK_TCK))) \
+  "$(cut -d' ' -f1-3 /proc/loadavg)"
+echo "answers in order: ${answers[*]}"
