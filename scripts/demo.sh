@@ -8,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh --build-only
 bin=build/demo
-BUILD_DIR=$bin TARGETS="sluice sluice-origin" scripts/build.sh \
+# Without ccache: no other build directory can reuse these objects (each names its own module
+# include roots), and storing them adds to a first build's CPU.
+CCACHE_DISABLE=1 BUILD_DIR=$bin TARGETS="sluice sluice-origin" scripts/build.sh \
   -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF
 
 # One worker. Each worker keeps its own round-robin cursor (docs/balancing.md): with one per core
