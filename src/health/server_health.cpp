@@ -7,7 +7,10 @@
 #include "sluice/config/units.hpp"
 
 namespace sluice::health {
+
 namespace {
+
+constexpr std::string_view initial_up = "initial state up";
 
 std::string format(Clock::duration d) {
   return config::format_duration(std::chrono::duration_cast<config::Duration>(d));
@@ -62,7 +65,7 @@ ServerHealth::ServerHealth(Endpoint& endpoint, const HealthPolicy& policy,
   reason_ = state_ == ServerState::down
                 ? "initial state down: waiting for " + std::to_string(policy.active->rise) +
                       " passing probes"
-                : "initial state up";
+                : std::string(initial_up);
   endpoint_.set_weight_share(Endpoint::full_weight_share);
   endpoint_.set_state(state_);
   count_if_out();
@@ -180,6 +183,9 @@ std::optional<Transition> ServerHealth::probe_result(const ProbeResult& result) 
 
   const bool flipped = active_->record(result.passed);
   auto trial = probe_decides_ejection(result);
+  // A server up from the start says why once its probes have spoken, not "initial state up"
+  // for as long as it stays up.
+  if (!flipped && result.passed && active_->up() && reason_ == initial_up) reason_ = "probes passing";
   if (!flipped) return settle(now, std::move(trial));
 
   Outcome verdict;

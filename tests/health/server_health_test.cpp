@@ -57,6 +57,16 @@ protected:
   }
 };
 
+TEST_F(HealthServer, AServerUpFromTheStartSaysItsProbesPassOnceOneHas) {
+  ServerHealth h(endpoint, active_only(), nullptr, clock);
+  EXPECT_EQ(h.status().reason, "initial state up");
+  EXPECT_FALSE(h.probe_result(fail()));
+  EXPECT_EQ(h.status().reason, "initial state up") << "one failure is not a verdict";
+  EXPECT_FALSE(h.probe_result(pass()));
+  EXPECT_EQ(h.status().reason, "probes passing");
+  EXPECT_EQ(endpoint.state(), ServerState::up);
+}
+
 TEST_F(HealthServer, ActiveChecksGoDownAndComeUpWithReasons) {
   ServerHealth h(endpoint, active_only(), nullptr, clock);
   EXPECT_EQ(endpoint.state(), ServerState::up);
