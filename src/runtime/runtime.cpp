@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/config/loader.hpp"
+#include "sluice/config/units.hpp"
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/log.hpp"
 #include "sluice/admin/server.hpp"
