@@ -128,7 +128,7 @@ def test_reload_config_of_another_file_fails_and_names_the_running_file(tmp_path
     # Its own file, however it is spelled, reloads.
     spelled = tmp_path / "." / s.config_path.name
     ok = sluice_cli("reload", "--config", spelled, "--admin", s.admin_address)
-    assert (ok.returncode, ok.stdout) == (0, "reloaded: config version 2\n"), ok
+    assert (ok.returncode, ok.stdout) == (0, "reloaded: config version 2, watched for 30s\n"), ok
 
 
 # (what is wrong, extra TOML for the file, the key the error names)

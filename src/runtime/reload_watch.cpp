@@ -66,8 +66,9 @@ std::optional<std::string> ReloadWatch::up_breach(const std::vector<UpstreamUp>&
   for (const auto& now : up_now) {
     const auto before = std::find_if(up_before_.begin(), up_before_.end(),
                                      [&](const UpstreamUp& b) { return b.upstream == now.upstream; });
-    // A new upstream, or one with nothing up before, has nothing to lose.
-    if (before == up_before_.end() || before->up == 0 || before->total == 0) continue;
+    // A new upstream, or one with nothing up before, has nothing to lose; one with no server
+    // from the file now (all from DNS, not judged) has nothing to judge.
+    if (before == up_before_.end() || before->up == 0 || before->total == 0 || now.total == 0) continue;
     const double share_before = static_cast<double>(before->up) / before->total;
     const double share_now = now.total == 0 ? 0.0 : static_cast<double>(now.up) / now.total;
     if (share_now < share_before * kept)
@@ -131,9 +132,16 @@ std::vector<UpstreamUp> servers_up(const Snapshot& snapshot) {
   std::vector<UpstreamUp> out;
   for (const auto& u : snapshot.upstreams) {
     UpstreamUp row{u->name(), 0, 0};
-    for (const Endpoint* ep : u->endpoints()) {
+    const auto& servers = u->config().servers;
+    for (std::size_t i = 0; i < u->endpoints().size() && i < servers.size(); ++i) {
+      // Servers from DNS follow the world, not the edit: not judged. A drain set through the
+      // API is the operator's act, not the config's: such a server counts as its health says.
+      if (!servers[i].origin.empty()) continue;
+      const Endpoint& ep = *u->endpoints()[i];
+      const auto state = ep.state();
+      const bool healthy = state == ServerState::up || state == ServerState::slow_start;
       ++row.total;
-      row.up += ep->available() ? 1 : 0;
+      row.up += healthy && (!ep.draining() || ep.drained_by_api()) ? 1 : 0;
     }
     out.push_back(std::move(row));
   }

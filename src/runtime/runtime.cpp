@@ -466,10 +466,14 @@ void start_watch(Runtime::State& s, std::shared_ptr<const config::Config> previo
   s.status_note.clear();
   s.watched_version = s.version;
   const auto watch = s.config->reload.watch;
-  if (!watched || watch.count() == 0) {
+  // The same text as before changes nothing a watch could blame (a SIGHUP of an unchanged file).
+  const bool unchanged = previous->text == s.config->text;
+  if (!watched || watch.count() == 0 || unchanged) {
     s.rolled_back.erase(fingerprint);  // applied on purpose: no longer refused
     s.watch_state = "unwatched";
-    s.verdict = watched ? "applied (reload.watch is 0s)" : "applied (not watched: --no-watch)";
+    s.verdict = !watched    ? "applied (not watched: --no-watch)"
+                : unchanged ? "applied (not watched: the file did not change)"
+                            : "applied (not watched: reload.watch is 0s)";
     return;
   }
   s.reload_watch.begin(s.config->reload, std::move(up_before));

@@ -52,7 +52,7 @@ TEST(ReloadWatch, AFailingConfigIsRolledBackWithTheFigures) {
   const auto v = w.serve(1440, 600, 12s);
   ASSERT_TRUE(v);
   EXPECT_EQ(v->kind, Kind::rolled_back);
-  EXPECT_EQ(v->text, "rolled back: failed share 41.7 % (before 0.1 %) over 1.0 s");
+  EXPECT_EQ(v->text, "rolled back: failed share 41.7 % (before 0.1 %) over 1 s");
   EXPECT_FALSE(w.watch.watching());
 }
 
@@ -69,7 +69,7 @@ TEST(ReloadWatch, TheVerdictComesAsSoonAsMinRequestsAnsweredNotBefore) {
   w.watch.record(w.total, 30s);
   const auto v = w.watch.judge(w.up);
   ASSERT_TRUE(v);
-  EXPECT_EQ(v->text, "rolled back: failed share 100.0 % (before 0.0 %) over 1.0 s");
+  EXPECT_EQ(v->text, "rolled back: failed share 100.0 % (before 0.0 %) over 1 s");
 }
 
 TEST(ReloadWatch, AGoodConfigIsAppliedAtTheEndOfTheWatch) {

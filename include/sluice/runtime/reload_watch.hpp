@@ -31,7 +31,8 @@ struct TrafficCount {
   std::uint64_t failed = 0;
 };
 
-// One upstream's servers: how many may take a request (up or ramping, not draining), of how many.
+// One upstream's servers from the file (not those from DNS): how many are up or ramping and not
+// drained by the file (a drain through the API counts as the server's health), of how many.
 struct UpstreamUp {
   std::string upstream;
   std::uint32_t up = 0;
@@ -103,7 +104,7 @@ private:
   std::unordered_map<std::string, Seen> unserved_;
 };
 
-// Each upstream's servers that may take a request, for ReloadWatch.
+// Each upstream's servers up, as ReloadWatch judges them (UpstreamUp).
 std::vector<UpstreamUp> servers_up(const Snapshot& snapshot);
 
 // The version of a config file a rollback refuses again: a digest of the text it was parsed
