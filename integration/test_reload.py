@@ -27,7 +27,8 @@ def refuses(port):
 
 def reload_ok(s, version):
     r = s.admin("POST", "/api/reload")
-    assert (r.status, r.json()) == (200, {"ok": True, "version": version}), r
+    # watch_ms: the watch after the reload (test_reload_watch.py).
+    assert (r.status, r.json()["ok"], r.json()["version"]) == (200, True, version), r
 
 
 def test_reload_adds_and_removes_listeners_moves_the_admin_api_and_switches_the_logs(
@@ -128,7 +129,7 @@ def test_reload_config_of_another_file_fails_and_names_the_running_file(tmp_path
     # Its own file, however it is spelled, reloads.
     spelled = tmp_path / "." / s.config_path.name
     ok = sluice_cli("reload", "--config", spelled, "--admin", s.admin_address)
-    assert (ok.returncode, ok.stdout) == (0, "reloaded: config version 2, watched for 30s\n"), ok
+    assert (ok.returncode, ok.stdout) == (0, "reloaded: config version 2\n"), ok
 
 
 # (what is wrong, extra TOML for the file, the key the error names)
