@@ -7,6 +7,7 @@ import datetime
 import hashlib
 import json
 import os
+import pathlib
 import re
 import resource
 import select
@@ -148,15 +149,44 @@ class Origin:
 ADMIN_LISTENING = re.compile(r"admin listening on 127\.0\.0\.1:(\d+)")
 
 
+def with_error_detail(toml_text):
+    """`toml_text` with `[server] error_detail = "full"` unless it sets error_detail itself: the
+    tests read sluice's reasons from its answers (Sluice-Error, the body), which the default
+    ("status") keeps to the access log; tests of the default set it explicitly. The line takes
+    the place of the [server] table's first blank line where it has one, so that the lines a
+    test's expected errors name stay where they were."""
+    if re.search(r"^\s*error_detail\s*=", toml_text, re.M):
+        return toml_text
+    line = 'error_detail = "full"'
+    server = re.search(r"^[ \t]*\[server\][ \t]*(#.*)?$", toml_text, re.M)
+    if server is None:
+        return f"[server]\n{line}\n" + toml_text
+    table_end = re.compile(r"^[ \t]*\[", re.M).search(toml_text, server.end())
+    end = table_end.start() if table_end else len(toml_text)
+    blank = re.compile(r"^[ \t]*$", re.M).search(toml_text, server.end() + 1, end)
+    if blank is not None and blank.start() < end:
+        return toml_text[:blank.start()] + line + toml_text[blank.end():]
+    return toml_text[:server.end()] + "\n" + line + toml_text[server.end():]
+
+
+class ConfigPath(type(pathlib.Path())):
+    """The path of a Sluice's config: what a test writes there (a reload) gets
+    with_error_detail() too, as the first config did."""
+
+    def write_text(self, data, *args, **kwargs):
+        return super().write_text(with_error_detail(data), *args, **kwargs)
+
+
 class Sluice:
-    """A running sluice with a config written from `upstreams` and `extra` TOML text."""
+    """A running sluice with a config written from `upstreams` and `extra` TOML text (with
+    error_detail = "full" unless it says otherwise: with_error_detail())."""
 
     def __init__(self, tmp_path, toml_text, name="sluice.toml", wait_signals=True, nofile=None,
                  env=None, launcher=(), pass_fds=()):
         """`nofile`: the RLIMIT_NOFILE (soft and hard) sluice runs with; None inherits ours.
         `env`: extra environment variables. `launcher`: a command that execs sluice's command line
         (appended to it), with `pass_fds` inherited (socket activation)."""
-        self.config_path = tmp_path / name
+        self.config_path = ConfigPath(tmp_path / name)
         self.config_path.write_text(toml_text)
 
         def limit_fds():

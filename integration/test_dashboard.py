@@ -16,7 +16,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import BUILD, Background, Load, sluice_config, timed_request, toml_table, wait_until
+from conftest import (BUILD, LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Background, Load, metric,
+                      sluice_config, timed_request, toml_table, wait_until)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 INTERVAL, FALL = 0.2, 2
@@ -96,14 +97,17 @@ def test_a_server_whose_health_fails_turns_down_with_the_probe_reason(browser, o
     s = sluice(sluice_config(fleet, top=ADMIN + HEALTH))
     open_dashboard(browser, s)
     wait_for(browser, lambda d: shown_state(d, "app-2") == "up", 5, "app-2 up")
+    failing_at = time.time()  # before the change: sluice cannot see it earlier
     fleet[1].set_health(503)
-    start = time.monotonic()
-    wait_for(browser, lambda d: shown_state(d, "app-2") == "down", FALL * INTERVAL + 1,
-             "app-2 down within fall x interval + 1 s")
-    took = time.monotonic() - start
+    wait_for(browser, lambda d: shown_state(d, "app-2") == "down", 10, "app-2 down on the page")
     text = row(browser, "app-2").find_element(By.CSS_SELECTOR, "td.state").text
-    assert "consecutive probe failures" in text and "503" in text, text
-    assert took <= FALL * INTERVAL + 1, took
+    assert f"{FALL} consecutive probe failures" in text and "503" in text, text
+    # On sluice's clock (its log line), not on the page's polling: `fall` probes, each an
+    # interval x (1 +- jitter 10 %) after the previous; the first may come at once.
+    down_at = s.log_time(r"upstream app server app-2: up -> down \(went_down\)")
+    took = down_at - failing_at
+    assert (FALL - 1) * INTERVAL * 0.9 - LOG_RESOLUTION <= took, f"down after {took:.3f}s"
+    assert took <= FALL * INTERVAL * 1.1 + TICK + SCHEDULING_SLACK, f"down after {took:.3f}s"
     assert [shown_state(browser, n) for n in ("app-1", "app-3")] == ["up", "up"]
     events = browser.find_element(By.ID, "events").text
     assert "app/app-2" in events and "down" in events, events
@@ -188,6 +192,10 @@ def test_a_screenshot_under_traffic(browser, origins, sluice):
         assert timed_request(s.admin_port, "POST", "/api/upstreams/app/servers/app-1/drain",
                              headers=[("Content-Type", "application/json")],
                              host=s.admin_address)[0].status == 200
+        # The drain holds: once app-1's last request ended, no new one reaches it.
+        wait_until(lambda: s.server_status("app-1")["drained"], timeout=5, what="app-1 drained")
+        drained_on_load_clock = load.now()
+        wait_for(browser, lambda d: shown_state(d, "app-1") == "drained", 5, "app-1 drained on the page")
         wait_for(browser, lambda d: shown_state(d, "app-3") == "down", 5, "app-3 down")
         # Ten seconds of history in the chart, so that the picture shows one.
         wait_for(browser, lambda d: int(d.find_element(By.CSS_SELECTOR, "canvas.chart")
@@ -196,6 +204,10 @@ def test_a_screenshot_under_traffic(browser, origins, sluice):
         assert browser.save_screenshot(str(path))
     assert path.stat().st_size > 10_000
     assert load.records
+    after = load.origins(since=drained_on_load_clock)
+    assert "app-1" not in after and sum(after.values()) > 0, after
+    assert metric(s, "sluice_server_state", upstream="app", server="app-1", state="draining") == 1
+    assert s.server_status("app-1")["drain_source"] == "api"
 
     def pooled(server):
         rows = s.admin("GET", "/api/dashboard").json()["upstreams"][0]["servers"]
@@ -233,12 +245,19 @@ def test_at_1000_servers_the_dashboard_payload_takes_under_100ms_and_the_page_ke
     times.sort()
     print(f"\n/api/dashboard at 1000 servers: median {times[5] * 1000:.1f} ms, "
           f"max {times[-1] * 1000:.1f} ms, {sizes[0] / 1024:.0f} KiB")
-    assert times[5] < 0.1, times
+    # The 100 ms is a promise of the release build; a sanitizer build is several times slower.
+    if not SANITIZED:
+        assert times[5] < 0.1, times
     open_dashboard(browser, s)
-    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tbody tr")) == 1000, 10,
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "tbody tr")) == 1000, 30,
              "1000 rows")
+    # Keeping up: the page takes the samples sluice adds, one a second on sluice's clock (the
+    # payload's `tick`), rather than so many within a deadline of the test's own.
     tick = int(browser.execute_script("return document.querySelector('canvas.chart').dataset.samples"))
+    served = s.admin("GET", "/api/dashboard").json()["tick"]
+    wait_until(lambda: s.admin("GET", "/api/dashboard").json()["tick"] >= served + 3, timeout=30,
+               what="three more samples in sluice")
     wait_for(browser, lambda d: int(d.find_element(By.CSS_SELECTOR, "canvas.chart")
-                                    .get_attribute("data-samples")) >= tick + 3, 5,
-             "the page keeps updating at 1000 servers")
+                                    .get_attribute("data-samples")) >= tick + 3,
+             15 if SANITIZED else 5, "the page takes the samples sluice added at 1000 servers")
     assert console_errors(browser) == []

@@ -190,9 +190,9 @@ def test_a_keyed_request_retried_on_another_server_keeps_its_claim(sluice, logge
     s = sluice(config([f"127.0.0.1:{closed_port()}", o]))
     for i in range(10):
         key = f"k-6-{i}"
-        retries = metric(s, "sluice_retries_total", upstream="app", reason="connect refused")
+        retries = metric(s, "sluice_retries_total", upstream="app", reason="connect_refused")
         assert post(s.port, key)[0].status == 200
-        if metric(s, "sluice_retries_total", upstream="app", reason="connect refused") > retries:
+        if metric(s, "sluice_retries_total", upstream="app", reason="connect_refused") > retries:
             break
     else:
         pytest.fail("no request tried the refusing server first")

@@ -318,7 +318,7 @@ def test_metrics_and_status_count_what_the_test_sent(origins, sluice):
         assert metric(s, "sluice_requests_total", upstream="app", server=o.name, code="2xx") == 10
         st = s.server_status(o.name)
         assert (st["requests"], st["failures"]) == (10, 0), st
-    assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 30
+    assert sum(metric_samples(s, "sluice_request_duration_seconds_count", upstream="app")) == 30
     assert sum(metric_samples(s, "sluice_requests_total")) == 30
 
     # Passive checks off (they are on by default and would eject the dead server after 3).
@@ -336,7 +336,7 @@ def test_metrics_and_status_count_what_the_test_sent(origins, sluice):
     assert (st["requests"], st["failures"]) == (10, 10), st
     assert sum(metric_samples(s, "sluice_requests_total", server=dead)) == 10
     assert sum(metric_samples(s, "sluice_requests_total")) == 70
-    assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 70
+    assert sum(metric_samples(s, "sluice_request_duration_seconds_count", upstream="app")) == 70
 
 
 def test_metrics_count_the_503s_sluice_answers_itself_when_every_server_is_down(origins, sluice):
@@ -358,7 +358,7 @@ def test_metrics_count_the_503s_sluice_answers_itself_when_every_server_is_down(
                timeout=2, what="the fifth request counted")
     assert sum(metric_samples(s, "sluice_requests_total", upstream="app")) == 5
     assert sum(metric_samples(s, "sluice_requests_total", upstream="app", server="")) == 5
-    assert metric(s, "sluice_request_duration_seconds_count", upstream="app") == 5
+    assert sum(metric_samples(s, "sluice_request_duration_seconds_count", upstream="app")) == 5
 
 
 def test_with_a_token_file_a_drain_without_the_token_is_401_and_changes_nothing(origins, sluice,
@@ -414,19 +414,19 @@ def test_watch_config_applies_an_edit_and_rejects_a_bad_one(origins, sluice):
 
 def test_retries_are_counted_by_the_failure_retried(origins, scripted, sluice):
     """A 503 answered by one server and retried on the other shows up as
-    sluice_retries_total{reason="status"}; a refused connection as reason="connect refused"."""
+    sluice_retries_total{reason="status"}; a refused connection as reason="connect_refused"."""
     bad = scripted("bad", status=503)
     good, = origins(1, prefix="good")
     s = sluice(sluice_config([bad, good], top=ADMIN))  # default retry settings
     for _ in range(4):
         assert timed_request(s.port)[0].status == 200
     assert metric(s, "sluice_retries_total", upstream="app", reason="status") == 2
-    assert metric(s, "sluice_retries_total", upstream="app", reason="connect refused") == 0
+    assert metric(s, "sluice_retries_total", upstream="app", reason="connect_refused") == 0
 
     t = sluice(sluice_config([f"127.0.0.1:{closed_port()}", good], top=ADMIN), name="t.toml")
     for _ in range(4):
         assert timed_request(t.port)[0].status == 200
-    assert metric(t, "sluice_retries_total", upstream="app", reason="connect refused") == 2
+    assert metric(t, "sluice_retries_total", upstream="app", reason="connect_refused") == 2
 
 
 def test_check_diff_running_compares_a_new_file_with_what_the_process_serves(tmp_path, sluice):

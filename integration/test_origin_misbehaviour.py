@@ -5,7 +5,7 @@ import json
 import re
 import socket
 
-from conftest import Conn, LogReader, sluice_config, toml_table, wait_until
+from conftest import Conn, LogReader, metric, sluice_config, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
@@ -130,7 +130,7 @@ def test_bad_first_chunk_is_a_bad_response(raw_origin, sluice):
         r = c.request(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
     assert r.status == 502 and r.header("Sluice-Error") == "bad response", r
     # The answer is counted when the exchange ends, just after its last byte left: wait for it.
-    counted = r'sluice_requests_total\{[^}]*code="error"[^}]*\} 1'
+    counted = r'sluice_requests_total\{[^}]*code="5xx",source="sluice"\} 1'
     wait_until(lambda: re.search(counted, s.metrics_text()), timeout=3, what="the 502 counted")
     assert not re.search(r'sluice_requests_total\{[^}]*code="2xx"[^}]*\} [1-9]', s.metrics_text())
 
@@ -164,3 +164,27 @@ def test_response_lines_leave_in_their_order_up_to_101(raw_origin, sluice):
         for target in (b"/many", b"/"):
             r = c.request(b"GET " + target + b" HTTP/1.1\r\nHost: a\r\n\r\n")
             assert (r.status, r.body) == (200, b"ok"), (target, r)
+
+
+def test_a_client_that_leaves_mid_answer_is_logged_and_counted_as_a_cut(origins, sluice):
+    """A client that reads the head and a little of a large answer, then resets its connection:
+    the access log says `client closed` (not a clean 200), /metrics counts it as a cut by the
+    client (code="cut", source="client"), not as the origin's 2xx, and the server's failure count
+    (passive health) does not have it: the origin did nothing wrong."""
+    (origin,) = origins(1)
+    s = sluice(sluice_config([origin.address], access="json", top=ADMIN))
+    access = LogReader(s.proc, s.proc.stdout)
+    size = 64 * 1024 * 1024  # far more than the loopback socket buffers hold
+    with Conn(s.port) as c:
+        c.send(b"GET /?size=%d HTTP/1.1\r\nHost: a\r\n\r\n" % size)
+        head = c.read_raw_head()
+        assert head.startswith(b"HTTP/1.1 200"), head
+        c.sock.recv(4096)
+        c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    record = json.loads(access.wait_for(r'"target":"/\?size='))
+    assert record["status"] == 200 and record["error"] == "client closed", record
+    assert 0 < record["bytes_out"] < size, record
+    assert metric(s, "sluice_requests_total", upstream="app", server=origin.address, code="cut", source="client") == 1
+    assert metric(s, "sluice_requests_total", upstream="app", server=origin.address, code="2xx", source="upstream") == 0
+    entry = s.status()["upstreams"][0]["servers"][0]
+    assert entry["failures"] == 0, entry

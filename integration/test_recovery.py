@@ -183,7 +183,7 @@ def test_every_origin_503_the_retry_budget_bounds_what_reaches_them(origins, slu
     print(f"client requests {sent}, origin requests {seen}, bound {(1 + budget) * sent + reserve + slack}")
     assert sent < seen <= (1 + budget) * sent + reserve + slack
     skipped = s.metrics_text()
-    assert re.search(r'sluice_retries_skipped_total\{upstream="app",reason="budget exhausted"\} [1-9]', skipped)
+    assert re.search(r'sluice_retries_skipped_total\{upstream="app",reason="budget_exhausted"\} [1-9]', skipped)
 
 
 def test_a_fresh_process_retries_its_first_request_from_a_dead_server(origins, sluice):

@@ -19,6 +19,7 @@ packages=(
   redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
   valgrind  # allocations per request, checked by scripts/test.sh (bench/allocs_per_request.py)
+  prometheus  # promtool check rules of deploy/prometheus/alerts.yml (integration/test_prometheus.py)
   wrk  # the load of scripts/pgo_train.py (scripts/build-pgo.sh; its test in integration/test_deploy.py) and of bench/
 )
 if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy); fi

@@ -45,6 +45,15 @@ std::string route_label(std::string_view host, std::string_view path_prefix) {
   return label;
 }
 
+const ErrorPage* ErrorPages::find(unsigned status) const noexcept {
+  const ErrorPage* of_class = nullptr;
+  for (const auto& page : pages) {
+    if (page.status == status) return &page;
+    if (page.status == status / 100) of_class = &page;
+  }
+  return of_class;
+}
+
 unsigned ServerSection::worker_count() const {
   return workers != 0 ? workers : std::max(1u, std::thread::hardware_concurrency());
 }

@@ -54,11 +54,12 @@ constexpr std::array<std::string_view, 5> reload_keys{"watch", "failed_percent",
                                                       "min_requests", "up_lost_percent"};
 // Watching a reload for longer than this holds the previous config for a rollback nobody expects.
 constexpr Duration max_reload_watch = std::chrono::hours(1);
-constexpr std::array<std::string_view, 19> server_keys{
+constexpr std::array<std::string_view, 21> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
     "watch_config",     "tunnel_drain_timeout", "tls", "health_ready_timeout", "state_file",
-    "proxy_protocol", "trusted_proxies", "forwarded_header", "defer_accept"};
+    "proxy_protocol", "trusted_proxies", "forwarded_header", "defer_accept", "error_detail",
+    "error_pages"};
 constexpr std::array<std::string_view, 5> tls_listener_keys{"listen", "certificates", "min_version",
                                                             "ciphers", "proxy_protocol"};
 constexpr std::array<std::string_view, 2> certificate_keys{"cert", "key"};
@@ -66,14 +67,17 @@ constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 constexpr std::array<std::string_view, 5> log_keys{"level", "access", "access_file", "error_file",
                                                    "error_format"};
 constexpr std::array<std::string_view, 3> admin_keys{"listen", "token_file", "allowed_hosts"};
-constexpr std::array<std::string_view, 11> route_keys{
+constexpr std::array<std::string_view, 12> route_keys{
     "host",           "path_prefix",      "upstream",     "request_headers",
     "response_headers", "strip_prefix",   "rewrite_prefix", "return",
-    "allow",          "deny",             "rate_limit"};
+    "allow",          "deny",             "rate_limit",   "error_pages"};
 constexpr std::array<std::string_view, 3> header_rule_keys{"set", "add", "remove"};
 constexpr std::array<std::string_view, 4> return_keys{"status", "location", "body", "content_type"};
 constexpr std::array<std::string_view, 4> rate_limit_keys{"rate", "burst", "key", "max_keys"};
 constexpr std::array<std::string_view, 2> forwarded_header_modes{"off", "add"};
+constexpr std::array<std::string_view, 2> error_detail_modes{"status", "full"};
+// An error page is sent whole from memory with each answer it serves.
+constexpr std::uint64_t max_error_page_bytes = 1 * MiB;
 constexpr std::array<std::string_view, 27> upstream_keys{
     "balance",  "connect_timeout",     "response_timeout", "keepalive",     "keepalive_timeout",
     "servers",  "health",              "passive",          "slow_start",    "when_all_down",
@@ -1226,6 +1230,7 @@ private:
         route_upstreams_.push_back(nullptr);
       }
       read_admission(*table, path, route);
+      read_error_pages(*table, path + ".error_pages", route.error_pages);
       answers_only_ = (i == 0 || answers_only_) && table->contains("return");
       const auto [it, inserted] = seen.try_emplace(route.host + '\n' + route.path_prefix, path);
       if (!inserted) {
@@ -1245,6 +1250,11 @@ private:
     read_choice(server, "forwarded_header", "server.forwarded_header", "forwarded_header mode",
                 forwarded_header_modes, mode);
     out.forwarded_header = mode == "add";
+    std::string detail = "status";
+    read_choice(server, "error_detail", "server.error_detail", "error_detail", error_detail_modes,
+                detail);
+    out.error_detail = detail == "full" ? ErrorDetail::full : ErrorDetail::status;
+    read_error_pages(server, "server.error_pages", out.error_pages);
     const bool any_proxy_listener =
         out.proxy_protocol ||
         std::any_of(out.tls.begin(), out.tls.end(), [](const auto& t) { return t.proxy_protocol; });
@@ -1255,6 +1265,70 @@ private:
             "proxy_protocol is on but trusted_proxies is empty: every connection would be "
             "refused; list the balancers' addresses, e.g. [\"10.0.0.0/8\"]");
     }
+  }
+
+  // error_pages = { 502 = "FILE", "5xx" = "FILE" }: each file read now (a reload reads it again),
+  // so that an answer never touches the disk and a missing file is an error at its key.
+  void read_error_pages(const toml::table& parent, const std::string& path, ErrorPages& out) {
+    const toml::node* node = parent.get("error_pages");
+    if (node == nullptr) {
+      note(parent, "error_pages", path, "{}");
+      return;
+    }
+    const toml::table* table = node->as_table();
+    if (table == nullptr) {
+      type_error(*node, path, "a table like { 502 = \"/etc/sluice/502.html\", \"5xx\" = \"...\" }");
+      return;
+    }
+    std::vector<std::string> written;
+    for (auto&& [key, value] : *table) {
+      const std::string item_path = path + "." + std::string(key.str());
+      const auto& where = key.source().begin.line != 0 ? key.source() : value.source();
+      ErrorPage page;
+      if (!error_page_status(key.str(), page.status)) {
+        error(where, item_path, "expected a status 400..599 or a class \"4xx\" or \"5xx\"");
+        continue;
+      }
+      const auto* file = value.as_string();
+      if (file == nullptr) {
+        type_error(value, item_path, "a file name");
+        continue;
+      }
+      page.file = file->get();
+      if (!read_error_page(value, item_path, page)) continue;
+      written.push_back(std::string(key.str()) + " = " + quoted(page.file));
+      out.pages.push_back(std::move(page));
+    }
+    note(parent, "error_pages", path, "{ " + join_strings(written) + " }");
+  }
+
+  // "502" (exact) or "5xx" (a class) as ErrorPage::status: only the statuses sluice answers with.
+  static bool error_page_status(std::string_view key, unsigned& status) {
+    if (key.size() != 3 || (key[0] != '4' && key[0] != '5')) return false;
+    if (key[1] == 'x' && key[2] == 'x') {
+      status = static_cast<unsigned>(key[0] - '0');
+      return true;
+    }
+    const auto r = std::from_chars(key.data(), key.data() + key.size(), status);
+    return r.ec == std::errc() && r.ptr == key.data() + key.size();
+  }
+
+  bool read_error_page(const toml::node& node, const std::string& path, ErrorPage& page) {
+    if (const int e = read_whole_file(page.file, page.body); e != 0) {
+      error(node, path, "cannot read '" + page.file + "': " + std::system_category().message(e));
+      return false;
+    }
+    if (page.body.size() > max_error_page_bytes) {
+      error(node, path, "the page '" + page.file + "' is larger than " + format_size(max_error_page_bytes));
+      return false;
+    }
+    const auto dot = page.file.rfind('.');
+    const auto ext = dot == std::string::npos ? std::string() : lower(page.file.substr(dot + 1));
+    page.content_type = ext == "html" || ext == "htm" ? "text/html; charset=utf-8"
+                        : ext == "json"               ? "application/json"
+                        : ext == "xml"                ? "application/xml"
+                                                      : "text/plain; charset=utf-8";
+    return true;
   }
 
   // An array of "ADDRESS[/BITS]" strings.

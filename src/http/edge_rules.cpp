@@ -230,7 +230,7 @@ std::string_view host_without_port(std::string_view host) noexcept {
 
 std::size_t append_fixed_answer(std::string& out, const FixedAnswer& answer, const Variables& vars,
                                 const HeaderRules* rules, bool keep_alive, bool head_only,
-                                unsigned client_version) {
+                                unsigned client_version, std::string_view date) {
   namespace bhttp = boost::beast::http;
   char number[24];
   const auto put_number = [&](std::size_t n) {
@@ -244,6 +244,12 @@ std::size_t append_fixed_answer(std::string& out, const FixedAnswer& answer, con
   out.append("\r\n");
   // A response rule that sets or removes one of these fields wins over the answer's own.
   const auto own = [&](std::string_view name) { return rules == nullptr || !rules->drops(name); };
+  // RFC 9110 §6.6.1: an origin server with a clock sends Date (here: sluice is the origin).
+  if (!date.empty() && own("date")) {
+    out.append("Date: ");
+    out.append(date);
+    out.append("\r\n");
+  }
   const auto body_size = answer.body.size(vars);
   if (body_size != 0 && own("content-type")) {
     out.append("Content-Type: ");

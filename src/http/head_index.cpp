@@ -73,6 +73,7 @@ constexpr Known k_known[] = {
     {"forwarded", KnownField::forwarded},
     {"idempotency-key", KnownField::idempotency_key},
     {"cookie", KnownField::cookie},
+    {"date", KnownField::date},
 };
 
 // The known names by length, so that a name is compared with at most the two or three of its
@@ -765,6 +766,10 @@ void splice_response_head(std::string& s, const ResponseHead& res, const Respons
   if (e.kind == Kind::switching) append_upgrade(w, out, res, e.rules, false);
   if (codings && !dropped_by(e.rules, "Transfer-Encoding")) w.line("Transfer-Encoding", te);
   if (own_id && !e.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", e.request_id);
+  // RFC 9110 §6.6.1: a recipient with a clock adds the Date an answer came without; an origin's
+  // own Date is kept as it is.
+  if (e.kind != Kind::interim && !e.date.empty() && res.count(KnownField::date) == 0 && !dropped_by(e.rules, "Date"))
+    w.line("Date", e.date);
   w.flush();
   if (e.kind == Kind::final_head) append_final_lines(out, e, codings);
   out.append(crlf);

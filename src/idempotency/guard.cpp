@@ -266,6 +266,21 @@ void Ticket::store_failed(unsigned worker) {
             "the idempotency store could not be reached in time; retry later", 1);
 }
 
+namespace {
+
+// A "Date:" line among the head's fields (after its status line), in any case.
+bool has_date(std::string_view head) noexcept {
+  for (auto at = head.find("\r\n"); at != std::string_view::npos; at = head.find("\r\n", at + 2)) {
+    const auto line = head.substr(at + 2, 5);
+    if (line.size() == 5 && line[4] == ':' && (line[0] | 0x20) == 'd' && (line[1] | 0x20) == 'a' &&
+        (line[2] | 0x20) == 't' && (line[3] | 0x20) == 'e')
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Ticket::start_head(unsigned status) {
   status_ = status;
   head_.assign("HTTP/1.1 ").append(std::to_string(status)).append(" ");
@@ -311,9 +326,12 @@ std::string_view Ticket::refusal() const noexcept {
   }
 }
 
-std::string_view Ticket::response(std::string_view request_id, bool keep_alive) {
+std::string_view Ticket::response(std::string_view request_id, bool keep_alive, bool detail,
+                                  std::string_view date) {
   out_.assign(head_);
-  if (const auto why = refusal(); !why.empty()) out_.append("Sluice-Error: ").append(why).append("\r\n");
+  // A stored answer keeps the origin's own Date; sluice's problems and dateless answers get one.
+  if (!date.empty() && !has_date(head_)) out_.append("Date: ").append(date).append("\r\n");
+  if (const auto why = refusal(); detail && !why.empty()) out_.append("Sluice-Error: ").append(why).append("\r\n");
   if (!request_id.empty()) out_.append("X-Request-Id: ").append(request_id).append("\r\n");
   if (!keep_alive) out_.append("Connection: close\r\n");
   out_.append("\r\n").append(body_);

@@ -118,7 +118,11 @@ net::awaitable<bool> DownstreamSession::idempotency_gate(Exchange& x) {
   x.status = ticket.status();
   x.error = ticket.refusal();
   if (!ticket.keeps_connection()) x.client_keep_alive = false;
-  const auto out = ticket.response(x.request_id, x.client_keep_alive && !worker_.is_stopping());
+  const auto out = ticket.response(x.request_id, x.client_keep_alive && !worker_.is_stopping(),
+                                   snapshot_->config->server.error_detail == config::ErrorDetail::full,
+                                   worker_.date.now());
+  // The access log counts the answer's body, as it does an origin's.
+  x.bytes_out = error_body_size(out);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(out.data(), out.size()), nothrow);
   if (n > 0) x.head_sent = true;

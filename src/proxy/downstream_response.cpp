@@ -81,7 +81,12 @@ struct DownstreamSession::ResponseHooks {
   net::awaitable<void> body_failed(error_code ec, bool head_written, FailureKind failure) {
     return s.body_failed(x, ec, head_written, failure);
   }
-  void client_failed() { x.client_keep_alive = false; }
+  // The client left (or stopped reading past idle_timeout) before the answer was whole: a cut,
+  // logged and counted as one, though the origin's status went out.
+  void client_failed(error_code ec) {
+    x.client_keep_alive = false;
+    x.error = ec == beast::error::timeout ? client_write_timeout : client_closed;
+  }
   void done() {
     if (x.idem) x.idem->capture_end();
   }
@@ -212,6 +217,7 @@ void DownstreamSession::write_switch_head(Exchange& x) {
   http::ResponseSplice edits;
   edits.request_id = x.request_id;
   edits.kind = http::ResponseSplice::Kind::switching;
+  edits.date = worker_.date.now();
   http::splice_response_head(head_out_, *response_, edits);
 }
 

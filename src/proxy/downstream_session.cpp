@@ -3,6 +3,7 @@
 // the origin and back is in downstream_forward.cpp, downstream_upload.cpp and
 // downstream_response.cpp.
 #include "downstream_exchange.hpp"
+#include "sluice/proxy/unrouted.hpp"
 
 namespace sluice::proxy {
 
@@ -349,10 +350,14 @@ net::awaitable<void> DownstreamSession::send_error(Exchange* x, const ProxyError
   } else {
     id = worker_.ids.next(id_storage);
   }
+  // Before its first request a connection holds no snapshot: the worker's newest, held here for
+  // the write, as a reload may free it meanwhile (the page is the config's bytes).
+  const auto snapshot = snapshot_ ? snapshot_ : worker_.snapshot;
+  const auto style = error_style(*snapshot->config, x != nullptr ? x->route : nullptr, error.status);
   char buf[1024];
-  const auto n = format_error(buf, error, id, false);
+  const auto n = format_error(buf, error, id, false, style);
   // The access log counts the body of our own answer, as it does an origin's.
-  const auto body = error_body_size({buf, n});
+  const auto body = style.has_page() ? style.page.size() : error_body_size({buf, n});
   if (x != nullptr) {
     x->bytes_out = body;
   } else {
@@ -365,8 +370,27 @@ net::awaitable<void> DownstreamSession::send_error(Exchange* x, const ProxyError
     log_exchange(e);
   }
   expire_after(std::chrono::seconds(5));
-  co_await net::async_write(client_, net::buffer(buf, n), nothrow);
+  const std::array<net::const_buffer, 2> pieces{net::buffer(buf, n), net::buffer(style.page)};
+  co_await net::async_write(client_, pieces, nothrow);
   if (x != nullptr) x->head_sent = true;
+}
+
+// How sluice's own answer with `status` is told ([server] error_detail, the route's or the
+// server's error page for it), with the Date of this second.
+ErrorStyle DownstreamSession::error_style(const config::Config& config, const Router::Route* route,
+                                          unsigned status) {
+  ErrorStyle style;
+  style.detail = config.server.error_detail == config::ErrorDetail::full;
+  style.date = worker_.date.now();
+  const config::ErrorPage* page = route != nullptr && route->error_pages != nullptr
+                                      ? route->error_pages->find(status)
+                                      : nullptr;
+  if (page == nullptr) page = config.server.error_pages.find(status);
+  if (page != nullptr) {
+    style.page = page->body;
+    style.page_type = page->content_type;
+  }
+  return style;
 }
 
 // ---- edge rules (docs/edge.md): applied while a head is written, in plain functions so that
@@ -410,7 +434,10 @@ void DownstreamSession::write_request_head(const Exchange& x) {
 void DownstreamSession::write_response_head(const Exchange& x, const http::ResponsePlan& plan) {
   const auto& rules = x.route->response_rules;
   head_out_.clear();
-  http::ResponseSplice edits{x.request_id, plan, x.client_version, x.attempts};
+  // Sluice-Attempts is internal detail, shown with error_detail = "full" only.
+  const bool detail = snapshot_->config->server.error_detail == config::ErrorDetail::full;
+  http::ResponseSplice edits{x.request_id, plan, x.client_version, detail ? x.attempts : 1};
+  edits.date = worker_.date.now();
   if (rules.empty()) {
     http::splice_response_head(head_out_, *response_, edits);
     return;
@@ -433,7 +460,7 @@ net::awaitable<bool> DownstreamSession::send_fixed_answer(Exchange& x) {
     x.status = x.route->answer->status;
     x.bytes_out = http::append_fixed_answer(head_out_, *x.route->answer, vars, &x.route->response_rules,
                                             keep, request_->verb() == bhttp::verb::head,
-                                            x.client_version);
+                                            x.client_version, worker_.date.now());
   }
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
@@ -442,14 +469,20 @@ net::awaitable<bool> DownstreamSession::send_fixed_answer(Exchange& x) {
 }
 
 void DownstreamSession::log_exchange(const Exchange& x) {
-  if (x.server != nullptr || x.upstream != nullptr) {
-    // Per-worker counters of the last server tried (or of the upstream, when no server was):
-    // status class, duration histogram.
-    auto& c = x.server != nullptr ? x.server->counters(worker_.index)
-                                  : x.upstream->unserved(worker_.index);
-    const bool from_origin = x.error.empty() && x.status >= 100 && x.status < 600;
-    const bool cut = x.error == upstream_body_cut;
-    c.count_exchange(cut ? 6 : from_origin ? x.status / 100 : 0,
+  // Per-worker counters of the last server tried (or of the upstream, when no server was; or of
+  // no upstream, for an answer before routing or a `return`): source and status class, duration.
+  auto& c = x.server != nullptr     ? x.server->counters(worker_.index)
+            : x.upstream != nullptr ? x.upstream->unserved(worker_.index)
+                                    : unrouted_counters(worker_.index);
+  const bool valid = x.status >= 100 && x.status < 600;
+  const bool cut = x.error == upstream_body_cut;
+  const bool client_cut = x.error == client_closed || x.error == client_write_timeout;
+  const bool own = (!x.error.empty() && !client_cut) || x.server == nullptr;
+  if (valid || cut) {
+    c.count_exchange(cut          ? EndpointCounters::cut_slot
+                     : client_cut ? EndpointCounters::client_cut_slot
+                     : own        ? EndpointCounters::own_answer_slot(x.status)
+                                  : x.status / 100,
                      std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }
   if (worker_.access_log.enabled()) {

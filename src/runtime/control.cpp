@@ -3,14 +3,26 @@
 #include "sluice/runtime/control.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iterator>
+#include <sstream>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <boost/json.hpp>
+
+#include "sluice/core/file.hpp"
 
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/proxy_protocol.hpp"
 #include "sluice/proxy/retry.hpp"
+#include "sluice/proxy/unrouted.hpp"
 #include "sluice/telemetry/metrics.hpp"
 
 namespace sluice {
@@ -69,6 +81,125 @@ void edge_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
   for (const auto& a : snapshot.admissions)
     if (a->limiter() != nullptr)
       m.sample({{"route", a->label()}}, static_cast<double>(a->limited()));
+}
+
+// Prometheus label values are snake_case words: "connect refused" -> "connect_refused".
+std::string snake_case(std::string_view text) {
+  std::string out(text);
+  std::ranges::replace(out, ' ', '_');
+  return out;
+}
+
+// One EndpointCounters slot summed over the workers: by response slot, and the histogram.
+struct CounterTotals {
+  std::uint64_t responses[EndpointCounters::response_slots] = {};
+  std::uint64_t durations[EndpointCounters::buckets + 1] = {};
+  double sum_s = 0;
+  void add(const EndpointCounters& k) {
+    for (std::size_t r = 0; r < EndpointCounters::response_slots; ++r)
+      responses[r] += k.responses[r].load(std::memory_order_relaxed);
+    for (std::size_t b = 0; b <= EndpointCounters::buckets; ++b)
+      durations[b] += k.duration_counts[b].load(std::memory_order_relaxed);
+    sum_s += static_cast<double>(k.duration_sum_us.load(std::memory_order_relaxed)) / 1e6;
+  }
+};
+
+// sluice_requests_total and sluice_request_duration_seconds of one series: a server, an
+// upstream's answers without a server (server=""), or the answers before routing and `return`
+// answers (upstream="", server="").
+void request_series(telemetry::MetricsText& m, std::string_view upstream, std::string_view server,
+                    const CounterTotals& t, bool always) {
+  static constexpr const char* classes[6] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
+  m.counter("sluice_requests_total", "");
+  for (std::size_t c = 1; c <= 5; ++c) {
+    const auto from_origin = t.responses[c];
+    if (from_origin != 0 || (always && c == 2))
+      m.sample({{"upstream", upstream}, {"server", server}, {"code", classes[c]}, {"source", "upstream"}},
+               static_cast<double>(from_origin));
+    if (const auto own = t.responses[EndpointCounters::cut_slot + c]; own != 0)
+      m.sample({{"upstream", upstream}, {"server", server}, {"code", classes[c]}, {"source", "sluice"}},
+               static_cast<double>(own));
+  }
+  if (const auto cut = t.responses[EndpointCounters::cut_slot]; cut != 0)
+    m.sample({{"upstream", upstream}, {"server", server}, {"code", "cut"}, {"source", "upstream"}},
+             static_cast<double>(cut));
+  if (const auto cut = t.responses[EndpointCounters::client_cut_slot]; cut != 0)
+    m.sample({{"upstream", upstream}, {"server", server}, {"code", "cut"}, {"source", "client"}},
+             static_cast<double>(cut));
+  std::uint64_t observed = 0;
+  for (const auto d : t.durations) observed += d;
+  if (observed == 0 && !always) return;
+  m.histogram("sluice_request_duration_seconds", "");
+  m.sample({{"upstream", upstream}, {"server", server}},
+           telemetry::HistogramSample{duration_bounds, t.durations, t.sum_s});
+}
+
+void request_metrics(telemetry::MetricsText& m, const Snapshot& snapshot, unsigned workers) {
+  // Declared first, so that their HELP comes with the families whatever series follow.
+  m.counter("sluice_requests_total",
+            "Requests answered, by upstream, last server tried, status class (code) and who "
+            "answered (source: upstream = the origin, sluice = sluice's own answer; code=\"cut\": "
+            "an answer broken off after its head was sent, by the origin (source=upstream) or by "
+            "the client leaving or not reading (source=client)).");
+  m.histogram("sluice_request_duration_seconds",
+              "Time from a request's head to the end of its answer, by upstream and server.");
+  const unsigned slots = std::min(workers, Endpoint::max_worker_slots);
+  for (const auto& u : snapshot.upstreams) {
+    for (Endpoint* ep : u->endpoints()) {
+      CounterTotals t;
+      for (unsigned w = 0; w < slots; ++w) t.add(ep->counters(w));
+      request_series(m, u->name(), ep->identity(), t, true);
+    }
+    CounterTotals unserved;
+    for (unsigned w = 0; w < slots; ++w) unserved.add(u->unserved(w));
+    request_series(m, u->name(), "", unserved, false);
+  }
+  CounterTotals unrouted;
+  proxy::for_each_unrouted(slots, [&](const EndpointCounters& k) { unrouted.add(k); });
+  request_series(m, "", "", unrouted, false);
+}
+
+// The standard process_* metrics (as client libraries export them), from /proc/self.
+void process_metrics(telemetry::MetricsText& m) {
+  const long ticks = sysconf(_SC_CLK_TCK);
+  const long page = sysconf(_SC_PAGESIZE);
+  std::string stat;
+  if (read_whole_file("/proc/self/stat", stat) == 0) {
+    // Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15,
+    // starttime 22, rss 24 (proc(5)).
+    std::istringstream in(stat.substr(stat.rfind(')') + 2));
+    std::vector<std::string> f{std::istream_iterator<std::string>(in), {}};
+    if (f.size() > 21 && ticks > 0) {
+      const auto field = [&](std::size_t n) { return std::strtod(f[n - 3].c_str(), nullptr); };
+      m.counter("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.");
+      m.sample((field(14) + field(15)) / static_cast<double>(ticks));
+      m.gauge("process_resident_memory_bytes", "Resident memory size in bytes.");
+      m.sample(field(24) * static_cast<double>(page));
+      std::string uptime;
+      if (read_whole_file("/proc/uptime", uptime) == 0) {
+        const double since_boot = std::strtod(uptime.c_str(), nullptr);
+        timespec now{};
+        clock_gettime(CLOCK_REALTIME, &now);
+        const double started = static_cast<double>(now.tv_sec) - since_boot + field(22) / static_cast<double>(ticks);
+        m.gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.");
+        m.sample(std::floor(started));
+      }
+    }
+  }
+  std::error_code ec;
+  std::size_t fds = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++fds;
+  if (!ec) {
+    m.gauge("process_open_fds", "Number of open file descriptors.");
+    m.sample(static_cast<double>(fds));
+  }
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    m.gauge("process_max_fds", "Maximum number of open file descriptors.");
+    m.sample(static_cast<double>(limit.rlim_cur));
+  }
 }
 
 }  // namespace
@@ -157,7 +288,7 @@ std::string RuntimeControl::status_json() {
       so["drain_source"] = !ep->draining() ? "" : ep->drained_by_api() ? "api" : "config";
       so["drained"] = ep->draining() && in_flight == 0;
       std::uint64_t requests = 0;
-      for (int c = 0; c < 7; ++c)
+      for (std::size_t c = 0; c < EndpointCounters::response_slots; ++c)
         requests += sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
       so["requests"] = requests;
       so["failures"] = sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
@@ -198,39 +329,7 @@ std::string RuntimeControl::metrics_text() {
   const unsigned workers = hooks_.workers();
   telemetry::MetricsText m;
   m.gauge("sluice_build_info", "Build information.").sample({{"version", SLUICE_VERSION}}, 1);
-  static constexpr const char* classes[7] = {"error", "1xx", "2xx", "3xx", "4xx", "5xx", "cut"};
-  m.counter("sluice_requests_total",
-            "Requests answered, by upstream, last server tried and status class (error = sluice's own answer, cut = the origin's body broke off after its head was sent).");
-  for (const auto& u : snapshot->upstreams)
-    for (Endpoint* ep : u->endpoints())
-      for (int c = 0; c < 7; ++c) {
-        const auto v = sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
-        if (v != 0 || c == 2)
-          m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"code", classes[c]}},
-                   static_cast<double>(v));
-      }
-  for (const auto& u : snapshot->upstreams)
-    for (int c = 0; c < 7; ++c) {
-      std::uint64_t v = 0;
-      for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w)
-        v += u->unserved(w).responses[c].load(std::memory_order_relaxed);
-      if (v != 0) m.sample({{"upstream", u->name()}, {"server", ""}, {"code", classes[c]}}, static_cast<double>(v));
-    }
-  m.histogram("sluice_request_duration_seconds", "Time from a request's head to the end of its answer.");
-  for (const auto& u : snapshot->upstreams) {
-    std::uint64_t counts[EndpointCounters::buckets + 1] = {};
-    double sum_s = 0;
-    const auto add = [&](const EndpointCounters& k) {
-      for (std::size_t b = 0; b <= EndpointCounters::buckets; ++b)
-        counts[b] += k.duration_counts[b].load(std::memory_order_relaxed);
-      sum_s += static_cast<double>(k.duration_sum_us.load(std::memory_order_relaxed)) / 1e6;
-    };
-    for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w) {
-      for (Endpoint* ep : u->endpoints()) add(ep->counters(w));
-      add(u->unserved(w));
-    }
-    m.sample({{"upstream", u->name()}}, telemetry::HistogramSample{duration_bounds, counts, sum_s});
-  }
+  request_metrics(m, *snapshot, workers);
   m.gauge("sluice_upstream_in_flight", "Requests in flight to a server, across workers.");
   for (const auto& u : snapshot->upstreams)
     for (Endpoint* ep : u->endpoints())
@@ -269,7 +368,7 @@ std::string RuntimeControl::metrics_text() {
       for (Endpoint* ep : u->endpoints())
         v += sum(*ep, workers, [f](const EndpointCounters& k) -> const auto& { return k.retries[f]; });
       const auto reason = f == 0 ? std::string_view("status") : health::describe(static_cast<proxy::FailureKind>(f));
-      m.sample({{"upstream", u->name()}, {"reason", reason}}, static_cast<double>(v));
+      m.sample({{"upstream", u->name()}, {"reason", snake_case(reason)}}, static_cast<double>(v));
     }
   m.counter("sluice_retries_skipped_total", "Retries not made, by upstream and reason.");
   for (const auto& u : snapshot->upstreams)
@@ -277,7 +376,7 @@ std::string RuntimeControl::metrics_text() {
       std::uint64_t v = 0;
       for (Endpoint* ep : u->endpoints())
         v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.retry_skips[r]; });
-      m.sample({{"upstream", u->name()}, {"reason", proxy::describe(static_cast<proxy::RetrySkip>(r))}},
+      m.sample({{"upstream", u->name()}, {"reason", snake_case(proxy::describe(static_cast<proxy::RetrySkip>(r)))}},
                static_cast<double>(v));
     }
   idempotency_metrics(m, *snapshot);
@@ -339,6 +438,7 @@ std::string RuntimeControl::metrics_text() {
             "sluice_connections{side=\"client\"}.");
     m.sample(static_cast<double>(hooks_.parked_connections()));
   }
+  process_metrics(m);
   return m.take();
 }
 

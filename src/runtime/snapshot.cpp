@@ -35,6 +35,7 @@ Router::Route compile_route(const config::RouteConfig& r, const Upstream* upstre
   apply(route.response_rules, r.response_headers);
   if (r.strip_prefix || !r.rewrite_prefix.empty())
     route.rewrite = http::PathRewrite{r.path_prefix.size(), r.strip_prefix ? "/" : r.rewrite_prefix};
+  if (!r.error_pages.empty()) route.error_pages = &r.error_pages;
   if (r.answer) {
     route.answer.emplace();
     route.answer->status = r.answer->status;

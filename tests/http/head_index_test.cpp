@@ -412,3 +412,31 @@ TEST(HeadIndex, NamesAndValuesLongerThan64KiB) {
 
 }  // namespace
 }  // namespace sluice::http
+
+namespace sluice::http {
+namespace {
+
+// RFC 9110 §6.6.1: sluice's Date where the origin sent none; the origin's own kept; none on 1xx.
+TEST(HeadIndex, SplicedDateOnlyWhereTheOriginSentNone) {
+  constexpr std::string_view now = "Sun, 06 Nov 1994 08:49:37 GMT";
+  ResponseHead res;
+  ASSERT_EQ(index_response_head("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 4096, res).result, Result::complete);
+  ResponseSplice edits{"id", plan_response(res, false, 11, true), 11, 1};
+  edits.date = now;
+  std::string out;
+  splice_response_head(out, res, edits);
+  EXPECT_EQ(out, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nX-Request-Id: id\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n");
+  ASSERT_EQ(index_response_head("HTTP/1.1 200 OK\r\nDATE: Mon, 07 Nov 1994 00:00:00 GMT\r\nContent-Length: 0\r\n\r\n", 4096,
+                                res).result, Result::complete);
+  out.clear();
+  splice_response_head(out, res, edits);
+  EXPECT_EQ(out, "HTTP/1.1 200 OK\r\nDATE: Mon, 07 Nov 1994 00:00:00 GMT\r\nContent-Length: 0\r\nX-Request-Id: id\r\n\r\n");
+  ASSERT_EQ(index_response_head("HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n", 4096, res).result, Result::complete);
+  out.clear();
+  edits.kind = ResponseSplice::Kind::interim;
+  splice_response_head(out, res, edits);
+  EXPECT_EQ(out, "HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace sluice::http

@@ -43,3 +43,50 @@ TEST(ErrorResponse, BodySizeIsWhatFollowsTheHead) {
 
 }  // namespace
 }  // namespace sluice::proxy
+
+namespace sluice::proxy {
+namespace {
+
+// error_detail = "status": the status line's words alone, no Sluice-Error, no upstream name.
+TEST(ErrorResponse, StatusOnlyShowsNoInternals) {
+  char buf[1024];
+  ErrorStyle style;
+  style.detail = false;
+  style.date = "Sun, 06 Nov 1994 08:49:37 GMT";
+  const std::string r(buf, format_error(buf, {503, "no healthy server", "app", "not idempotent"}, "id-1",
+                                        false, style));
+  EXPECT_EQ(r,
+            "HTTP/1.1 503 Service Unavailable\r\n"
+            "Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n"
+            "Content-Length: 24\r\n"
+            "X-Request-Id: id-1\r\n"
+            "Connection: close\r\n"
+            "\r\n"
+            "503 Service Unavailable\n");
+}
+
+TEST(ErrorResponse, FullDetailNamesTheReasonAndTheUpstream) {
+  char buf[1024];
+  const std::string r(buf, format_error(buf, {503, "no healthy server", "app"}, "", true));
+  EXPECT_NE(r.find("Sluice-Error: no healthy server\r\n"), std::string::npos) << r;
+  EXPECT_TRUE(r.ends_with("\r\n\r\n503 Service Unavailable: no healthy server in upstream app\n")) << r;
+}
+
+// A page: the head with its type and length; the body is the caller's to send after it.
+TEST(ErrorResponse, PageHeadCarriesItsTypeAndLength) {
+  char buf[1024];
+  ErrorStyle style;
+  style.detail = false;
+  style.page = "<h1>down</h1>";
+  style.page_type = "text/html; charset=utf-8";
+  const std::string r(buf, format_error(buf, {502, "connect refused"}, "", true, style));
+  EXPECT_EQ(r,
+            "HTTP/1.1 502 Bad Gateway\r\n"
+            "Content-Type: text/html; charset=utf-8\r\n"
+            "Content-Length: 13\r\n"
+            "\r\n");
+}
+
+}  // namespace
+}  // namespace sluice::proxy

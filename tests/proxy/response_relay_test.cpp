@@ -56,7 +56,7 @@ struct Hooks {
     seen->head_written_at_failure = head_written;
     co_return;
   }
-  void client_failed() { seen->client_failed = true; }
+  void client_failed(boost::system::error_code) { seen->client_failed = true; }
   void done() { seen->done = true; }
 };
 

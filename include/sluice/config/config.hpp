@@ -68,6 +68,27 @@ struct TlsListenerConfig {
   SourceLocation where;
 };
 
+// What sluice's own answers (errors it makes, not an origin's) tell the client: `status`, the
+// status line and a bare body ("503 Service Unavailable"); `full`, also Sluice-Error with the
+// reason, Sluice-Attempts, and the reason and the upstream's name in the body. The access log and
+// the metrics keep the full detail either way.
+enum class ErrorDetail { status, full };
+
+// error_pages = { 502 = "FILE", "5xx" = "FILE" }: the body of sluice's own answers with that
+// status (or of its class), read once at load.
+struct ErrorPage {
+  unsigned status = 0;  // 100..599; or 1..5 for a whole class ("5xx")
+  std::string file;
+  std::string body;
+  std::string_view content_type;  // static storage, from the file's extension
+};
+struct ErrorPages {
+  std::vector<ErrorPage> pages;
+  // The page of `status`, else of its class; nullptr: none.
+  const ErrorPage* find(unsigned status) const noexcept;
+  bool empty() const noexcept { return pages.empty(); }
+};
+
 struct ServerSection {
   // Plain HTTP listeners. May be empty when there are TLS listeners.
   std::vector<HostPort> listen{{"127.0.0.1", 8080}};
@@ -102,6 +123,8 @@ struct ServerSection {
   bool proxy_protocol = false;
   CidrSet trusted_proxies;
   bool forwarded_header = false;  // forwarded_header = "off" | "add" (RFC 7239 Forwarded)
+  ErrorDetail error_detail = ErrorDetail::status;
+  ErrorPages error_pages;
 };
 
 enum class AccessLogFormat { text, json, off };
@@ -211,6 +234,7 @@ struct RouteConfig {
   bool strip_prefix = false;           // path_prefix removed ("/" kept) before forwarding
   std::string rewrite_prefix;          // "" = none; else replaces path_prefix
   std::optional<ReturnConfig> answer;  // `return`
+  ErrorPages error_pages;              // before [server] error_pages for this route's answers
   SourceLocation where;
 };
 

@@ -32,10 +32,16 @@ namespace health { class ServerHealth; }
 // Counters of one worker for one endpoint, on their own cache line. Written only by that worker
 // (a plain load + store, no locked instruction), summed by the control thread at scrape.
 struct alignas(64) EndpointCounters {
-  static constexpr std::size_t buckets = 11;  // request duration histogram, see duration_bounds
-  // By status class: [0] none (proxy error), [1]..[5] 1xx..5xx, [6] cut: the origin's head went
-  // to the client but its body broke off (response_classes).
-  std::atomic<std::uint64_t> responses[7]{};
+  static constexpr std::size_t buckets = 15;  // request duration histogram, see duration_bounds
+  // By source and status class: [1]..[5] the origin's 1xx..5xx, [6] cut: the origin's head went
+  // to the client but its body broke off; [7]..[11] sluice's own answers (errors, `return`,
+  // idempotency refusals), 1xx..5xx: own_answer_slot(); [0] cut by the client: it left, or
+  // stopped reading for idle_timeout, before the answer was whole.
+  static constexpr std::size_t client_cut_slot = 0;
+  static constexpr std::size_t cut_slot = 6;
+  static constexpr std::size_t response_slots = 12;
+  static constexpr std::size_t own_answer_slot(unsigned status) noexcept { return cut_slot + status / 100; }
+  std::atomic<std::uint64_t> responses[response_slots]{};
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
   // Retries made after an attempt here failed, by health::FailureKind ([0]: a status in `on`).
   std::atomic<std::uint64_t> retries[health::failure_kind_count]{};
@@ -55,8 +61,10 @@ struct alignas(64) EndpointCounters {
   void count_exchange(std::size_t response_slot, std::chrono::microseconds duration) noexcept;
 };
 // Upper bounds (seconds) of the duration buckets; one more bucket holds the rest.
+// Up to past the default response_timeout (30 s), so that a request that ran into it lands in a
+// bucket of its own rather than in +Inf with every other slow one.
 inline constexpr double duration_bounds[EndpointCounters::buckets] = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 
 inline void EndpointCounters::count_exchange(std::size_t response_slot,
                                              std::chrono::microseconds duration) noexcept {

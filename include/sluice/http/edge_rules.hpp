@@ -120,10 +120,11 @@ struct FixedAnswer {
 // The whole answer (head and, unless `head_only`, body) appended to `out`: status line,
 // Content-Type when there is a body, Content-Length, Location, X-Request-Id, `rules` (the
 // response rules of the route), Connection: close unless `keep_alive` (keep-alive for an HTTP/1.0
-// client that asked for it). Returns the body's size.
+// client that asked for it), and Date (`date`, an IMF-fixdate; empty: none) unless the rules set
+// or remove it. Returns the body's size.
 std::size_t append_fixed_answer(std::string& out, const FixedAnswer& answer, const Variables& vars,
                                 const HeaderRules* rules, bool keep_alive, bool head_only,
-                                unsigned client_version = 11);
+                                unsigned client_version = 11, std::string_view date = {});
 
 // "example.com:8080" -> "example.com", "[::1]:80" -> "[::1]".
 std::string_view host_without_port(std::string_view host) noexcept;

@@ -49,6 +49,7 @@ enum class KnownField : std::uint8_t {
   forwarded,
   idempotency_key,
   cookie,
+  date,  // a forwarded answer without one gets sluice's (RFC 9110 §6.6.1)
   sluice,  // any Sluice-* name: only sluice speaks as sluice (strip_origin_claims)
   count_,
 };
@@ -237,6 +238,9 @@ struct ResponseSplice {
   Kind kind = Kind::final_head;
   const HeaderRules* rules = nullptr;  // final_head only, with vars
   const Variables* vars = nullptr;
+  // An IMF-fixdate (http/date.hpp) written as Date when the origin sent none (final and
+  // switching heads, RFC 9110 §6.6.1); empty: none added.
+  std::string_view date{};
 };
 void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& edits);
 

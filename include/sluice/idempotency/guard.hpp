@@ -108,7 +108,10 @@ public:
   // The body could not be fingerprinted: 413 (response() holds it).
   void refuse_too_large(unsigned worker);
   // Sets the answer's request id and connection handling; call before writing response().
-  std::string_view response(std::string_view request_id, bool keep_alive);
+  // `detail`: a refusal says why in Sluice-Error ([server] error_detail = "full"). `date`: the
+  // Date written when the answer has none (an IMF-fixdate; empty: none).
+  std::string_view response(std::string_view request_id, bool keep_alive, bool detail = true,
+                            std::string_view date = {});
   unsigned status() const noexcept { return status_; }
   // The Sluice-Error of a refusal (static storage), "" for a replayed answer.
   std::string_view refusal() const noexcept;

@@ -201,6 +201,7 @@ private:
   void write_switch_head(Exchange& x);
   void hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream);
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
+  ErrorStyle error_style(const config::Config& config, const Router::Route* route, unsigned status);
   // Edge rules (docs/edge.md): the heads written with the route's rules, and `return` answers.
   http::Variables rule_variables(const Exchange& x, std::span<char, 24> version) const;
   void write_request_head(const Exchange& x);

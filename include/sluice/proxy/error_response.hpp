@@ -1,7 +1,9 @@
 #pragma once
 // Responses the proxy generates itself (400, 404, 408, 413, 414, 431, 502, 503, 504): a short
-// plain-text body and a `Sluice-Error` header naming the reason, so an operator (or a script) can
-// tell sluice's own answers from the origin's.
+// plain-text body, or the operator's page for the status ([server] error_pages). With
+// error_detail = "full" a `Sluice-Error` header names the reason and the body says it too, so an
+// operator (or a script) can tell sluice's own answers from the origin's; with "status" (the
+// default) the client sees the status alone, and the reason stays in the access log.
 #include <cstddef>
 #include <span>
 #include <string_view>
@@ -17,10 +19,20 @@ struct ProxyError {
   unsigned retry_after = 0;  // seconds; > 0 adds Retry-After (RFC 9110 §10.2.3), as a 429 needs
 };
 
-// Formats the complete response (head and body) into `out`; returns the bytes used. `keep_alive`
-// false adds Connection: close. `request_id` may be empty. `out` must hold 1 KiB.
+// How an answer is told: the detail shown, the Date, and the operator's page if any.
+struct ErrorStyle {
+  bool detail = true;             // Sluice-Error, and the reason and upstream in the body
+  std::string_view date{};        // the Date field's value; empty: none
+  std::string_view page{};        // the body, sent after the head (not written by format_error)
+  std::string_view page_type{};   // the page's Content-Type
+  bool has_page() const noexcept { return !page_type.empty(); }
+};
+
+// Formats the response into `out`: the head, and the body unless `style` has a page (then the
+// head only, with the page's length and type). Returns the bytes used. `keep_alive` false adds
+// Connection: close. `request_id` may be empty. `out` must hold 1 KiB.
 std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
-                         bool keep_alive);
+                         bool keep_alive, const ErrorStyle& style = {});
 
 // The body size of a response format_error() made (what follows its head), for the access log.
 std::size_t error_body_size(std::string_view response);

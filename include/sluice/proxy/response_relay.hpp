@@ -15,7 +15,7 @@
 //   awaitable<void> refused();   // the framing cannot be relayed: answer 502 bad response
 //   awaitable<void> body_failed(error_code, bool head_written, FailureKind);
 //                                // the origin's body failed (bad_response or reset_after_send)
-//   void client_failed();        // a client write failed
+//   void client_failed(error_code);  // a client write failed (beast timeout: its deadline passed)
 //   void done();                 // the body reached the client whole
 // Returns whether the upstream connection may go back to the pool: only after a whole, correctly
 // framed body with nothing left over in `in`, and when `framing.reusable`.
@@ -134,8 +134,8 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
     boost::system::error_code ec;
     if (n < boost::asio::buffer_size(out.buffers())) std::tie(ec, n) = co_await write_rest(client, out.buffers(), n);
     if (n > 0) hooks.head_reached();
-    if (hooks.timed(ec)) {
-      hooks.client_failed();
+    if (const auto failed = hooks.timed(ec)) {
+      hooks.client_failed(failed);
       co_return false;
     }
     head_written = true;
@@ -202,8 +202,8 @@ boost::asio::awaitable<bool> finish_at_once(Hooks hooks, Buffer& in, Client& cli
   const std::string_view piece(static_cast<const char*>(in.data().data()), static_cast<std::size_t>(body));
   const std::array<boost::asio::const_buffer, 1> out{boost::asio::buffer(head)};
   auto [ec, n] = co_await write_rest(client, std::span<const boost::asio::const_buffer>(out), written);
-  if (hooks.timed(ec)) {
-    hooks.client_failed();
+  if (const auto failed = hooks.timed(ec)) {
+    hooks.client_failed(failed);
     co_return false;
   }
   hooks.sent(piece);

@@ -17,6 +17,9 @@ class Upstream;
 namespace proxy {
 class RouteAdmission;
 }
+namespace config {
+struct ErrorPages;
+}
 
 class Router {
 public:
@@ -31,6 +34,8 @@ public:
     std::optional<http::FixedAnswer> answer;  // `return`: answered without an upstream
     std::string label{};  // "*/api/", "example.com/": host ("*" = any) and prefix, for logs
     const proxy::RouteAdmission* admission = nullptr;  // allow/deny/rate_limit; null = none
+    // The route's own error_pages (in the snapshot's config); null = the server's alone.
+    const config::ErrorPages* error_pages = nullptr;
   };
 
   Router() = default;

@@ -14,6 +14,7 @@
 #include "sluice/core/clock.hpp"
 #include "sluice/core/random.hpp"
 #include "sluice/core/string_pool.hpp"
+#include "sluice/http/date.hpp"
 #include "sluice/http/request_id.hpp"
 #include "sluice/proxy/snapshot.hpp"
 #include "sluice/telemetry/access_log.hpp"
@@ -57,6 +58,7 @@ struct WorkerContext {
   const Clock& clock;
   ConnectionPool pool;
   http::RequestIdGenerator ids;
+  http::HttpDate date;  // the Date sluice writes (RFC 9110 §6.6.1), formatted once a second
   AccessLog& access_log;
   // The newest config snapshot; a session takes its own reference at the start of a request.
   std::shared_ptr<const Snapshot> snapshot;
