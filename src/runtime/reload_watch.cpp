@@ -106,19 +106,35 @@ std::optional<WatchVerdict> ReloadWatch::judge(const std::vector<UpstreamUp>& up
   return verdict;
 }
 
-void TrafficMeter::add(Seen& seen, const Totals& now) {
+namespace {
+
+// One worker slot's answers: all of them, and the origin's 5xx and sluice's own (502, 503, 504).
+void add_answers(TrafficCount& into, const EndpointCounters& slot) {
+  const auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  for (const auto& r : slot.responses) into.requests += get(r);
+  into.failed += get(slot.responses[5]) + get(slot.responses[EndpointCounters::own_answer_slot(500)]);
+}
+
+}  // namespace
+
+void TrafficMeter::add(Seen& seen, const TrafficCount& now) {
   total_.requests += now.requests - seen.last.requests;
-  total_.failed += now.errors - seen.last.errors;
+  total_.failed += now.failed - seen.last.failed;
   seen.last = now;
   seen.read = reads_;
 }
 
 TrafficCount TrafficMeter::read(const Snapshot& snapshot, unsigned workers) {
   ++reads_;
+  const unsigned slots = std::min(workers, Endpoint::max_worker_slots);
   for (const auto& u : snapshot.upstreams) {
-    for (const Endpoint* ep : u->endpoints()) add(servers_[ep->id()], totals_of(*ep, workers));
-    Totals unserved;
-    for (unsigned w = 0; w < std::min(workers, Endpoint::max_worker_slots); ++w) add_slot(unserved, u->unserved(w));
+    for (const Endpoint* ep : u->endpoints()) {
+      TrafficCount answers;
+      for (unsigned w = 0; w < slots; ++w) add_answers(answers, ep->counters(w));
+      add(servers_[ep->id()], answers);
+    }
+    TrafficCount unserved;
+    for (unsigned w = 0; w < slots; ++w) add_answers(unserved, u->unserved(w));
     add(unserved_[u->name()], unserved);
   }
   // A server a reload removed may come back with the next (a rollback): its count is remembered

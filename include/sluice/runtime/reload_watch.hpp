@@ -19,7 +19,6 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
-#include "sluice/runtime/history.hpp"
 #include "sluice/runtime/snapshot.hpp"
 
 namespace sluice {
@@ -93,10 +92,10 @@ public:
 
 private:
   struct Seen {
-    Totals last;
+    TrafficCount last;
     std::uint64_t read = 0;  // the read that last found it
   };
-  void add(Seen& seen, const Totals& now);
+  void add(Seen& seen, const TrafficCount& now);
 
   std::uint64_t reads_ = 0;
   TrafficCount total_;
