@@ -400,6 +400,15 @@ def metric(s, name, **labels):
     return values[0] if values else 0
 
 
+def gone(pid):
+    """True once `pid` has exited (a zombie counts: it serves nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
 def wait_until(predicate, timeout=5.0, interval=0.02, what="condition"):
     """Polls `predicate` until it returns a truthy value (returned) or `timeout` passes."""
     deadline = time.monotonic() + timeout

@@ -8,18 +8,9 @@ import re
 import signal
 import subprocess
 
-from conftest import SLUICE, Conn, closed_port, sluice_cli, sluice_config, toml_table, wait_until
+from conftest import SLUICE, Conn, closed_port, gone, sluice_cli, sluice_config, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
-
-
-def gone(pid):
-    """True once `pid` has exited (a zombie counts: it serves nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 def on_port(config, port):

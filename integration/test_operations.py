@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import SCHEDULING_SLACK, metric, metric_samples
+from conftest import SCHEDULING_SLACK, metric, metric_samples, with_error_detail
 from conftest import (LOG_RESOLUTION, SLUICE, Background, Conn, Load, assert_expired_on_time,
                       run_client, sluice_cli, sluice_config,
                       timed_request, toml_table, wait_until, closed_port)
@@ -436,8 +436,9 @@ def test_check_diff_running_compares_a_new_file_with_what_the_process_serves(tmp
     s.config_path.write_text(sluice_config(fleet, top=ADMIN,
                                            server_keys={"127.0.0.1:9102": {"weight": 5}}))
     new = tmp_path / "new.toml"
-    new.write_text(sluice_config(["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9104"], top=ADMIN,
-                                 server_keys={"127.0.0.1:9102": {"weight": 3}}))
+    # As the running config got it (conftest.with_error_detail), so that only the servers differ.
+    new.write_text(with_error_detail(sluice_config(["127.0.0.1:9101", "127.0.0.1:9102", "127.0.0.1:9104"],
+                                                   top=ADMIN, server_keys={"127.0.0.1:9102": {"weight": 3}})))
     r = sluice_cli("check", new, "--diff-running", "--admin", s.admin_address)
     assert r.returncode == 0, r
     lines = r.stdout.splitlines()

@@ -9,22 +9,13 @@ import subprocess
 import threading
 import time
 
-from conftest import SANITIZED, SLUICE, Conn, closed_port, sluice_config, toml_table, wait_until
+from conftest import SANITIZED, SLUICE, Conn, closed_port, gone, sluice_config, toml_table, wait_until
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
 
 def cli(*args, timeout=60):
     return subprocess.run([str(SLUICE), *args], capture_output=True, text=True, timeout=timeout)
-
-
-def gone(pid):
-    """True once `pid` has exited (a zombie counts: it serves nothing)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
 
 
 class CountingConn(Conn):

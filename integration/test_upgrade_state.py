@@ -5,8 +5,8 @@ import os
 import re
 import signal
 
-from conftest import sluice_cli, sluice_config, toml_table, wait_until
-from test_listen_ownership import gone, served_by
+from conftest import gone, sluice_cli, sluice_config, toml_table, wait_until
+from test_listen_ownership import served_by
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 

@@ -1,28 +1,51 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages sluice needs to build, test and benchmark, if any is missing.
-# Idempotent and quick when everything is there (no apt-get update in that case).
+# Installs the Debian 12 packages sluice needs, if any is missing. Idempotent and quick when
+# everything is there (no apt-get update in that case).
+#
+# Usage: scripts/install-deps.sh [--build-only | --bench]
+#   (none)        build, run and test everything (scripts/test.sh, CI)
+#   --build-only  only what building and running sluice and the test origin needs (scripts/demo.sh)
+#   --bench       everything, plus the peers and tools of bench/run.sh
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build ccache pkg-config
+mode=${1:-}
+case "$mode" in
+  "" | --build-only | --bench) ;;
+  *) echo "usage: $0 [--build-only | --bench]" >&2; exit 2 ;;
+esac
+
+# Each package once, in the first group that needs it; a mode installs its group and those above.
+# build: compile and run `sluice` and `sluice-origin` (and curl, to ask them something).
+build=(
+  g++ cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libssl-dev openssl libtomlplusplus-dev libspdlog-dev libfmt-dev
+  libssl-dev libtomlplusplus-dev libspdlog-dev libfmt-dev
   libsystemd-dev  # sd_notify, sd_listen_fds (src/runtime/systemd.cpp, listen_fds.cpp)
   libc-ares-dev  # asynchronous DNS of discovered servers (src/discovery/resolver.cpp)
+  libhiredis-dev  # the Redis protocol codec of the idempotency store (src/idempotency/resp.cpp)
+  curl
+)
+# test: the unit tests, integration tests, sanitizer and fuzz builds, packaging (scripts/test.sh).
+test=(
+  build-essential openssl
   python3-dnslib python3-yaml  # the test DNS responder (integration/dns_responder.py), deploy/ manifests' check
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  curl python3 python3-pytest python3-prometheus-client
+  python3 python3-pytest python3-prometheus-client
   systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)
   dpkg-dev lintian man-db  # scripts/package.sh (dpkg-shlibdeps), its lint and `man -l` in the tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
-  libhiredis-dev  # the Redis protocol codec of the idempotency store (src/idempotency/resp.cpp)
   redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
   valgrind  # allocations per request, checked by scripts/test.sh (bench/allocs_per_request.py)
   prometheus  # promtool check rules of deploy/prometheus/alerts.yml (integration/test_prometheus.py)
   wrk  # the load of scripts/pgo_train.py (scripts/build-pgo.sh; its test in integration/test_deploy.py) and of bench/
 )
-if [[ "${1:-}" == "--bench" ]]; then packages+=(nginx-light haproxy); fi
+# bench: the side-by-side peers (bench/run.sh).
+bench=(nginx-light haproxy)
+
+packages=("${build[@]}")
+[[ $mode == --build-only ]] || packages+=("${test[@]}")
+[[ $mode != --bench ]] || packages+=("${bench[@]}")
 
 missing=()
 for p in "${packages[@]}"; do
@@ -33,5 +56,8 @@ if ((${#missing[@]})); then
   sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # unsafe-io: dpkg skips its fsync before each renamed file (what Debian's container images
+  # do); unpacking Boost's 15,000 headers otherwise takes a minute on a virtual disk.
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends \
+    -o Dpkg::Options::=--force-unsafe-io "${missing[@]}"
 fi

@@ -92,7 +92,8 @@ struct Prober::Server {
   Clock::time_point due{};  // next scheduled probe
   tls::Stream socket;       // the keep-alive connection (plain or TLS), when open
   net::steady_timer wait_timer;
-  net::steady_timer deadline_timer;  // the probe's timeout: closes the socket when it fires
+  net::steady_timer deadline_timer;  // wakes the probe at its deadline (arm_deadline)
+  Clock::time_point deadline{};      // the current probe's timeout, on the prober's clock
   std::uint64_t probe_seq = 0;       // tells a stale deadline handler from the current one
   bool timed_out = false;            // the current probe's deadline fired
   bool drop_connection = false;      // a reload changed where probes go
@@ -253,7 +254,7 @@ net::awaitable<void> Prober::run(std::shared_ptr<Server> server) {
         if (s.stopped) break;
       }
       const auto started = clock_.now();
-      auto result = co_await probe_once(server);
+      auto result = co_await probe_once(server, clock_);
       if (s.stopped) break;
       const auto end = clock_.now();
       result.latency = end - started;
@@ -269,13 +270,32 @@ net::awaitable<void> Prober::run(std::shared_ptr<Server> server) {
   }
 }
 
+// The timer only wakes the probe up; `clock` says whether the deadline has come. With the steady
+// clock it has whenever the timer fires; a clock that moves on its own terms (a test's manual
+// clock) may not have reached it yet, and the timer waits again for what is left.
+void Prober::arm_deadline(std::shared_ptr<Server> server, std::uint64_t seq, const Clock& clock,
+                          Clock::duration wait) {
+  server->deadline_timer.expires_after(wait);
+  server->deadline_timer.async_wait([server, seq, &clock](error_code ec) {
+    if (ec || server->probe_seq != seq || server->stopped) return;
+    if (const auto now = clock.now(); now < server->deadline) {
+      arm_deadline(server, seq, clock, server->deadline - now);
+      return;
+    }
+    server->timed_out = true;
+    error_code ignored;
+    server->socket.close(ignored);
+  });
+}
+
 void Prober::report(Server& s, ProbeResult result) {
   const auto transition = s.target.health->probe_result(result);
   if (on_probe) on_probe(s.target, result);
   if (transition && on_transition) on_transition(s.target, *transition);
 }
 
-net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
+net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server,
+                                               const Clock& clock) {
   Server& s = *server;
   // A reload during this probe applies from the next one.
   const std::shared_ptr<const Settings> settings = s.settings;
@@ -283,17 +303,12 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server) {
   const std::string request = probe_request(s.target, config);
   const auto address = probe_address(s.target, config);
 
-  // The deadline covers the whole probe: connect, a reconnect, write and read. Firing closes the
-  // socket, which fails whatever operation is pending.
+  // The deadline covers the whole probe: connect, a reconnect, write and read. Reaching it closes
+  // the socket, which fails whatever operation is pending.
   const auto seq = ++s.probe_seq;
   s.timed_out = false;
-  s.deadline_timer.expires_after(config.timeout);
-  s.deadline_timer.async_wait([server, seq](error_code ec) {
-    if (ec || server->probe_seq != seq || server->stopped) return;
-    server->timed_out = true;
-    error_code ignored;
-    server->socket.close(ignored);
-  });
+  s.deadline = clock.now() + config.timeout;
+  arm_deadline(server, seq, clock, config.timeout);
   struct Disarm {  // however the probe ends
     Server& s;
     ~Disarm() {

@@ -34,7 +34,7 @@ net::awaitable<bool> DownstreamSession::read_proxy_header() {
     co_return false;
   }
   idle_ = true;  // as for a TLS handshake: graceful shutdown closes a connection still sending it
-  expire_after(server.header_timeout);
+  expire_from_now(server.header_timeout);
   ProxyHeaderParser parser;
   auto& socket = client_.socket();
   char peek[128];

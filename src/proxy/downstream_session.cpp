@@ -277,6 +277,8 @@ DownstreamSession::HeadLimits DownstreamSession::begin_head() {
   idle_ = in_.size() == 0 && !first_request_;
   if (idle_) {
     arm_idle(limits.idle_timeout);
+  } else if (first_request_) {
+    expire_from_now(limits.header_timeout);
   } else {
     expire_after(limits.header_timeout);
   }

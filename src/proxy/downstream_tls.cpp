@@ -22,7 +22,7 @@ constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 // (scanners, wrong versions, untrusted certificates): logged at debug and counted, not errors.
 net::awaitable<bool> DownstreamSession::tls_handshake() {
   idle_ = true;  // graceful shutdown closes a connection still shaking hands
-  expire_after(worker_.snapshot->config->server.header_timeout);
+  expire_from_now(worker_.snapshot->config->server.header_timeout);
   auto [ec] = co_await client_.async_handshake(net::ssl::stream_base::server, nothrow);
   ec = timed(ec);
   idle_ = false;

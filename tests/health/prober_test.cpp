@@ -219,22 +219,37 @@ TEST_F(HealthProberTest, RefusedConnectionTakesTheServerDown) {
   EXPECT_NE(transitions.front().reason.find("connect refused"), std::string::npos);
 }
 
-TEST_F(HealthProberTest, SilentOriginTimesOutWithinTimeout) {
+TEST_F(HealthProberTest, SilentOriginTimesOutAtTheTimeout) {
+  // On a manual clock, so that the bound is exact and not about how fast this machine runs the
+  // loop: one nanosecond before [health].timeout the probe is still waiting, however long the
+  // loop runs; at the timeout it fails with "timeout", its latency the timeout itself.
   origin.silent = true;
   auto c = fast(2, 1);
   c.timeout = 30ms;
+  ManualClock clock;
+  Prober manual{io, clock, 42};
+  manual.on_probe = prober.on_probe;
+  manual.on_transition = prober.on_transition;
   auto s = server(origin.address(), c);
-  prober.set_upstream("app", c, targets(s));
+  manual.set_upstream("app", c, targets(s));
+  clock.advance(c.interval);  // the first probe is due within one interval
+  ASSERT_TRUE(run_until(io, [&] { return origin.requests == 1; }));
+  clock.advance(c.timeout - 1ns);
+  run_for(io, 3 * c.timeout);  // the deadline's timer fires and finds the clock short of it
+  EXPECT_TRUE(probes.empty()) << probes.front().detail;
+  EXPECT_EQ(s.endpoint->state(), ServerState::up);
+  clock.advance(1ns);
   ASSERT_TRUE(run_until(io, [&] { return !transitions.empty(); }));
   ASSERT_EQ(probes.size(), 1u);
   EXPECT_EQ(probes.front().detail, "timeout");
-  EXPECT_GE(probes.front().latency, c.timeout);
-  EXPECT_LT(probes.front().latency, c.timeout + 200ms);
+  EXPECT_EQ(probes.front().latency, c.timeout);
+  EXPECT_EQ(transitions.front().event, HealthEvent::went_down);
   EXPECT_EQ(s.endpoint->state(), ServerState::down);
   // The timed-out connection is not reused: the next probe reconnects.
-  ASSERT_TRUE(run_until_probes(2));
-  EXPECT_EQ(probes.back().detail, "timeout");
-  EXPECT_TRUE(run_until(io, [&] { return origin.accepts == 2; }, 1s));
+  clock.advance(c.interval);
+  ASSERT_TRUE(run_until(io, [&] { return origin.requests == 2; }));
+  EXPECT_EQ(origin.accepts, 2);
+  EXPECT_EQ(probes.size(), 1u);  // the second probe waits for its own timeout
 }
 
 TEST_F(HealthProberTest, ExpectBodyMustBeContained) {

@@ -21,6 +21,8 @@
 #include "sluice/config/loader.hpp"
 #include "sluice/runtime/snapshot.hpp"
 
+#include "loopback_client.hpp"
+
 namespace sluice {
 namespace {
 
@@ -56,19 +58,7 @@ int listening_socket(std::uint16_t& port) {
   return fd;
 }
 
-// A blocking client; -1 when the connection is refused.
-int connect_to(std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using test::connect_to;
 
 void send_get(int fd) {
   const std::string request = "GET / HTTP/1.1\r\nHost: test\r\n\r\n";

@@ -15,6 +15,9 @@ public:
   virtual ~Clock() = default;
   // Thread-safe: may be called from any worker or the control thread.
   virtual time_point now() const noexcept = 0;
+  // The clock itself, never a turn's earlier reading (TurnTime below): for a deadline that must
+  // not fall early, such as a new connection's header_timeout.
+  virtual time_point exact() const noexcept { return now(); }
 };
 
 namespace detail {
@@ -29,6 +32,7 @@ public:
     const time_point turn = detail::turn_time;
     return turn != time_point{} ? turn : read();
   }
+  time_point exact() const noexcept override { return read(); }
   // The clock itself, whatever turn this thread is in.
   static time_point read() noexcept {
     return std::chrono::time_point_cast<duration>(std::chrono::steady_clock::now());
@@ -40,7 +44,8 @@ public:
 // SteadyClock::now() on this thread answers that reading until the turn ends, as nginx reads
 // the time once per pass of its event loop. A session's request took 14 clock reads before
 // (deadlines, pool expiry, latencies), each a vDSO call. A turn does no blocking work, so its
-// reading is behind the clock by microseconds; a deadline armed in it falls that much early.
+// reading is behind the clock by microseconds (more when the thread is preempted); a deadline armed
+// in it falls that much early, so a new connection's first deadline reads the clock itself (exact()).
 // Turns nest (the inner one reads the clock again and gives the outer reading back).
 // Armed by tls/edge_io.hpp's readiness wait, through which every session read resumes (all 14
 // reads were under it); a handler Asio completes itself (a timer, a connect, the rest of a write)

@@ -9,7 +9,8 @@
 //   2. send `METHOD path HTTP/1.1`, `Host: [health].host or the server's address_text()`,
 //      `User-Agent: sluice-health` (keep-alive, RFC 9112 §9.3);
 //   3. read the response head and at most 64 KiB of body;
-// all within [health].timeout from the start of the probe (one timer per probe closes the socket).
+// all within [health].timeout from the start of the probe, on the prober's clock (one timer per
+// probe wakes it and closes the socket).
 // It passes when the status is in expect_status and, if expect_body is set, the body (its first
 // 64 KiB) contains it. Failure details, as they appear in transition reasons:
 //   "connect refused"  "connect timeout"  "connect error: <system message>"  "timeout"
@@ -102,8 +103,13 @@ private:
   void start(std::shared_ptr<Server> server);
   static void halt(Server& server) noexcept;
   boost::asio::awaitable<void> run(std::shared_ptr<Server> server);
-  // One probe; the result's latency is left to the caller (which reads the clock).
-  static boost::asio::awaitable<ProbeResult> probe_once(std::shared_ptr<Server> server);
+  // One probe, timed out on `clock`; the result's latency is left to the caller (which reads the
+  // clock).
+  static boost::asio::awaitable<ProbeResult> probe_once(std::shared_ptr<Server> server,
+                                                        const Clock& clock);
+  // Times the current probe (`seq`) out once `clock` reaches server.deadline, waking after `wait`.
+  static void arm_deadline(std::shared_ptr<Server> server, std::uint64_t seq, const Clock& clock,
+                           Clock::duration wait);
   void report(Server& server, ProbeResult result);
 
   boost::asio::io_context& control_;

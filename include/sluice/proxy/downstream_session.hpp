@@ -214,6 +214,9 @@ private:
   // Every I/O runs under the session's deadline; an operation that expire() cancelled reports
   // beast::error::timeout once passed through timed().
   void expire_after(Clock::duration d) noexcept;
+  // The same from the clock itself, not the turn's reading: a new connection's header_timeout
+  // runs from its accept at the earliest, however long the turn that accepted it lasted.
+  void expire_from_now(Clock::duration d) noexcept;
   // Between requests: the idle timeout, and on a plain connection the earlier park deadline.
   void arm_idle(Clock::duration idle_timeout) noexcept;
   boost::system::error_code timed(boost::system::error_code ec) const noexcept;
@@ -280,6 +283,11 @@ private:
 // Called around every read and write, from each of the session's files: inline.
 inline void DownstreamSession::expire_after(Clock::duration d) noexcept {
   deadline = worker_.clock.now() + d;
+  timed_out_ = false;
+}
+
+inline void DownstreamSession::expire_from_now(Clock::duration d) noexcept {
+  deadline = worker_.clock.exact() + d;
   timed_out_ = false;
 }
 
