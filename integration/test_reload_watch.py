@@ -42,7 +42,8 @@ def test_a_reload_whose_servers_answer_500_is_rolled_back_with_the_figures(origi
         s.config_path.write_text(config(apps, ANSWER_500))
         r = reload(s, "--wait")
         after = load.now()  # --wait returned: the rollback is done
-        load.wait_for_more(100)
+        wait_until(lambda: len([x for x in load.records if x.sent >= after]) >= 100,
+                   what="100 requests sent after the rollback")
     # `reload --wait` says why, with the figures, and fails.
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert r.stdout.startswith("reloaded: config version 2, watched for 3s\n"), r.stdout
