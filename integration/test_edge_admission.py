@@ -287,7 +287,7 @@ def test_reload_keeps_the_buckets_of_an_unchanged_rate_limit(origins, sluice):
     # Same route, same limit, another key elsewhere: the bucket carries over, still empty.
     s.config_path.write_text(routes(os_, route.format(burst=2), server_extra='idle_timeout = "61s"'))
     r = s.admin("POST", "/api/reload")
-    assert (r.status, r.json()) == (200, {"ok": True, "version": 2}), r
+    assert (r.status, r.json()) == (200, {"ok": True, "version": 2, "watch_ms": 30000}), r
     assert status() == 429
     # A changed limit starts with full buckets; the counter goes on.
     s.config_path.write_text(routes(os_, route.format(burst=3)))

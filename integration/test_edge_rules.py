@@ -98,7 +98,7 @@ def test_a_reload_that_changes_a_rule_applies_to_the_next_request(sluice):
             assert c.request(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
             s.config_path.write_text(config(origin.address, rules.format("two-$config_version")))
             r = s.admin("POST", "/api/reload")
-            assert (r.status, r.json()) == (200, {"ok": True, "version": 2}), r
+            assert (r.status, r.json()) == (200, {"ok": True, "version": 2, "watch_ms": 30000}), r
             assert c.request(b"GET /b HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
         assert [headers_of(q, "x-rule") for q in origin.requests] == [["one"], ["two-2"]]
     finally:

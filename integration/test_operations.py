@@ -36,7 +36,8 @@ def reload_via(s, how, version):
                    what=f"config version {version} after SIGHUP")
     else:
         r = s.admin("POST", "/api/reload")
-        assert (r.status, r.json()) == (200, {"ok": True, "version": version}), r
+        # watch_ms: the watch after the reload (test_reload_watch.py).
+        assert (r.status, r.json()["ok"], r.json()["version"]) == (200, True, version), r
 
 
 def test_fifty_reloads_under_load_fail_no_request_keep_health_and_apply_a_weight_change(
@@ -137,7 +138,7 @@ def test_a_bad_file_on_reload_is_rejected_with_every_error_and_the_old_config_ke
     # Fixed: the same command now reloads, and app-2 takes its share.
     path.write_text(sluice_config([a, b], top=ADMIN))
     fixed = sluice_cli("reload", "--config", path, "--admin", s.admin_address)
-    assert (fixed.returncode, fixed.stdout) == (0, "reloaded: config version 2\n"), fixed
+    assert (fixed.returncode, fixed.stdout) == (0, "reloaded: config version 2, watched for 30s\n"), fixed
     assert metric(s, "sluice_config_reloads_total", result="success") == 1
     code, summary = run_client("--url", s.url("/"), "--requests", 10, "--keepalive", timeout=20)
     assert summary["origins"] == {"app-1": 5, "app-2": 5}, summary
@@ -250,7 +251,7 @@ def test_an_api_drain_survives_a_reload_that_moves_the_server_to_a_new_address(o
     assert s.admin("POST", "/api/upstreams/app/servers/app-1/drain").status == 200
     new_a, = origins(1)  # also called app-1, on a new port
     s.config_path.write_text(sluice_config([new_a, b], top=ADMIN))
-    assert s.admin("POST", "/api/reload").json() == {"ok": True, "version": 2}
+    assert s.admin("POST", "/api/reload").json() == {"ok": True, "version": 2, "watch_ms": 30000}
     status = s.server_status("app-1")
     assert status["address"] == new_a.address
     answers = [timed_request(s.port)[0].header("X-Origin") for _ in range(6)]

@@ -272,7 +272,7 @@ def test_upgrade_after_a_reload_hands_over_the_listeners_and_admin_api_that_run(
         sluice_config([a], workers=2, top=toml_table("admin", listen=f"127.0.0.1:{admin_port}"))
         .replace('listen = ["127.0.0.1:0"]', f'listen = ["127.0.0.1:{extra}"]'))
     r = s.admin("POST", "/api/reload")
-    assert (r.status, r.json()) == (200, {"ok": True, "version": 2}), r
+    assert (r.status, r.json()) == (200, {"ok": True, "version": 2, "watch_ms": 30000}), r
     s.log.wait_for(rf"stopped listening on 127\.0\.0\.1:{s.port}$")
     s.admin_port = admin_port
 

@@ -19,6 +19,7 @@
 #include "sluice/config/units.hpp"
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/runtime/diff.hpp"
+#include "sluice/runtime/reload_watch.hpp"
 #include "sluice/runtime/runtime.hpp"
 #include "sluice/runtime/upgrade.hpp"
 #include "sluice/telemetry/access_log.hpp"
@@ -59,9 +60,14 @@ Usage:
   sluice check [--config] FILE --resolve
                                   ...and resolve its DNS names once ([dns]), printing the servers
                                   they give (exit 1 when a name gives none)
-  sluice reload [--config FILE] [--admin HOST:PORT] [--token-file F]
-                                  validate FILE, then ask the running sluice to reload its config
-                                  (exit 0 reloaded, 1 invalid or rejected, 2 admin API unreachable)
+  sluice reload [--wait] [--no-watch] [--config FILE] [--admin HOST:PORT] [--token-file F]
+                                  validate FILE, then ask the running sluice to reload its config;
+                                  it watches the new config's traffic ([reload] watch) and rolls
+                                  back a clear breach. --wait: until that verdict (prints
+                                  `applied` or `rolled back: ...`); --no-watch: a deliberate
+                                  change, not watched (also applies a file rolled back before)
+                                  (exit 0 reloaded/applied, 1 invalid, rejected or rolled back,
+                                  2 admin API unreachable)
   sluice drain --upstream U --server S [--wait] [--timeout 60s] [--config FILE]
                [--admin HOST:PORT] [--token-file F]
                                   stop sending new requests to server S (its name, else its
@@ -107,6 +113,7 @@ struct Options {
   std::string binary;      // upgrade --binary PATH
   bool diff_running = false;  // check --diff-running
   bool resolve = false;       // check --resolve
+  bool no_watch = false;      // reload --no-watch
   std::string error;
 };
 
@@ -151,6 +158,8 @@ Options parse_args(int argc, char** argv) {
       o.diff_running = true;
     } else if (a == "--resolve") {
       o.resolve = true;
+    } else if (a == "--no-watch") {
+      o.no_watch = true;
     } else if (a == "--help" || a == "-h") {
       o.command = "help";
     } else if (a == "--version" || a == "-V") {
@@ -179,8 +188,12 @@ Options parse_args(int argc, char** argv) {
     o.error = "--upstream and --server apply to drain and undrain";
   } else if (o.command != "upgrade" && !o.binary.empty()) {
     o.error = "--binary applies to upgrade";
-  } else if (!drain && (o.wait || !o.timeout.empty())) {
-    o.error = "--wait and --timeout apply to drain";
+  } else if (!drain && o.command != "reload" && o.wait) {
+    o.error = "--wait applies to drain and reload";
+  } else if (!drain && !o.timeout.empty()) {
+    o.error = "--timeout applies to drain";
+  } else if (o.command != "reload" && o.no_watch) {
+    o.error = "--no-watch applies to reload";
   } else if (drain_like && (o.upstream.empty() || o.server.empty())) {
     o.error = o.command + " needs --upstream U and --server S";
   }
@@ -318,6 +331,50 @@ int check_running_file(const Options& o, admin::Client& client) {
   return exit_failed;
 }
 
+// `reload --wait`: polls /api/status until the watch of `version` has its verdict; prints it.
+int await_verdict(admin::Client& client, unsigned long long version, std::chrono::milliseconds watch) {
+  // The verdict comes within half a second of the watch's end; a rollback takes a reload's time.
+  const auto deadline = std::chrono::steady_clock::now() + watch + 15s;
+  while (true) {
+    const auto status = client.get("/api/status");
+    if (!status) return unreachable(client, status.error());
+    if (status->status != 200) return refused(*status, "status");
+    boost::system::error_code ec;
+    const auto body = boost::json::parse(status->body, ec);
+    const auto* root = !ec && body.is_object() ? &body.as_object() : nullptr;
+    const auto* reload = root != nullptr ? root->if_contains("reload") : nullptr;
+    if (reload == nullptr || !reload->is_object()) {
+      std::fprintf(stderr, "sluice: unexpected /api/status answer: no \"reload\"\n");
+      return exit_failed;
+    }
+    const auto& r = reload->as_object();
+    const auto* watched = r.if_contains("version");
+    const auto* state = r.if_contains("state");
+    const auto* verdict = r.if_contains("verdict");
+    if (watched == nullptr || !watched->is_number() || state == nullptr || !state->is_string() ||
+        verdict == nullptr || !verdict->is_string()) {
+      std::fprintf(stderr, "sluice: unexpected /api/status answer: bad \"reload\"\n");
+      return exit_failed;
+    }
+    if (watched->to_number<unsigned long long>() != version) {
+      std::fprintf(stderr, "sluice: config version %llu was replaced by another reload before its "
+                           "verdict\n", version);
+      return exit_failed;
+    }
+    const std::string_view now = state->as_string();
+    if (now != "watching") {
+      std::printf("%s\n", verdict->as_string().c_str());
+      return now == "applied" || now == "unwatched" ? exit_ok : exit_failed;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "sluice: no verdict on config version %llu after %s\n", version,
+                   config::format_duration(std::chrono::duration_cast<config::Duration>(watch + 15s)).c_str());
+      return exit_failed;
+    }
+    std::this_thread::sleep_for(200ms);  // the poll interval; a CLI process, not a test
+  }
+}
+
 int reload(const Options& o) {
   std::optional<config::Config> cfg;
   if (!load_for_admin(o, "reloading", cfg)) return exit_failed;
@@ -327,20 +384,33 @@ int reload(const Options& o) {
   if (o.config_given) {
     if (const int code = check_running_file(o, client); code != exit_ok) return code;
   }
-  const auto res = client.post("/api/reload");
+  const auto res = client.post(o.no_watch ? "/api/reload?watch=0" : "/api/reload");
   if (!res) return unreachable(client, res.error());
   if (res->status != 200 && res->status != 422) return refused(*res, "reload");
   boost::system::error_code ec;
   const auto body = boost::json::parse(res->body, ec);
   const auto* object = !ec && body.is_object() ? &body.as_object() : nullptr;
   if (res->status == 200) {
-    const auto* version = object != nullptr ? object->if_contains("version") : nullptr;
-    if (version != nullptr && version->is_number()) {
-      std::printf("reloaded: config version %llu\n", version->to_number<unsigned long long>());
+    const auto number = [&](std::string_view key) -> unsigned long long {
+      const auto* v = object != nullptr ? object->if_contains(key) : nullptr;
+      return v != nullptr && v->is_number() ? v->to_number<unsigned long long>() : 0;
+    };
+    const auto version = number("version");
+    const auto watch_ms = number("watch_ms");
+    if (version != 0) {
+      std::printf("reloaded: config version %llu%s\n", version,
+                  watch_ms != 0 ? (", watched for " + config::format_duration(std::chrono::milliseconds(watch_ms))).c_str()
+                  : o.no_watch  ? ", not watched"
+                                : "");
     } else {
       std::printf("reloaded\n");
     }
-    return exit_ok;
+    std::fflush(stdout);
+    if (!o.wait || watch_ms == 0 || version == 0) {
+      if (o.wait) std::printf("applied\n");
+      return exit_ok;
+    }
+    return await_verdict(client, version, std::chrono::milliseconds(watch_ms));
   }
   // 422: the running process found errors in the file it reloads (which may not be FILE).
   const auto* errors = object != nullptr ? object->if_contains("errors") : nullptr;
@@ -515,6 +585,36 @@ std::optional<std::vector<sluice::RunningServer>> running_drains(const Options& 
   return out;
 }
 
+// `check --diff-running`: when the running process rolled FILE back (this very text), the
+// verdict; the diff above is then what the rollback undid. nullopt when it did not (or the
+// process says nothing of it).
+std::optional<std::string> rolled_back_verdict(const Options& o, const std::optional<config::Config>& cfg) {
+  const auto target = admin_target(o, cfg);
+  if (!target || !cfg) return std::nullopt;
+  admin::Client client(target->address, target->token, 30s);
+  const auto res = client.get("/api/status");
+  if (!res || res->status != 200) return std::nullopt;
+  boost::system::error_code ec;
+  const auto body = boost::json::parse(res->body, ec);
+  const auto* reload = !ec && body.is_object() ? body.as_object().if_contains("reload") : nullptr;
+  const auto* list = reload != nullptr && reload->is_object() ? reload->as_object().if_contains("rolled_back") : nullptr;
+  if (list == nullptr || !list->is_array()) return std::nullopt;
+  const auto mine = sluice::config_fingerprint(cfg->text);
+  for (const auto& r : list->as_array()) {
+    const auto* entry = r.if_object();
+    if (entry == nullptr) continue;
+    const auto* fp = entry->if_contains("fingerprint");
+    const auto* version = entry->if_contains("version");
+    const auto* verdict = entry->if_contains("verdict");
+    if (fp == nullptr || !fp->is_string() || fp->as_string() != mine || version == nullptr ||
+        !version->is_number() || verdict == nullptr || !verdict->is_string())
+      continue;
+    return "config version " + std::to_string(version->to_number<unsigned long long>()) + " " +
+           std::string(verdict->as_string());
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 // `check`: validate FILE; with --diff OLD or --diff-running, list what a reload from that config
@@ -567,6 +667,15 @@ int check(const Options& o) {
   }
   if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
   for (const auto& line : changes) std::printf("%s\n", line.c_str());
+  if (o.diff_running) {
+    if (const auto verdict = rolled_back_verdict(o, result.config)) {
+      // The diff above is then what the rollback undid; the running process refuses this text.
+      std::printf("%s: %s; the changes above were undone. `sluice reload` refuses "
+                  "this file until it changes; `sluice reload --no-watch` applies it anyway\n",
+                  o.config.c_str(), verdict->c_str());
+      return exit_failed;
+    }
+  }
   // The same rule the running process applies to a reload (runtime/diff.hpp): a changed
   // restart-only key makes it refuse the whole file, so the diff says so and fails.
   const auto refused_keys = sluice::restart_changes(*old.config, *result.config);

@@ -147,7 +147,8 @@ constexpr std::string_view script = R"js('use strict';
     try {
       const r = await post('/api/reload');
       const body = await r.json();
-      if (r.ok && body.ok) showMessage('reloaded: config version ' + body.version, false);
+      if (r.ok && body.ok) showMessage('reloaded: config version ' + body.version +
+          (body.watch_ms ? '; watched for ' + body.watch_ms / 1000 + ' s (the verdict comes in the events)' : ''), false);
       else if (body.errors) showMessage('reload rejected; the previous configuration keeps serving:\n' + body.errors.join('\n'), true);
       else showMessage('reload failed (' + r.status + '): ' + (body.error || ''), true);
     } catch (e) { showMessage('reload failed: ' + e, true); }

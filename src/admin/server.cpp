@@ -111,6 +111,7 @@ struct Match {
   std::string upstream;  // drain/undrain
   std::string server;
   std::string binary;  // upgrade: ?binary=PATH ("" = the running binary)
+  bool watch = true;   // reload: ?watch=0 applies without the watch
   const Asset* asset = nullptr;  // asset
   DashboardQuery query;          // dashboard
 };
@@ -132,8 +133,8 @@ DashboardQuery dashboard_query(const boost::urls::url_view& url) {
 }
 
 // Segments are percent-decoded by Boost.URL, so "127.0.0.1%3A9001" names "127.0.0.1:9001" and
-// an encoded '/' stays inside its segment. The query string is ignored but by /api/dashboard and
-// /api/upgrade.
+// an encoded '/' stays inside its segment. The query string is ignored but by /api/dashboard,
+// /api/upgrade and /api/reload.
 std::optional<Match> match_route(std::string_view target) {
   const auto url = boost::urls::parse_origin_form(target);
   if (!url) return std::nullopt;
@@ -147,8 +148,10 @@ std::optional<Match> match_route(std::string_view target) {
     m.route = Route::status;
   else if (is({"api", "config"}))
     m.route = Route::config;
-  else if (is({"api", "reload"}))
+  else if (is({"api", "reload"})) {
     m.route = Route::reload;
+    if (auto it = url->params().find("watch"); it != url->params().end()) m.watch = (*it).value != "0";
+  }
   else if (is({"api", "logs", "reopen"}))
     m.route = Route::logs_reopen;
   else if (is({"api", "upgrade"})) {
@@ -547,10 +550,11 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
       return control.ready() ? reply(http::status::ok, text_type, "ready")
                              : reply(http::status::service_unavailable, text_type, "not ready");
     case Route::reload: {
-      spdlog::info("admin: reload requested by {}", peer);
-      const ReloadOutcome outcome = control.reload();
+      spdlog::info("admin: reload{} requested by {}", m.watch ? "" : " without watch", peer);
+      const ReloadOutcome outcome = m.watch ? control.reload() : control.reload_unwatched();
       if (outcome.ok) {
-        return json_reply(http::status::ok, {{"ok", true}, {"version", outcome.version}});
+        return json_reply(http::status::ok,
+                          {{"ok", true}, {"version", outcome.version}, {"watch_ms", outcome.watch_ms}});
       }
       json::array errors;
       for (const auto& e : outcome.errors) errors.emplace_back(e);

@@ -48,8 +48,12 @@ constexpr std::uint64_t max_header_bytes_limit = 1 * MiB;
 constexpr std::uint64_t min_uri_bytes = 64;  // "GET /" plus a short query must always fit
 constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 
-constexpr std::array<std::string_view, 6> root_keys{"server", "log",       "admin",
-                                                    "route",  "upstreams", "dns"};
+constexpr std::array<std::string_view, 7> root_keys{"server", "log",       "admin",    "route",
+                                                    "upstreams", "dns", "reload"};
+constexpr std::array<std::string_view, 5> reload_keys{"watch", "failed_percent", "failed_factor",
+                                                      "min_requests", "up_lost_percent"};
+// Watching a reload for longer than this holds the previous config for a rollback nobody expects.
+constexpr Duration max_reload_watch = std::chrono::hours(1);
 constexpr std::array<std::string_view, 21> server_keys{
     "listen",           "workers",       "header_timeout", "idle_timeout",   "shutdown_timeout",
     "max_header_bytes", "max_uri_bytes", "max_body_bytes", "max_connections", "shutdown_delay",
@@ -315,6 +319,7 @@ public:
     read_log(root, config.log);
     read_admin(root, config.admin);
     read_dns(root, config.dns);
+    read_reload(root, config.reload);
     read_routes(root, config.routes);
     read_upstreams(root, config.upstreams);
     check_routing(root, config);
@@ -1631,6 +1636,21 @@ private:
             "must be at least min_ttl (" + format_duration(out.min_ttl) + "), got " + format_duration(out.max_ttl));
     read_duration(table, "stale_ttl", "dns.stale_ttl", out.stale_ttl, true);
     read_bool(table, "allow_empty", "dns.allow_empty", out.allow_empty);
+  }
+
+  void read_reload(const toml::table& root, ReloadSection& out) {
+    const toml::table& table = section_or_empty(root, "reload");
+    check_keys(table, "reload", reload_keys);
+    if (const auto* node = read_duration(table, "watch", "reload.watch", out.watch, true);
+        node != nullptr && out.watch > max_reload_watch) {
+      error(*node, "reload.watch",
+            "must be at most " + format_duration(max_reload_watch) + ", got " + format_duration(out.watch));
+      out.watch = ReloadSection{}.watch;
+    }
+    read_number(table, "failed_percent", "reload.failed_percent", out.failed_percent, 0.1, 100.0);
+    read_number(table, "failed_factor", "reload.failed_factor", out.failed_factor, 1.0, 1000.0);
+    read_integer(table, "min_requests", "reload.min_requests", out.min_requests, 1, 1'000'000'000);
+    read_integer(table, "up_lost_percent", "reload.up_lost_percent", out.up_lost_percent, 1, 100);
   }
 
   // Name server addresses: IP literals with a port ("127.0.0.1:53", "[::1]:53").

@@ -320,6 +320,7 @@ std::string RuntimeControl::status_json() {
     upstreams.push_back(std::move(uo));
   }
   root["upstreams"] = std::move(upstreams);
+  if (hooks_.reload_watch) root["reload"] = hooks_.reload_watch();
   return json::serialize(root);
 }
 
@@ -406,6 +407,12 @@ std::string RuntimeControl::metrics_text() {
   m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
   m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
   m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));
+  if (hooks_.rollbacks) {
+    m.counter("sluice_config_rollbacks_total",
+              "Reloads rolled back by their watch ([reload] watch): a clear breach of the failed "
+              "share or of the servers up after the reload.");
+    m.sample(static_cast<double>(hooks_.rollbacks()));
+  }
   if (hooks_.access_log_dropped) {
     m.counter("sluice_access_log_dropped_total",
               "Access log lines dropped because the worker's buffer was full (output too slow or blocked).");
@@ -434,8 +441,6 @@ std::string RuntimeControl::metrics_text() {
   process_metrics(m);
   return m.take();
 }
-
-admin::ReloadOutcome RuntimeControl::reload() { return hooks_.reload(); }
 
 std::string RuntimeControl::config_text() { return hooks_.snapshot()->config->text; }
 

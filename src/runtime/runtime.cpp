@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <random>
 #include <stdexcept>
@@ -19,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/config/loader.hpp"
+#include "sluice/config/units.hpp"
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/log.hpp"
 #include "sluice/admin/server.hpp"
@@ -29,6 +31,7 @@
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/listeners.hpp"
+#include "sluice/runtime/reload_watch.hpp"
 #include "sluice/runtime/state_file.hpp"
 #include "sluice/runtime/systemd.hpp"
 #include "sluice/runtime/upgrade.hpp"
@@ -71,6 +74,21 @@ struct Runtime::State {
   // after `control`, so destroyed before it.
   std::unique_ptr<discovery::Discovery> discovery;
   bool membership_pending = false;  // a rebuild for DNS changes is posted
+  // The watch after a reload ([reload], runtime/reload_watch.hpp).
+  ReloadWatch reload_watch{steady_clock()};
+  TrafficMeter traffic;
+  std::shared_ptr<const config::Config> watched_previous;  // what a rollback restores
+  std::string watched_fingerprint;                         // the file being watched
+  std::uint64_t watched_version = 0;
+  std::string watch_state = "none";  // none, watching, applied, rolled_back, unwatched
+  std::string verdict;               // the last verdict, as logged
+  struct RolledBack {
+    std::uint64_t version = 0;
+    std::string verdict;
+  };
+  std::map<std::string, RolledBack> rolled_back;  // by config_fingerprint: refused unless --no-watch
+  std::uint64_t rollbacks = 0;
+  std::string status_note;  // systemd's STATUS= after a rollback, until the next reload
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -251,7 +269,7 @@ std::string status_line(const Runtime::State& s) {
       up += ep->available() ? 1 : 0;
     }
   return "config version " + std::to_string(s.version) + ", " + std::to_string(up) + "/" +
-         std::to_string(total) + " servers up";
+         std::to_string(total) + " servers up" + (s.status_note.empty() ? "" : "; " + s.status_note);
 }
 
 // True once every health-checked server has had its first probe: before that a server that is
@@ -381,37 +399,25 @@ void await_first_answers(Runtime::State& s) {
 }
 
 // Parse, validate, bind what is new, build, publish: all or nothing. Requests in flight keep
-// their snapshot; a key that needs a restart refuses the whole file.
-admin::ReloadOutcome reload_config(Runtime::State& s);
+// their snapshot; a key that needs a restart refuses the whole file. `watched`: the reload is
+// watched ([reload] watch) and a file rolled back before is refused.
+admin::ReloadOutcome reload_config(Runtime::State& s, bool watched);
 
 // A reload as systemd sees it: RELOADING=1, then READY=1 whatever the outcome (a rejected
 // config leaves the previous one serving, which is ready).
-admin::ReloadOutcome reload(Runtime::State& s) {
+admin::ReloadOutcome reload(Runtime::State& s, bool watched = true) {
   if (s.notified_ready) s.notifier.reloading();
-  auto out = reload_config(s);
+  auto out = reload_config(s, watched);
   if (s.notified_ready) s.notifier.ready(status_line(s));
   return out;
 }
 
-admin::ReloadOutcome reload_config(Runtime::State& s) {
-  admin::ReloadOutcome out;
-  auto result = config::load_file(s.config_path);
-  if (result.ok()) result.errors = restart_changes(*s.config, *result.config);
-  if (!result.errors.empty()) {
-    for (const auto& e : result.errors) {
-      spdlog::error("reload rejected: {}", e.to_string());
-      out.errors.push_back(e.to_string());
-    }
-    spdlog::error("reload of {} failed: {} error(s); the previous configuration keeps serving",
-                  s.config_path, result.errors.size());
-    ++s.reloads_failed;
-    out.version = s.version;
-    telemetry::events().push("reload", "", "", "failed: " + out.errors.front(), steady_clock().now());
-    return out;
-  }
-  for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
+// Bind what is new, build, publish `cfg`: all or nothing (throws, and nothing changed). The one
+// way a config starts serving after start-up: a reload of the file, and a rollback to the
+// config a watched reload replaced, so that both keep the servers' state alike (drains,
+// health, ejections, pooled connections: the directory keeps endpoints by identity).
+void apply_config(Runtime::State& s, const std::shared_ptr<const config::Config>& cfg) {
   try {
-    auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
     // Everything that can fail comes before the first change: new sockets are bound (and closed
     // again if a later step throws), the snapshot is built.
     const auto wanted = Listeners::of(*cfg);
@@ -436,16 +442,89 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
       for (auto& w : s.workers) w->set_max_connections(per_worker);
     }
     if (s.discovery) s.discovery->prune();  // names the new file no longer has
+  } catch (...) {
+    if (s.discovery) {  // back to the running config's names, with their servers
+      s.discovery->configure(*s.config);
+      s.discovery->prune();
+    }
+    throw;
+  }
+}
+
+// The running count of answers, as the watch keeps it (each tick, and just before a reload).
+void record_traffic(Runtime::State& s) {
+  s.reload_watch.record(s.traffic.read(*s.snapshot, static_cast<unsigned>(s.workers.size())),
+                        s.config->reload.watch);
+}
+
+// After a reload applied: watch it, unless it asked not to be or [reload] watch is 0.
+void start_watch(Runtime::State& s, std::shared_ptr<const config::Config> previous,
+                 std::string fingerprint, std::vector<UpstreamUp> up_before, bool watched,
+                 admin::ReloadOutcome& out) {
+  s.reload_watch.cancel();  // a reload during a watch: the newer one is watched against it
+  s.watched_previous.reset();
+  s.status_note.clear();
+  s.watched_version = s.version;
+  const auto watch = s.config->reload.watch;
+  // The same text as before changes nothing a watch could blame (a SIGHUP of an unchanged file).
+  const bool unchanged = previous->text == s.config->text;
+  if (!watched || watch.count() == 0 || unchanged) {
+    s.rolled_back.erase(fingerprint);  // applied on purpose: no longer refused
+    s.watch_state = "unwatched";
+    s.verdict = !watched    ? "applied (not watched: --no-watch)"
+                : unchanged ? "applied (not watched: the file did not change)"
+                            : "applied (not watched: reload.watch is 0s)";
+    return;
+  }
+  s.reload_watch.begin(s.config->reload, std::move(up_before));
+  s.watched_previous = std::move(previous);
+  s.watched_fingerprint = std::move(fingerprint);
+  s.watch_state = "watching";
+  s.verdict.clear();
+  out.watch_ms = static_cast<unsigned long long>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(watch).count());
+  spdlog::info("config version {}: watching its traffic for {}", s.version, config::format_duration(watch));
+}
+
+admin::ReloadOutcome reload_config(Runtime::State& s, bool watched) {
+  admin::ReloadOutcome out;
+  auto result = config::load_file(s.config_path);
+  if (result.ok()) result.errors = restart_changes(*s.config, *result.config);
+  const auto fingerprint = result.ok() ? config_fingerprint(result.config->text) : std::string();
+  if (const auto it = s.rolled_back.find(fingerprint);
+      result.errors.empty() && watched && it != s.rolled_back.end()) {
+    result.errors.push_back(
+        {s.config_path, 0, 0, "",
+         "this file was rolled back before (config version " + std::to_string(it->second.version) +
+             ", " + it->second.verdict + ") and is unchanged since; fix it, or apply it anyway "
+             "with `sluice reload --no-watch`"});
+  }
+  if (!result.errors.empty()) {
+    for (const auto& e : result.errors) {
+      spdlog::error("reload rejected: {}", e.to_string());
+      out.errors.push_back(e.to_string());
+    }
+    spdlog::error("reload of {} failed: {} error(s); the previous configuration keeps serving",
+                  s.config_path, result.errors.size());
+    ++s.reloads_failed;
+    out.version = s.version;
+    telemetry::events().push("reload", "", "", "failed: " + out.errors.front(), steady_clock().now());
+    return out;
+  }
+  for (const auto& w : result.warnings) spdlog::warn("reload: {}", w.to_string());
+  try {
+    auto cfg = std::make_shared<const config::Config>(std::move(*result.config));
+    auto previous = s.config;
+    auto up_before = servers_up(*s.snapshot);
+    record_traffic(s);  // the window before ends here
+    apply_config(s, cfg);
     ++s.reloads_ok;
     spdlog::info("reloaded {} (config version {})", s.config_path, s.version);
     telemetry::events().push("reload", "", "", "config version " + std::to_string(s.version),
                              steady_clock().now());
     out.ok = true;
+    start_watch(s, std::move(previous), fingerprint, std::move(up_before), watched, out);
   } catch (const std::exception& e) {
-    if (s.discovery) {  // back to the running config's names, with their servers
-      s.discovery->configure(*s.config);
-      s.discovery->prune();
-    }
     spdlog::error("reload of {} failed: {}; the previous configuration keeps serving", s.config_path,
                   e.what());
     out.errors.push_back(s.config_path + ": " + e.what());
@@ -454,6 +533,65 @@ admin::ReloadOutcome reload_config(Runtime::State& s) {
   }
   out.version = s.version;
   return out;
+}
+
+// A watched reload breached: the config it replaced serves again, applied like any reload, and
+// the file's version is refused until it changes (or `--no-watch`).
+void roll_back(Runtime::State& s, const WatchVerdict& verdict) {
+  const auto bad = s.watched_version;
+  spdlog::error("config version {} {}; restoring the previous configuration", bad, verdict.text);
+  if (s.notified_ready) s.notifier.reloading();
+  s.rolled_back[s.watched_fingerprint] = {bad, verdict.text};
+  try {
+    apply_config(s, s.watched_previous);
+    ++s.rollbacks;
+    s.watch_state = "rolled_back";
+    s.status_note = "config version " + std::to_string(bad) + " " + verdict.text;
+    spdlog::error("config version {} restored the configuration before version {}; {} stays refused "
+                  "until it changes (or `sluice reload --no-watch`)", s.version, bad, s.config_path);
+    telemetry::events().push("reload", "", "",
+                             "config version " + std::to_string(bad) + " " + verdict.text +
+                                 "; previous config restored as version " + std::to_string(s.version),
+                             steady_clock().now());
+  } catch (const std::exception& e) {
+    s.watch_state = "rollback_failed";
+    s.status_note = "config version " + std::to_string(bad) + ": rollback failed";
+    spdlog::error("rollback of config version {} failed: {}; it keeps serving", bad, e.what());
+    telemetry::events().push("reload", "", "", "rollback failed: " + std::string(e.what()),
+                             steady_clock().now());
+  }
+  s.watched_previous.reset();
+  if (s.notified_ready) s.notifier.ready(status_line(s));
+}
+
+// The watch's tick (control thread timer): the count, then a verdict when one is due.
+void watch_tick(Runtime::State& s) {
+  record_traffic(s);
+  if (!s.reload_watch.watching()) return;
+  const auto verdict = s.reload_watch.judge(servers_up(*s.snapshot));
+  if (!verdict) return;
+  s.verdict = verdict->text;
+  if (verdict->kind == WatchVerdict::Kind::rolled_back) return roll_back(s, *verdict);
+  s.watch_state = "applied";
+  s.watched_previous.reset();
+  spdlog::info("config version {} {}", s.watched_version, verdict->text);
+  telemetry::events().push("reload", "", "",
+                           "config version " + std::to_string(s.watched_version) + " " + verdict->text,
+                           steady_clock().now());
+}
+
+// /api/status's "reload": the last reload's watch and the files a rollback refuses.
+boost::json::object reload_watch_status(const Runtime::State& s) {
+  boost::json::object o;
+  o["watch_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(s.config->reload.watch).count();
+  o["version"] = s.watched_version;
+  o["state"] = s.watch_state;
+  o["verdict"] = s.verdict;
+  boost::json::array refused;
+  for (const auto& [fingerprint, r] : s.rolled_back)
+    refused.push_back({{"fingerprint", fingerprint}, {"version", r.version}, {"verdict", r.verdict}});
+  o["rolled_back"] = std::move(refused);
+  return o;
 }
 
 void apply_watch(Runtime::State& s, bool watch) {
@@ -562,7 +700,7 @@ int Runtime::run() {
       .snapshot = [&] { return s.snapshot; },
       .workers = [&] { return static_cast<unsigned>(s.workers.size()); },
       .loaded_at = [&] { return s.loaded_at; },
-      .reload = [&] { return reload(s); },
+      .reload = [&](bool watched) { return reload(s, watched); },
       .ready = [&] { return s.ready; },
       .reloads_ok = [&] { return s.reloads_ok; },
       .reloads_failed = [&] { return s.reloads_failed; },
@@ -622,6 +760,8 @@ int Runtime::run() {
             if (s.discovery) s.discovery->metrics(m);
           },
       .access_log_dropped = [&] { return s.access_log->dropped(); },
+      .reload_watch = [&] { return reload_watch_status(s); },
+      .rollbacks = [&] { return s.rollbacks; },
   });
   s.control_api = &control;
   if (cfg.admin.enabled) {
@@ -702,6 +842,19 @@ int Runtime::run() {
   };
   if (cfg.admin.enabled) history_tick();
 
+  // The reload watch: the answers counted every 500 ms (the window before a reload, and the
+  // verdict on one, within half a second of a breach or of the watch's end).
+  net::steady_timer watch_timer(s.control);
+  std::function<void()> watch_ticks = [&] {
+    watch_tick(s);
+    if (s.shutting_down) return;
+    watch_timer.expires_after(std::chrono::milliseconds(500));
+    watch_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) watch_ticks();
+    });
+  };
+  watch_ticks();
+
   if (cfg.server.watch_config) {
     try {
       s.watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&] { reload(s); });
@@ -721,6 +874,7 @@ int Runtime::run() {
       signals.cancel();  // nothing left for the control loop: run() returns
       health_timer.cancel();
       history_timer.cancel();
+      watch_timer.cancel();
       ready_timer.cancel();
       s.notifier.stop_watchdog();
       s.prober->stop();

@@ -88,7 +88,7 @@ TEST(AdminClient, GetAndPostOnOneConnectionWithTheToken) {
 
   auto reload = client.post("/api/reload");
   ASSERT_TRUE(reload);
-  EXPECT_EQ(reload->body, R"({"ok":true,"version":3})");
+  EXPECT_EQ(reload->body, R"({"ok":true,"version":3,"watch_ms":0})");
   server.join();
   EXPECT_EQ(server.control().drains, std::vector<std::string>{"app/127.0.0.1:9001 drain"});
 }

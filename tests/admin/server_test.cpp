@@ -63,6 +63,10 @@ public:
     if (throw_on_reload) throw std::runtime_error("snapshot build failed");
     return reload_outcome;
   }
+  ReloadOutcome reload_unwatched() override {
+    calls.push_back("reload unwatched");
+    return reload_outcome;
+  }
   DrainOutcome set_drain(const std::string& upstream, const std::string& server,
                          bool drain) override {
     calls.push_back((drain ? "drain " : "undrain ") + upstream + " " + server);
@@ -252,7 +256,10 @@ TEST_F(AdminServer, ReloadReportsTheVersionOrTheErrors) {
   start();
   auto res = one(post("/api/reload"));
   EXPECT_EQ(res.result(), bhttp::status::ok);
-  EXPECT_EQ(json::parse(res.body()), json::parse(R"({"ok":true,"version":7})"));
+  EXPECT_EQ(json::parse(res.body()), json::parse(R"({"ok":true,"version":7,"watch_ms":0})"));
+  fake_.reload_outcome.watch_ms = 30000;
+  res = one(post("/api/reload?watch=0"));  // `sluice reload --no-watch`
+  EXPECT_EQ(json::parse(res.body()), json::parse(R"({"ok":true,"version":7,"watch_ms":30000})"));
 
   fake_.reload_outcome = {false, {"a.toml:3:1: server.workrs: unknown key", "a.toml:9:5: x: y"}, 7};
   res = one(post("/api/reload"));
@@ -260,7 +267,7 @@ TEST_F(AdminServer, ReloadReportsTheVersionOrTheErrors) {
   EXPECT_EQ(json::parse(res.body()),
             json::parse(R"({"ok":false,"errors":["a.toml:3:1: server.workrs: unknown key",)"
                         R"("a.toml:9:5: x: y"]})"));
-  EXPECT_EQ(fake_.calls, (Calls{"reload", "reload"}));
+  EXPECT_EQ(fake_.calls, (Calls{"reload", "reload unwatched", "reload"}));
 }
 
 TEST_F(AdminServer, AControlExceptionIs500AndTheListenerGoesOn) {

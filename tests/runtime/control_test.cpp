@@ -55,7 +55,7 @@ struct ControlTest : ::testing::Test {
     hooks.snapshot = [this] { return snapshot; };
     hooks.workers = [this] { return workers; };
     hooks.loaded_at = [] { return steady_clock().now(); };
-    hooks.reload = [] { return admin::ReloadOutcome{true, {}, 8}; };
+    hooks.reload = [](bool) { return admin::ReloadOutcome{true, {}, 8}; };
     hooks.ready = [] { return true; };
     hooks.reloads_ok = [] { return std::uint64_t{3}; };
     hooks.reloads_failed = [] { return std::uint64_t{1}; };

@@ -12,6 +12,8 @@ struct ReloadOutcome {
   bool ok = false;
   std::vector<std::string> errors;  // "FILE:LINE:COL: key.path: message"
   unsigned long long version = 0;   // config version now serving
+  // How long the reload is watched ([reload] watch, docs/operations.md); 0 = not watched.
+  unsigned long long watch_ms = 0;
 };
 
 struct UpgradeOutcome {
@@ -40,6 +42,9 @@ public:
   // Prometheus text exposition 0.0.4 of GET /metrics.
   virtual std::string metrics_text() = 0;
   virtual ReloadOutcome reload() = 0;
+  // POST /api/reload?watch=0 (`sluice reload --no-watch`): a deliberate change, applied without
+  // the watch that would roll it back, even when this file was rolled back before.
+  virtual ReloadOutcome reload_unwatched() { return reload(); }
   // POST /api/upgrade: start `binary` ("" = the running one) with the listening sockets; the
   // answer comes once it serves (this process then drains and exits) or failed to start.
   virtual UpgradeOutcome upgrade(const std::string& binary) {

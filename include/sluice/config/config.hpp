@@ -190,6 +190,20 @@ struct ReturnConfig {
   std::string content_type = "text/plain; charset=utf-8";
 };
 
+// [reload]: after a reload, sluice watches the new config's traffic this long and swaps the
+// previous config back on a clear breach (runtime/reload_watch.hpp, docs/operations.md).
+struct ReloadSection {
+  Duration watch{std::chrono::seconds(30)};  // 0 = reloads are not watched
+  // The failed share (origin 5xx, sluice's 502/503/504) breaches when it is at least
+  // failed_percent AND at least failed_factor times the share of the window before the reload.
+  double failed_percent = 5.0;
+  double failed_factor = 3.0;
+  // Fewer answers than this over the watch: too little traffic to judge the failed share.
+  std::uint32_t min_requests = 100;
+  // An upstream whose share of servers up falls by more than this percentage breaches.
+  std::uint32_t up_lost_percent = 50;
+};
+
 // [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).
 struct DnsSection {
   std::vector<HostPort> servers;  // name servers; empty = those of /etc/resolv.conf
@@ -379,6 +393,7 @@ struct Config {
   LogSection log;
   AdminSection admin;
   DnsSection dns;
+  ReloadSection reload;
   std::vector<RouteConfig> routes;
   std::vector<UpstreamConfig> upstreams;  // in file order
   std::vector<KeyValue> keys;             // in the order the loader read them

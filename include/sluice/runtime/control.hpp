@@ -6,6 +6,7 @@
 #include <optional>
 
 #include <boost/json/array.hpp>
+#include <boost/json/object.hpp>
 
 #include "sluice/admin/control.hpp"
 #include "sluice/runtime/history.hpp"
@@ -25,7 +26,7 @@ public:
     std::function<std::shared_ptr<const Snapshot>()> snapshot;
     std::function<unsigned()> workers;
     std::function<Clock::time_point()> loaded_at;
-    std::function<admin::ReloadOutcome()> reload;
+    std::function<admin::ReloadOutcome(bool)> reload;  // true: watched ([reload] watch)
     std::function<bool()> ready;
     std::function<std::uint64_t()> reloads_ok;
     std::function<std::uint64_t()> reloads_failed;
@@ -43,13 +44,18 @@ public:
     std::function<boost::json::array(const std::string&)> discovery_status;
     std::function<void(telemetry::MetricsText&)> discovery_metrics;
     std::function<std::uint64_t()> access_log_dropped;  // lines lost to a full ring
+    // The last reload's watch and the files rolled back (runtime/reload_watch.hpp), for
+    // /api/status's "reload"; and the number of rollbacks, for /metrics.
+    std::function<boost::json::object()> reload_watch;
+    std::function<std::uint64_t()> rollbacks;
   };
   explicit RuntimeControl(Hooks hooks);
 
   std::string status_json() override;
   std::string dashboard_json(const admin::DashboardQuery& query) override;  // dashboard.cpp
   std::string metrics_text() override;
-  admin::ReloadOutcome reload() override;
+  admin::ReloadOutcome reload() override { return hooks_.reload(true); }
+  admin::ReloadOutcome reload_unwatched() override { return hooks_.reload(false); }
   admin::UpgradeOutcome upgrade(const std::string& binary) override { return hooks_.upgrade(binary); }
   std::vector<std::string> reopen_logs() override { return hooks_.reopen_logs(); }
   std::string config_text() override;
