@@ -37,7 +37,7 @@ def rolled_back_within_the_watch(s, bad_version):
 def test_a_reload_whose_servers_answer_500_is_rolled_back_with_the_figures(origins, sluice):
     apps = origins(3)
     s = sluice(config(apps))
-    with Load(s.port, rate=100, max_seconds=30) as load:
+    with Load(s.port, rate=150, max_seconds=30) as load:
         load.wait_for_more(100)  # the window before the reload
         s.config_path.write_text(config(apps, ANSWER_500))
         r = reload(s, "--wait")
