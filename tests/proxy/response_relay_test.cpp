@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
@@ -307,6 +308,76 @@ TEST(RelayResponse, FailEveryClientWriteInTurnUntilItSucceeds) {
     passed = true;
   }
   EXPECT_TRUE(passed);
+}
+
+// An origin with try_read_some (tls::Stream's): its non-blocking read takes what the test stream
+// holds (at most its read size), or nothing when `dry` (a drained socket); every read that goes
+// through the scheduler instead (async_read_some) is counted.
+struct TryReadOrigin {
+  test::stream& stream;
+  bool dry = false;
+  int tries = 0;
+  int async_reads = 0;
+
+  using executor_type = test::stream::executor_type;
+  executor_type get_executor() { return stream.get_executor(); }
+  std::size_t try_read_some(net::mutable_buffer buffer) {
+    ++tries;
+    if (dry || stream.str().empty()) return 0;
+    error_code ec;
+    const auto n = stream.read_some(buffer, ec);
+    return ec ? 0 : n;
+  }
+  template <class Buffers, class Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    ++async_reads;
+    return stream.async_read_some(buffers, std::forward<Token>(token));
+  }
+};
+
+// A body that keeps coming is read at once, piece after piece, without a trip through the
+// scheduler (and without a deadline, which only a wait needs), but goes through it again after
+// every max_pieces_at_once pieces, so that a long body cannot hold the worker.
+TEST(RelayResponse, ABodyThatKeepsComingIsReadAtOnceAndYieldsEveryFewPieces) {
+  const auto pieces = 3 * max_pieces_at_once + 2;
+  const std::string long_body(pieces * 16, 'x');  // 16: the relay's size here
+  for (const bool chunked : {false, true}) {
+    char rest[16];
+    std::snprintf(rest, sizeof rest, "%zx", long_body.size() - 32);
+    const auto wire = chunked ? "20\r\n" + long_body.substr(0, 32) + "\r\n" + rest + "\r\n" +
+                                    long_body.substr(32) + "\r\n0\r\n\r\n"
+                              : long_body;
+    Relay r(wire, 16);
+    TryReadOrigin origin{r.upstream};
+    r.out_head = head;
+    const auto reusable = test_support::run_to_end(
+        r.io, relay_response(Hooks{&r.seen}, origin, r.in, r.client,
+                             framing(plan(chunked, false), chunked ? 0 : long_body.size()), r.out_head,
+                             std::span(r.relay), r.chunked));
+    ASSERT_EQ(reusable, true) << chunked;
+    EXPECT_EQ(r.received(), head + long_body) << chunked;
+    EXPECT_GT(origin.tries, 0) << chunked;
+    EXPECT_GE(origin.async_reads, 1) << chunked;
+    // One read in max_pieces_at_once + 1 goes through the scheduler, each after its deadline.
+    const int reads = origin.tries + origin.async_reads;
+    EXPECT_LE(origin.async_reads, reads / static_cast<int>(max_pieces_at_once + 1) + 1) << chunked;
+    EXPECT_EQ(r.seen.reads, origin.async_reads) << chunked;
+  }
+}
+
+// A socket with nothing to read makes every read a wait through the scheduler, as before.
+TEST(RelayResponse, ADrainedOriginIsWaitedFor) {
+  const std::string long_body(5 * 16, 'y');
+  Relay r(long_body, 16);
+  TryReadOrigin origin{r.upstream, true};
+  r.out_head = head;
+  const auto reusable = test_support::run_to_end(
+      r.io, relay_response(Hooks{&r.seen}, origin, r.in, r.client, framing(plan(false, false), long_body.size()),
+                           r.out_head, std::span(r.relay), r.chunked));
+  ASSERT_EQ(reusable, true);
+  EXPECT_EQ(r.received(), head + long_body);
+  EXPECT_EQ(origin.async_reads, 5);
+  EXPECT_EQ(r.seen.reads, 5);
 }
 
 // relay_at_once() and finish_at_once(): the common answer with no coroutine, on a client with

@@ -21,6 +21,7 @@
 #include <span>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -55,15 +56,42 @@ std::string_view pending_piece(const Buffer& pending, std::uint64_t left, bool u
   return until_close ? bytes : bytes.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), left)));
 }
 
+// Body pieces a relay may read at once (at_once below) before it goes through the scheduler
+// again: 256 KiB of 64 KiB pieces, about 0.1 ms of a worker, so that a long body that keeps
+// coming cannot hold the worker from every other connection.
+inline constexpr unsigned max_pieces_at_once = 4;
+
+// Whether the next read may be tried at once, counting the pieces since the last pass through
+// the scheduler (`count`, the relay's).
+inline bool at_once(unsigned& count) noexcept {
+  if (count < max_pieces_at_once) {
+    ++count;
+    return true;
+  }
+  count = 0;
+  return false;
+}
+
 // The next piece of such a body: what `pending` holds first (pending_piece), else one read into
-// `relay`, after `arm_read()` set the read's deadline.
+// `relay`, after `arm_read()` set the read's deadline. `try_first`: a non-blocking read first
+// (a plain socket's try_read_some, tls/stream.hpp), and the piece at once when it found bytes.
+// A body that came in more than one segment is then relayed without a trip through the
+// scheduler's queue per piece: behind every other connection's ready work, each such trip made
+// a 64 KiB answer wait one full turn of the worker's loop per read under load.
 template <class Stream, class Buffer, class ArmRead>
 boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending,
                                              std::span<char> relay, std::uint64_t left,
-                                             bool until_close, ArmRead arm_read) {
+                                             bool until_close, ArmRead arm_read,
+                                             bool try_first = false) {
   if (pending.size() > 0) co_return BodyPiece{{}, pending_piece(pending, left, until_close), true};
   const auto want = until_close ? relay.size()
                                 : static_cast<std::size_t>(std::min<std::uint64_t>(relay.size(), left));
+  if constexpr (requires { from.try_read_some(boost::asio::mutable_buffer()); }) {
+    if (try_first) {
+      if (const auto n = from.try_read_some(boost::asio::buffer(relay.data(), want)); n > 0)
+        co_return BodyPiece{{}, {relay.data(), n}, false};
+    }
+  }
   arm_read();
   auto [ec, n] = co_await from.async_read_some(boost::asio::buffer(relay.data(), want),
                                                boost::asio::as_tuple(boost::asio::use_awaitable));
@@ -75,10 +103,12 @@ boost::asio::awaitable<BodyPiece> read_piece(Stream& from, const Buffer& pending
 // piece ends at a chunk boundary once the buffered bytes are used up, when `relay` is full, or
 // with the body (`decoder.done()`; bytes after its trailer section stay in `pending`). Decoded
 // data whose chunk's CRLF has not come yet stays in `relay` until it has: a failed read drops it.
+// `try_first` as for read_piece(), for the first read.
 template <class Stream, class Buffer, class ArmRead>
 boost::asio::awaitable<BodyPiece> read_chunked_piece(Stream& from, Buffer& pending,
                                                      http::ChunkedDecoder& decoder,
-                                                     std::span<char> relay, ArmRead arm_read) {
+                                                     std::span<char> relay, ArmRead arm_read,
+                                                     bool try_first = false) {
   std::size_t have = 0;
   std::uint64_t decoded = 0;
   for (;;) {
@@ -88,8 +118,16 @@ boost::asio::awaitable<BodyPiece> read_chunked_piece(Stream& from, Buffer& pendi
     using Outcome = http::ChunkedFeed::Outcome;
     if (f.outcome == Outcome::invalid) co_return BodyPiece{{}, {}, false, true};
     if (f.outcome != Outcome::more) co_return BodyPiece{{}, {relay.data(), have}, false};
-    arm_read();
     const auto room = pending.max_size() - pending.size();
+    if constexpr (requires { from.try_read_some(boost::asio::mutable_buffer()); }) {
+      if (std::exchange(try_first, false)) {
+        if (const auto n = from.try_read_some(pending.prepare(std::min(room, chunked_read_chunk))); n > 0) {
+          pending.commit(n);
+          continue;
+        }
+      }
+    }
+    arm_read();
     auto [ec, n] = co_await from.async_read_some(pending.prepare(std::min(room, chunked_read_chunk)),
                                                  boost::asio::as_tuple(boost::asio::use_awaitable));
     pending.commit(n);

@@ -77,9 +77,11 @@ boost::asio::awaitable<BodyPiece> next_response_piece(Hooks& hooks, Stream& upst
                                                       const http::ResponsePlan& plan,
                                                       std::uint64_t content_left,
                                                       std::span<char> relay,
-                                                      http::ChunkedDecoder& chunked) {
-  if (plan.chunked_in) return read_chunked_piece(upstream, in, chunked, relay, [&hooks] { hooks.reading(); });
-  return read_piece(upstream, in, relay, content_left, plan.until_close, [&hooks] { hooks.reading(); });
+                                                      http::ChunkedDecoder& chunked, bool try_first) {
+  if (plan.chunked_in)
+    return read_chunked_piece(upstream, in, chunked, relay, [&hooks] { hooks.reading(); }, try_first);
+  return read_piece(upstream, in, relay, content_left, plan.until_close, [&hooks] { hooks.reading(); },
+                    try_first);
 }
 
 }  // namespace detail
@@ -98,6 +100,7 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
   bool done = !plan.body_expected || (!plan.chunked_in && !until_close && framing.content_length == 0);
   bool head_written = false;
   auto content_left = framing.content_length;
+  unsigned pieces_at_once = 0;
   while (!done || !head_written) {
     std::string_view piece;
     BodyPiece read;
@@ -106,7 +109,8 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
       if (!plan.chunked_in && in.size() > 0) {
         read = BodyPiece{{}, pending_piece(in, content_left, until_close), true};
       } else {
-        read = co_await detail::next_response_piece(hooks, upstream, in, plan, content_left, relay, chunked);
+        read = co_await detail::next_response_piece(hooks, upstream, in, plan, content_left, relay, chunked,
+                                                    at_once(pieces_at_once));
       }
       const auto ec = hooks.timed(read.ec);
       if (ec == boost::asio::error::eof && until_close) {
