@@ -141,6 +141,7 @@ def render(path):
         result["description"] = describe(name, doc["settings"])
         result["summary"] = report.summarize(result, doc["contenders"])
     doc["targets"] = report.evaluate_targets(doc["scenarios"], doc["contenders"])
+    doc["round_checks"] = report.evaluate_round_checks(doc["scenarios"], doc["contenders"])
     path.write_text(json.dumps(doc, indent=1) + "\n")
     path.with_suffix(".md").write_text(report.markdown(doc))
     log(f"rewritten: {path.with_suffix('.md')} and {path.name}")
@@ -224,7 +225,8 @@ def main(argv):
                             connections=a.connections,
                             idle_steps=(a.idle_connections, a.idle_connections),
                             instr_requests=a.instr_requests, instr_warm=a.instr_warm,
-                            instr_connections=a.instr_connections, workdir=workdir)
+                            instr_connections=a.instr_connections, workdir=workdir,
+                            client_cpus=CLIENT_CPUS if a.workers == 1 else f"{CLIENT_CPUS},{PROXY_CPUS}")
         bench = Bench(settings, contenders, origins, log)
         doc["scenarios"] = {}
         for name in a.scenarios:
@@ -242,6 +244,7 @@ def main(argv):
     doc["elapsed_s"] = round(time.monotonic() - t_start, 1)
     doc["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[0]
     doc["targets"] = report.evaluate_targets(doc["scenarios"], names)
+    doc["round_checks"] = report.evaluate_round_checks(doc["scenarios"], names)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = (f"{doc['date']}-{short}" + ("" if a.workers == 1 else "-workers2")

@@ -28,6 +28,7 @@ class Settings:
     instr_warm: int
     workdir: Path
     instr_connections: int = 1  # 1: sequential requests on one connection; more: wrk
+    client_cpus: str = "0"      # the load side's CPUs (wrk, the origins, the harness)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,20 @@ def steady_rss_kib(pid):
     return settled_rss_kib(pid, interval=1.1, timeout=6.0)
 
 
+def cpu_busy_ticks(cpus):
+    """(busy, total) clock ticks of the listed CPUs ("0" or "0,1") from /proc/stat."""
+    wanted = {f"cpu{c}" for c in cpus.split(",")}
+    busy = total = 0
+    with open("/proc/stat") as f:
+        for line in f:
+            fields = line.split()
+            if fields and fields[0] in wanted:
+                ticks = [int(x) for x in fields[1:]]
+                total += sum(ticks[:8])  # guest time is counted in user already
+                busy += sum(ticks[:8]) - ticks[3] - ticks[4]  # not idle, not iowait
+    return busy, total
+
+
 def rotation(contenders, round_index):
     k = round_index % len(contenders)
     return contenders[k:] + contenders[:k]
@@ -133,7 +148,8 @@ class Bench:
                     m = row[c.name]
                     self.log(f"  {name} round {i + 1}/{self.s.rounds} {c.name:10s} "
                              f"{m['rps']:9.0f} req/s  {m['req_per_cpu_s']:9.0f} req/CPU-s  "
-                             f"busy {m['proxy_cpu_busy']:.2f}  p99 {m['p99_ms']:.2f} ms  "
+                             f"busy {m['proxy_cpu_busy']:.2f}  load side {m['load_cpu_busy']:.2f}  "
+                             f"p99 {m['p99_ms']:.2f} ms  "
                              f"origin conns/1k {m['origin_conns_per_1k']:.2f}  errors {m['errors']}")
                 rounds.append(row)
         finally:
@@ -149,6 +165,7 @@ class Bench:
         the requests in flight, which makes every proxy drop and reopen upstream connections,
         and that is not the steady state the figure is about."""
         (user0, sys0), ocpu0 = running.cpu_split(), self.origins.cpu_seconds()
+        load0 = cpu_busy_ticks(self.s.client_cpus)
         t0 = time.monotonic()
         child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
                           connections=self.s.connections, duration=duration,
@@ -161,6 +178,7 @@ class Bench:
         finally:
             w = wrk.finish(child)
         wall = time.monotonic() - t0
+        load1 = cpu_busy_ticks(self.s.client_cpus)
         (user1, sys1), ocpu = running.cpu_split(), self.origins.cpu_seconds() - ocpu0
         user, system = user1 - user0, sys1 - sys0
         cpu = user + system
@@ -179,6 +197,9 @@ class Bench:
             "user_us_per_req": user * 1e6 / n if n else None,
             "sys_us_per_req": system * 1e6 / n if n else None,
             "origin_cpu_busy": ocpu / wall,
+            # The load side's core (wrk, the origins, the harness): near 1.00, it is what limits
+            # the run, and the latencies include its queueing.
+            "load_cpu_busy": (load1[0] - load0[0]) / max(1, load1[1] - load0[1]),
             "p50_ms": w["latency_ms"]["p50"],
             "p99_ms": w["latency_ms"]["p99"],
             "p999_ms": w["latency_ms"]["p999"],
