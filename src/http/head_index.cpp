@@ -96,7 +96,7 @@ constexpr auto k_by_length = make_by_length();
 // `name` is a token (the scan checked): OR-ing 0x20 lower-cases its letters and leaves '-' and
 // digits alone, and no other tchar lands on one of those. Compared a word at a time: 8 bytes (the
 // last word overlapping the one before it), 4 for a name under 8 bytes, bytes under 4. A
-// byte-by-byte loop was 86 instructions per field line (bench/callgrind.sh, 2026-12-05).
+// byte-by-byte loop was 86 instructions per field line (bench/callgrind.sh).
 template <class Word>
 Word load(const char* p) noexcept {
   Word w;

@@ -50,8 +50,7 @@ namespace {
 
 // The 32 lowercase hex digits of `bytes`, most significant nibble first. With SSE2 (every
 // x86-64) 16 nibbles at a time: a digit is the nibble + '0', + 39 more from 10 up ('a' - '0' -
-// 10). The byte loop it replaces was most of the 219 instructions an ID cost (bench/callgrind.sh,
-// 2026-12-05).
+// 10). The byte loop it replaces was most of the 219 instructions an ID cost (bench/callgrind.sh).
 void hex32(const unsigned char (&bytes)[16], char (&hex)[32]) noexcept {
 #if defined(__SSE2__)
   const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes));

@@ -204,7 +204,7 @@ bool detail::valid_host(std::string_view value) noexcept {
   } else {
     // The common host, a name or an IPv4 address: a run of reg-name bytes, taken a byte per
     // table lookup (the loop below checks '%' and ':' at every byte: ~150 instructions for
-    // "127.0.0.1:8080", bench/callgrind.sh 2026-12-05). It stops at anything else.
+    // "127.0.0.1:8080", bench/callgrind.sh). It stops at anything else.
     while (i < value.size() && is(value[i], k_reg_name)) ++i;
     for (; i < value.size() && value[i] != ':'; ++i) {
       if (value[i] == '%') {

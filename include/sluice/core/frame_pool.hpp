@@ -1,5 +1,5 @@
 #pragma once
-// Per-thread free lists for coroutine frames, by size class (issue 17, point 4).
+// Per-thread free lists for coroutine frames, by size class.
 //
 // Asio recycles awaitable frames through a per-thread cache of 8 blocks, first fit, whatever their
 // size: with many sessions suspended at once (64 connections on a worker) it runs out and a frame

@@ -1,5 +1,5 @@
 #pragma once
-// Strings whose capacity outlives their user (issue 17, point 4: a new connection allocates
+// Strings whose capacity outlives their user (a new connection allocates
 // nothing the previous one could leave behind). A session writes both heads of each exchange into
 // one std::string; a fresh session's string grew by malloc twice, once for the request head and
 // once for the longer response head, on every new connection and every wake of a parked one. A

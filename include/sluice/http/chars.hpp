@@ -55,7 +55,7 @@ constexpr bool is_ows(unsigned char c) noexcept { return c == ' ' || c == '\t'; 
 // SSE2 (every x86-64): a byte ends the run when it is at most 0x1F and not HTAB, or DEL - the
 // complement of k_field, tested against the table for every byte value at every lane. The tail,
 // and targets without SSE2, go byte by byte. 2,108 instructions per proxied request were the
-// scanner's field lines before (bench/callgrind.sh, 2026-12-03), most of them these loops.
+// scanner's field lines before (bench/callgrind.sh), most of them these loops.
 inline std::size_t field_run(const char* p, std::size_t n) noexcept {
   std::size_t i = 0;
 #if defined(__SSE2__)

@@ -52,7 +52,7 @@ struct RequestEdits {
 
 // Appends the parts one after the other: one size check and growth of `out`, then a copy of each
 // part, where an append per part checks and grows each time (a head's lines are 3-5 parts;
-// bench/callgrind.sh, 2026-12-05: ~130 instructions per line, ~60 this way).
+// bench/callgrind.sh: ~130 instructions per line, ~60 this way).
 inline void append_joined(std::string& out, std::initializer_list<std::string_view> parts) {
   std::size_t n = 0;
   for (const auto p : parts) n += p.size();

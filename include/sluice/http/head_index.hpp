@@ -1,5 +1,5 @@
 #pragma once
-// A message head parsed once into a flat index over its own bytes (issue 17, point 3): one pass of
+// A message head parsed once into a flat index over its own bytes: one pass of
 // the strict scanner (head_scanner.hpp) fills a fixed array of (known-field enum, name span,
 // value span) and the framing facts, applying in that pass every rule that scan_*_head(),
 // parse_*_head() (Beast and check_*_fields()) and admit_request() apply today, with the same

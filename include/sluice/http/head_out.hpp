@@ -5,7 +5,7 @@
 // what was written. A std::string::append per piece checks the capacity, copies through a call
 // to memcpy and writes the length and the terminator each time: the four pieces of one added
 // line ("X-Request-Id", ": ", the id, CRLF) cost ~120 instructions that way, ~30 this way
-// (bench/callgrind.sh, 2026-12-05). Internal to src/http.
+// (bench/callgrind.sh). Internal to src/http.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

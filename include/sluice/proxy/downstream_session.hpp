@@ -241,7 +241,7 @@ private:
   HeadBuffer up_in_;
   std::string head_out_;             // serialized head towards the origin or the client
   Arena arena_;
-  // The request head, indexed in one pass (issue 17, point 3) once its end is in in_, then over a
+  // The request head, indexed in one pass once its end is in in_, then over a
   // copy of its bytes in the arena (body reads into in_ may move them): request_ is the complete
   // head in hand (nullptr: none); its index is in the arena (look_at_head()). refused_: admit_request()'s refusal of that head (413, 501, a bad target), answered
   // by handle_request() as a request (with its id, logged).
@@ -249,7 +249,7 @@ private:
   http::RequestHead* request_store_ = nullptr;
   char* request_bytes_ = nullptr;
   ProxyError refused_;
-  // The response head, indexed over its bytes in up_in_ (issue 17, point 3). read_response_head()
+  // The response head, indexed over its bytes in up_in_. read_response_head()
   // consumes them at once, but they stay where they are until up_in_'s next prepare(), which comes
   // only after the head was answered (spliced into head_out_): no copy. response_ is the complete
   // head in hand (nullptr: none); its storage is in the arena, made on the exchange's first head.

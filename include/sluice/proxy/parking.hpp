@@ -40,8 +40,8 @@ namespace sluice::proxy {
 // pools). Short, because until then the connection holds a whole session: while a client opens
 // connections at 5k/s, the sessions of the last park_after are alive at once, and what they free
 // when they park leaves holes between what stays. With parked connections still in the reactor,
-// an idle connection cost 0.5-1.0 KiB at 100 ms and 0.5-0.8 at 25 ms (docs/performance.md,
-// session 17); out of it, 0.1-0.3.
+// an idle connection cost 0.5-1.0 KiB at 100 ms and 0.5-0.8 at 25 ms (bench/run.sh's idle
+// scenario); out of it, 0.1-0.3.
 inline constexpr std::chrono::milliseconds park_after{25};
 
 struct ParkedClient {

@@ -1,5 +1,5 @@
 #pragma once
-// The request-head phase of the client side (issue 17: DownstreamSession's read loop): waits for a
+// The request-head phase of the client side: waits for a
 // client's next request head and reads it until the session's look at the buffered bytes decides
 // (a complete head, a violation), or the connection ends (end of stream, reset, the idle or
 // header timeout, parking, shutdown).

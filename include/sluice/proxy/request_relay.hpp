@@ -1,5 +1,5 @@
 #pragma once
-// The streamed request relay (issue 17: BodyRelay's request direction): the request head and a
+// The streamed request relay: the request head and a
 // body read from the client as it comes, piece by piece, to the origin:
 // stream_request_body(hooks, upstream, head, chunked, body_done). Each write is one FramedPiece
 // (body_relay.hpp): the head with the first piece, a chunked body re-chunked as it passes (its

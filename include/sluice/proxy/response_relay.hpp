@@ -1,5 +1,5 @@
 #pragma once
-// The response relay (issue 17: BodyRelay's response direction): after an attempt's final head,
+// The response relay: after an attempt's final head,
 // the rewritten head and the origin's body go to the client, relay_response(hooks, upstream, in,
 // client, framing, head, relay, chunked; `chunked`: a fresh decoder for a chunked body, with the
 // session's limits). Templated on both streams, so that beast::test::stream

@@ -4,7 +4,7 @@
 // Failure carries the facts (what failed, whether a byte reached the server, whether the
 // response started), RequestFacts the request's.
 //
-// Rules (issue "Safe retries"):
+// Rules:
 //  - never once the response has started streaming to the client;
 //  - only for failures listed in `on` (connect, refused, reset, timeout, status codes);
 //  - a request that provably never reached the server (connect failed, or the connection failed

@@ -1,5 +1,5 @@
 #pragma once
-// The connection after a valid 101 Switching Protocols (issue 17: TunnelSession). It takes both
+// The connection after a valid 101 Switching Protocols. It takes both
 // streams from the HTTP session, which then ends and gives back everything a request held (its
 // head buffers, arena, coroutine frames, the session itself), as Beast's advanced server hands an
 // upgraded socket from its http_session to a websocket_session. Bytes go both ways (relay(),

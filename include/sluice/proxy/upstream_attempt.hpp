@@ -1,5 +1,5 @@
 #pragma once
-// An upstream attempt (issue 17: UpstreamAttempt, one try on one server), in three templates on
+// An upstream attempt (one try on one server), in three templates on
 // the stream type, so that beast::test::stream and a fail-count loop drive them in unit tests
 // (tests/proxy/upstream_attempt_test.cpp); the session instantiates them for tls::Stream, and
 // what belongs to it comes through a hooks value, first and by value (it lives in the

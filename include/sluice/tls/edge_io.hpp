@@ -224,8 +224,8 @@ bool will_try(T& s) noexcept {
 // thread glibc wraps each of those in __pthread_enable_asynccancel / _disable, two atomic
 // read-modify-writes of the thread's cancel state per call. Nothing here is ever cancelled (a
 // worker stops through its io_context), so the plain system call is all a worker needs. The
-// bracket was 0.35 us of sluice's 36 per request in the kernel profile (bench/kprofile.py,
-// 2026-12-03); nginx and HAProxy, single-threaded, skip it.
+// bracket was 0.35 us of sluice's 36 per request in the kernel profile (bench/kprofile.py);
+// nginx and HAProxy, single-threaded, skip it.
 inline ssize_t sys_recv(int fd, void* data, std::size_t size, int flags) noexcept {
   return ::syscall(SYS_recvfrom, fd, data, size, flags, nullptr, nullptr);
 }

@@ -3,7 +3,7 @@
 // between the worker's pool and the request using it at every request; moving the slot moves a
 // pointer, where moving the stream moved a socket (its type-erased executor copied, its reactor
 // state handed over) and destroyed the one moved from: ~300 instructions per request for the
-// checkout and the release (bench/callgrind.sh, 2026-12-05). The stream is allocated once per
+// checkout and the release (bench/callgrind.sh). The stream is allocated once per
 // connection, when it is opened. The subset of std::optional's interface that attempt_server()
 // (proxy/upstream_attempt.hpp) and the session use.
 #include <memory>
