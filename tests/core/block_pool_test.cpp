@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <utility>
+#include <vector>
 
 namespace sluice {
 namespace {
@@ -23,6 +24,35 @@ TEST(BlockPool, KeepsAtMostMaxFreeBlocksAndHandsThemOutAgain) {
   pool.release(b);
   pool.release(nullptr);  // nothing
   EXPECT_EQ(pool.free_blocks(), 2u);
+}
+
+// A burst fills the free list; shed() frees only what no acquire() needed since the last shed(),
+// so a steady demand keeps its blocks and a burst's surplus goes an interval after it ends.
+TEST(BlockPool, ShedFreesTheBlocksUnusedSinceTheLastShed) {
+  BlockPool pool(64, 16);
+  std::vector<char*> burst;
+  for (int i = 0; i < 10; ++i) burst.push_back(pool.acquire());
+  for (char* b : burst) pool.release(b);
+  EXPECT_EQ(pool.shed(), 0u);  // the interval began with none free: all ten were needed
+  EXPECT_EQ(pool.free_blocks(), 10u);
+  // A steady demand of three blocks at once in the next interval.
+  for (int round = 0; round < 5; ++round) {
+    char* a = pool.acquire();
+    char* b = pool.acquire();
+    char* c = pool.acquire();
+    pool.release(a);
+    pool.release(b);
+    pool.release(c);
+  }
+  EXPECT_EQ(pool.shed(), 7u * 64);  // the seven the steady demand never reached
+  EXPECT_EQ(pool.free_blocks(), 3u);
+  char* a = pool.acquire();
+  pool.release(a);
+  EXPECT_EQ(pool.shed(), 2u * 64);  // demand fell to one
+  EXPECT_EQ(pool.free_blocks(), 1u);
+  EXPECT_EQ(pool.shed(), 1u * 64);  // an interval with no demand frees the rest
+  EXPECT_EQ(pool.free_blocks(), 0u);
+  EXPECT_EQ(pool.shed(), 0u);
 }
 
 TEST(PooledBlock, GoesBackToItsPoolOnceWhenItsLastOwnerEnds) {

@@ -37,5 +37,24 @@ TEST(StringPool, KeepsAtMostItsCapAndNoOversizedOrInlineStrings) {
   EXPECT_EQ(pool.size(), 2u);
 }
 
+// As BlockPool::shed(): the strings no take() needed since the last shed() are freed.
+TEST(StringPool, ShedFreesTheStringsUnusedSinceTheLastShed) {
+  StringPool pool(8, 1024);
+  for (int i = 0; i < 4; ++i) {
+    std::string s;
+    s.reserve(300);
+    pool.keep(std::move(s));
+  }
+  auto taken = pool.take();
+  pool.keep(std::move(taken));
+  EXPECT_EQ(pool.shed(), 0u);  // before this first interval's low-water mark: nothing free
+  taken = pool.take();
+  pool.keep(std::move(taken));
+  EXPECT_GE(pool.shed(), 3u * 300);  // three never taken in this interval
+  EXPECT_EQ(pool.size(), 1u);
+  pool.shed();
+  EXPECT_EQ(pool.size(), 0u);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -3,6 +3,7 @@
 // head arrives, parses and rewrites both heads in it (Beast's fields take an ArenaAllocator), and
 // hands it back when the exchange ends: steady state allocates nothing per request, and an idle
 // connection holds no block. Single-threaded, like everything a worker owns.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -109,7 +110,10 @@ private:
 };
 
 // Fixed-size blocks recycled within one worker. Bounded: at most max_free blocks are kept, the
-// surplus of a burst goes back to the heap. Optionally tiered: a pool of small blocks chained to
+// surplus of a burst goes back to the heap. What is kept follows the demand: shed() frees the
+// blocks that stayed unused since the last call (the fewest the free list held since then), so a
+// worker keeps about the peak of its last interval, and a burst's blocks go back to the heap an
+// interval or two after it ends. Optionally tiered: a pool of small blocks chained to
 // one of larger blocks serves a PoolAllocator from the smallest tier that fits, so that a buffer
 // starts small and takes a large block only when it has to grow (a partial request head then
 // pins a 4 KiB block, not 32 KiB).
@@ -128,6 +132,7 @@ public:
     if (free_.empty()) return new char[size_];
     char* b = free_.back();
     free_.pop_back();
+    if (free_.size() < fewest_free_) fewest_free_ = free_.size();
     return b;
   }
   void release(char* b) noexcept {
@@ -140,6 +145,17 @@ public:
   }
   void reserve() { free_.reserve(max_free_); }
   std::size_t free_blocks() const noexcept { return free_.size(); }
+
+  // Frees the blocks no acquire() needed since the last call; returns the bytes freed.
+  std::size_t shed() noexcept {
+    const auto unused = std::min(fewest_free_, free_.size());
+    for (std::size_t i = 0; i < unused; ++i) {
+      delete[] free_.back();
+      free_.pop_back();
+    }
+    fewest_free_ = free_.size();
+    return unused * size_;
+  }
 
   // A block of the smallest tier of at least n bytes; nullptr when none is that large.
   char* take(std::size_t n) {
@@ -160,6 +176,7 @@ private:
   std::size_t max_free_;
   BlockPool* larger_;
   std::vector<char*> free_;
+  std::size_t fewest_free_ = 0;  // the free list's low-water mark since the last shed()
 };
 
 // One block of a BlockPool, owned: it goes back to its pool when the handle dies, whoever holds

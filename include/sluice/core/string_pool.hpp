@@ -7,7 +7,9 @@
 //
 // Keeps at most `cap` strings, each of at most `max_capacity` bytes (one that grew for an unusual
 // head goes back to the heap), so a burst of connections leaves at most cap x max_capacity
-// behind. One thread, like everything a worker owns.
+// behind, and shed() frees those no take() needed since its last call (as BlockPool::shed()).
+// One thread, like everything a worker owns.
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -28,6 +30,7 @@ public:
     if (free_.empty()) return {};
     std::string s = std::move(free_.back());
     free_.pop_back();
+    if (free_.size() < fewest_free_) fewest_free_ = free_.size();
     return s;
   }
   // `s` is done with: its capacity is kept for the next take() if the pool has room and it is
@@ -40,10 +43,22 @@ public:
   }
   std::size_t size() const noexcept { return free_.size(); }
 
+  // Frees the strings no take() needed since the last call; returns the bytes freed.
+  std::size_t shed() noexcept {
+    std::size_t bytes = 0;
+    for (auto unused = std::min(fewest_free_, free_.size()); unused > 0; --unused) {
+      bytes += free_.back().capacity();
+      free_.pop_back();
+    }
+    fewest_free_ = free_.size();
+    return bytes;
+  }
+
 private:
   std::size_t cap_;
   std::size_t max_capacity_;
   std::vector<std::string> free_;
+  std::size_t fewest_free_ = 0;  // the free list's low-water mark since the last shed()
 };
 
 }  // namespace sluice

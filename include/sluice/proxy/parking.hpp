@@ -149,6 +149,10 @@ private:
   std::size_t peak_ = 0;
 };
 
+// The worker also trims after its pools shed this much (WorkerContext::shed_pools()): the blocks
+// a burst left in them go back a second or two after the burst, when its sessions are gone.
+inline constexpr std::size_t trim_after_shed = 1 << 20;
+
 // malloc_trim(0) where the C library has it (glibc); nothing elsewhere.
 void trim_heap() noexcept;
 

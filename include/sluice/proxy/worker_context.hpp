@@ -89,6 +89,13 @@ struct WorkerContext {
   BlockPool head_blocks{head_block_size, 1024, &arena_blocks};
   // Sessions' head output strings (core/string_pool.hpp): 256 of at most 4 KiB.
   StringPool head_strings{256, 4096};
+
+  // Called once a second: the pools free what the last second did not need (BlockPool::shed()),
+  // so that after a burst the worker keeps what its traffic uses, not the burst's peak. Returns
+  // the bytes freed.
+  std::size_t shed_pools() noexcept {
+    return head_blocks.shed() + arena_blocks.shed() + relay_blocks.shed() + head_strings.shed();
+  }
 };
 
 }  // namespace sluice::proxy
