@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/_experimental/test/stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+
+#include "sluice/core/arena.hpp"
 
 namespace sluice::proxy {
 namespace {
@@ -77,6 +80,35 @@ HeadResult run(net::io_context& io, test::stream& client, boost::beast::flat_buf
 
 const std::string head = "GET /a HTTP/1.1\r\nHost: shop\r\nAccept: */*\r\n\r\n";
 const std::string next = "GET /b HTTP/1.1\r\n";
+
+// A head buffer over the worker's tiers: 1 KiB first (a connection that sends half a head pins
+// no more), 4 KiB for a longer head, then the arena-sized block; each step taken only when the
+// buffer is full.
+TEST(PrepareHeadRead, AHeadBufferGrowsThroughTheBlockTiers) {
+  BlockPool arena(arena_block_size, 4);
+  BlockPool grown(head_grown_size, 4, &arena);
+  BlockPool small(head_block_size, 4, &grown);
+  boost::beast::basic_flat_buffer<PoolAllocator<char>> in(16 * 1024 + head_read_chunk,
+                                                          PoolAllocator<char>(&small));
+  auto fill = [&] {
+    const auto room = prepare_head_read(in);
+    std::memset(room.data(), 'a', room.size());
+    in.commit(room.size());
+  };
+  EXPECT_EQ(prepare_head_read(in).size(), head_block_size);
+  EXPECT_EQ(in.capacity(), head_block_size);
+  in.commit(100);
+  EXPECT_EQ(prepare_head_read(in).size(), head_block_size - 100);  // the rest of the block
+  fill();
+  EXPECT_EQ(prepare_head_read(in).size(), head_grown_size - head_block_size);
+  EXPECT_EQ(in.capacity(), head_grown_size);
+  fill();
+  EXPECT_EQ(in.size(), head_grown_size);
+  EXPECT_EQ(prepare_head_read(in).size(), head_read_chunk);
+  EXPECT_EQ(in.capacity(), head_grown_size + head_read_chunk);  // within an arena block
+  EXPECT_EQ(small.free_blocks(), 1u);  // the outgrown blocks went back to their tiers
+  EXPECT_EQ(grown.free_blocks(), 1u);
+}
 
 TEST(ReadRequestHead, AHeadInPiecesOfEverySizeIsTakenWholeAndWhatFollowsStaysBuffered) {
   const std::string wire = head + next;

@@ -53,13 +53,17 @@ namespace sluice::proxy {
 enum class HeadResult { ok, closed, error, parked };
 
 // Room to read a request head into: an empty buffer takes a small block first (most heads fit in
-// 4 KiB, and a partial head should not pin more), a buffer with room fills it, a full one grows
-// by head_read_chunk; never past max_size().
+// 1 KiB, and a partial head should not pin more), a buffer with room fills it, a full small one
+// grows to the next tier (head_grown_size: the buffer's blocks come in those sizes,
+// worker_context.hpp), a full larger one by head_read_chunk; never past max_size().
 template <class Buffer>
 boost::asio::mutable_buffer prepare_head_read(Buffer& buffer) {
   const auto room = buffer.max_size() - buffer.size();
   const auto spare = buffer.capacity() - buffer.size();
-  const auto want = buffer.capacity() == 0 ? head_block_size : spare > 0 ? spare : head_read_chunk;
+  const auto want = buffer.capacity() == 0              ? head_block_size
+                    : spare > 0                          ? spare
+                    : buffer.capacity() < head_grown_size ? head_grown_size - buffer.size()
+                                                         : head_read_chunk;
   return buffer.prepare(std::min(room, want));
 }
 

@@ -46,7 +46,8 @@ using SessionList = boost::intrusive::list<SessionLink, boost::intrusive::consta
 
 inline constexpr std::chrono::milliseconds deadline_tick{25};
 inline constexpr std::size_t arena_block_size = 32 * 1024;  // both heads of one exchange
-inline constexpr std::size_t head_block_size = 4 * 1024;    // a client's read buffer, at first
+inline constexpr std::size_t head_block_size = 1024;        // a client's read buffer, at first
+inline constexpr std::size_t head_grown_size = 4 * 1024;    // then, for a head past 1 KiB
 inline constexpr std::size_t relay_block_size = 64 * 1024;  // body bytes per read/write step
 
 struct WorkerContext {
@@ -80,13 +81,15 @@ struct WorkerContext {
   double uniform() noexcept { return unit_interval(splitmix64(rng_state)); }
   std::uint64_t rng_state = 0x853c49e6748fea9bull;
   // Request-scoped memory, recycled (see core/arena.hpp): head arenas and body relay buffers,
-  // and the head read buffers, which start with a 4 KiB block and move to an arena-sized one
-  // only for a head that needs it. Each pool keeps at most its cap of free blocks (4 + 4 + 8 MiB
-  // at most per worker); what a burst took beyond that goes back to the heap when it ends, and
-  // the heap to the system (see HeapTrim).
+  // and the head read buffers, which start with a 1 KiB block (nginx's client_header_buffer_size:
+  // most request heads fit, and a connection that sends half a head pins no more), move to a
+  // 4 KiB one for a longer head and to an arena-sized one only for a head that needs it. Each pool
+  // keeps at most its cap of free blocks (4 + 8 + 1 + 4 MiB at most per worker); what a burst took
+  // beyond that goes back to the heap when it ends, and the heap to the system (see HeapTrim).
   BlockPool arena_blocks{arena_block_size, 128};
   BlockPool relay_blocks{relay_block_size, 128};
-  BlockPool head_blocks{head_block_size, 1024, &arena_blocks};
+  BlockPool grown_head_blocks{head_grown_size, 1024, &arena_blocks};
+  BlockPool head_blocks{head_block_size, 1024, &grown_head_blocks};
   // Sessions' head output strings (core/string_pool.hpp): 256 of at most 4 KiB.
   StringPool head_strings{256, 4096};
 
@@ -94,7 +97,8 @@ struct WorkerContext {
   // so that after a burst the worker keeps what its traffic uses, not the burst's peak. Returns
   // the bytes freed.
   std::size_t shed_pools() noexcept {
-    return head_blocks.shed() + arena_blocks.shed() + relay_blocks.shed() + head_strings.shed();
+    return head_blocks.shed() + grown_head_blocks.shed() + arena_blocks.shed() + relay_blocks.shed() +
+           head_strings.shed();
   }
 };
 
