@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lengths of the functions defined in C++ source files, longest first.
 
-    scripts/function_lengths.py [--max N [--allow NAME]...] [FILE_OR_DIR ...]   (default: src/proxy)
+    scripts/function_lengths.py [--max N [--allow NAME]...] [--exclude DIR]... [FILE_OR_DIR ...]
+                                (default: src/proxy)
 
 A definition is what the house style (clang-format) makes it: a signature starting in column 0
 (a free function) or 2 (a member function defined in its class) and a body closed by a `}` alone
@@ -9,7 +10,7 @@ at that column; the length counts the lines from the signature's
 first to the closing brace. Classes, structs, enums and namespaces are not functions. With
 --max N, exits 1 when a function is longer than N lines (lists those), else prints the ten
 longest; --allow NAME (Class::function) exempts one function from --max, for a known exception
-that another change is taking apart."""
+that another change is taking apart; --exclude DIR leaves out the files under DIR."""
 import re
 import sys
 from pathlib import Path
@@ -76,14 +77,21 @@ def functions(path):
 
 
 def main(argv):
-    limit, allowed = None, set()
+    if argv[:1] in (["--help"], ["-h"]):
+        print(__doc__)
+        return 0
+    limit, allowed, excluded = None, set(), []
     if argv[:1] == ["--max"]:
         limit, argv = int(argv[1]), argv[2:]
-    while argv[:1] == ["--allow"]:
-        allowed.add(argv[1])
+    while argv[:1] in (["--allow"], ["--exclude"]):
+        if argv[0] == "--allow":
+            allowed.add(argv[1])
+        else:
+            excluded.append(Path(argv[1]).resolve())
         argv = argv[2:]
     roots = [Path(a) for a in argv] or [Path(__file__).resolve().parent.parent / "src/proxy"]
-    files = [f for r in roots for f in (sorted(r.rglob("*.cpp")) if r.is_dir() else [r])]
+    files = [f for r in roots for f in (sorted(r.rglob("*.cpp")) if r.is_dir() else [r])
+             if not any(f.resolve().is_relative_to(d) for d in excluded)]
     found = sorted((f for path in files for f in functions(path)), reverse=True)
     over = [f for f in found if limit is not None and f[0] > limit and f[2] not in allowed]
     for length, where, name in over if limit is not None else found[:10]:

@@ -43,8 +43,9 @@ phase "allocations per request"
 /usr/bin/python3 bench/allocs_per_request.py build/release 300 --max=0.01
 
 phase "function lengths"
-# No function in src/proxy/ over 60 lines (issue 17).
-scripts/function_lengths.py --max 60 src/proxy
+# No function in src/ over 60 lines. src/config/ is left out while its loader is being rewritten
+# to tables; this is the one place that exclusion is listed.
+scripts/function_lengths.py --max 60 --exclude src/config src
 
 phase "test origin smoke test"
 /usr/bin/python3 tools/origin/smoke_test.py build/release/sluice-origin

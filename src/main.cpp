@@ -122,11 +122,8 @@ bool is_admin_command(std::string_view command) {
          command == "status";
 }
 
-Options parse_args(int argc, char** argv) {
-  Options o;
-  std::vector<std::string_view> args(argv + 1, argv + argc);
-  std::size_t i = 0;
-  if (i < args.size() && !args[i].starts_with("-")) o.command = std::string(args[i++]);
+// The flags from args[i] on, read into `o`; the first bad one sets o.error and ends the reading.
+void read_flags(Options& o, const std::vector<std::string_view>& args, std::size_t i) {
   // "--flag VALUE" or "--flag=VALUE": true when args[i] is that flag; the value goes to `out`.
   const auto value_flag = [&](std::string_view flag, std::string& out) {
     const auto a = args[i];
@@ -151,7 +148,7 @@ Options parse_args(int argc, char** argv) {
     } else if (value_flag("--admin", o.admin) || value_flag("--token-file", o.token_file) ||
                value_flag("--upstream", o.upstream) || value_flag("--server", o.server) ||
                value_flag("--timeout", o.timeout)) {
-      // Which command a flag belongs to is checked below.
+      // Which command a flag belongs to is checked after (misplaced_flag).
     } else if (a == "--wait") {
       o.wait = true;
     } else if (a == "--diff-running") {
@@ -171,32 +168,41 @@ Options parse_args(int argc, char** argv) {
       o.error = "unknown argument '" + std::string(a) + "'";
     }
   }
-  if (!o.error.empty() || o.command == "help" || o.command == "version") return o;
+}
+
+// A flag given to a command it does not apply to, or a flag the command needs and lacks: the
+// error that says so, else "".
+std::string misplaced_flag(const Options& o) {
   const bool drain = o.command == "drain";
   const bool drain_like = drain || o.command == "undrain";
   const bool talks_to_admin = is_admin_command(o.command) || o.diff_running;
-  if ((!o.diff.empty() || o.diff_running) && o.command != "check") {
-    o.error = "--diff and --diff-running apply to check";
-  } else if (o.resolve && o.command != "check") {
-    o.error = "--resolve applies to check";
-  } else if (!o.diff.empty() && o.diff_running) {
-    o.error = "--diff and --diff-running exclude each other";
-  } else if (!talks_to_admin && (!o.admin.empty() || !o.token_file.empty())) {
-    o.error = "--admin and --token-file apply to reload, drain, undrain, upgrade, status and check "
-              "--diff-running";
-  } else if (!drain_like && (!o.upstream.empty() || !o.server.empty())) {
-    o.error = "--upstream and --server apply to drain and undrain";
-  } else if (o.command != "upgrade" && !o.binary.empty()) {
-    o.error = "--binary applies to upgrade";
-  } else if (!drain && o.command != "reload" && o.wait) {
-    o.error = "--wait applies to drain and reload";
-  } else if (!drain && !o.timeout.empty()) {
-    o.error = "--timeout applies to drain";
-  } else if (o.command != "reload" && o.no_watch) {
-    o.error = "--no-watch applies to reload";
-  } else if (drain_like && (o.upstream.empty() || o.server.empty())) {
-    o.error = o.command + " needs --upstream U and --server S";
+  if ((!o.diff.empty() || o.diff_running) && o.command != "check")
+    return "--diff and --diff-running apply to check";
+  if (o.resolve && o.command != "check") return "--resolve applies to check";
+  if (!o.diff.empty() && o.diff_running) return "--diff and --diff-running exclude each other";
+  if (!talks_to_admin && (!o.admin.empty() || !o.token_file.empty())) {
+    return "--admin and --token-file apply to reload, drain, undrain, upgrade, status and check "
+           "--diff-running";
   }
+  if (!drain_like && (!o.upstream.empty() || !o.server.empty()))
+    return "--upstream and --server apply to drain and undrain";
+  if (o.command != "upgrade" && !o.binary.empty()) return "--binary applies to upgrade";
+  if (!drain && o.command != "reload" && o.wait) return "--wait applies to drain and reload";
+  if (!drain && !o.timeout.empty()) return "--timeout applies to drain";
+  if (o.command != "reload" && o.no_watch) return "--no-watch applies to reload";
+  if (drain_like && (o.upstream.empty() || o.server.empty()))
+    return o.command + " needs --upstream U and --server S";
+  return "";
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::size_t i = 0;
+  if (i < args.size() && !args[i].starts_with("-")) o.command = std::string(args[i++]);
+  read_flags(o, args, i);
+  if (!o.error.empty() || o.command == "help" || o.command == "version") return o;
+  o.error = misplaced_flag(o);
   return o;
 }
 
@@ -477,39 +483,10 @@ int status(const Options& o) {
   return exit_ok;
 }
 
-int set_drain(const Options& o, bool drain) {
-  config::Duration timeout = 60s;
-  if (!o.timeout.empty()) {
-    std::string why;
-    const auto parsed = config::parse_duration(o.timeout, &why);
-    if (!parsed) {
-      std::fprintf(stderr, "sluice: --timeout: %s\n", why.c_str());
-      return exit_usage;
-    }
-    timeout = *parsed;
-  }
-  std::optional<config::Config> cfg;
-  if (!load_for_admin(o, drain ? "draining" : "undraining", cfg)) return exit_failed;
-  const auto target = admin_target(o, cfg);
-  if (!target) return exit_unreachable;
-
+// `drain --wait`: polls the server's status until its in-flight requests are done (exit 0), it
+// is undrained or the status cannot be read (1), or `timeout` passes (1).
+int await_drained(const Options& o, admin::Client& client, config::Duration timeout) {
   const std::string who = o.upstream + "/" + o.server;
-  admin::Client client(target->address, target->token, 10s);
-  const std::string path = "/api/upstreams/" + admin::encode_path_segment(o.upstream) +
-                           "/servers/" + admin::encode_path_segment(o.server) +
-                           (drain ? "/drain" : "/undrain");
-  const auto res = client.post(path);
-  if (!res) return unreachable(client, res.error());
-  if (res->status != 200) return refused(*res, drain ? "drain" : "undrain");
-  if (!drain || !o.wait) {
-    std::printf("%s: %s\n", who.c_str(), drain ? "draining" : "undrained");
-    std::fflush(stdout);
-    return exit_ok;
-  }
-
-  std::printf("%s: draining; waiting up to %s for in-flight requests\n", who.c_str(),
-              config::format_duration(timeout).c_str());
-  std::fflush(stdout);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::optional<std::uint64_t> last_in_flight;
   while (true) {
@@ -549,6 +526,42 @@ int set_drain(const Options& o, bool drain) {
     }
     std::this_thread::sleep_for(100ms);  // the poll interval; a CLI process, not a test
   }
+}
+
+int set_drain(const Options& o, bool drain) {
+  config::Duration timeout = 60s;
+  if (!o.timeout.empty()) {
+    std::string why;
+    const auto parsed = config::parse_duration(o.timeout, &why);
+    if (!parsed) {
+      std::fprintf(stderr, "sluice: --timeout: %s\n", why.c_str());
+      return exit_usage;
+    }
+    timeout = *parsed;
+  }
+  std::optional<config::Config> cfg;
+  if (!load_for_admin(o, drain ? "draining" : "undraining", cfg)) return exit_failed;
+  const auto target = admin_target(o, cfg);
+  if (!target) return exit_unreachable;
+
+  const std::string who = o.upstream + "/" + o.server;
+  admin::Client client(target->address, target->token, 10s);
+  const std::string path = "/api/upstreams/" + admin::encode_path_segment(o.upstream) +
+                           "/servers/" + admin::encode_path_segment(o.server) +
+                           (drain ? "/drain" : "/undrain");
+  const auto res = client.post(path);
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200) return refused(*res, drain ? "drain" : "undrain");
+  if (!drain || !o.wait) {
+    std::printf("%s: %s\n", who.c_str(), drain ? "draining" : "undrained");
+    std::fflush(stdout);
+    return exit_ok;
+  }
+
+  std::printf("%s: draining; waiting up to %s for in-flight requests\n", who.c_str(),
+              config::format_duration(timeout).c_str());
+  std::fflush(stdout);
+  return await_drained(o, client, timeout);
 }
 
 // The drain state of every server of the running process (GET /api/status); nullopt (reason
@@ -615,6 +628,55 @@ std::optional<std::string> rolled_back_verdict(const Options& o, const std::opti
   return std::nullopt;
 }
 
+// `check --diff-running`: the text the running process parsed, loaded into `old` and named in
+// `against`. An exit code (reason printed) when the process cannot be asked.
+std::optional<int> load_running(const Options& o, const std::optional<config::Config>& now,
+                                std::string& against, config::LoadResult& old) {
+  const auto target = admin_target(o, now);
+  if (!target) return exit_unreachable;
+  admin::Client client(target->address, target->token, 30s);
+  const auto res = client.get("/api/config");
+  if (!res) return unreachable(client, res.error());
+  if (res->status != 200) return refused(*res, "GET /api/config");
+  against = res->config_source.empty() ? "the running config"
+                                       : "the running config (" + res->config_source + ")";
+  old = config::load_string(res->body, res->config_source.empty() ? "<running>" : res->config_source);
+  return std::nullopt;
+}
+
+// What a reload from `old` (named `against`) to FILE's config `now` would change, printed. Exit 1
+// when the reload would be refused: a restart-only key changed, or (--diff-running) the running
+// process rolled this very text back.
+int print_diff(const Options& o, const std::optional<config::Config>& now, const config::Config& old,
+               const std::string& against) {
+  auto changes = sluice::config_diff(old, *now);
+  if (o.diff_running) {
+    const auto drains = running_drains(o, now);
+    if (!drains) return exit_unreachable;
+    for (auto& line : sluice::running_drain_diff(old, *now, *drains)) changes.push_back(std::move(line));
+  }
+  if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
+  for (const auto& line : changes) std::printf("%s\n", line.c_str());
+  if (o.diff_running) {
+    if (const auto verdict = rolled_back_verdict(o, now)) {
+      // The diff above is then what the rollback undid; the running process refuses this text.
+      std::printf("%s: %s; the changes above were undone. `sluice reload` refuses "
+                  "this file until it changes; `sluice reload --no-watch` applies it anyway\n",
+                  o.config.c_str(), verdict->c_str());
+      return exit_failed;
+    }
+  }
+  // The same rule the running process applies to a reload (runtime/diff.hpp): a changed
+  // restart-only key makes it refuse the whole file, so the diff says so and fails.
+  const auto refused_keys = sluice::restart_changes(old, *now);
+  if (refused_keys.empty()) return exit_ok;
+  std::string keys;
+  for (const auto& e : refused_keys) keys += (keys.empty() ? "" : ", ") + e.key_path;
+  std::printf("reload would be refused: %zu key(s) need a restart (%s); `sluice upgrade` or a "
+              "restart applies them\n", refused_keys.size(), keys.c_str());
+  return exit_failed;
+}
+
 }  // namespace
 
 // `check`: validate FILE; with --diff OLD or --diff-running, list what a reload from that config
@@ -640,51 +702,14 @@ int check(const Options& o) {
 
   std::string against = o.diff;
   config::LoadResult old;
-  if (o.diff_running) {
-    const auto target = admin_target(o, result.config);
-    if (!target) return exit_unreachable;
-    admin::Client client(target->address, target->token, 30s);
-    const auto res = client.get("/api/config");
-    if (!res) return unreachable(client, res.error());
-    if (res->status != 200) return refused(*res, "GET /api/config");
-    against = res->config_source.empty() ? "the running config"
-                                         : "the running config (" + res->config_source + ")";
-    old = config::load_string(res->body, res->config_source.empty() ? "<running>" : res->config_source);
-  } else {
-    old = config::load_file(o.diff);
-  }
+  if (!o.diff_running) old = config::load_file(o.diff);
+  else if (const auto failed = load_running(o, result.config, against, old)) return *failed;
   if (!old.ok()) {
     for (const auto& e : old.errors) std::printf("%s\n", e.to_string().c_str());
     std::fprintf(stderr, "%s: %zu error(s); cannot diff against it\n", against.c_str(), old.errors.size());
     return exit_failed;
   }
-  auto changes = sluice::config_diff(*old.config, *result.config);
-  if (o.diff_running) {
-    const auto drains = running_drains(o, result.config);
-    if (!drains) return exit_unreachable;
-    for (auto& line : sluice::running_drain_diff(*old.config, *result.config, *drains))
-      changes.push_back(std::move(line));
-  }
-  if (changes.empty()) std::printf("no changes from %s\n", against.c_str());
-  for (const auto& line : changes) std::printf("%s\n", line.c_str());
-  if (o.diff_running) {
-    if (const auto verdict = rolled_back_verdict(o, result.config)) {
-      // The diff above is then what the rollback undid; the running process refuses this text.
-      std::printf("%s: %s; the changes above were undone. `sluice reload` refuses "
-                  "this file until it changes; `sluice reload --no-watch` applies it anyway\n",
-                  o.config.c_str(), verdict->c_str());
-      return exit_failed;
-    }
-  }
-  // The same rule the running process applies to a reload (runtime/diff.hpp): a changed
-  // restart-only key makes it refuse the whole file, so the diff says so and fails.
-  const auto refused_keys = sluice::restart_changes(*old.config, *result.config);
-  if (refused_keys.empty()) return exit_ok;
-  std::string keys;
-  for (const auto& e : refused_keys) keys += (keys.empty() ? "" : ", ") + e.key_path;
-  std::printf("reload would be refused: %zu key(s) need a restart (%s); `sluice upgrade` or a "
-              "restart applies them\n", refused_keys.size(), keys.c_str());
-  return exit_failed;
+  return print_diff(o, result.config, *old.config, against);
 }
 
 // A usage error is one line and a pointer to the help (which is 40 lines: it would scroll the

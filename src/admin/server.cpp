@@ -527,6 +527,60 @@ Reply Server::State::dispatch(const Request& req, const std::string& peer) {
   }
 }
 
+namespace {
+
+json::array to_array(const std::vector<std::string>& lines) {
+  json::array out;
+  for (const auto& line : lines) out.emplace_back(line);
+  return out;
+}
+
+// POST /api/reload: 200 with the version now serving (and how long it is watched), else 422 with
+// every error in the file.
+Reply reload_reply(Control& control, const Match& m, const std::string& peer) {
+  spdlog::info("admin: reload{} requested by {}", m.watch ? "" : " without watch", peer);
+  const ReloadOutcome outcome = m.watch ? control.reload() : control.reload_unwatched();
+  if (outcome.ok) {
+    return json_reply(http::status::ok,
+                      {{"ok", true}, {"version", outcome.version}, {"watch_ms", outcome.watch_ms}});
+  }
+  return json_reply(http::status::unprocessable_entity,
+                    {{"ok", false}, {"errors", to_array(outcome.errors)}});
+}
+
+Reply upgrade_reply(Control& control, const Match& m, const std::string& peer) {
+  spdlog::info("admin: upgrade to {} requested by {}", m.binary.empty() ? "the same binary" : m.binary, peer);
+  const UpgradeOutcome outcome = control.upgrade(m.binary);
+  if (outcome.ok) return json_reply(http::status::ok, {{"ok", true}, {"pid", outcome.pid}});
+  return json_reply(http::status::internal_server_error, {{"ok", false}, {"error", outcome.error}});
+}
+
+Reply logs_reopen_reply(Control& control, const std::string& peer) {
+  spdlog::info("admin: log reopen requested by {}", peer);
+  const auto failed = control.reopen_logs();
+  if (failed.empty()) return json_reply(http::status::ok, {{"ok", true}});
+  return json_reply(http::status::internal_server_error, {{"ok", false}, {"errors", to_array(failed)}});
+}
+
+// POST .../drain or .../undrain: 404 names what is missing, the upstream or its server.
+Reply drain_reply(Control& control, const Match& m, const std::string& peer) {
+  const bool drain = m.route == Route::drain;
+  spdlog::info("admin: {} {}/{} requested by {}", drain ? "drain" : "undrain", m.upstream, m.server, peer);
+  switch (control.set_drain(m.upstream, m.server, drain)) {
+    case DrainOutcome::done:
+      return json_reply(http::status::ok,
+                        {{"upstream", m.upstream}, {"server", m.server}, {"draining", drain}});
+    case DrainOutcome::no_such_upstream:
+      return error_reply(http::status::not_found, "no upstream '" + m.upstream + "'");
+    case DrainOutcome::no_such_server:
+      return error_reply(http::status::not_found,
+                         "no server '" + m.server + "' in upstream '" + m.upstream + "'");
+  }
+  return error_reply(http::status::internal_server_error, "unhandled admin route");
+}
+
+}  // namespace
+
 Reply Server::State::call(const Match& m, const std::string& peer) {
   switch (m.route) {
     case Route::status:
@@ -549,50 +603,15 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
     case Route::readyz:
       return control.ready() ? reply(http::status::ok, text_type, "ready")
                              : reply(http::status::service_unavailable, text_type, "not ready");
-    case Route::reload: {
-      spdlog::info("admin: reload{} requested by {}", m.watch ? "" : " without watch", peer);
-      const ReloadOutcome outcome = m.watch ? control.reload() : control.reload_unwatched();
-      if (outcome.ok) {
-        return json_reply(http::status::ok,
-                          {{"ok", true}, {"version", outcome.version}, {"watch_ms", outcome.watch_ms}});
-      }
-      json::array errors;
-      for (const auto& e : outcome.errors) errors.emplace_back(e);
-      return json_reply(http::status::unprocessable_entity,
-                        {{"ok", false}, {"errors", std::move(errors)}});
-    }
-    case Route::upgrade: {
-      spdlog::info("admin: upgrade to {} requested by {}", m.binary.empty() ? "the same binary" : m.binary, peer);
-      const UpgradeOutcome outcome = control.upgrade(m.binary);
-      if (outcome.ok) return json_reply(http::status::ok, {{"ok", true}, {"pid", outcome.pid}});
-      return json_reply(http::status::internal_server_error, {{"ok", false}, {"error", outcome.error}});
-    }
-    case Route::logs_reopen: {
-      spdlog::info("admin: log reopen requested by {}", peer);
-      const auto failed = control.reopen_logs();
-      if (failed.empty()) return json_reply(http::status::ok, {{"ok", true}});
-      json::array errors;
-      for (const auto& e : failed) errors.emplace_back(e);
-      return json_reply(http::status::internal_server_error,
-                        {{"ok", false}, {"errors", std::move(errors)}});
-    }
+    case Route::reload:
+      return reload_reply(control, m, peer);
+    case Route::upgrade:
+      return upgrade_reply(control, m, peer);
+    case Route::logs_reopen:
+      return logs_reopen_reply(control, peer);
     case Route::drain:
-    case Route::undrain: {
-      const bool drain = m.route == Route::drain;
-      spdlog::info("admin: {} {}/{} requested by {}", drain ? "drain" : "undrain", m.upstream,
-                   m.server, peer);
-      switch (control.set_drain(m.upstream, m.server, drain)) {
-        case DrainOutcome::done:
-          return json_reply(http::status::ok,
-                            {{"upstream", m.upstream}, {"server", m.server}, {"draining", drain}});
-        case DrainOutcome::no_such_upstream:
-          return error_reply(http::status::not_found, "no upstream '" + m.upstream + "'");
-        case DrainOutcome::no_such_server:
-          return error_reply(http::status::not_found,
-                             "no server '" + m.server + "' in upstream '" + m.upstream + "'");
-      }
-      break;
-    }
+    case Route::undrain:
+      return drain_reply(control, m, peer);
     case Route::none:
       break;
   }

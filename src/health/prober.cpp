@@ -294,6 +294,129 @@ void Prober::report(Server& s, ProbeResult result) {
   if (transition && on_transition) on_transition(s.target, *transition);
 }
 
+// One probe's exchange on its server's connection, in the order probe_once takes its steps. A
+// step that ends the probe returns its result (the connection closed unless it may serve the
+// next probe); std::nullopt goes on to the next step.
+struct Prober::Probe {
+  using Step = net::awaitable<std::optional<ProbeResult>>;
+
+  Probe(Server& server, const Settings& probe_settings) : s(server), settings(probe_settings) {}
+
+  Server& s;
+  const Settings& settings;
+  beast::flat_buffer buffer{head_limit + body_chunk};
+  std::optional<Parser> parser;
+
+  void close() {
+    error_code ignored;
+    s.socket.close(ignored);
+  }
+
+  ProbeResult fail(std::string detail) {
+    close();
+    return failed(std::move(detail));
+  }
+
+  // Reads the next response head into a fresh parser. Returns the error and whether any byte of
+  // the response had arrived.
+  net::awaitable<std::pair<error_code, bool>> read_head() {
+    parser.emplace();
+    parser->header_limit(head_limit);
+    parser->skip(settings.head);
+    const auto [ec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
+    co_return std::pair{ec, used != 0 || buffer.size() != 0};
+  }
+
+  // A new connection, TLS or not: TLS state never carries over from an earlier one.
+  Step connect(const tcp::endpoint& address) {
+    s.socket = tls::Stream(s.socket.get_executor());
+    const auto [ec] = co_await s.socket.socket().async_connect(address, nothrow);
+    if (s.stopped) co_return ProbeResult{};
+    if (ec) co_return fail(connect_detail(ec, s.timed_out));
+    if (!s.target.tls) co_return std::nullopt;
+    s.socket.start_tls(s.target.tls->context());
+    SSL* ssl = s.socket.tls()->native_handle();
+    if (!s.target.tls->prepare(ssl, s.target.tls_server_name))  // never probe unverified
+      co_return fail("tls handshake failed: bad server name '" + s.target.tls_server_name + "'");
+    const auto [hec] = co_await s.socket.async_handshake(net::ssl::stream_base::client, nothrow);
+    if (s.stopped) co_return ProbeResult{};
+    if (!hec) co_return std::nullopt;
+    const char* why = tls::verify_error(ssl);
+    if (s.timed_out) co_return fail("timeout");
+    co_return fail(why != nullptr ? std::string("certificate verify failed: ") + why
+                                  : "tls handshake failed: " + hec.message());
+  }
+
+  // The request written and the first response head read. At most two rounds: a kept connection
+  // that fails before any response byte was most likely closed by the origin while idle, so the
+  // probe retries once on a new connection.
+  Step send(const std::string& request, const tcp::endpoint& address) {
+    for (;;) {
+      const bool reused = s.socket.is_open();
+      if (!reused)
+        if (auto end = co_await connect(address)) co_return end;
+      auto [ec, written] = co_await net::async_write(s.socket, net::buffer(request), nothrow);
+      if (s.stopped) co_return ProbeResult{};
+      bool received = false;
+      if (!ec) {
+        std::tie(ec, received) = co_await read_head();
+        if (s.stopped) co_return ProbeResult{};
+        if (!ec) co_return std::nullopt;
+      }
+      close();
+      if (reused && !received && !s.timed_out) continue;
+      co_return failed(exchange_detail(ec, s.timed_out));
+    }
+  }
+
+  // Interim responses (RFC 9110 §15.2) precede the final one; 101 would end HTTP on this
+  // connection, so it is the final answer (and the connection is not kept).
+  Step skip_interim() {
+    for (unsigned interim = 0;; ++interim) {
+      const unsigned status = parser->get().result_int();
+      if (status < 100 || status >= 200 || status == 101) co_return std::nullopt;
+      if (interim == max_interim) co_return fail("bad response");
+      const auto [ec, received] = co_await read_head();
+      if (s.stopped) co_return ProbeResult{};
+      if (ec) co_return fail(exchange_detail(ec, s.timed_out));
+    }
+  }
+
+  // The body: kept in `body` within its first body_limit bytes when `want_body` (expect_body
+  // searches it), and read to its end (up to that limit) so that the connection can serve the
+  // next probe.
+  Step read_body(bool want_body, std::string& body) {
+    std::size_t body_bytes = 0;
+    char chunk[body_chunk];
+    while (!parser->is_done() && body_bytes < body_limit) {
+      parser->get().body().data = chunk;
+      parser->get().body().size = sizeof chunk;
+      auto [ec, used] = co_await bhttp::async_read(s.socket, buffer, *parser, nothrow);
+      if (s.stopped) co_return ProbeResult{};
+      if (ec == bhttp::error::need_buffer) ec = {};  // the chunk is full, not an error
+      const std::size_t got = sizeof chunk - parser->get().body().size;
+      if (want_body) body.append(chunk, std::min(got, body_limit - std::min(body_limit, body_bytes)));
+      body_bytes += got;
+      if (ec) co_return fail(exchange_detail(ec, s.timed_out));
+    }
+    co_return std::nullopt;
+  }
+
+  // The whole answer is in: the connection kept or not, and the verdict on status and body.
+  ProbeResult judge(const std::string& body) {
+    if (s.timed_out) return fail("timeout");  // the whole answer came, but not within the timeout
+    const unsigned status = parser->get().result_int();
+    // Kept only when this response is complete and nothing else arrived with it.
+    if (!parser->is_done() || !parser->keep_alive() || buffer.size() != 0 || status == 101) close();
+    const auto& config = settings.config;
+    if (!config.expect_status.match(status))
+      return failed("status " + std::to_string(status) + " not in " + config.expect_status.to_string());
+    if (!config.expect_body.empty() && body.find(config.expect_body) == std::string::npos)
+      return failed("body does not contain '" + config.expect_body + "'");
+    return ProbeResult{true, {}, {}};
+  }
+};
+
 net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server,
                                                const Clock& clock) {
   Server& s = *server;
@@ -316,122 +439,17 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server,
       s.deadline_timer.cancel();
     }
   } disarm{s};
-  const auto close = [&s] {
-    error_code ignored;
-    s.socket.close(ignored);
-  };
 
+  Probe probe(s, *settings);
   if (s.drop_connection) {
-    close();
+    probe.close();
     s.drop_connection = false;
   }
-
-  beast::flat_buffer buffer(head_limit + body_chunk);
-  std::optional<Parser> parser;
-  // Reads the next response head into a fresh parser. Returns the error and whether any byte of
-  // the response had arrived.
-  const auto read_head = [&]() -> net::awaitable<std::pair<error_code, bool>> {
-    parser.emplace();
-    parser->header_limit(head_limit);
-    parser->skip(settings->head);
-    const auto [ec, used] = co_await bhttp::async_read_header(s.socket, buffer, *parser, nothrow);
-    co_return std::pair{ec, used != 0 || buffer.size() != 0};
-  };
-
-  // At most two rounds: a kept connection that fails before any response byte was most likely
-  // closed by the origin while idle, so the probe retries once on a new connection.
-  for (;;) {
-    const bool reused = s.socket.is_open();
-    if (!reused) {
-      s.socket = tls::Stream(s.socket.get_executor());  // a fresh one: TLS state never carries over
-      const auto [ec] = co_await s.socket.socket().async_connect(address, nothrow);
-      if (s.stopped) co_return ProbeResult{};
-      if (ec) {
-        close();
-        co_return failed(connect_detail(ec, s.timed_out));
-      }
-      if (s.target.tls) {
-        s.socket.start_tls(s.target.tls->context());
-        SSL* ssl = s.socket.tls()->native_handle();
-        if (!s.target.tls->prepare(ssl, s.target.tls_server_name)) {  // never probe unverified
-          close();
-          co_return failed("tls handshake failed: bad server name '" + s.target.tls_server_name + "'");
-        }
-        const auto [hec] = co_await s.socket.async_handshake(net::ssl::stream_base::client, nothrow);
-        if (s.stopped) co_return ProbeResult{};
-        if (hec) {
-          const char* why = tls::verify_error(ssl);
-          close();
-          if (s.timed_out) co_return failed("timeout");
-          co_return failed(why != nullptr ? std::string("certificate verify failed: ") + why
-                                          : "tls handshake failed: " + hec.message());
-        }
-      }
-    }
-    auto [ec, written] = co_await net::async_write(s.socket, net::buffer(request), nothrow);
-    if (s.stopped) co_return ProbeResult{};
-    bool received = false;
-    if (!ec) {
-      std::tie(ec, received) = co_await read_head();
-      if (s.stopped) co_return ProbeResult{};
-      if (!ec) break;
-    }
-    close();
-    if (reused && !received && !s.timed_out) continue;
-    co_return failed(exchange_detail(ec, s.timed_out));
-  }
-
-  // Interim responses (RFC 9110 §15.2) precede the final one; 101 would end HTTP on this
-  // connection, so it is the final answer (and the connection is not kept).
-  for (unsigned interim = 0;; ++interim) {
-    const unsigned status = parser->get().result_int();
-    if (status < 100 || status >= 200 || status == 101) break;
-    if (interim == max_interim) {
-      close();
-      co_return failed("bad response");
-    }
-    const auto [ec, received] = co_await read_head();
-    if (s.stopped) co_return ProbeResult{};
-    if (ec) {
-      close();
-      co_return failed(exchange_detail(ec, s.timed_out));
-    }
-  }
-  const unsigned status = parser->get().result_int();
-
-  // The body: searched for expect_body within its first body_limit bytes, and read to its end
-  // (up to that limit) so that the connection can serve the next probe.
-  const bool want_body = !config.expect_body.empty();
+  if (auto end = co_await probe.send(request, address)) co_return *end;
+  if (auto end = co_await probe.skip_interim()) co_return *end;
   std::string body;
-  std::size_t body_bytes = 0;
-  char chunk[body_chunk];
-  while (!parser->is_done() && body_bytes < body_limit) {
-    parser->get().body().data = chunk;
-    parser->get().body().size = sizeof chunk;
-    auto [ec, used] = co_await bhttp::async_read(s.socket, buffer, *parser, nothrow);
-    if (s.stopped) co_return ProbeResult{};
-    if (ec == bhttp::error::need_buffer) ec = {};  // the chunk is full, not an error
-    const std::size_t got = sizeof chunk - parser->get().body().size;
-    if (want_body) body.append(chunk, std::min(got, body_limit - std::min(body_limit, body_bytes)));
-    body_bytes += got;
-    if (ec) {
-      close();
-      co_return failed(exchange_detail(ec, s.timed_out));
-    }
-  }
-
-  if (s.timed_out) {  // the whole answer came, but not within the timeout
-    close();
-    co_return failed("timeout");
-  }
-  // Kept only when this response is complete and nothing else arrived with it.
-  if (!parser->is_done() || !parser->keep_alive() || buffer.size() != 0 || status == 101) close();
-
-  if (!settings->config.expect_status.match(status))
-    co_return failed("status " + std::to_string(status) + " not in " + config.expect_status.to_string());
-  if (want_body && body.find(config.expect_body) == std::string::npos)
-    co_return failed("body does not contain '" + config.expect_body + "'");
-  co_return ProbeResult{true, {}, {}};
+  if (auto end = co_await probe.read_body(!config.expect_body.empty(), body)) co_return *end;
+  co_return probe.judge(body);
 }
 
 }  // namespace sluice::health

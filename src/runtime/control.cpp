@@ -245,6 +245,187 @@ void idempotency_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
         m.sample({{"upstream", u->name()}}, static_cast<double>(stats.evictions));
 }
 
+// A server's health as /api/status shows it: its state, why, and the last probe.
+void add_health(json::object& so, const Endpoint& ep, Clock::time_point now) {
+  const auto h = ep.health().status();
+  so["state"] = shown_state(ep);
+  so["health_state"] = to_string(h.state);
+  so["reason"] = h.reason;
+  so["since_ms_ago"] = ms_since(h.since, now);
+  so["ejections"] = h.ejections;
+  so["consecutive_passes"] = h.consecutive_passes;
+  so["consecutive_failures"] = h.consecutive_failures;
+  if (!h.last_probe) {
+    so["last_probe"] = nullptr;
+    return;
+  }
+  json::object p;
+  p["passed"] = h.last_probe->passed;
+  p["detail"] = h.last_probe->detail;
+  p["latency_ms"] = std::chrono::duration<double, std::milli>(h.last_probe->latency).count();
+  p["ms_ago"] = ms_since(h.last_probe->at, now);
+  so["last_probe"] = std::move(p);
+}
+
+// One server of /api/status: where it is and came from, its weights, load, drain and counts.
+json::object server_status(const Endpoint& ep, const config::ServerConfig& server,
+                           const json::array& discovered, unsigned workers, Clock::time_point now) {
+  json::object so;
+  so["identity"] = ep.identity();
+  so["address"] = ep.address_text();
+  add_origin(so, server, discovered);
+  so["tls"] = ep.tls();
+  so["weight"] = ep.weight();
+  so["effective_weight"] = static_cast<double>(ep.effective_weight_milli()) / 1000.0;
+  so["backup"] = ep.backup();
+  so["max_conns"] = ep.max_conns();
+  const auto in_flight = ep.in_flight();
+  so["in_flight"] = in_flight;  // tunnels included
+  so["tunnels"] = ep.tunnels();
+  so["draining"] = ep.draining();
+  so["drain_source"] = !ep.draining() ? "" : ep.drained_by_api() ? "api" : "config";
+  so["drained"] = ep.draining() && in_flight == 0;
+  std::uint64_t requests = 0;
+  for (std::size_t c = 0; c < EndpointCounters::response_slots; ++c)
+    requests += sum(ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
+  so["requests"] = requests;
+  so["failures"] = sum(ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
+  if (ep.has_health()) add_health(so, ep, now);
+  return so;
+}
+
+// Each server's load, and the tunnels: open, and closed by reason.
+void server_metrics(telemetry::MetricsText& m, const Snapshot& snapshot, unsigned workers) {
+  m.gauge("sluice_upstream_in_flight", "Requests in flight to a server, across workers.");
+  for (const auto& u : snapshot.upstreams)
+    for (Endpoint* ep : u->endpoints())
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->in_flight()));
+  m.gauge("sluice_tunnels", "Upgrade tunnels (WebSocket) open to a server, across workers; also counted in sluice_upstream_in_flight.");
+  for (const auto& u : snapshot.upstreams)
+    for (Endpoint* ep : u->endpoints())
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->tunnels()));
+  m.counter("sluice_tunnels_closed_total",
+            "Upgrade tunnels ended, by upstream and reason (closed: by a peer; idle: tunnel_idle_timeout; drain: tunnel_drain_timeout).");
+  for (const auto& u : snapshot.upstreams) {
+    static constexpr const char* reasons[3] = {"closed", "idle", "drain"};
+    for (std::size_t r = 0; r < 3; ++r) {
+      std::uint64_t v = 0;
+      for (Endpoint* ep : u->endpoints())
+        v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.tunnels_closed[r]; });
+      m.sample({{"upstream", u->name()}, {"reason", reasons[r]}}, static_cast<double>(v));
+    }
+  }
+}
+
+// sluice_server_state: 1 for the state each server is in, draining over the health state.
+void server_state_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
+  m.gauge("sluice_server_state", "1 for the server's current state.");
+  static constexpr ServerState states[] = {ServerState::up, ServerState::down, ServerState::ejected,
+                                           ServerState::slow_start};
+  for (const auto& u : snapshot.upstreams)
+    for (Endpoint* ep : u->endpoints()) {
+      for (const auto st : states)
+        m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", to_string(st)}},
+                 !ep->draining() && ep->state() == st ? 1 : 0);
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", "draining"}},
+               ep->draining() ? 1 : 0);
+    }
+}
+
+// Retries made, by the failure retried, and retries not made, by why not.
+void retry_metrics(telemetry::MetricsText& m, const Snapshot& snapshot, unsigned workers) {
+  m.counter("sluice_retries_total", "Retries made, by upstream and the failure retried.");
+  for (const auto& u : snapshot.upstreams)
+    for (std::size_t f = 0; f < proxy::failure_kind_count; ++f) {
+      if (f == static_cast<std::size_t>(proxy::FailureKind::client_failed)) continue;  // never retried
+      std::uint64_t v = 0;
+      for (Endpoint* ep : u->endpoints())
+        v += sum(*ep, workers, [f](const EndpointCounters& k) -> const auto& { return k.retries[f]; });
+      const auto reason = f == 0 ? std::string_view("status") : health::describe(static_cast<proxy::FailureKind>(f));
+      m.sample({{"upstream", u->name()}, {"reason", snake_case(reason)}}, static_cast<double>(v));
+    }
+  m.counter("sluice_retries_skipped_total", "Retries not made, by upstream and reason.");
+  for (const auto& u : snapshot.upstreams)
+    for (std::size_t r = 1; r < proxy::retry_skip_count; ++r) {
+      std::uint64_t v = 0;
+      for (Endpoint* ep : u->endpoints())
+        v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.retry_skips[r]; });
+      m.sample({{"upstream", u->name()}, {"reason", snake_case(proxy::describe(static_cast<proxy::RetrySkip>(r)))}},
+               static_cast<double>(v));
+    }
+}
+
+// An upstream's passive ejections, made or refused, summed over its servers.
+template <class Count>
+void ejection_samples(telemetry::MetricsText& m, const Snapshot& snapshot, Count count) {
+  for (const auto& u : snapshot.upstreams) {
+    std::uint64_t v = 0;
+    for (Endpoint* ep : u->endpoints())
+      if (ep->has_health()) v += count(ep->health().status());
+    m.sample({{"upstream", u->name()}}, static_cast<double>(v));
+  }
+}
+
+// Active probes by result, and passive ejections.
+void health_metrics(telemetry::MetricsText& m, const Snapshot& snapshot) {
+  m.counter("sluice_health_checks_total", "Active probes, by result.");
+  for (const auto& u : snapshot.upstreams)
+    for (Endpoint* ep : u->endpoints()) {
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"result", "pass"}},
+               static_cast<double>(ep->probes_passed.load()));
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"result", "fail"}},
+               static_cast<double>(ep->probes_failed.load()));
+    }
+  m.counter("sluice_ejections_total", "Passive ejections, by upstream.");
+  ejection_samples(m, snapshot, [](const auto& status) { return status.ejections; });
+  m.counter("sluice_ejections_refused_total",
+            "Passive ejections refused by max_ejected_percent (the server stayed in), by upstream.");
+  ejection_samples(m, snapshot, [](const auto& status) { return status.ejections_refused; });
+}
+
+// What the process counts outside the servers: reloads and rollbacks, access log lines lost,
+// TLS listener handshakes.
+void process_counters(telemetry::MetricsText& m, const RuntimeControl::Hooks& hooks,
+                      const Snapshot& snapshot) {
+  m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
+  m.sample({{"result", "success"}}, static_cast<double>(hooks.reloads_ok()));
+  m.sample({{"result", "failure"}}, static_cast<double>(hooks.reloads_failed()));
+  if (hooks.rollbacks) {
+    m.counter("sluice_config_rollbacks_total",
+              "Reloads rolled back by their watch ([reload] watch): a clear breach of the failed "
+              "share or of the servers up after the reload.");
+    m.sample(static_cast<double>(hooks.rollbacks()));
+  }
+  if (hooks.access_log_dropped) {
+    m.counter("sluice_access_log_dropped_total",
+              "Access log lines dropped because the worker's buffer was full (output too slow or blocked).");
+    m.sample(static_cast<double>(hooks.access_log_dropped()));
+  }
+  if (!snapshot.config->server.tls.empty() && hooks.tls_handshakes) {
+    const auto [ok, failed] = hooks.tls_handshakes();
+    m.counter("sluice_tls_handshakes_total", "TLS handshakes on TLS listeners, completed.");
+    m.sample(static_cast<double>(ok));
+    m.counter("sluice_tls_handshake_failures_total",
+              "TLS handshakes on TLS listeners that failed or timed out (logged at debug).");
+    m.sample(static_cast<double>(failed));
+  }
+}
+
+// Open connections on each side, and the parked client connections among them.
+void connection_metrics(telemetry::MetricsText& m, const RuntimeControl::Hooks& hooks) {
+  m.gauge("sluice_connections", "Open connections, by side.");
+  m.sample({{"side", "client"}}, static_cast<double>(hooks.client_connections()));
+  if (hooks.upstream_connections)
+    if (const auto n = hooks.upstream_connections())
+      m.sample({{"side", "upstream"}}, static_cast<double>(*n));
+  if (hooks.parked_connections) {
+    m.gauge("sluice_parked_connections",
+            "Idle keep-alive client connections parked without a session, across workers; also in "
+            "sluice_connections{side=\"client\"}.");
+    m.sample(static_cast<double>(hooks.parked_connections()));
+  }
+}
+
 }  // namespace
 
 const char* shown_state(const Endpoint& endpoint) {
@@ -270,50 +451,9 @@ std::string RuntimeControl::status_json() {
     uo["queued"] = u->queue().size();
     json::array servers;
     const auto discovered = hooks_.discovery_status ? hooks_.discovery_status(u->name()) : json::array();
-    for (std::size_t i = 0; i < u->endpoints().size(); ++i) {
-      Endpoint* ep = u->endpoint(static_cast<std::uint32_t>(i));
-      json::object so;
-      so["identity"] = ep->identity();
-      so["address"] = ep->address_text();
-      add_origin(so, u->config().servers[i], discovered);
-      so["tls"] = ep->tls();
-      so["weight"] = ep->weight();
-      so["effective_weight"] = static_cast<double>(ep->effective_weight_milli()) / 1000.0;
-      so["backup"] = ep->backup();
-      so["max_conns"] = ep->max_conns();
-      const auto in_flight = ep->in_flight();
-      so["in_flight"] = in_flight;  // tunnels included
-      so["tunnels"] = ep->tunnels();
-      so["draining"] = ep->draining();
-      so["drain_source"] = !ep->draining() ? "" : ep->drained_by_api() ? "api" : "config";
-      so["drained"] = ep->draining() && in_flight == 0;
-      std::uint64_t requests = 0;
-      for (std::size_t c = 0; c < EndpointCounters::response_slots; ++c)
-        requests += sum(*ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
-      so["requests"] = requests;
-      so["failures"] = sum(*ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
-      if (ep->has_health()) {
-        const auto h = ep->health().status();
-        so["state"] = shown_state(*ep);
-        so["health_state"] = to_string(h.state);
-        so["reason"] = h.reason;
-        so["since_ms_ago"] = ms_since(h.since, now);
-        so["ejections"] = h.ejections;
-        so["consecutive_passes"] = h.consecutive_passes;
-        so["consecutive_failures"] = h.consecutive_failures;
-        if (h.last_probe) {
-          json::object p;
-          p["passed"] = h.last_probe->passed;
-          p["detail"] = h.last_probe->detail;
-          p["latency_ms"] = std::chrono::duration<double, std::milli>(h.last_probe->latency).count();
-          p["ms_ago"] = ms_since(h.last_probe->at, now);
-          so["last_probe"] = std::move(p);
-        } else {
-          so["last_probe"] = nullptr;
-        }
-      }
-      servers.push_back(std::move(so));
-    }
+    for (std::size_t i = 0; i < u->endpoints().size(); ++i)
+      servers.push_back(server_status(*u->endpoint(static_cast<std::uint32_t>(i)),
+                                      u->config().servers[i], discovered, workers, now));
     uo["servers"] = std::move(servers);
     if (const auto* g = u->idempotency()) uo["idempotency"] = idempotency_status(*g);
     if (!discovered.empty()) uo["discovery"] = discovered;
@@ -330,114 +470,15 @@ std::string RuntimeControl::metrics_text() {
   telemetry::MetricsText m;
   m.gauge("sluice_build_info", "Build information.").sample({{"version", SLUICE_VERSION}}, 1);
   request_metrics(m, *snapshot, workers);
-  m.gauge("sluice_upstream_in_flight", "Requests in flight to a server, across workers.");
-  for (const auto& u : snapshot->upstreams)
-    for (Endpoint* ep : u->endpoints())
-      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->in_flight()));
-  m.gauge("sluice_tunnels", "Upgrade tunnels (WebSocket) open to a server, across workers; also counted in sluice_upstream_in_flight.");
-  for (const auto& u : snapshot->upstreams)
-    for (Endpoint* ep : u->endpoints())
-      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->tunnels()));
-  m.counter("sluice_tunnels_closed_total",
-            "Upgrade tunnels ended, by upstream and reason (closed: by a peer; idle: tunnel_idle_timeout; drain: tunnel_drain_timeout).");
-  for (const auto& u : snapshot->upstreams) {
-    static constexpr const char* reasons[3] = {"closed", "idle", "drain"};
-    for (std::size_t r = 0; r < 3; ++r) {
-      std::uint64_t v = 0;
-      for (Endpoint* ep : u->endpoints())
-        v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.tunnels_closed[r]; });
-      m.sample({{"upstream", u->name()}, {"reason", reasons[r]}}, static_cast<double>(v));
-    }
-  }
-  m.gauge("sluice_server_state", "1 for the server's current state.");
-  static constexpr ServerState states[] = {ServerState::up, ServerState::down, ServerState::ejected,
-                                           ServerState::slow_start};
-  for (const auto& u : snapshot->upstreams)
-    for (Endpoint* ep : u->endpoints()) {
-      for (const auto st : states)
-        m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", to_string(st)}},
-                 !ep->draining() && ep->state() == st ? 1 : 0);
-      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"state", "draining"}},
-               ep->draining() ? 1 : 0);
-    }
-  m.counter("sluice_retries_total", "Retries made, by upstream and the failure retried.");
-  for (const auto& u : snapshot->upstreams)
-    for (std::size_t f = 0; f < proxy::failure_kind_count; ++f) {
-      if (f == static_cast<std::size_t>(proxy::FailureKind::client_failed)) continue;  // never retried
-      std::uint64_t v = 0;
-      for (Endpoint* ep : u->endpoints())
-        v += sum(*ep, workers, [f](const EndpointCounters& k) -> const auto& { return k.retries[f]; });
-      const auto reason = f == 0 ? std::string_view("status") : health::describe(static_cast<proxy::FailureKind>(f));
-      m.sample({{"upstream", u->name()}, {"reason", snake_case(reason)}}, static_cast<double>(v));
-    }
-  m.counter("sluice_retries_skipped_total", "Retries not made, by upstream and reason.");
-  for (const auto& u : snapshot->upstreams)
-    for (std::size_t r = 1; r < proxy::retry_skip_count; ++r) {
-      std::uint64_t v = 0;
-      for (Endpoint* ep : u->endpoints())
-        v += sum(*ep, workers, [r](const EndpointCounters& k) -> const auto& { return k.retry_skips[r]; });
-      m.sample({{"upstream", u->name()}, {"reason", snake_case(proxy::describe(static_cast<proxy::RetrySkip>(r)))}},
-               static_cast<double>(v));
-    }
+  server_metrics(m, *snapshot, workers);
+  server_state_metrics(m, *snapshot);
+  retry_metrics(m, *snapshot, workers);
   idempotency_metrics(m, *snapshot);
-  m.counter("sluice_health_checks_total", "Active probes, by result.");
-  for (const auto& u : snapshot->upstreams)
-    for (Endpoint* ep : u->endpoints()) {
-      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"result", "pass"}},
-               static_cast<double>(ep->probes_passed.load()));
-      m.sample({{"upstream", u->name()}, {"server", ep->identity()}, {"result", "fail"}},
-               static_cast<double>(ep->probes_failed.load()));
-    }
-  m.counter("sluice_ejections_total", "Passive ejections, by upstream.");
-  for (const auto& u : snapshot->upstreams) {
-    std::uint64_t v = 0;
-    for (Endpoint* ep : u->endpoints())
-      if (ep->has_health()) v += ep->health().status().ejections;
-    m.sample({{"upstream", u->name()}}, static_cast<double>(v));
-  }
-  m.counter("sluice_ejections_refused_total",
-            "Passive ejections refused by max_ejected_percent (the server stayed in), by upstream.");
-  for (const auto& u : snapshot->upstreams) {
-    std::uint64_t v = 0;
-    for (Endpoint* ep : u->endpoints())
-      if (ep->has_health()) v += ep->health().status().ejections_refused;
-    m.sample({{"upstream", u->name()}}, static_cast<double>(v));
-  }
+  health_metrics(m, *snapshot);
   if (hooks_.discovery_metrics) hooks_.discovery_metrics(m);
-  m.counter("sluice_config_reloads_total", "Configuration reloads, by result.");
-  m.sample({{"result", "success"}}, static_cast<double>(hooks_.reloads_ok()));
-  m.sample({{"result", "failure"}}, static_cast<double>(hooks_.reloads_failed()));
-  if (hooks_.rollbacks) {
-    m.counter("sluice_config_rollbacks_total",
-              "Reloads rolled back by their watch ([reload] watch): a clear breach of the failed "
-              "share or of the servers up after the reload.");
-    m.sample(static_cast<double>(hooks_.rollbacks()));
-  }
-  if (hooks_.access_log_dropped) {
-    m.counter("sluice_access_log_dropped_total",
-              "Access log lines dropped because the worker's buffer was full (output too slow or blocked).");
-    m.sample(static_cast<double>(hooks_.access_log_dropped()));
-  }
-  if (!snapshot->config->server.tls.empty() && hooks_.tls_handshakes) {
-    const auto [ok, failed] = hooks_.tls_handshakes();
-    m.counter("sluice_tls_handshakes_total", "TLS handshakes on TLS listeners, completed.");
-    m.sample(static_cast<double>(ok));
-    m.counter("sluice_tls_handshake_failures_total",
-              "TLS handshakes on TLS listeners that failed or timed out (logged at debug).");
-    m.sample(static_cast<double>(failed));
-  }
+  process_counters(m, hooks_, *snapshot);
   edge_metrics(m, *snapshot);
-  m.gauge("sluice_connections", "Open connections, by side.");
-  m.sample({{"side", "client"}}, static_cast<double>(hooks_.client_connections()));
-  if (hooks_.upstream_connections)
-    if (const auto n = hooks_.upstream_connections())
-      m.sample({{"side", "upstream"}}, static_cast<double>(*n));
-  if (hooks_.parked_connections) {
-    m.gauge("sluice_parked_connections",
-            "Idle keep-alive client connections parked without a session, across workers; also in "
-            "sluice_connections{side=\"client\"}.");
-    m.sample(static_cast<double>(hooks_.parked_connections()));
-  }
+  connection_metrics(m, hooks_);
   process_metrics(m);
   return m.take();
 }

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -89,6 +88,14 @@ struct Runtime::State {
   std::map<std::string, RolledBack> rolled_back;  // by config_fingerprint: refused unless --no-watch
   std::uint64_t rollbacks = 0;
   std::string status_note;  // systemd's STATUS= after a rollback, until the next reload
+  // The control loop's signals and timers; declared after `control`, so destroyed before it.
+  net::signal_set signals{control};
+  net::steady_timer ready_timer{control};    // health_ready_timeout
+  net::steady_timer health_timer{control};   // the health clock, every 100 ms
+  net::steady_timer history_timer{control};  // the dashboard's samples, every second
+  net::steady_timer watch_timer{control};    // the reload watch's count, every 500 ms
+  net::steady_timer drain_timer{control};    // shutdown_delay, then the drain's polls
+  Clock::time_point drain_deadline{};        // shutdown_timeout's end
 };
 
 Runtime::Runtime(config::Config config, std::string config_path) : state_(std::make_unique<State>()) {
@@ -611,173 +618,261 @@ void apply_watch(Runtime::State& s, bool watch) {
   }
 }
 
-}  // namespace
-
-int Runtime::run() {
-  auto& s = *state_;
-  const auto& cfg = *s.config;
+// The access log, the first answers from DNS and the first snapshot; false (logged) when one of
+// them fails and sluice must not start.
+bool build_first_snapshot(Runtime::State& s) {
   try {
-    s.access_log = std::make_unique<AccessLog>(cfg.log);
+    s.access_log = std::make_unique<AccessLog>(s.config->log);
   } catch (const std::exception& e) {
     spdlog::error("log.access_file: {}", e.what());
-    return 1;
+    return false;
   }
   try {
-    follow_dns(s, cfg);
+    follow_dns(s, *s.config);
     await_first_answers(s);
     s.snapshot = build(s, s.config, ++s.version);
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", s.config_path, e.what());
-    return 1;
+    return false;
   }
-  // Before any request or probe: a server drained or down in the process this one replaces (a
-  // binary upgrade hands its state over), else at the last stop (the state file), starts that way.
-  if (!cfg.server.state_file.empty()) s.state_file = std::make_unique<StateFile>(cfg.server.state_file);
+  return true;
+}
+
+// Before any request or probe: a server drained or down in the process this one replaces (a
+// binary upgrade hands its state over), else at the last stop (the state file), starts that way.
+void restore_server_state(Runtime::State& s) {
+  const auto& path = s.config->server.state_file;
+  if (!path.empty()) s.state_file = std::make_unique<StateFile>(path);
   if (const auto handed = take_upgrade_state())
     restore_state_text(*handed, *s.snapshot, "the process this one replaces");
   else if (s.state_file)
     s.state_file->restore(*s.snapshot);
+}
 
-  // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
-  // graceful shutdown, not the default action.
-  net::signal_set signals(s.control, SIGTERM, SIGINT, SIGHUP);
-  signals.add(SIGUSR2);
-  signals.add(SIGUSR1);  // reopen the log files (nginx's convention, for logrotate)
-
-  const unsigned n = cfg.server.worker_count();
-  const std::uint32_t per_worker = connections_per_worker(cfg, n);
+void make_workers(Runtime::State& s) {
+  const unsigned n = s.config->server.worker_count();
+  const std::uint32_t per_worker = connections_per_worker(*s.config, n);
   for (unsigned i = 0; i < n; ++i)
     s.workers.push_back(std::make_unique<Worker>(i, steady_clock(), *s.access_log, s.snapshot, per_worker,
                                                  s.shutdown_flag));
+}
 
-  // Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
-  // A socket inherited from systemd or from the process we replace (listen_fds.hpp) is taken
-  // instead of bound: a binary upgrade passes every old worker's socket, each keeping its accept
-  // queue (Listeners::bind_new).
-  auto inherited = InheritedListeners::from_environment();
-  auto admin_fd = inherited.take_named(admin_fd_name);
+// Every worker gets its own SO_REUSEPORT socket per address, so the kernel spreads connections.
+// A socket inherited from systemd or from the process we replace (listen_fds.hpp) is taken
+// instead of bound: a binary upgrade passes every old worker's socket, each keeping its accept
+// queue (Listeners::bind_new). False (logged) when an address cannot be had.
+bool open_listeners(Runtime::State& s, InheritedListeners& inherited) {
   try {
-    const auto wanted = Listeners::of(cfg);
-    s.listeners.set_defer_accept(cfg.server.defer_accept);
+    const auto wanted = Listeners::of(*s.config);
+    s.listeners.set_defer_accept(s.config->server.defer_accept);
     s.listeners.apply(s.listeners.bind_new(s.control, wanted, s.workers.size(), &inherited), wanted,
                       s.workers);
     inherited.close_unused();
   } catch (const ListenError& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    return false;
   }
+  return true;
+}
 
-  // Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
-  // (admin included) and the servers' state as of now (drains, verdicts, ejections, ramps; the
-  // state file is written too); once it accepts, this one stops accepting and drains like at
-  // SIGTERM. Until then, and if it fails, this one serves as before.
-  std::function<void()> hand_over;  // set below, with the shutdown machinery
-  const auto upgrade = [&](const std::string& requested) -> admin::UpgradeOutcome {
-    if (s.shutting_down) return {false, 0, "this process is shutting down"};
-    const std::string binary = requested.empty() ? s.binary : requested;
-    std::vector<PassedSocket> sockets;
-    for (int fd : s.listeners.fds()) sockets.push_back({fd, "listen"});
-    if (s.admin_server) sockets.push_back({s.admin_server->listener_fd(), std::string(admin_fd_name)});
-    if (s.state_file) s.state_file->write(*s.snapshot);
-    const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-        s.config->server.health_ready_timeout + std::chrono::seconds(10));
-    const auto r = spawn_upgrade(binary, {"run", "--config", s.config_path}, sockets,
-                                 state_text_now(*s.snapshot), timeout);
-    if (!r.ok) {
-      spdlog::error("upgrade to {} failed: {}; this process keeps serving", binary, r.error);
-      return {false, 0, r.error};
-    }
-    spdlog::info("upgrade: pid {} accepts; this process stops accepting and drains", r.pid);
-    s.notifier.main_pid(r.pid);
-    s.state_file.reset();  // the new process owns it from now on
-    // After the admin answer is on its way: the upgrade request came on this process's listener.
-    net::post(s.control, [&] { hand_over(); });
-    return {true, r.pid, ""};
-  };
-
-  // The admin API (control thread), when configured.
-  RuntimeControl control({
-      .snapshot = [&] { return s.snapshot; },
-      .workers = [&] { return static_cast<unsigned>(s.workers.size()); },
-      .loaded_at = [&] { return s.loaded_at; },
-      .reload = [&](bool watched) { return reload(s, watched); },
-      .ready = [&] { return s.ready; },
-      .reloads_ok = [&] { return s.reloads_ok; },
-      .reloads_failed = [&] { return s.reloads_failed; },
-      .tls_handshakes =
-          [&] {
-            std::pair<std::uint64_t, std::uint64_t> n{0, 0};
-            for (auto& w : s.workers) {
-              n.first += w->tls_handshakes();
-              n.second += w->tls_handshake_failures();
-            }
-            return n;
-          },
-      .client_connections =
-          [&] {
-            std::size_t n = 0;
-            for (auto& w : s.workers) n += w->active_sessions();
-            return n;
-          },
-      .parked_connections =
-          [&] {
-            std::size_t n = 0;
-            for (auto& w : s.workers) n += w->parked_connections();
-            return n;
-          },
-      .upstream_connections =
-          [&]() -> std::optional<std::size_t> {
-            // Each worker counts on its own thread; a worker that does not answer within 200 ms
-            // (stopping, or stuck) makes the figure unknown rather than wrong.
-            std::vector<std::future<std::size_t>> counts;
-            for (auto& w : s.workers) counts.push_back(w->count_upstream_connections());
-            std::size_t n = 0;
-            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-            for (auto& c : counts) {
-              if (c.wait_until(until) != std::future_status::ready) return std::nullopt;
-              n += c.get();
-            }
-            return n;
-          },
-      .drained =
-          [&](const std::string& upstream, Endpoint& ep, bool drain) {
-            spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
-            telemetry::events().push("drain", upstream, ep.identity(),
-                                     drain ? "draining (admin API)" : "undrained (admin API)",
-                                     steady_clock().now());
-            if (drain)
-              for (auto& w : s.workers) w->close_idle(ep);
-          },
-      .history = [&]() -> const History& { return s.history; },
-      .upgrade = upgrade,
-      .reopen_logs = [&] { return reopen_logs(s, "admin API"); },
-      .discovery_status =
-          [&](const std::string& upstream) {
-            return s.discovery ? s.discovery->status(upstream) : boost::json::array();
-          },
-      .discovery_metrics =
-          [&](telemetry::MetricsText& m) {
-            if (s.discovery) s.discovery->metrics(m);
-          },
-      .access_log_dropped = [&] { return s.access_log->dropped(); },
-      .reload_watch = [&] { return reload_watch_status(s); },
-      .rollbacks = [&] { return s.rollbacks; },
-  });
-  s.control_api = &control;
-  if (cfg.admin.enabled) {
+// The admin listener at start-up, on the socket an upgrade passed (`admin_fd`) if there is one;
+// a passed socket that no [admin] wants any more is closed. False (logged) when it cannot open.
+bool open_first_admin(Runtime::State& s, std::optional<int> admin_fd) {
+  if (s.config->admin.enabled) {
     try {
-      s.admin_server = open_admin(s, cfg.admin, admin_fd.value_or(-1));
+      s.admin_server = open_admin(s, s.config->admin, admin_fd.value_or(-1));
       admin_fd.reset();
     } catch (const std::exception& e) {
       spdlog::error("admin: {}", e.what());
-      return 1;
+      return false;
     }
   }
-  if (admin_fd) ::close(*admin_fd);  // passed by the old process, but no [admin] here any more
+  if (admin_fd) ::close(*admin_fd);
+  return true;
+}
 
-  for (auto& w : s.workers) w->start();
-  s.loaded_at = steady_clock().now();
-  s.ready = true;
+// Every timer and listener of the control loop stopped: once the workers are, nothing is left
+// for it to run and Runtime::run() returns.
+void stop_control_loop(Runtime::State& s) {
+  s.signals.cancel();
+  s.health_timer.cancel();
+  s.history_timer.cancel();
+  s.watch_timer.cancel();
+  s.ready_timer.cancel();
+  s.notifier.stop_watchdog();
+  s.prober->stop();
+  if (s.discovery) s.discovery->stop();
+  if (s.admin_server) s.admin_server->stop();
+  if (s.watch) s.watch->stop();
+}
+
+// The drain's poll: the workers stop when their last connection closed or shutdown_timeout
+// passed, whichever comes first.
+void poll_drained(Runtime::State& s) {
+  std::size_t active = 0;
+  for (auto& w : s.workers) active += w->active_sessions();
+  if (active == 0 || steady_clock().now() >= s.drain_deadline) {
+    if (active != 0) spdlog::warn("shutdown timeout: closing {} connection(s)", active);
+    for (auto& w : s.workers) w->stop();
+    stop_control_loop(s);
+    return;
+  }
+  s.drain_timer.expires_after(std::chrono::milliseconds(20));
+  s.drain_timer.async_wait([&s](boost::system::error_code) { poll_drained(s); });
+}
+
+// Stop accepting; in-flight requests get shutdown_timeout; then run() returns.
+void stop_accepting(Runtime::State& s) {
+  // Logged so that the end of shutdown_delay is observable on sluice's own clock.
+  spdlog::info("shutdown: no longer accepting connections");
+  s.drain_deadline = steady_clock().now() + s.config->server.shutdown_timeout;
+  s.shutdown_flag.store(true, std::memory_order_relaxed);
+  for (auto& w : s.workers) w->begin_shutdown();
+  poll_drained(s);
+}
+
+// The new process of a binary upgrade accepts: this one stops at once (no shutdown_delay) and
+// drains; the new one answers the admin API from now on.
+void hand_over(Runtime::State& s) {
+  s.shutting_down = true;
+  s.ready = false;
+  if (s.admin_server) s.admin_server->stop_accepting();
+  stop_accepting(s);
+}
+
+// Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
+// (admin included) and the servers' state as of now (drains, verdicts, ejections, ramps; the
+// state file is written too); once it accepts, this one stops accepting and drains like at
+// SIGTERM. Until then, and if it fails, this one serves as before.
+admin::UpgradeOutcome upgrade_binary(Runtime::State& s, const std::string& requested) {
+  if (s.shutting_down) return {false, 0, "this process is shutting down"};
+  const std::string binary = requested.empty() ? s.binary : requested;
+  std::vector<PassedSocket> sockets;
+  for (int fd : s.listeners.fds()) sockets.push_back({fd, "listen"});
+  if (s.admin_server) sockets.push_back({s.admin_server->listener_fd(), std::string(admin_fd_name)});
+  if (s.state_file) s.state_file->write(*s.snapshot);
+  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      s.config->server.health_ready_timeout + std::chrono::seconds(10));
+  const auto r = spawn_upgrade(binary, {"run", "--config", s.config_path}, sockets,
+                               state_text_now(*s.snapshot), timeout);
+  if (!r.ok) {
+    spdlog::error("upgrade to {} failed: {}; this process keeps serving", binary, r.error);
+    return {false, 0, r.error};
+  }
+  spdlog::info("upgrade: pid {} accepts; this process stops accepting and drains", r.pid);
+  s.notifier.main_pid(r.pid);
+  s.state_file.reset();  // the new process owns it from now on
+  // After the admin answer is on its way: the upgrade request came on this process's listener.
+  net::post(s.control, [&s] { hand_over(s); });
+  return {true, r.pid, ""};
+}
+
+// SIGTERM or SIGINT: readiness fails at once, the listeners keep accepting for shutdown_delay,
+// then the drain. A second signal changes nothing: the deadline stands.
+void begin_shutdown(Runtime::State& s, int sig) {
+  if (s.shutting_down) return;
+  s.shutting_down = true;
+  s.ready = false;
+  s.notifier.stopping();
+  const auto delay = s.config->server.shutdown_delay;
+  spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
+               s.config->server.shutdown_timeout.count());
+  if (delay.count() == 0) {
+    stop_accepting(s);
+  } else {
+    s.drain_timer.expires_after(delay);
+    s.drain_timer.async_wait([&s](boost::system::error_code) { stop_accepting(s); });
+  }
+}
+
+// SIGHUP reloads, SIGUSR1 reopens the logs, SIGUSR2 upgrades the binary; and the handler stays.
+// SIGTERM and SIGINT shut down, after which no signal is awaited.
+void await_signal(Runtime::State& s) {
+  s.signals.async_wait([&s](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (sig == SIGTERM || sig == SIGINT) return begin_shutdown(s, sig);
+    if (sig == SIGHUP) reload(s);
+    else if (sig == SIGUSR1) reopen_logs(s, "SIGUSR1");
+    else upgrade_binary(s, "");
+    await_signal(s);
+  });
+}
+
+// Across workers: TLS listener handshakes completed and failed.
+std::pair<std::uint64_t, std::uint64_t> tls_handshakes(const Runtime::State& s) {
+  std::pair<std::uint64_t, std::uint64_t> n{0, 0};
+  for (const auto& w : s.workers) {
+    n.first += w->tls_handshakes();
+    n.second += w->tls_handshake_failures();
+  }
+  return n;
+}
+
+// Each worker counts on its own thread; a worker that does not answer within 200 ms (stopping,
+// or stuck) makes the figure unknown rather than wrong.
+std::optional<std::size_t> upstream_connections(const Runtime::State& s) {
+  std::vector<std::future<std::size_t>> counts;
+  for (const auto& w : s.workers) counts.push_back(w->count_upstream_connections());
+  std::size_t n = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (auto& c : counts) {
+    if (c.wait_until(until) != std::future_status::ready) return std::nullopt;
+    n += c.get();
+  }
+  return n;
+}
+
+// A drain set or lifted through the admin API: logged, recorded, and a drained server's idle
+// pooled connections closed.
+void drained_by_api(Runtime::State& s, const std::string& upstream, Endpoint& ep, bool drain) {
+  spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
+  telemetry::events().push("drain", upstream, ep.identity(),
+                           drain ? "draining (admin API)" : "undrained (admin API)", steady_clock().now());
+  if (drain)
+    for (auto& w : s.workers) w->close_idle(ep);
+}
+
+// What the admin API (control thread) reads and does in this process.
+RuntimeControl::Hooks control_hooks(Runtime::State& s) {
+  const auto sum = [&s](std::size_t (Worker::*count)() const) {
+    std::size_t n = 0;
+    for (const auto& w : s.workers) n += (*w.*count)();
+    return n;
+  };
+  return {
+      .snapshot = [&s] { return s.snapshot; },
+      .workers = [&s] { return static_cast<unsigned>(s.workers.size()); },
+      .loaded_at = [&s] { return s.loaded_at; },
+      .reload = [&s](bool watched) { return reload(s, watched); },
+      .ready = [&s] { return s.ready; },
+      .reloads_ok = [&s] { return s.reloads_ok; },
+      .reloads_failed = [&s] { return s.reloads_failed; },
+      .tls_handshakes = [&s] { return tls_handshakes(s); },
+      .client_connections = [sum] { return sum(&Worker::active_sessions); },
+      .parked_connections = [sum] { return sum(&Worker::parked_connections); },
+      .upstream_connections = [&s] { return upstream_connections(s); },
+      .drained = [&s](const std::string& upstream, Endpoint& ep,
+                      bool drain) { drained_by_api(s, upstream, ep, drain); },
+      .history = [&s]() -> const History& { return s.history; },
+      .upgrade = [&s](const std::string& binary) { return upgrade_binary(s, binary); },
+      .reopen_logs = [&s] { return reopen_logs(s, "admin API"); },
+      .discovery_status =
+          [&s](const std::string& upstream) {
+            return s.discovery ? s.discovery->status(upstream) : boost::json::array();
+          },
+      .discovery_metrics =
+          [&s](telemetry::MetricsText& m) {
+            if (s.discovery) s.discovery->metrics(m);
+          },
+      .access_log_dropped = [&s] { return s.access_log->dropped(); },
+      .reload_watch = [&s] { return reload_watch_status(s); },
+      .rollbacks = [&s] { return s.rollbacks; },
+  };
+}
+
+// The prober on the control thread: each result counted on its server, and readiness told once
+// every health-checked server has had its first probe.
+void start_prober(Runtime::State& s) {
   s.prober = std::make_unique<health::Prober>(s.control, steady_clock(), std::random_device{}());
   s.prober->on_transition = [](const health::ProbeTarget& t, const health::Transition& tr) {
     health::log_transition(t.upstream, *t.endpoint, tr);
@@ -787,146 +882,110 @@ int Runtime::run() {
     if (!s.notified_ready && first_probe_round_done(s)) notify_ready(s, "first health probes done");
   };
   update_probes(s);
+}
+
+// Ready at once when nothing is health-checked (or health_ready_timeout is 0), else after the
+// first probe of every server or health_ready_timeout, whichever comes first.
+void notify_ready_when_probed(Runtime::State& s) {
+  const auto timeout = s.config->server.health_ready_timeout;
+  if (first_probe_round_done(s) || timeout.count() == 0) return notify_ready(s, "listening");
+  s.ready_timer.expires_after(timeout);
+  s.ready_timer.async_wait([&s](boost::system::error_code ec) {
+    if (!ec) notify_ready(s, "health_ready_timeout passed before every server was probed");
+  });
+}
+
+// Health clock: ends ejections (half-open) and steps slow-start ramps. Workers can eject a
+// server at any moment, so every server is looked at on a short period rather than only at a
+// deadline computed earlier.
+void health_tick(Runtime::State& s) {
+  for (const auto& u : s.snapshot->upstreams)
+    for (Endpoint* ep : u->endpoints())
+      // next_deadline() is "now + one ramp step" while ramping: tick whenever there is work.
+      if (ep->has_health() && ep->health().next_deadline() != Clock::time_point::max())
+        if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
+  if (s.state_file) s.state_file->update(*s.snapshot);  // changes of the last 100 ms: one write
+  if (s.shutting_down) return;
+  s.health_timer.expires_after(std::chrono::milliseconds(100));
+  s.health_timer.async_wait([&s](boost::system::error_code ec) {
+    if (!ec) health_tick(s);
+  });
+}
+
+// The dashboard's history: one sample a second of the counters the workers keep anyway.
+void history_tick(Runtime::State& s) {
+  s.history.sample(*s.snapshot, static_cast<unsigned>(s.workers.size()));
+  // Each worker counts its own pool on its thread and hands the count back to this one.
+  for (std::size_t i = 0; i < s.workers.size(); ++i)
+    s.workers[i]->count_pooled([&s, i](std::vector<std::uint32_t> counts) {
+      net::post(s.control, [&s, i, counts = std::move(counts)]() mutable {
+        s.history.set_pooled(i, std::move(counts));
+      });
+    });
+  if (s.shutting_down) return;
+  s.history_timer.expires_after(std::chrono::seconds(1));
+  s.history_timer.async_wait([&s](boost::system::error_code ec) {
+    if (!ec) history_tick(s);
+  });
+}
+
+// The reload watch: the answers counted every 500 ms (the window before a reload, and the
+// verdict on one, within half a second of a breach or of the watch's end).
+void watch_ticks(Runtime::State& s) {
+  watch_tick(s);
+  if (s.shutting_down) return;
+  s.watch_timer.expires_after(std::chrono::milliseconds(500));
+  s.watch_timer.async_wait([&s](boost::system::error_code ec) {
+    if (!ec) watch_ticks(s);
+  });
+}
+
+// The workers accept, the prober and the control loop's timers start, and sluice says so.
+// False (logged) when `[server] watch_config` cannot watch the file.
+bool start_serving(Runtime::State& s) {
+  for (auto& w : s.workers) w->start();
+  s.loaded_at = steady_clock().now();
+  s.ready = true;
+  start_prober(s);
   // The pid is in the line because sluice writes no pid file: a supervisor (systemd's MainPID)
   // or this line is where a signal's target comes from.
   spdlog::info("sluice {} started: pid {}, {} worker(s), config {} (version {})", SLUICE_VERSION,
-               ::getpid(), n, s.config_path, s.version);
-  net::steady_timer ready_timer(s.control);
-  if (first_probe_round_done(s) || cfg.server.health_ready_timeout.count() == 0) {
-    notify_ready(s, "listening");
-  } else {
-    ready_timer.expires_after(cfg.server.health_ready_timeout);
-    ready_timer.async_wait([&](boost::system::error_code ec) {
-      if (!ec) notify_ready(s, "health_ready_timeout passed before every server was probed");
-    });
-  }
+               ::getpid(), s.workers.size(), s.config_path, s.version);
+  notify_ready_when_probed(s);
   s.notifier.start_watchdog();
-
-  net::steady_timer drain_timer(s.control);
-
-  // Health clock: ends ejections (half-open) and steps slow-start ramps. Workers can eject a
-  // server at any moment, so every server is looked at on a short period rather than only at a
-  // deadline computed earlier.
-  net::steady_timer health_timer(s.control);
-  std::function<void()> health_tick = [&] {
-    for (const auto& u : s.snapshot->upstreams)
-      for (Endpoint* ep : u->endpoints())
-        // next_deadline() is "now + one ramp step" while ramping: tick whenever there is work.
-        if (ep->has_health() && ep->health().next_deadline() != Clock::time_point::max())
-          if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
-    if (s.state_file) s.state_file->update(*s.snapshot);  // changes of the last 100 ms: one write
-    if (s.shutting_down) return;
-    health_timer.expires_after(std::chrono::milliseconds(100));
-    health_timer.async_wait([&](boost::system::error_code ec) {
-      if (!ec) health_tick();
-    });
-  };
-  health_tick();
-
-  // The dashboard's history: one sample a second of the counters the workers keep anyway.
-  net::steady_timer history_timer(s.control);
-  std::function<void()> history_tick = [&] {
-    s.history.sample(*s.snapshot, static_cast<unsigned>(s.workers.size()));
-    // Each worker counts its own pool on its thread and hands the count back to this one.
-    for (std::size_t i = 0; i < s.workers.size(); ++i)
-      s.workers[i]->count_pooled([&s, i](std::vector<std::uint32_t> counts) {
-        net::post(s.control, [&s, i, counts = std::move(counts)]() mutable {
-          s.history.set_pooled(i, std::move(counts));
-        });
-      });
-    if (s.shutting_down) return;
-    history_timer.expires_after(std::chrono::seconds(1));
-    history_timer.async_wait([&](boost::system::error_code ec) {
-      if (!ec) history_tick();
-    });
-  };
-  if (cfg.admin.enabled) history_tick();
-
-  // The reload watch: the answers counted every 500 ms (the window before a reload, and the
-  // verdict on one, within half a second of a breach or of the watch's end).
-  net::steady_timer watch_timer(s.control);
-  std::function<void()> watch_ticks = [&] {
-    watch_tick(s);
-    if (s.shutting_down) return;
-    watch_timer.expires_after(std::chrono::milliseconds(500));
-    watch_timer.async_wait([&](boost::system::error_code ec) {
-      if (!ec) watch_ticks();
-    });
-  };
-  watch_ticks();
-
-  if (cfg.server.watch_config) {
+  health_tick(s);
+  if (s.config->admin.enabled) history_tick(s);
+  watch_ticks(s);
+  if (s.config->server.watch_config) {
     try {
-      s.watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&] { reload(s); });
+      s.watch = std::make_unique<ConfigWatch>(s.control, s.config_path, [&s] { reload(s); });
     } catch (const std::exception& e) {
       spdlog::error("watch_config: {}", e.what());
-      return 1;
+      return false;
     }
   }
-  Clock::time_point deadline{};
+  return true;
+}
 
-  std::function<void()> poll_drained = [&] {
-    std::size_t active = 0;
-    for (auto& w : s.workers) active += w->active_sessions();
-    if (active == 0 || steady_clock().now() >= deadline) {
-      if (active != 0) spdlog::warn("shutdown timeout: closing {} connection(s)", active);
-      for (auto& w : s.workers) w->stop();
-      signals.cancel();  // nothing left for the control loop: run() returns
-      health_timer.cancel();
-      history_timer.cancel();
-      watch_timer.cancel();
-      ready_timer.cancel();
-      s.notifier.stop_watchdog();
-      s.prober->stop();
-      if (s.discovery) s.discovery->stop();
-      if (s.admin_server) s.admin_server->stop();
-      if (s.watch) s.watch->stop();
-      return;
-    }
-    drain_timer.expires_after(std::chrono::milliseconds(20));
-    drain_timer.async_wait([&](boost::system::error_code) { poll_drained(); });
-  };
+}  // namespace
 
-  // Stop accepting; in-flight requests get shutdown_timeout; then run() returns.
-  const auto stop_accepting = [&] {
-    // Logged so that the end of shutdown_delay is observable on sluice's own clock.
-    spdlog::info("shutdown: no longer accepting connections");
-    deadline = steady_clock().now() + s.config->server.shutdown_timeout;
-    s.shutdown_flag.store(true, std::memory_order_relaxed);
-    for (auto& w : s.workers) w->begin_shutdown();
-    poll_drained();
-  };
-  hand_over = [&] {
-    s.shutting_down = true;
-    s.ready = false;
-    if (s.admin_server) s.admin_server->stop_accepting();  // the new process answers the API now
-    stop_accepting();  // no shutdown_delay: the new process accepts already
-  };
-
-  std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
-    if (ec) return;
-    if (sig == SIGHUP || sig == SIGUSR2 || sig == SIGUSR1) {
-      if (sig == SIGHUP) reload(s);
-      else if (sig == SIGUSR1) reopen_logs(s, "SIGUSR1");
-      else upgrade("");
-      signals.async_wait(on_signal);
-      return;
-    }
-    if (s.shutting_down) return;  // a second SIGTERM changes nothing: the deadline stands
-    s.shutting_down = true;
-    s.ready = false;  // readiness fails at once; listeners keep accepting for shutdown_delay
-    s.notifier.stopping();
-    const auto delay = s.config->server.shutdown_delay;
-    spdlog::info("signal {}: graceful shutdown (delay {}ms, timeout {}ms)", sig, delay.count(),
-                 s.config->server.shutdown_timeout.count());
-    if (delay.count() == 0) {
-      stop_accepting();
-    } else {
-      drain_timer.expires_after(delay);
-      drain_timer.async_wait([stop_accepting](boost::system::error_code) { stop_accepting(); });
-    }
-  };
-  signals.async_wait(on_signal);
+int Runtime::run() {
+  auto& s = *state_;
+  if (!build_first_snapshot(s)) return 1;
+  restore_server_state(s);
+  // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
+  // graceful shutdown, not the default action.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR2}) s.signals.add(sig);
+  s.signals.add(SIGUSR1);  // reopen the log files (nginx's convention, for logrotate)
+  make_workers(s);
+  auto inherited = InheritedListeners::from_environment();
+  auto admin_fd = inherited.take_named(admin_fd_name);
+  if (!open_listeners(s, inherited)) return 1;
+  RuntimeControl control(control_hooks(s));
+  s.control_api = &control;
+  if (!open_first_admin(s, admin_fd)) return 1;
+  if (!start_serving(s)) return 1;
+  await_signal(s);
 
   s.control.run();
   for (auto& w : s.workers) w->join();

@@ -81,57 +81,47 @@ void write_decimal(char* out, long value) {
   _exit(127);
 }
 
-}  // namespace
-
-UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::string>& args,
-                            const std::vector<PassedSocket>& sockets, std::string_view state,
-                            std::chrono::milliseconds timeout) {
-  if (sockets.size() > 60) return {false, 0, "too many listening sockets to pass"};
-  if (::access(binary.c_str(), X_OK) != 0)
-    return {false, 0, binary + ": " + std::strerror(errno)};
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {false, 0, std::string("pipe: ") + std::strerror(errno)};
-
-  // Everything the child needs is built before fork: it may not allocate.
+// What execve gets, built before fork: the child may not allocate. The environment is this
+// process's without a previous hand-over's variables, plus the sockets' (systemd's protocol), the
+// ready pipe's and the state's; LISTEN_PID's value is left blank for the child to fill in.
+struct ExecImage {
   std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (!is_listen_var(*e)) env.emplace_back(*e);
-  std::string names;
-  for (const auto& s : sockets) names += (names.empty() ? "" : ":") + s.name;
-  env.push_back("LISTEN_FDS=" + std::to_string(sockets.size()));
-  env.push_back("LISTEN_FDNAMES=" + names);
-  env.push_back(std::string(ready_env) + "=" + std::to_string(3 + sockets.size()));
-  const int state_fd = state_memfd(state);
-  if (state_fd >= 0) env.push_back(std::string(state_env) + "=" + std::to_string(4 + sockets.size()));
-  env.push_back("LISTEN_PID=" + std::string(24, '\0'));
   std::vector<char*> envp;
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  char* pid_value = env.back().data() + std::strlen("LISTEN_PID=");
-  std::vector<std::string> argv_text{binary};
-  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<std::string> argv_text;
   std::vector<char*> argv;
-  for (auto& a : argv_text) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  char* pid_value = nullptr;  // LISTEN_PID's value, 24 bytes
   std::vector<int> fds;
-  for (const auto& s : sockets) fds.push_back(s.fd);
 
-  const pid_t pid = ::fork();
-  if (pid == 0) exec_child(binary.c_str(), argv.data(), envp.data(), pid_value, fds, pipe_fds[1], state_fd);
-  ::close(pipe_fds[1]);
-  if (state_fd >= 0) ::close(state_fd);
-  if (pid < 0) {
-    ::close(pipe_fds[0]);
-    return {false, 0, std::string("fork: ") + std::strerror(errno)};
+  ExecImage(const std::string& binary, const std::vector<std::string>& args,
+            const std::vector<PassedSocket>& sockets, bool with_state) {
+    for (char** e = environ; *e != nullptr; ++e)
+      if (!is_listen_var(*e)) env.emplace_back(*e);
+    std::string names;
+    for (const auto& s : sockets) names += (names.empty() ? "" : ":") + s.name;
+    env.push_back("LISTEN_FDS=" + std::to_string(sockets.size()));
+    env.push_back("LISTEN_FDNAMES=" + names);
+    env.push_back(std::string(ready_env) + "=" + std::to_string(3 + sockets.size()));
+    if (with_state) env.push_back(std::string(state_env) + "=" + std::to_string(4 + sockets.size()));
+    env.push_back("LISTEN_PID=" + std::string(24, '\0'));
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_value = env.back().data() + std::strlen("LISTEN_PID=");
+    argv_text.push_back(binary);
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    for (auto& a : argv_text) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (const auto& s : sockets) fds.push_back(s.fd);
   }
-  spdlog::info("upgrade: started {} (pid {}) with {} listening socket(s)", binary, pid, sockets.size());
+};
 
-  // One line on the pipe = ready; end of file = the child exited (or closed it) before that.
+// One line on the pipe = ready; end of file = the child exited (or closed it) before that. A
+// child not ready within `timeout` is killed. Closes `ready_fd`.
+UpgradeResult await_child_ready(pid_t pid, int ready_fd, std::chrono::milliseconds timeout) {
   char buf[16];
-  pollfd p{pipe_fds[0], POLLIN, 0};
+  pollfd p{ready_fd, POLLIN, 0};
   const int polled = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  const auto n = polled > 0 ? ::read(pipe_fds[0], buf, sizeof buf) : 0;
-  ::close(pipe_fds[0]);
+  const auto n = polled > 0 ? ::read(ready_fd, buf, sizeof buf) : 0;
+  ::close(ready_fd);
   if (n > 0) return {true, static_cast<long>(pid), ""};
   std::string why;
   if (polled == 0) {
@@ -146,6 +136,33 @@ UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::st
     why += " before it was ready (its log says why)";
   }
   return {false, 0, why};
+}
+
+}  // namespace
+
+UpgradeResult spawn_upgrade(const std::string& binary, const std::vector<std::string>& args,
+                            const std::vector<PassedSocket>& sockets, std::string_view state,
+                            std::chrono::milliseconds timeout) {
+  if (sockets.size() > 60) return {false, 0, "too many listening sockets to pass"};
+  if (::access(binary.c_str(), X_OK) != 0)
+    return {false, 0, binary + ": " + std::strerror(errno)};
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {false, 0, std::string("pipe: ") + std::strerror(errno)};
+
+  const int state_fd = state_memfd(state);
+  ExecImage image(binary, args, sockets, state_fd >= 0);
+  const pid_t pid = ::fork();
+  if (pid == 0)
+    exec_child(binary.c_str(), image.argv.data(), image.envp.data(), image.pid_value, image.fds,
+               pipe_fds[1], state_fd);
+  ::close(pipe_fds[1]);
+  if (state_fd >= 0) ::close(state_fd);
+  if (pid < 0) {
+    ::close(pipe_fds[0]);
+    return {false, 0, std::string("fork: ") + std::strerror(errno)};
+  }
+  spdlog::info("upgrade: started {} (pid {}) with {} listening socket(s)", binary, pid, sockets.size());
+  return await_child_ready(pid, pipe_fds[0], timeout);
 }
 
 void report_upgrade_ready() {

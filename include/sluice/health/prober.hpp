@@ -99,6 +99,7 @@ public:
 private:
   struct Settings;  // one upstream's [health], parsed
   struct Server;    // one server's probe loop state
+  struct Probe;     // one probe's exchange on a server's connection (probe_once's steps)
 
   void start(std::shared_ptr<Server> server);
   static void halt(Server& server) noexcept;
