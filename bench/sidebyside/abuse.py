@@ -171,7 +171,9 @@ class Abuse:
             per_conn = (rss - before) / held_at_reading if held_at_reading else None
             return {"count": n, "held": held, "held_at_reading": held_at_reading,
                     "rss_before_kib": before, "rss_kib": rss, "rss_readings_kib": readings,
-                    "steady": len(readings) >= 3 and len(set(readings[-3:])) == 1,
+                    "steady": _steady(readings),
+                    "peak_kib_per_conn": round((max(readings) - before) / held_at_reading, 2)
+                    if held_at_reading else None,
                     "reading_after_s": round(reading_s, 1),
                     "kib_per_conn": round(per_conn, 2) if per_conn is not None else None,
                     "origin_connections": origin_conns - origin_conns_before,
@@ -199,16 +201,21 @@ class Abuse:
         return {"rounds": rounds, "summary": summarize(rounds, names, self.a.phases)}
 
 
-def _steady_rss(pid, kind, socks, interval=0.5, timeout=5.0):
-    """VmRSS once three readings `interval` apart agree (the last reading after `timeout`),
-    trickling slow bodies at each reading; returns it and the readings."""
+def _steady_rss(pid, kind, socks, interval=0.5, timeout=6.0, agree=4):
+    """VmRSS once `agree` readings `interval` apart are equal (1.5 s: long enough for periodic
+    housekeeping such as sluice's parking and heap trim to have run), or the last reading after
+    `timeout`; slow bodies trickle at each reading. Returns it and all the readings."""
     readings = [rss_kib(pid)]
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and not (len(readings) >= 3 and len(set(readings[-3:])) == 1):
+    while time.monotonic() < deadline and not _steady(readings, agree):
         time.sleep(interval)
         hostile.trickle(kind, socks)
         readings.append(rss_kib(pid))
     return readings[-1], readings
+
+
+def _steady(readings, agree=4):
+    return len(readings) >= agree and len(set(readings[-agree:])) == 1
 
 
 def _legit_loop(port, state):
@@ -284,7 +291,9 @@ def summarize(rounds, names, phases):
                 continue
             holds = [r["phases"][kind][name] for r in rounds]
             per = [h["kib_per_conn"] for h in holds if h["kib_per_conn"] is not None]
+            peak = [h["peak_kib_per_conn"] for h in holds if h["peak_kib_per_conn"] is not None]
             s[kind] = {"kib_per_conn": round(statistics.median(per), 2) if per else None,
+                       "peak_kib_per_conn": round(statistics.median(peak), 2) if peak else None,
                        "kib_per_conn_rounds": [h["kib_per_conn"] for h in holds],
                        "held_min": min(h["held_at_reading"] for h in holds),
                        "unsteady_rounds": sum(not h["steady"] for h in holds),
@@ -393,15 +402,16 @@ def markdown(doc):
         lines += ["## Memory per hostile connection", "",
                   f"{st['hold']} connections of one kind on a fresh proxy, held until it has "
                   f"accepted all of them (ESTABLISHED sockets of the proxy's port among its own "
-                  f"descriptors) and its RSS is steady (three readings 0.5 s apart agree, at most 5 s); "
-                  f"KiB per connection = ΔRSS / connections held at the reading (median over "
-                  f"rounds). Slow reader: 1 KiB receive buffer, `GET /?size={hostile.BIG}`, never "
+                  f"descriptors) and its RSS is steady (four readings 0.5 s apart agree, at most 6 s: "
+                  f"periodic housekeeping such as sluice's parking has run); KiB per connection = "
+                  f"ΔRSS / connections held at the reading (median over rounds; peak: the highest "
+                  f"reading of the hold instead). Slow reader: 1 KiB receive buffer, `GET /?size={hostile.BIG}`, never "
                   f"reads. Slow body: `POST` with `Content-Length: {hostile.BIG}`, 16 body bytes, "
                   f"then one byte every half second. Half-sent head: request line and three headers, no "
                   f"blank line. Origin connections: opened by the proxy during the phase.", "",
-                  "| proxy | " + " | ".join(f"{KIND_LABEL[k]} KiB/conn (rounds) | held (min) | origin conns"
+                  "| proxy | " + " | ".join(f"{KIND_LABEL[k]} KiB/conn (rounds) | peak | held (min) | origin conns"
                                             for k in kinds) + " | stayed up |",
-                  "|---|" + "---|---|---|" * len(kinds) + "---|"]
+                  "|---|" + "---|---|---|---|" * len(kinds) + "---|"]
         for n in names:
             cells = []
             for k in kinds:
@@ -409,6 +419,7 @@ def markdown(doc):
                 rounds_txt = ", ".join(_fmt(x, 1) for x in h["kib_per_conn_rounds"])
                 unsteady = f", {h['unsteady_rounds']} unsteady" if h["unsteady_rounds"] else ""
                 cells.append(f"**{_fmt(h['kib_per_conn'], 1)}** ({rounds_txt}{unsteady}) | "
+                             f"{_fmt(h['peak_kib_per_conn'], 1)} | "
                              f"{h['held_min']}/{h['count']} | {h['origin_connections_median']:.0f}")
             up = all(s[n][k]["stayed_up"] for k in kinds)
             lines.append(f"| {n} | " + " | ".join(cells) + f" | {'yes' if up else '**no**'} |")
