@@ -27,17 +27,6 @@ fi
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # The harness (and so slowhttptest, the origins and its Python clients) runs on CPU 0; it pins
-# each proxy to CPU 1. Debian's python3, standard library only.
-PYTHONPATH=bench taskset -c 0 /usr/bin/python3 -m sidebyside.abuse --build-dir "$BUILD_DIR" "$@" &
-harness=$!
-stop_harness() {
-  trap - EXIT INT TERM
-  if kill -0 "$harness" 2>/dev/null; then
-    kill -TERM "$harness" 2>/dev/null || true
-    wait "$harness" 2>/dev/null || true
-  fi
-}
-trap stop_harness EXIT
-trap 'stop_harness; exit 130' INT
-trap 'stop_harness; exit 143' TERM
-wait "$harness"
+# each proxy to CPU 1. Debian's python3, standard library only. exec: the harness itself gets
+# SIGTERM/SIGINT and ends every process it started, by PID.
+PYTHONPATH=bench exec taskset -c 0 /usr/bin/python3 -m sidebyside.abuse --build-dir "$BUILD_DIR" "$@"
