@@ -123,7 +123,10 @@ class Abuse:
             legit.start()
             # The proxy's side, sampled twice a second while the legit client runs beside it.
             while attacker.alive() and run.child.alive() and time.monotonic() < deadline:
-                now_held, now_rss = hostile.held(run.pid, run.port), rss_kib(run.pid)
+                try:
+                    now_held, now_rss = hostile.held(run.pid, run.port), rss_kib(run.pid)
+                except (OSError, RuntimeError):
+                    break  # the proxy is gone: stayed_up says so
                 timeline.append((round(time.monotonic() - t0, 1), now_held, now_rss))
                 peak_held, peak_rss = max(peak_held, now_held), max(peak_rss, now_rss)
                 try:
@@ -159,28 +162,40 @@ class Abuse:
         run = self.start(contender)
         socks = []
         try:
-            before = settled_rss_kib(run.pid, interval=0.5, timeout=3.0)
-            origin_conns_before, _ = self.origins.counters()
-            t0 = time.monotonic()
-            socks = hostile.open_hostile(kind, run.port, n)
-            held = hostile.wait_held(run.pid, run.port, n, kind, socks, timeout=5.0)
-            rss, readings = _steady_rss(run.pid, kind, socks)
-            held_at_reading = hostile.held(run.pid, run.port)
-            reading_s = time.monotonic() - t0
-            origin_conns, _ = self.origins.counters()
-            per_conn = (rss - before) / held_at_reading if held_at_reading else None
-            return {"count": n, "held": held, "held_at_reading": held_at_reading,
-                    "rss_before_kib": before, "rss_kib": rss, "rss_readings_kib": readings,
-                    "steady": _steady(readings),
-                    "peak_kib_per_conn": round((max(readings) - before) / held_at_reading, 2)
-                    if held_at_reading else None,
-                    "reading_after_s": round(reading_s, 1),
-                    "kib_per_conn": round(per_conn, 2) if per_conn is not None else None,
-                    "origin_connections": origin_conns - origin_conns_before,
-                    "stayed_up": run.child.alive()}
+            return self._hold(run, kind, n, socks)
+        except (OSError, RuntimeError):
+            if run.child.alive():
+                raise
+            # The proxy died under the attack: that is the finding.
+            return {"count": n, "held": 0, "held_at_reading": 0, "kib_per_conn": None,
+                    "peak_kib_per_conn": None, "steady": False, "origin_connections": 0,
+                    "stayed_up": False}
         finally:
             hostile.close_all(socks)
             run.stop()
+
+    def _hold(self, run, kind, n, socks):
+        """Opens `n` connections of `kind` (into `socks`), waits until they are held and VmRSS
+        is steady; the readings."""
+        before = settled_rss_kib(run.pid, interval=0.5, timeout=3.0)
+        origin_conns_before, _ = self.origins.counters()
+        t0 = time.monotonic()
+        socks += hostile.open_hostile(kind, run.port, n)
+        held = hostile.wait_held(run.pid, run.port, n, kind, socks, timeout=5.0)
+        rss, readings = _steady_rss(run.pid, kind, socks)
+        held_at_reading = hostile.held(run.pid, run.port)
+        reading_s = time.monotonic() - t0
+        origin_conns, _ = self.origins.counters()
+        per_conn = (rss - before) / held_at_reading if held_at_reading else None
+        return {"count": n, "held": held, "held_at_reading": held_at_reading,
+                "rss_before_kib": before, "rss_kib": rss, "rss_readings_kib": readings,
+                "steady": _steady(readings),
+                "peak_kib_per_conn": round((max(readings) - before) / held_at_reading, 2)
+                if held_at_reading else None,
+                "reading_after_s": round(reading_s, 1),
+                "kib_per_conn": round(per_conn, 2) if per_conn is not None else None,
+                "origin_connections": origin_conns - origin_conns_before,
+                "stayed_up": run.child.alive()}
 
     def run(self):
         names = [c.name for c in self.contenders]

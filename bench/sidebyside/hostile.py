@@ -71,10 +71,15 @@ def close_all(socks):
 def held(pid, port):
     """Client connections to `port` that process `pid` has accepted and that are still
     ESTABLISHED: rows of /proc/net/tcp with that local port in state 01 whose socket inode is one
-    of the process's descriptors (a connection still in the accept queue has none)."""
+    of the process's descriptors (a connection still in the accept queue has none). 0 once the
+    process is gone."""
     inodes = set()
     fd_dir = f"/proc/{pid}/fd"
-    for fd in os.listdir(fd_dir):
+    try:
+        fds = os.listdir(fd_dir)
+    except FileNotFoundError:
+        return 0
+    for fd in fds:
         try:
             link = os.readlink(f"{fd_dir}/{fd}")
         except OSError:
