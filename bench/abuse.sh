@@ -29,4 +29,4 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # The harness (and so slowhttptest, the origins and its Python clients) runs on CPU 0; it pins
 # each proxy to CPU 1. Debian's python3, standard library only. exec: the harness itself gets
 # SIGTERM/SIGINT and ends every process it started, by PID.
-PYTHONPATH=bench exec taskset -c 0 /usr/bin/python3 -m sidebyside.abuse --build-dir "$BUILD_DIR" "$@"
+PYTHONPATH=bench exec taskset -c 0 /usr/bin/python3 -m sidebyside.abuse "$@"

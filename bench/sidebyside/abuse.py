@@ -18,6 +18,7 @@ import argparse
 import datetime
 import json
 import math
+import os
 import re
 import shlex
 import shutil
@@ -63,7 +64,8 @@ def parse_args(argv):
                    help="connections per hostile kind in the memory phases (default 500)")
     p.add_argument("--settle", type=float, default=5.0,
                    help="seconds after the ramp's end for the memory-returned reading (default 5)")
-    p.add_argument("--build-dir", default="build/release")
+    p.add_argument("--build-dir", default=os.environ.get("BUILD_DIR", "build/release"),
+                   help="where sluice and sluice-origin are taken from (default $BUILD_DIR or build/release)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--tag", default="abuse", help="result files <date>-<commit>-<tag> (default abuse)")
     p.add_argument("--keep-workdir", action="store_true", help="keep configs and logs")
