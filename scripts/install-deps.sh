@@ -5,7 +5,7 @@
 # Usage: scripts/install-deps.sh [--build-only | --bench]
 #   (none)        build, run and test everything (scripts/test.sh, CI)
 #   --build-only  only what building and running sluice and the test origin needs (scripts/demo.sh)
-#   --bench       everything, plus the peers and tools of bench/run.sh
+#   --bench       everything, plus the peers and tools of bench/run.sh and bench/abuse.sh
 set -euo pipefail
 
 mode=${1:-}
@@ -40,8 +40,11 @@ test=(
   prometheus  # promtool check rules of deploy/prometheus/alerts.yml (integration/test_prometheus.py)
   wrk  # the load of scripts/pgo_train.py (scripts/build-pgo.sh; its test in integration/test_deploy.py) and of bench/
 )
-# bench: the side-by-side peers (bench/run.sh).
-bench=(nginx-light haproxy)
+# bench: the side-by-side peers (bench/run.sh, bench/abuse.sh).
+bench=(
+  nginx-light haproxy
+  slowhttptest  # the slow-read ramp of bench/abuse.sh
+)
 
 packages=("${build[@]}")
 [[ $mode == --build-only ]] || packages+=("${test[@]}")
