@@ -1,5 +1,6 @@
 #include "sluice/core/frame_pool.hpp"
 
+#include <algorithm>
 #include <new>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -48,6 +49,22 @@ void FramePool::deallocate_fresh(void* p, std::size_t) noexcept { ::operator del
 
 FramePool::Use::Use(FramePool& pool) noexcept : previous_(current_) { current_ = &pool; }
 FramePool::Use::~Use() { current_ = previous_; }
+
+std::size_t FramePool::shed() noexcept {
+  std::size_t bytes = 0;
+  for (std::size_t c = 0; c < classes; ++c) {
+    for (auto unused = std::min(fewest_[c], count_[c]); unused > 0; --unused) {
+      Block* b = free_[c];
+      unpoison(b, c);
+      free_[c] = b->next;
+      --count_[c];
+      ::operator delete(b);
+      bytes += block_size(c);
+    }
+    fewest_[c] = count_[c];
+  }
+  return bytes;
+}
 
 std::size_t FramePool::kept() const noexcept {
   std::size_t n = 0;

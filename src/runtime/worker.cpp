@@ -299,7 +299,7 @@ net::awaitable<void> Worker::tick_loop() {
     heap_trim_.observe(ctx_.sessions.size() - parking_.size());
     if (now >= next_sweep) {
       ctx_.pool.sweep();
-      const auto shed = ctx_.shed_pools();
+      const auto shed = ctx_.shed_pools() + frames_.shed();
       if (heap_trim_.due(ctx_.sessions.size() - parking_.size()) || shed >= proxy::trim_after_shed)
         proxy::trim_heap();
       next_sweep = now + std::chrono::seconds(1);

@@ -46,6 +46,25 @@ TEST(FramePool, ABlockIsReusedWithinItsSizeClass) {
   EXPECT_EQ(pool.kept(), 2u);
 }
 
+// As BlockPool::shed(): the blocks no allocation needed since the last shed() are freed, per class.
+TEST(FramePool, ShedFreesTheBlocksUnusedSinceTheLastShed) {
+  FramePool pool;
+  const FramePool::Use use(pool);
+  std::vector<void*> burst;
+  for (int i = 0; i < 6; ++i) burst.push_back(FramePool::allocate(100));
+  for (void* p : burst) FramePool::deallocate(p, 100);
+  EXPECT_EQ(pool.shed(), 0u);  // the first interval began with none kept
+  EXPECT_EQ(pool.kept(), 6u);
+  void* a = FramePool::allocate(100);
+  void* b = FramePool::allocate(100);
+  FramePool::deallocate(a, 100);
+  FramePool::deallocate(b, 100);
+  EXPECT_EQ(pool.shed(), 4u * 128);  // two were needed at once, four never
+  EXPECT_EQ(pool.kept(), 2u);
+  EXPECT_EQ(pool.shed(), 2u * 128);  // none needed since
+  EXPECT_EQ(pool.kept(), 0u);
+}
+
 TEST(FramePool, LargeFramesAreNotKept) {
   FramePool pool;
   const FramePool::Use use(pool);

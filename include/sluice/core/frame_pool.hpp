@@ -43,7 +43,7 @@ public:
       if (Block* b = pool->free_[c]) {
         unpoison(b, c);  // before its link is read
         pool->free_[c] = b->next;
-        --pool->count_[c];
+        if (--pool->count_[c] < pool->fewest_[c]) pool->fewest_[c] = pool->count_[c];
         ++pool->reused_;
         return b;
       }
@@ -77,6 +77,10 @@ public:
   };
 
   std::size_t kept() const noexcept;        // blocks on the free lists
+  // Frees the blocks no allocate() needed since the last call (each list's low-water mark, as
+  // BlockPool::shed()), so that after a burst a worker keeps what its traffic uses rather than
+  // up to 256 KiB per class. Returns the bytes freed.
+  std::size_t shed() noexcept;
   std::uint64_t reused() const noexcept { return reused_; }  // allocations served from them
   std::uint64_t fresh() const noexcept { return fresh_; }    // allocations that went to the heap
 
@@ -104,6 +108,7 @@ private:
   std::array<Block*, classes> free_{};
   std::array<std::uint16_t, classes> count_{};
   std::array<std::uint16_t, classes> limits_{};  // limit(c), not divided again at every release
+  std::array<std::uint16_t, classes> fewest_{};  // each list's low-water mark since the last shed()
   std::uint64_t reused_ = 0;
   std::uint64_t fresh_ = 0;
 };
