@@ -321,3 +321,38 @@ def test_a_reload_keeps_the_memory_store_and_a_store_change_starts_afresh(sluice
     assert (r.status, r.json()["ok"]) == (200, True), r
     assert post(s.port, "k-8")[0].header("Idempotent-Replayed") is None
     assert o.executions("k-8") == 2
+
+
+def records_of(s, responses):
+    """The JSON access log record of each response, found by its X-Request-Id."""
+    ids = [r.header("X-Request-Id") for r in responses]
+    assert None not in ids and len(set(ids)) == len(ids), ids
+
+    def all_logged():
+        by_id = {rec["request_id"]: rec for rec in s.access_records()}
+        return by_id if all(i in by_id for i in ids) else None
+    by_id = wait_until(all_logged, timeout=5, what="an access log record per answer")
+    return [by_id[i] for i in ids]
+
+
+def test_access_log_counts_the_body_of_collapsed_replayed_and_refused_answers(sluice,
+                                                                              logged_origin):
+    """bytes_out is the body sent (docs/edge.md), for answers from the store and sluice's
+    refusals as for the origin's."""
+    o = logged_origin()
+    s = sluice(config([o]))
+    slow = "/pay?echo=1&delay=1000"
+    (a, _), (b, _) = concurrently(lambda: post(s.port, "k-9", target=slow),
+                                  lambda: post(s.port, "k-9", target=slow))
+    first, collapsed = (b, a) if a.header("Idempotent-Replayed") == "true" else (a, b)
+    replayed, _ = post(s.port, "k-9", target=slow)
+    refused, _ = post(s.port, "k-9", body=b'{"amount":1000}', target=slow)
+    answers = {"first": first, "collapsed": collapsed, "replayed": replayed, "mismatch": refused}
+    assert [r.status for r in answers.values()] == [200, 200, 200, 422]
+    assert [r.header("Idempotent-Replayed") for r in (collapsed, replayed)] == ["true", "true"]
+    assert o.executions("k-9") == 1
+    for (kind, r), rec in zip(answers.items(), records_of(s, answers.values())):
+        assert rec["idempotency"] == kind
+        assert len(r.body) > 0
+        assert rec["bytes_out"] == len(r.body), (kind, rec)
+
