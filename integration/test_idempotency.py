@@ -321,3 +321,80 @@ def test_a_reload_keeps_the_memory_store_and_a_store_change_starts_afresh(sluice
     assert (r.status, r.json()["ok"]) == (200, True), r
     assert post(s.port, "k-8")[0].header("Idempotent-Replayed") is None
     assert o.executions("k-8") == 2
+
+
+def records_of(s, responses):
+    """The JSON access log record of each response, found by its X-Request-Id."""
+    ids = [r.header("X-Request-Id") for r in responses]
+    assert None not in ids and len(set(ids)) == len(ids), ids
+
+    def all_logged():
+        by_id = {rec["request_id"]: rec for rec in s.access_records()}
+        return by_id if all(i in by_id for i in ids) else None
+    by_id = wait_until(all_logged, timeout=5, what="an access log record per answer")
+    return [by_id[i] for i in ids]
+
+
+def test_access_log_counts_the_body_of_collapsed_replayed_and_refused_answers(sluice,
+                                                                              logged_origin):
+    """bytes_out is the body sent (docs/edge.md), for answers from the store and sluice's
+    refusals as for the origin's."""
+    o = logged_origin()
+    s = sluice(config([o]))
+    slow = "/pay?echo=1&delay=1000"
+    (a, _), (b, _) = concurrently(lambda: post(s.port, "k-9", target=slow),
+                                  lambda: post(s.port, "k-9", target=slow))
+    first, collapsed = (b, a) if a.header("Idempotent-Replayed") == "true" else (a, b)
+    replayed, _ = post(s.port, "k-9", target=slow)
+    refused, _ = post(s.port, "k-9", body=b'{"amount":1000}', target=slow)
+    answers = {"first": first, "collapsed": collapsed, "replayed": replayed, "mismatch": refused}
+    assert [r.status for r in answers.values()] == [200, 200, 200, 422]
+    assert [r.header("Idempotent-Replayed") for r in (collapsed, replayed)] == ["true", "true"]
+    assert o.executions("k-9") == 1
+    for (kind, r), rec in zip(answers.items(), records_of(s, answers.values())):
+        assert rec["idempotency"] == kind
+        assert len(r.body) > 0
+        assert rec["bytes_out"] == len(r.body), (kind, rec)
+
+
+def with_attempts(s, key_prefix, attempts):
+    """A keyed POST that took `attempts` tries (2: its first met the refusing server and was
+    retried; round robin: within two keys one is), and its key."""
+    for i in range(10):
+        key = f"{key_prefix}-{i}"
+        r, _ = post(s.port, key)
+        assert r.status == 200
+        if records_of(s, [r])[0]["attempts"] == attempts:
+            return r, key
+    pytest.fail(f"no request took {attempts} attempts")
+
+
+def test_a_replay_says_how_many_attempts_the_first_execution_took(sluice, logged_origin):
+    """With error_detail = "full" a replay carries the Sluice-Attempts its first execution's
+    answer carried; the access log's attempts are the replay's own (no server tried)."""
+    o = logged_origin()
+    s = sluice(config([f"127.0.0.1:{closed_port()}", o]))
+    first, key = with_attempts(s, "k-10", 2)
+    assert first.header("Sluice-Attempts") == "2"
+    replays = [post(s.port, key)[0] for _ in range(2)]
+    for r in replays:
+        assert r.status == 200 and r.header("Idempotent-Replayed") == "true"
+        assert r.header_all("Sluice-Attempts") == ["2"]
+    assert [rec["attempts"] for rec in records_of(s, replays)] == [0, 0]
+    # An answer that took one attempt carries none, and neither do its replays.
+    once, once_key = with_attempts(s, "k-10-once", 1)
+    assert once.header("Sluice-Attempts") is None
+    assert post(s.port, once_key)[0].header_all("Sluice-Attempts") == []
+    assert o.executions(key) == 1
+
+
+def test_error_detail_status_shows_no_attempts_on_replays(sluice, logged_origin):
+    """The default error_detail = "status" shows Sluice-Attempts on no answer, replays included."""
+    o = logged_origin()
+    s = sluice(config([f"127.0.0.1:{closed_port()}", o]).replace(
+        "[server]\n", '[server]\nerror_detail = "status"\n', 1))
+    first, key = with_attempts(s, "k-11", 2)
+    replay, _ = post(s.port, key)
+    assert replay.header("Idempotent-Replayed") == "true"
+    assert first.header("Sluice-Attempts") is None and replay.header("Sluice-Attempts") is None
+    assert o.executions(key) == 1

@@ -34,6 +34,12 @@ constexpr auto collapse_linger = std::chrono::seconds(5);
 constexpr auto poll_first = std::chrono::milliseconds(2);
 constexpr auto poll_max = std::chrono::milliseconds(50);
 constexpr std::string_view key_prefix = "sluice:idem:";
+// The stored fields' last line when the first execution took retries: capture_head() writes it
+// after the origin's fields (whose own Sluice-* lines are never kept), answer_stored() splits it
+// off, and response() shows it with error_detail = "full" only, as on the first answer. A line
+// rather than a field of the record, so that an entry keeps one format across versions sharing a
+// Redis.
+constexpr std::string_view attempts_line = "Sluice-Attempts: ";
 
 // A claim's token: unique per request across instances (random seed per thread).
 std::string new_token() {
@@ -279,6 +285,18 @@ bool has_date(std::string_view head) noexcept {
   return false;
 }
 
+// The value of the Sluice-Attempts line that ends stored `fields` (each line ends with CRLF),
+// taken off them; "" when there is none.
+std::string_view split_attempts(std::string_view& fields) noexcept {
+  if (!fields.ends_with("\r\n")) return {};
+  const auto lines = fields.substr(0, fields.size() - 2);
+  const auto last = lines.rfind("\r\n");
+  const auto from = last == std::string_view::npos ? 0 : last + 2;
+  if (!lines.substr(from).starts_with(attempts_line)) return {};
+  fields = fields.substr(0, from);
+  return lines.substr(from + attempts_line.size());
+}
+
 }  // namespace
 
 void Ticket::start_head(unsigned status) {
@@ -290,6 +308,7 @@ void Ticket::start_head(unsigned status) {
 void Ticket::answer_stored(unsigned status, std::string_view fields, std::string_view body, Outcome o) {
   outcome_ = o;
   start_head(status);
+  attempts_.assign(split_attempts(fields));
   head_.append(fields);
   head_.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
   head_.append("Idempotent-Replayed: true\r\n");
@@ -332,13 +351,14 @@ std::string_view Ticket::response(std::string_view request_id, bool keep_alive, 
   // A stored answer keeps the origin's own Date; sluice's problems and dateless answers get one.
   if (!date.empty() && !has_date(head_)) out_.append("Date: ").append(date).append("\r\n");
   if (const auto why = refusal(); detail && !why.empty()) out_.append("Sluice-Error: ").append(why).append("\r\n");
+  if (detail && !attempts_.empty()) out_.append(attempts_line).append(attempts_).append("\r\n");
   if (!request_id.empty()) out_.append("X-Request-Id: ").append(request_id).append("\r\n");
   if (!keep_alive) out_.append("Connection: close\r\n");
   out_.append("\r\n").append(body_);
   return out_;
 }
 
-void Ticket::capture_head(const http::ResponseHead& head) {
+void Ticket::capture_head(const http::ResponseHead& head, unsigned attempts) {
   if (!claimed_) return;
   captured_head_ = true;
   head_.clear();
@@ -349,6 +369,7 @@ void Ticket::capture_head(const http::ResponseHead& head) {
     if (!kept_field(bhttp::string_to_field(name), name)) continue;
     head_.append(name).append(": ").append(head.value(f)).append("\r\n");
   }
+  if (attempts > 1) head_.append(attempts_line).append(std::to_string(attempts)).append("\r\n");
 }
 
 void Ticket::capture_body(std::string_view piece) {

@@ -144,7 +144,7 @@ http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) 
   auto plan = http::plan_response(res, is_head, x.client_version,
                                   x.client_keep_alive && x.request_done && !worker_.is_stopping());
   if (plan.refuse) return plan;
-  if (x.idem) x.idem->capture_head(res);
+  if (x.idem) x.idem->capture_head(res, x.attempts);
   write_response_head(x, plan);
   return plan;
 }

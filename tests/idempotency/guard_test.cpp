@@ -53,13 +53,13 @@ protected:
     return ticket;
   }
 
-  // The origin's answer relayed through `ticket`.
-  void answer(Ticket& ticket, unsigned status, std::string_view body) {
+  // The origin's answer relayed through `ticket`, on its `attempts`th try.
+  void answer(Ticket& ticket, unsigned status, std::string_view body, unsigned attempts = 1) {
     const auto bytes = "HTTP/1.1 " + std::to_string(status) + " X\r\nX-Origin: app-1\r\nContent-Length: " +
                        std::to_string(body.size()) + "\r\n\r\n";
     http::ResponseHead res;
     ASSERT_EQ(http::index_response_head(bytes, 4096, res).result, http::HeadScan::Result::complete) << bytes;
-    ticket.capture_head(res);
+    ticket.capture_head(res, attempts);
     ticket.capture_body(body);
     ticket.capture_end();
     ticket.finish(0, io_.get_executor(), status);
@@ -131,6 +131,24 @@ TEST_F(GuardTest, CaptureOfTheIndexedHeadKeepsOnlyTheEndToEndLines) {
   EXPECT_NE(replay.find("X-Origin: app-1\r\nset-cookie: a=1\r\n"), std::string::npos) << replay;
   EXPECT_EQ(replay.find("fake"), std::string::npos) << replay;
   EXPECT_EQ(replay.find("X-Hop"), std::string::npos) << replay;
+}
+
+// A replay repeats the Sluice-Attempts its first answer carried, and like that answer only with
+// error_detail = "full" (`detail`); an answer on the first try carries none.
+TEST_F(GuardTest, AReplayCarriesTheAttemptsOfTheFirstExecution) {
+  answer(*begin({}), 201, "paid\n", 3);
+  for (const bool detail : {true, false}) {
+    const std::string out(begin({})->response("id-2", true, detail));
+    const std::string attempts = detail ? "Sluice-Attempts: 3\r\n" : "";
+    EXPECT_EQ(out, "HTTP/1.1 201 Created\r\nX-Origin: app-1\r\nContent-Length: 5\r\n"
+                   "Idempotent-Replayed: true\r\n" +
+                       attempts + "X-Request-Id: id-2\r\n\r\npaid\n");
+  }
+  Request once;
+  once.key = "k-once";
+  answer(*begin(once), 201, "paid\n", 1);
+  const std::string out(begin(once)->response("id-3", true, true));
+  EXPECT_EQ(out.find("Sluice-Attempts"), std::string::npos) << out;
 }
 
 TEST_F(GuardTest, AfterTheReplayWindowTheRequestIsExecutedAgain) {

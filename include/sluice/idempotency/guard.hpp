@@ -108,7 +108,8 @@ public:
   // The body could not be fingerprinted: 413 (response() holds it).
   void refuse_too_large(unsigned worker);
   // Sets the answer's request id and connection handling; call before writing response().
-  // `detail`: a refusal says why in Sluice-Error ([server] error_detail = "full"). `date`: the
+  // `detail` ([server] error_detail = "full"): a refusal says why in Sluice-Error, a stored answer
+  // whose first execution took retries carries its Sluice-Attempts. `date`: the
   // Date written when the answer has none (an IMF-fixdate; empty: none).
   std::string_view response(std::string_view request_id, bool keep_alive, bool detail = true,
                             std::string_view date = {});
@@ -118,9 +119,10 @@ public:
   bool keeps_connection() const noexcept { return outcome_ != Outcome::too_large; }
 
   // The origin's answer as it is relayed: its indexed head, as rewrite_response() and
-  // strip_origin_claims() leave it, each body piece, and its end (the whole body reached the
-  // client).
-  void capture_head(const http::ResponseHead& head);
+  // strip_origin_claims() leave it, with the tries it took (`attempts` > 1: the answer's
+  // Sluice-Attempts, repeated by its replays), each body piece, and its end (the whole body
+  // reached the client).
+  void capture_head(const http::ResponseHead& head, unsigned attempts = 1);
   void capture_body(std::string_view piece);
   void capture_end() noexcept { captured_all_ = true; }
   // The exchange ended with `status`. An answer the origin gave whole and store_statuses lists
@@ -161,6 +163,7 @@ private:
   std::string head_;         // the answer: head so far (response()), or the captured fields
   std::string body_;         // the answer's body: stored, or captured
   std::string out_;          // response(): what the client gets
+  std::string attempts_;     // a stored answer's Sluice-Attempts value, "" for one try
 };
 
 }  // namespace sluice::idempotency
