@@ -235,6 +235,24 @@ def test_an_early_413_before_an_8_mib_body_reaches_the_client(servers, sluice, f
     assert server_health(s, origin.address)[1] == 0
 
 
+def test_a_body_sluice_refuses_while_it_is_still_coming_gets_its_answer_not_a_reset(origins, sluice):
+    """sluice's own 413 (the Content-Length is over max_body_bytes) goes before the body was read;
+    the client is still sending 8 MiB. sluice half-closes and discards what still comes until the
+    client closes (a lingering close): a close with unread input would make the kernel send a reset,
+    which can destroy the 413 in the client's receive queue. Ten connections, each must read its
+    413 and then see the connection end."""
+    (origin,) = origins(1)
+    s = sluice(sluice_config([origin], server_extra='max_body_bytes = "64KiB"'))
+    size, piece = 8 << 20, b"b" * (1 << 16)
+    for _ in range(10):
+        with Conn(s.port, timeout=10) as c:
+            sender = Sender(c, put_head(size), (piece for _ in range(size // len(piece))))
+            r = c.read_response(timeout=10)
+            assert r.status == 413, r
+            assert c.wait_closed(timeout=10)
+            sender.join()
+
+
 def test_a_long_upload_to_a_slow_steady_origin_is_not_cut(servers, sluice):
     """The 20 MB upload to an origin reading 200 KB/s, scaled down: 4 MB read at about 1.3 MB/s
     takes about 3 s, three times send_timeout and response_timeout (1 s each). It is never cut:

@@ -139,7 +139,33 @@ net::awaitable<void> DownstreamSession::run() {
     expire_after(std::chrono::seconds(1));
     co_await client_.async_tls_shutdown(nothrow);
   }
+  // Input the client sent that was never read (a body refused before it was read, a request
+  // behind the one answered with Connection: close) is still coming or already buffered.
+  const bool unread = in_.size() > 0 || (x && !x->request_done);
+  if (!closed_ && !client_.is_tls() && !nothing_unread && unread) co_await linger();
   end_connection(nothing_unread);
+}
+
+// A socket closed with unread input makes the kernel answer with a reset, and a reset can
+// destroy the answer still in the client's receive queue: a client sending a body we refused
+// (413, 431, ...) would see "connection reset" instead of our status. So, nginx's lingering
+// close: half-close, then read and discard until the client closes, each wait at most
+// linger_wait and all of it at most linger_time. What is read here is never parsed.
+net::awaitable<void> DownstreamSession::linger() {
+  constexpr Clock::duration linger_wait = std::chrono::seconds(1);
+  constexpr Clock::duration linger_time = std::chrono::seconds(5);
+  error_code ec;
+  client_.shutdown(tcp::socket::shutdown_send, ec);
+  if (ec) co_return;
+  const auto until = worker_.clock.now() + linger_time;
+  while (!closed_ && worker_.clock.now() < until) {
+    expire_after(std::min<Clock::duration>(linger_wait, until - worker_.clock.now()));
+    in_.clear();
+    const auto room = std::min<std::size_t>(in_.max_size(), head_block_size);
+    auto [read_ec, n] = co_await client_.async_read_some(in_.prepare(room), nothrow);
+    if (read_ec || n == 0) break;
+  }
+  in_.clear();
 }
 
 void DownstreamSession::end_connection(bool nothing_unread) noexcept {

@@ -92,6 +92,9 @@ private:
   // After the last exchange (not parked): the half-close unless the client can send nothing more
   // (`nothing_unread`), then the close.
   void end_connection(bool nothing_unread) noexcept;
+  // Before the close of a plain connection whose client may still be sending: half-closes, then
+  // reads and discards until the client closes (lingering close).
+  boost::asio::awaitable<void> linger();
   struct Exchange;  // per-request state, defined in downstream_session.cpp
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
   using error_code_type = boost::system::error_code;
