@@ -297,6 +297,24 @@ net::awaitable<FailureKind> DownstreamSession::stream_request(Exchange& x, socke
                              x.chunked_in, x.request_done);
 }
 
+// A plain client's Content-Length body with nothing buffered: the bytes the kernel has now
+// (true: in `read`). False: none yet, or the stream is TLS or has bytes buffered (read_piece()).
+bool DownstreamSession::body_bytes_now(std::uint64_t content_left, BodyPiece& read) {
+  if (!waits_without_relay()) return false;
+  const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(relay_size, content_left));
+  const auto n = client_.try_read_some(net::buffer(relay_, want));
+  read = BodyPiece{{}, {relay_, n}, false};
+  return n > 0;
+}
+
+// Whether the wait for a body's next bytes can hold no relay block: a plain client (readiness is
+// the kernel's) with nothing buffered behind what was forwarded. A body trickling in a byte at a
+// time then pins none of the worker's 64 KiB blocks while it waits, as it pins no head buffer
+// while the origin has not answered (read_final_head()).
+bool DownstreamSession::waits_without_relay() const {
+  return in_.size() == 0 && !client_.is_tls();
+}
+
 // The next piece of a streamed body: what keep_chunked_body() decoded first, then validated
 // chunks as they complete; or Content-Length bytes, those that came with the head first. Or what
 // the upload ends with: none when the response side stopped it, client_failed when the client
@@ -315,8 +333,18 @@ net::awaitable<UploadPiece> DownstreamSession::next_upload_piece(Exchange& x, st
     x.body_consumed = true;
     co_return UploadPiece{{relay_, have}, x.request_done, {}};  // decode_chunked() counts and bounds it
   }
-  const auto read = co_await read_piece(client_, in_, std::span(relay_, relay_size), content_left,
-                                        false, [this] { arm_body_read(); });
+  BodyPiece read;
+  if (!body_bytes_now(content_left, read)) {
+    if (waits_without_relay()) {
+      arm_body_read();
+      worker_.relay_blocks.release(std::exchange(relay_, nullptr));
+      co_await client_.readable(read.ec);
+      relay_ = worker_.relay_blocks.acquire();
+    }
+    if (!read.ec)
+      read = co_await read_piece(client_, in_, std::span(relay_, relay_size), content_left, false,
+                                 [this] { arm_body_read(); }, true);
+  }
   if (!read.buffered) {
     up.reading_client = false;
     if (const auto ec = timed(read.ec)) {

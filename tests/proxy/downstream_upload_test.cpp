@@ -62,6 +62,55 @@ TEST_F(DownstreamUploadTest, AContentLengthBodyLargerThanTheRelayBlockStreamsToT
   EXPECT_EQ(origin_.accepted(), 1u);
 }
 
+// A body that trickles in (a byte now and then, as a slow or hostile client sends it) costs a
+// waiting session neither a relay block nor a buffer for an answer the origin has not begun:
+// only its exchange's arena. It still arrives whole, and the answer is the origin's.
+TEST_F(DownstreamUploadTest, ATricklingBodyWaitsHoldingNoRelayBlockAndNoAnswerBuffer) {
+  configure();
+  origin_.response = "HTTP/1.1 201 Created\r\nContent-Length: 4\r\n\r\ndone";
+  // Warm the pools with a first exchange on another connection: blocks come back to them.
+  auto& warm = connect();
+  warm.send("GET /warm HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: warm\r\n\r\n");
+  ASSERT_FALSE(next_response(warm).empty());
+  settle();
+  // Spare blocks in both pools, so that a block taken shows as one fewer free.
+  for (auto* pool : {&worker_.relay_blocks, &worker_.arena_blocks}) {
+    char* spare[3] = {pool->acquire(), pool->acquire(), pool->acquire()};
+    for (char* b : spare) pool->release(b);
+  }
+  const auto relays_free = worker_.relay_blocks.free_blocks();
+  const auto arenas_free = worker_.arena_blocks.free_blocks();
+  const auto body = pattern(200 * 1024);  // over the relay block and retry.buffer: streamed
+  auto& client = connect();
+  client.send("POST /up HTTP/1.1\r\nHost: app.test\r\nContent-Length: 204800\r\n"
+              "X-Request-Id: slow\r\n\r\n" + body.substr(0, 16));
+  const auto head = forwarded_head("POST /up HTTP/1.1", "slow", "Content-Length: 204800\r\n");
+  // On the pooled connection of the first exchange, after its request, or on a new one.
+  const auto before = origin_.connections[0]->received.size();
+  const auto received = [&]() -> std::string_view {
+    const auto& r = origin_.connections.back()->received;
+    return origin_.accepted() == 1 ? std::string_view(r).substr(before) : std::string_view(r);
+  };
+  const auto arrived = [&](std::size_t n) {
+    return run_until([&] { return received().size() == head.size() + n; });
+  };
+  ASSERT_TRUE(arrived(16));
+  for (std::size_t at = 16; at < 19; ++at) {
+    settle();
+    EXPECT_EQ(worker_.relay_blocks.free_blocks(), relays_free) << "a relay block held while waiting";
+    EXPECT_EQ(worker_.arena_blocks.free_blocks() + 1, arenas_free) << "more than the exchange's arena";
+    client.send(body.substr(at, 1));
+    ASSERT_TRUE(arrived(at + 1));
+  }
+  client.send(body.substr(19));
+  EXPECT_EQ(next_response(client),
+            "HTTP/1.1 201 Created\r\nContent-Length: 4\r\nX-Request-Id: slow\r\n\r\ndone");
+  const auto got = received();
+  ASSERT_EQ(got.size(), head.size() + body.size());
+  EXPECT_EQ(got.substr(0, head.size()), head);
+  EXPECT_TRUE(got.substr(head.size()) == body) << "the body arrived altered";
+}
+
 TEST_F(DownstreamUploadTest, ASmallChunkedBodyIsValidatedWholeAndForwardedWithAContentLength) {
   configure();
   auto& client = connect();

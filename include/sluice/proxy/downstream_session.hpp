@@ -179,6 +179,8 @@ private:
   boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
                                                      std::uint64_t& sent);
   boost::asio::awaitable<UploadPiece> next_upload_piece(Exchange& x, std::uint64_t& content_left);
+  bool body_bytes_now(std::uint64_t content_left, BodyPiece& read);
+  bool waits_without_relay() const;
   // Deadlines of an attempt: a client body read (send_timeout while uploading, else
   // idle_timeout), the response head (try_until, or from the last request byte when streamed).
   void arm_body_read();

@@ -78,17 +78,26 @@ boost::asio::awaitable<FailureKind> read_final_head(Hooks hooks, Stream& upstrea
         continue;
       }
     }
-    const auto buffer = in.prepare(std::min(in.max_size() - in.size(), head_read_chunk));
     // On a stream with try_read_some (tls::Stream) the read is tried first, and a plain
     // connection waits for readability before trying again: on a pooled connection the pool
     // proved drained neither costs a system call (tls/edge_io.hpp), and a short read after the
-    // wait proves it drained for its next checkout. TLS, EOF, errors and other streams take an
-    // ordinary async_read_some.
+    // wait proves it drained for its next checkout. A plain connection with no storage for the
+    // head yet (a session's first answer) waits before it takes any: an origin that has not
+    // answered (a request body still trickling in) costs no head buffer. TLS, EOF, errors and
+    // other streams take an ordinary async_read_some.
     boost::system::error_code ec;
     std::size_t n = 0;
+    bool waited = false;
+    if constexpr (requires { upstream.readable(ec); in.capacity(); }) {
+      if (in.capacity() == 0 && !upstream.is_tls()) {
+        co_await upstream.readable(ec);
+        waited = true;
+      }
+    }
+    const auto buffer = in.prepare(std::min(in.max_size() - in.size(), head_read_chunk));
     if constexpr (requires { upstream.try_read_some(buffer); }) {
-      n = upstream.try_read_some(buffer);
-      if (n == 0 && !upstream.is_tls()) {
+      if (!ec) n = upstream.try_read_some(buffer);
+      if (n == 0 && !ec && !waited && !upstream.is_tls()) {
         co_await upstream.readable(ec);
         if (!ec) n = upstream.try_read_some(buffer);
       }
