@@ -121,10 +121,10 @@ net::awaitable<bool> DownstreamSession::idempotency_gate(Exchange& x) {
   const auto out = ticket.response(x.request_id, x.client_keep_alive && !worker_.is_stopping(),
                                    snapshot_->config->server.error_detail == config::ErrorDetail::full,
                                    worker_.date.now());
-  // The access log counts the answer's body, as it does an origin's.
-  x.bytes_out = error_body_size(out);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(out.data(), out.size()), nothrow);
+  // The access log counts the answer's body the client took, as it does an origin's.
+  x.bytes_out = body_bytes_sent(out, n);
   if (n > 0) x.head_sent = true;
   if (timed(ec)) x.client_keep_alive = false;
   co_return false;

@@ -384,23 +384,24 @@ net::awaitable<void> DownstreamSession::send_error(Exchange* x, const ProxyError
   const auto style = error_style(*snapshot->config, x != nullptr ? x->route : nullptr, error.status);
   char buf[1024];
   const auto n = format_error(buf, error, id, false, style);
-  // The access log counts the body of our own answer, as it does an origin's.
-  const auto body = style.has_page() ? style.page.size() : error_body_size({buf, n});
+  const auto start = worker_.clock.now();
+  expire_after(std::chrono::seconds(5));
+  const std::array<net::const_buffer, 2> pieces{net::buffer(buf, n), net::buffer(style.page)};
+  const auto [ec, written] = co_await net::async_write(client_, pieces, nothrow);
+  // The access log counts the body of our own answer the client took, as it does an origin's.
+  const auto body = body_bytes_sent({buf, n}, written);
   if (x != nullptr) {
     x->bytes_out = body;
+    x->head_sent = true;
   } else {
     Exchange e;
-    e.start = worker_.clock.now();
+    e.start = start;
     e.status = error.status;
     e.error = error.reason;
     e.request_id = id;
     e.bytes_out = body;
     log_exchange(e);
   }
-  expire_after(std::chrono::seconds(5));
-  const std::array<net::const_buffer, 2> pieces{net::buffer(buf, n), net::buffer(style.page)};
-  co_await net::async_write(client_, pieces, nothrow);
-  if (x != nullptr) x->head_sent = true;
 }
 
 // How sluice's own answer with `status` is told ([server] error_detail, the route's or the

@@ -76,9 +76,11 @@ std::size_t format_error(std::span<char> out, const ProxyError& error, std::stri
   return used;
 }
 
-std::size_t error_body_size(std::string_view response) {
+std::size_t body_bytes_sent(std::string_view response, std::size_t written) {
   const auto end = response.find("\r\n\r\n");
-  return end == std::string_view::npos ? 0 : response.size() - end - 4;
+  if (end == std::string_view::npos) return 0;
+  const auto head = end + 4;
+  return written > head ? written - head : 0;
 }
 
 }  // namespace sluice::proxy

@@ -32,13 +32,22 @@ TEST(ErrorResponse, KeepAliveAndNoRequestId) {
   EXPECT_NE(r.find("HTTP/1.1 404 Not Found\r\n"), std::string::npos);
 }
 
-// The access log's bytes_out of sluice's own answers: the body, not the head.
-TEST(ErrorResponse, BodySizeIsWhatFollowsTheHead) {
+// The access log's bytes_out of sluice's own answers: the body the client took, not the head;
+// all of it once all was written, part of it for a client that left mid-answer, none before the
+// head was out. A page written after the head counts as body too.
+TEST(ErrorResponse, BodyBytesSentAreWhatWasWrittenAfterTheHead) {
   const auto r = format({502, "connect refused"}, "id-1", false);
-  const auto body = r.substr(r.find("\r\n\r\n") + 4);
-  EXPECT_EQ(error_body_size(r), body.size());
-  EXPECT_NE(r.find("Content-Length: " + std::to_string(body.size()) + "\r\n"), std::string::npos);
-  EXPECT_EQ(error_body_size("HTTP/1.1 400 Bad Request\r\n"), 0u);
+  const auto head = r.find("\r\n\r\n") + 4;
+  const auto body = r.size() - head;
+  EXPECT_NE(r.find("Content-Length: " + std::to_string(body) + "\r\n"), std::string::npos);
+  EXPECT_EQ(body_bytes_sent(r, r.size()), body);
+  EXPECT_EQ(body_bytes_sent(r, head + 3), 3u);
+  EXPECT_EQ(body_bytes_sent(r, head), 0u);
+  EXPECT_EQ(body_bytes_sent(r, 10), 0u);
+  EXPECT_EQ(body_bytes_sent(r, 0), 0u);
+  const auto page_head = r.substr(0, head);  // a head whose page follows it, 1,000 bytes
+  EXPECT_EQ(body_bytes_sent(page_head, head + 1000), 1000u);
+  EXPECT_EQ(body_bytes_sent("HTTP/1.1 400 Bad Request\r\n", 100), 0u);
 }
 
 }  // namespace

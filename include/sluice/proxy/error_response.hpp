@@ -34,7 +34,9 @@ struct ErrorStyle {
 std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
                          bool keep_alive, const ErrorStyle& style = {});
 
-// The body size of a response format_error() made (what follows its head), for the access log.
-std::size_t error_body_size(std::string_view response);
+// Of the first `written` bytes of an answer that starts with `response` (a head, and perhaps
+// some or all of its body, as format_error() or an idempotency answer makes it), how many were
+// body: the access log's bytes_out, which counts what a client that left mid-answer got.
+std::size_t body_bytes_sent(std::string_view response, std::size_t written);
 
 }  // namespace sluice::proxy
