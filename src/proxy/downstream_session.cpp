@@ -142,8 +142,12 @@ net::awaitable<void> DownstreamSession::run() {
   // Input the client sent that was never read (a body refused before it was read, a request
   // behind the one answered with Connection: close) is still coming or already buffered.
   const bool unread = in_.size() > 0 || (x && !x->request_done);
-  if (!closed_ && !client_.is_tls() && !nothing_unread && unread) co_await linger();
-  end_connection(nothing_unread);
+  bool half_close = !nothing_unread;
+  if (!closed_ && !client_.is_tls() && !nothing_unread && unread) {
+    co_await linger();
+    half_close = false;  // linger() half-closed first
+  }
+  end_connection(half_close);
 }
 
 // A socket closed with unread input makes the kernel answer with a reset, and a reset can
@@ -168,15 +172,15 @@ net::awaitable<void> DownstreamSession::linger() {
   in_.clear();
 }
 
-void DownstreamSession::end_connection(bool nothing_unread) noexcept {
+void DownstreamSession::end_connection(bool half_close) noexcept {
   deadline = Clock::time_point::max();
   if (closed_) return;
   // Half-close so that a client still sending (a body we refused, a request after the one we
-  // answered with Connection: close) sees our answer, not a reset. A client that asked to close
-  // and was read to the end sends nothing more: its close sends the FIN (nginx's rule for its
-  // lingering close), one system call less per such connection.
+  // answered with Connection: close) sees our answer, not a reset. Not needed when a client that
+  // asked to close was read to the end (it sends nothing more: its close sends the FIN, nginx's
+  // rule for its lingering close, one system call less per such connection), nor after linger().
   error_code ignored;
-  if (!nothing_unread) client_.shutdown(tcp::socket::shutdown_send, ignored);
+  if (half_close) client_.shutdown(tcp::socket::shutdown_send, ignored);
   close_streams();
 }
 

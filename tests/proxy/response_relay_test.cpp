@@ -337,9 +337,9 @@ struct TryReadOrigin {
 
 // A body that keeps coming is read at once, piece after piece, without a trip through the
 // scheduler (and without a deadline, which only a wait needs), but goes through it again after
-// every max_pieces_at_once pieces, so that a long body cannot hold the worker.
+// every max_pieces_read_now pieces, so that a long body cannot hold the worker.
 TEST(RelayResponse, ABodyThatKeepsComingIsReadAtOnceAndYieldsEveryFewPieces) {
-  const auto pieces = 3 * max_pieces_at_once + 2;
+  const auto pieces = 3 * max_pieces_read_now + 2;
   const std::string long_body(pieces * 16, 'x');  // 16: the relay's size here
   for (const bool chunked : {false, true}) {
     char rest[16];
@@ -358,9 +358,9 @@ TEST(RelayResponse, ABodyThatKeepsComingIsReadAtOnceAndYieldsEveryFewPieces) {
     EXPECT_EQ(r.received(), head + long_body) << chunked;
     EXPECT_GT(origin.tries, 0) << chunked;
     EXPECT_GE(origin.async_reads, 1) << chunked;
-    // One read in max_pieces_at_once + 1 goes through the scheduler, each after its deadline.
+    // One read in max_pieces_read_now + 1 goes through the scheduler, each after its deadline.
     const int reads = origin.tries + origin.async_reads;
-    EXPECT_LE(origin.async_reads, reads / static_cast<int>(max_pieces_at_once + 1) + 1) << chunked;
+    EXPECT_LE(origin.async_reads, reads / static_cast<int>(max_pieces_read_now + 1) + 1) << chunked;
     EXPECT_EQ(r.seen.reads, origin.async_reads) << chunked;
   }
 }

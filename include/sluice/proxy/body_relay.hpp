@@ -56,15 +56,15 @@ std::string_view pending_piece(const Buffer& pending, std::uint64_t left, bool u
   return until_close ? bytes : bytes.substr(0, static_cast<std::size_t>(std::min<std::uint64_t>(bytes.size(), left)));
 }
 
-// Body pieces a relay may read at once (at_once below) before it goes through the scheduler
+// Body pieces a relay may read now (read_now below) before it goes through the scheduler
 // again: 256 KiB of 64 KiB pieces, about 0.1 ms of a worker, so that a long body that keeps
 // coming cannot hold the worker from every other connection.
-inline constexpr unsigned max_pieces_at_once = 4;
+inline constexpr unsigned max_pieces_read_now = 4;
 
 // Whether the next read may be tried at once, counting the pieces since the last pass through
 // the scheduler (`count`, the relay's).
-inline bool at_once(unsigned& count) noexcept {
-  if (count < max_pieces_at_once) {
+inline bool read_now(unsigned& count) noexcept {
+  if (count < max_pieces_read_now) {
     ++count;
     return true;
   }

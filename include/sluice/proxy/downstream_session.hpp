@@ -91,7 +91,7 @@ private:
   void close_streams() noexcept;  // close() without its shutdown first
   // After the last exchange (not parked): the half-close unless the client can send nothing more
   // (`nothing_unread`), then the close.
-  void end_connection(bool nothing_unread) noexcept;
+  void end_connection(bool half_close) noexcept;
   // Before the close of a plain connection whose client may still be sending: half-closes, then
   // reads and discards until the client closes (lingering close).
   boost::asio::awaitable<void> linger();

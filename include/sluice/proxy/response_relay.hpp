@@ -100,7 +100,7 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
   bool done = !plan.body_expected || (!plan.chunked_in && !until_close && framing.content_length == 0);
   bool head_written = false;
   auto content_left = framing.content_length;
-  unsigned pieces_at_once = 0;
+  unsigned pieces_read_now = 0;
   while (!done || !head_written) {
     std::string_view piece;
     BodyPiece read;
@@ -110,7 +110,7 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
         read = BodyPiece{{}, pending_piece(in, content_left, until_close), true};
       } else {
         read = co_await detail::next_response_piece(hooks, upstream, in, plan, content_left, relay, chunked,
-                                                    at_once(pieces_at_once));
+                                                    read_now(pieces_read_now));
       }
       const auto ec = hooks.timed(read.ec);
       if (ec == boost::asio::error::eof && until_close) {
