@@ -1,0 +1,417 @@
+"""deploy/systemd/ under a real systemd: a Debian 12 root (scripts/systemd-root.sh, cached) booted
+with `systemd-nspawn -b` on its own network namespace, the units and the binaries of the build
+under test mounted where the package puts them, and sluice driven with systemctl as an operator
+drives it. What docs/operations.md promises of the units is asserted here, per kind of request;
+test_deploy.py checks the unit files' text and `systemd-analyze verify`.
+
+Every request goes to the container's own loopback: the test's client threads enter the
+container's network namespace (setns), the origins (sluice-origin) run as units inside it."""
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from conftest import ORIGIN, ROOT, SANITIZED, SLUICE, timed_request, wait_until
+
+UNITS = ROOT / "deploy" / "systemd"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+CONFIG = "/etc/sluice/sluice.toml"
+PORT = 80  # sluice.socket's ListenStream=0.0.0.0:80, unchanged
+BOOT_TIMEOUT_S = 60
+ROOT_TIMEOUT_S = 900  # making the cached root: a download from the Debian mirror
+
+# The origins, as units of the container: `origin-PORT` answers `X-Origin: origin-PORT`. The
+# execution log records each request once its body is read, before the delay (docs/origin.md):
+# the test's sign that a request is in flight at the origin.
+ORIGIN_UNIT = """\
+[Unit]
+Description=test origin on 127.0.0.1:%i
+[Service]
+ExecStart=/usr/local/bin/sluice-origin --listen 127.0.0.1:%i --name origin-%i --exec-log /run/origin-%i.log
+"""
+
+
+def _skip_reason():
+    if SANITIZED:
+        return ("the units run the release binary as installed; the sanitizer builds run the same "
+                "code through the other integration tests")
+    if os.geteuid() != 0:
+        return "systemd-nspawn needs root"
+    for tool in ("systemd-nspawn", "debootstrap", "nsenter", "ldd"):
+        if shutil.which(tool) is None:
+            return f"no {tool} (scripts/install-deps.sh installs it)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+class Machine:
+    """A booted container: `ctl(...)` runs a command inside it (all its namespaces, as root);
+    `pool` runs client code in its network namespace."""
+
+    def __init__(self, leader, etc_sluice, log):
+        self.leader, self.etc_sluice, self.log = leader, etc_sluice, log
+        self.pool = ThreadPoolExecutor(max_workers=8, initializer=self._enter_net)
+
+    def _enter_net(self):
+        # A network namespace is per thread: every socket this thread opens is the container's.
+        fd = os.open(f"/proc/{self.leader}/ns/net", os.O_RDONLY)
+        try:
+            if _libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), "setns")
+        finally:
+            os.close(fd)
+
+    def run(self, *args, timeout=60, check=True):
+        p = subprocess.run(["nsenter", "-t", str(self.leader), "-a", "--", *args],
+                           capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{args} exited {p.returncode}: {p.stdout}{p.stderr}")
+        return p
+
+    def ctl(self, *args, timeout=60, check=True):
+        return self.run("systemctl", *args, timeout=timeout, check=check)
+
+    def prop(self, unit, name):
+        return self.ctl("show", "-p", name, "--value", unit).stdout.strip()
+
+    def state(self, unit):
+        return self.ctl("is-active", unit, check=False).stdout.strip()
+
+    def journal(self, unit, since_cursor=None):
+        args = ["journalctl", "-q", "-o", "cat", "--no-pager", "-u", unit]
+        if since_cursor:
+            args += ["--after-cursor", since_cursor]
+        return self.run(*args).stdout
+
+    def cursor(self):
+        out = self.run("journalctl", "-q", "-n", "0", "--show-cursor", "--no-pager").stdout
+        return out.strip().rsplit("cursor: ", 1)[-1]
+
+    def file(self, path):
+        """A file of the container, read through its init's root."""
+        return Path(f"/proc/{self.leader}/root{path}")
+
+    def write_config(self, text):
+        # Written beside and renamed: sluice never reads half a file.
+        tmp = self.etc_sluice / "sluice.toml.tmp"
+        tmp.write_text(text)
+        tmp.chmod(0o644)
+        tmp.rename(self.etc_sluice / "sluice.toml")
+
+    def get(self, target="/", method="GET", body=b"", timeout=30.0, rid=""):
+        """One request on a fresh connection from inside the container, as a future."""
+        headers = [("X-Request-Id", rid)] if rid else []
+        return self.pool.submit(timed_request, PORT, method=method, target=target,
+                                headers=headers, body=body, timeout=timeout)
+
+
+def packaged_config(origin_port):
+    """deploy/debian/sluice.toml (the package's config) with the socket unit's address, as
+    docs/operations.md tells an operator to make them equal, and the origin on `origin_port`."""
+    text = (ROOT / "deploy" / "debian" / "sluice.toml").read_text()
+    text = re.sub(r'(?m)^listen = \["127\.0\.0\.1:8080"\]$', 'listen = ["0.0.0.0:80"]', text, 1)
+    text = re.sub(r'(?m)^address = "127\.0\.0\.1:9001"$', f'address = "127.0.0.1:{origin_port}"',
+                  text, 1)
+    assert '"0.0.0.0:80"' in text and f":{origin_port}" in text, "the packaged config changed"
+    return text
+
+
+def _libraries(binaries, root):
+    """(host file, path in the root) for each shared library the binaries need that the root
+    lacks: the Debian 12 packages the .deb's Depends would install, taken from this Debian 12."""
+    out = subprocess.run(["ldd", *map(str, binaries)], capture_output=True, text=True,
+                         check=True).stdout
+    libs = {}
+    for m in re.finditer(r"=> (/\S+) \(", out):
+        name = os.path.basename(m.group(1))
+        if not os.path.exists(f"{root}{LIBDIR}/{name}"):
+            libs[name] = (os.path.realpath(m.group(1)), f"{LIBDIR}/{name}")
+    return sorted(libs.values())
+
+
+def _container_init(nspawn_pid):
+    """The container's PID 1 (systemd), a descendant of systemd-nspawn."""
+    todo = [nspawn_pid]
+    while todo:
+        pid = todo.pop()
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except FileNotFoundError:
+            continue
+        for child in map(int, children):
+            try:
+                status = Path(f"/proc/{child}/status").read_text()
+            except FileNotFoundError:
+                continue
+            nspid = re.search(r"(?m)^NSpid:\s+(.*)$", status).group(1).split()
+            if len(nspid) > 1 and nspid[-1] == "1":
+                return child
+            todo.append(child)
+    return None
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    made = subprocess.run([str(ROOT / "scripts" / "systemd-root.sh")], capture_output=True,
+                          text=True, timeout=ROOT_TIMEOUT_S)
+    assert made.returncode == 0, f"scripts/systemd-root.sh failed:\n{made.stderr[-3000:]}"
+    root = made.stdout.strip().splitlines()[-1]
+
+    stage = tmp_path_factory.mktemp("systemd")
+    etc_sluice = stage / "etc-sluice"
+    etc_sluice.mkdir()
+    etc_sluice.chmod(0o755)
+    (stage / "origin@.service").write_text(ORIGIN_UNIT)
+    # Where the package installs each file (scripts/package.sh); the socket unit where
+    # docs/operations.md says to copy it. The cached root itself is never written: --volatile=
+    # overlay puts a throwaway tmpfs over it.
+    binds = [
+        (SLUICE, "/usr/sbin/sluice"),
+        (UNITS / "sluice.service", "/lib/systemd/system/sluice.service"),
+        (UNITS / "sluice.socket", "/etc/systemd/system/sluice.socket"),
+        (ROOT / "deploy" / "debian" / "sysusers.conf", "/usr/lib/sysusers.d/sluice.conf"),
+        (ORIGIN, "/usr/local/bin/sluice-origin"),
+        (stage / "origin@.service", "/etc/systemd/system/origin@.service"),
+        *_libraries([SLUICE, ORIGIN], root),
+    ]
+    machine_name = f"sluice-test-{os.getpid()}"
+    log_path = stage / "console.log"
+    cmd = ["systemd-nspawn", "--quiet", "-D", root, "--volatile=overlay", "-b",
+           "--private-network", "-M", machine_name,
+           # The host's service manager is not asked for anything: no machined registration, no
+           # scope unit (a CI container has no systemd as its PID 1).
+           "--register=no", "--keep-unit",
+           f"--bind={etc_sluice}:/etc/sluice",
+           *(f"--bind-ro={src}:{dst}" for src, dst in binds)]
+    log = open(log_path, "w")
+    nspawn = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    m = None
+    try:
+        leader = wait_until(lambda: nspawn.poll() is None and _container_init(nspawn.pid)
+                            or nspawn.poll() is not None and -1, timeout=BOOT_TIMEOUT_S,
+                            what="the container's init")
+        assert leader != -1, f"systemd-nspawn exited {nspawn.returncode}:\n{log_path.read_text()}"
+        m = Machine(leader, etc_sluice, log_path)
+        m.write_config(packaged_config(9001))
+        # systemctl talks to PID 1 on its private socket, there once the manager is up.
+        wait_until(lambda: m.file("/run/systemd/private").exists() or nspawn.poll() is not None,
+                   timeout=BOOT_TIMEOUT_S, what="the container's service manager")
+        boot = m.ctl("is-system-running", "--wait", timeout=BOOT_TIMEOUT_S, check=False)
+        failed = m.ctl("--failed", "--no-legend", check=False).stdout
+        assert boot.stdout.strip() == "running", \
+            f"boot: {boot.stdout} failed units: {failed}\n{log_path.read_text()[-3000:]}"
+        m.ctl("start", "origin@9001", "origin@9002")
+        for port in (9001, 9002):
+            wait_until(lambda: m.file(f"/run/origin-{port}.log").exists(), timeout=10,
+                       what=f"origin-{port} up")
+        # docs/operations.md: `systemctl enable --now sluice.socket`.
+        m.ctl("enable", "--now", "sluice.socket")
+        yield m
+    finally:
+        if m:
+            m.pool.shutdown(wait=False, cancel_futures=True)
+        nspawn.terminate()  # an orderly shutdown of the container (systemd-nspawn(1))
+        try:
+            nspawn.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            nspawn.kill()
+            nspawn.wait(timeout=10)
+        log.close()
+
+
+def main_pid(m):
+    return int(m.prop("sluice.service", "MainPID"))
+
+
+def status_text(m):
+    return m.prop("sluice.service", "StatusText")
+
+
+def assert_answered(response, origin, what):
+    r = response
+    assert r.status == 200 and r.header("X-Origin") == origin and r.body == f"{origin}\n".encode(), \
+        f"{what}: {r!r}"
+
+
+def test_the_first_connection_starts_sluice_on_the_socket_systemd_holds(machine):
+    m = machine
+    m.ctl("stop", "sluice.service")
+    assert m.state("sluice.socket") == "active" and m.state("sluice.service") == "inactive"
+    cursor = m.cursor()
+
+    for method, body in (("GET", b""), ("POST", b"x" * 1000)):
+        r, _ = m.get(method=method, body=body).result(timeout=60)
+        assert_answered(r, "origin-9001", method)
+
+    # Type=notify: active once sluice sent READY=1, after the first probe of its one server
+    # (at most health_ready_timeout, 10 s); it accepts from the socket before that.
+    wait_until(lambda: m.state("sluice.service") == "active", timeout=15, what="READY=1")
+    log = m.journal("sluice.service", cursor)
+    # sluice took systemd's socket (LISTEN_FDS) instead of binding its own.
+    assert "listening on 0.0.0.0:80 (inherited socket)" in log, log
+    assert re.fullmatch(r"config version \d+, 1/1 servers up", status_text(m)), status_text(m)
+    # It runs as the sluice user of sysusers.d, not root.
+    uid = m.run("id", "-u", "sluice").stdout.strip()
+    proc_status = m.run("cat", f"/proc/{main_pid(m)}/status").stdout
+    assert re.search(rf"(?m)^Uid:\s+{uid}\s+{uid}\s", proc_status), proc_status
+
+
+def _client(m, stop, kind, results, limit=30000, window_s=120, pace_s=0.005):
+    """Requests on fresh connections, one after another and at most one per `pace_s` (about 200
+    a second), until `stop`, bounded in count and time: (request id, start, end, response or
+    the exception)."""
+    method, body = kind
+    deadline = time.monotonic() + window_s
+    for i in range(limit):
+        if stop.is_set() or time.monotonic() > deadline:
+            return
+        rid = f"{method}-{i}"
+        start = time.monotonic()
+        try:
+            r, _ = timed_request(PORT, method=method, body=body, timeout=30.0,
+                                 headers=[("X-Request-Id", rid)])
+        except Exception as e:  # noqa: BLE001 - a refused or reset connection is the finding
+            r = e
+        results.append((rid, start, time.monotonic(), r))
+        time.sleep(max(0.0, start + pace_s - time.monotonic()))
+
+
+def test_restart_keeps_every_connection_in_the_sockets_backlog(machine):
+    """docs/operations.md: during `systemctl restart sluice` new connections wait in the socket
+    unit's backlog: not one is refused or reset, for GETs and for POSTs with a body."""
+    m = machine
+    m.ctl("start", "sluice.service")
+    before = main_pid(m)
+    stop = threading.Event()
+    kinds = {"GET": ("GET", b""), "POST": ("POST", b"p" * 2000)}
+    results = {k: [] for k in kinds}
+    clients = [m.pool.submit(_client, m, stop, kind, results[name]) for name, kind in kinds.items()]
+    try:
+        wait_until(lambda: all(len(r) >= 20 for r in results.values()), timeout=30,
+                   what="20 answers of each kind before the restart")
+        restart_start = time.monotonic()
+        m.ctl("restart", "sluice.service", timeout=90)
+        restart_end = time.monotonic()
+        counts = {k: len(r) for k, r in results.items()}
+        wait_until(lambda: all(len(results[k]) >= counts[k] + 20 for k in kinds), timeout=30,
+                   what="20 answers of each kind after the restart")
+    finally:
+        stop.set()
+        for c in clients:
+            c.result(timeout=60)
+
+    assert main_pid(m) != before, "restart started a new sluice"
+    assert m.state("sluice.socket") == "active"
+    for name, rs in results.items():
+        bad = [(rid, r) for rid, _, _, r in rs
+               if not (hasattr(r, "status") and r.status == 200
+                       and r.header("X-Origin") == "origin-9001"
+                       and r.header("X-Request-Id") == rid)]
+        assert not bad, f"{name}: {len(bad)} of {len(rs)} not answered by the origin: {bad[:5]}"
+        # The restart's gap was exercised: requests were sent while systemd restarted sluice.
+        during = [rid for rid, s, _, _ in rs if restart_start <= s < restart_end]
+        assert during, f"{name}: no request was sent during the restart"
+
+
+def test_reload_applies_a_changed_config_and_keeps_it_when_the_next_is_bad(machine):
+    m = machine
+    m.ctl("start", "sluice.service")
+    pid = main_pid(m)
+    version = int(re.match(r"config version (\d+)", status_text(m)).group(1))
+    try:
+        m.write_config(packaged_config(9002))
+        # ExecReload: systemctl returns once sluice has applied it (RELOADING=1 ... READY=1).
+        m.ctl("reload", "sluice.service")
+        for method, body in (("GET", b""), ("POST", b"y" * 1000)):
+            assert_answered(m.get(method=method, body=body).result(timeout=30)[0], "origin-9002",
+                            f"{method} after the reload")
+        assert status_text(m).startswith(f"config version {version + 1}, "), status_text(m)
+
+        cursor = m.cursor()
+        m.write_config(packaged_config(9002).replace('balance = "round_robin"',
+                                                     'balance = "round_robbin"'))
+        m.ctl("reload", "sluice.service")
+        for method, body in (("GET", b""), ("POST", b"z" * 1000)):
+            assert_answered(m.get(method=method, body=body).result(timeout=30)[0], "origin-9002",
+                            f"{method} after the refused reload")
+        assert main_pid(m) == pid and m.state("sluice.service") == "active"
+        assert status_text(m).startswith(f"config version {version + 1}, "), status_text(m)
+        log = m.journal("sluice.service", cursor)
+        # The refusal names FILE:LINE:COL: key.path in the journal.
+        assert re.search(rf"{CONFIG}:\d+:\d+: upstreams\.app\.balance", log), log
+    finally:
+        m.write_config(packaged_config(9001))
+        m.ctl("reload", "sluice.service")
+    assert_answered(m.get().result(timeout=30)[0], "origin-9001", "GET after restoring")
+
+
+def test_a_broken_config_fails_the_start_before_anything_is_bound(machine):
+    """ExecStartPre=sluice check: `systemctl start` fails with the errors in the journal."""
+    m = machine
+    m.ctl("stop", "sluice.service")
+    cursor = m.cursor()
+    try:
+        m.write_config(packaged_config(9001).replace('level = "info"', 'level = "loud"'))
+        p = m.ctl("start", "sluice.service", check=False)
+        assert p.returncode != 0
+        assert m.prop("sluice.service", "Result") == "exit-code"
+        log = m.journal("sluice.service", cursor)
+        assert re.search(rf"{CONFIG}:\d+:\d+: log\.level", log), log
+        assert "listening on" not in log, log
+    finally:
+        m.write_config(packaged_config(9001))
+        m.ctl("reset-failed", "sluice.service", check=False)
+    assert_answered(m.get().result(timeout=60)[0], "origin-9001", "GET once the file is fixed")
+
+
+def test_stop_lets_in_flight_requests_finish_and_the_next_connection_starts_sluice_again(machine):
+    """docs/operations.md: SIGTERM (KillMode=mixed) is a graceful shutdown: in-flight requests
+    finish; the socket stays listening and the next connection starts sluice again."""
+    m = machine
+    m.ctl("start", "sluice.service")
+    exec_log = m.file("/run/origin-9001.log")
+    logged = len(exec_log.read_text().splitlines())
+    slow = {"GET": m.get("/?delay=2000", rid="slow-get"),
+            "POST": m.get("/?delay=2000", method="POST", body=b"s" * 5000, rid="slow-post")}
+    # Both are at the origin (logged there before their delay) before the stop.
+    wait_until(lambda: len(exec_log.read_text().splitlines()) >= logged + 2, timeout=20,
+               what="both slow requests at the origin")
+    stop_start = time.monotonic()
+    m.ctl("stop", "sluice.service", timeout=60)
+    stop_s = time.monotonic() - stop_start
+    for method, f in slow.items():
+        r, _ = f.result(timeout=30)
+        assert_answered(r, "origin-9001", f"slow {method} in flight at the stop")
+    assert m.prop("sluice.service", "Result") == "success"
+    assert m.state("sluice.service") == "inactive"
+    assert stop_s < 45, f"stop took {stop_s:.1f}s: systemd's SIGKILL, not a drain"
+    # The state file, in the one writable directory, written once more at stop.
+    state = m.run("stat", "-c", "%U %a", "/var/lib/sluice/state.json").stdout.split()
+    assert state == ["sluice", "640"], state
+
+    assert m.state("sluice.socket") == "active"
+    assert_answered(m.get().result(timeout=60)[0], "origin-9001", "GET after the stop")
+    wait_until(lambda: m.state("sluice.service") == "active", timeout=15, what="READY=1")
+
+
+def test_stopping_socket_and_service_takes_sluice_down(machine):
+    m = machine
+    m.ctl("start", "sluice.service")
+    m.ctl("stop", "sluice.socket", "sluice.service")
+    assert m.state("sluice.service") == "inactive" and m.state("sluice.socket") == "inactive"
+    with pytest.raises(ConnectionRefusedError):
+        m.get(timeout=5).result(timeout=10)
+    m.ctl("start", "sluice.socket")
+    assert_answered(m.get().result(timeout=60)[0], "origin-9001", "GET after starting the socket")
