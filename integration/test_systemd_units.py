@@ -103,6 +103,14 @@ class Machine:
         """A file of the container, read through its init's root."""
         return Path(f"/proc/{self.leader}/root{path}")
 
+    def install(self, binary, path):
+        """Installs `binary` at `path` of the container as dpkg does: written beside, renamed over
+        whatever was there (a running process keeps its old file)."""
+        new = self.file(f"{path}.dpkg-new")
+        shutil.copyfile(binary, new)
+        new.chmod(0o755)
+        new.rename(self.file(path))
+
     def write_config(self, text):
         # Written beside and renamed: sluice never reads half a file.
         tmp = self.etc_sluice / "sluice.toml.tmp"
@@ -178,11 +186,9 @@ def machine(tmp_path_factory):
     # docs/operations.md says to copy it. The cached root itself is never written: --volatile=
     # overlay puts a throwaway tmpfs over it.
     binds = [
-        (SLUICE, "/usr/sbin/sluice"),
         (UNITS / "sluice.service", "/lib/systemd/system/sluice.service"),
         (UNITS / "sluice.socket", "/etc/systemd/system/sluice.socket"),
         (ROOT / "deploy" / "debian" / "sysusers.conf", "/usr/lib/sysusers.d/sluice.conf"),
-        (ORIGIN, "/usr/local/bin/sluice-origin"),
         (stage / "origin@.service", "/etc/systemd/system/origin@.service"),
         *_libraries([SLUICE, ORIGIN], root),
     ]
@@ -204,6 +210,9 @@ def machine(tmp_path_factory):
                             what="the container's init")
         assert leader != -1, f"systemd-nspawn exited {nspawn.returncode}:\n{log_path.read_text()}"
         m = Machine(leader, etc_sluice, log_path)
+        # Copies, not bind mounts: the upgrade test replaces /usr/sbin/sluice as dpkg does.
+        m.install(SLUICE, "/usr/sbin/sluice")
+        m.install(ORIGIN, "/usr/local/bin/sluice-origin")
         m.write_config(packaged_config(9001))
         # systemctl talks to PID 1 on its private socket, there once the manager is up.
         wait_until(lambda: m.file("/run/systemd/private").exists() or nspawn.poll() is not None,
@@ -288,41 +297,103 @@ def _client(m, stop, kind, results, limit=30000, window_s=120, pace_s=0.005):
         time.sleep(max(0.0, start + pace_s - time.monotonic()))
 
 
+class Load:
+    """A GET client and a POST client (2000-byte body), each on fresh connections, running until
+    the `with` block ends; `mark()` and `since(t)` count answers around an event."""
+    KINDS = {"GET": ("GET", b""), "POST": ("POST", b"p" * 2000)}
+
+    def __init__(self, m):
+        self.m, self.stop = m, threading.Event()
+        self.results = {k: [] for k in self.KINDS}
+
+    def __enter__(self):
+        self.clients = [self.m.pool.submit(_client, self.m, self.stop, kind, self.results[name])
+                        for name, kind in self.KINDS.items()]
+        self.wait_answers(20, "before")
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for c in self.clients:
+            c.result(timeout=60)
+
+    def wait_answers(self, n, when):
+        counts = {k: len(r) for k, r in self.results.items()}
+        wait_until(lambda: all(len(self.results[k]) >= counts[k] + n for k in self.KINDS),
+                   timeout=30, what=f"{n} answers of each kind {when}")
+
+    def assert_all_answered(self, origin, window, what):
+        """Every request of each kind answered by `origin`, and some sent within `window`."""
+        for name, rs in self.results.items():
+            bad = [(rid, r) for rid, _, _, r in rs
+                   if not (hasattr(r, "status") and r.status == 200
+                           and r.header("X-Origin") == origin and r.header("X-Request-Id") == rid)]
+            assert not bad, f"{name}: {len(bad)} of {len(rs)} not answered by {origin}: {bad[:5]}"
+            during = [rid for rid, s, _, _ in rs if window[0] <= s < window[1]]
+            assert during, f"{name}: no request was sent during the {what}"
+
+
 def test_restart_keeps_every_connection_in_the_sockets_backlog(machine):
     """docs/operations.md: during `systemctl restart sluice` new connections wait in the socket
     unit's backlog: not one is refused or reset, for GETs and for POSTs with a body."""
     m = machine
     m.ctl("start", "sluice.service")
     before = main_pid(m)
-    stop = threading.Event()
-    kinds = {"GET": ("GET", b""), "POST": ("POST", b"p" * 2000)}
-    results = {k: [] for k in kinds}
-    clients = [m.pool.submit(_client, m, stop, kind, results[name]) for name, kind in kinds.items()]
-    try:
-        wait_until(lambda: all(len(r) >= 20 for r in results.values()), timeout=30,
-                   what="20 answers of each kind before the restart")
+    with Load(m) as load:
         restart_start = time.monotonic()
         m.ctl("restart", "sluice.service", timeout=90)
         restart_end = time.monotonic()
-        counts = {k: len(r) for k, r in results.items()}
-        wait_until(lambda: all(len(results[k]) >= counts[k] + 20 for k in kinds), timeout=30,
-                   what="20 answers of each kind after the restart")
-    finally:
-        stop.set()
-        for c in clients:
-            c.result(timeout=60)
-
+        load.wait_answers(20, "after the restart")
     assert main_pid(m) != before, "restart started a new sluice"
     assert m.state("sluice.socket") == "active"
-    for name, rs in results.items():
-        bad = [(rid, r) for rid, _, _, r in rs
-               if not (hasattr(r, "status") and r.status == 200
-                       and r.header("X-Origin") == "origin-9001"
-                       and r.header("X-Request-Id") == rid)]
-        assert not bad, f"{name}: {len(bad)} of {len(rs)} not answered by the origin: {bad[:5]}"
-        # The restart's gap was exercised: requests were sent while systemd restarted sluice.
-        during = [rid for rid, s, _, _ in rs if restart_start <= s < restart_end]
-        assert during, f"{name}: no request was sent during the restart"
+    load.assert_all_answered("origin-9001", (restart_start, restart_end), "restart")
+
+
+def test_binary_upgrade_by_usr2_after_replacing_the_binary_keeps_the_unit_and_every_request(machine):
+    """docs/operations.md: replace the binary, then `systemctl kill --kill-whom=main -s USR2
+    sluice`: the new process becomes the unit's main process (MAINPID=, NotifyAccess=all) under
+    the unit's sandbox, without a restart of the unit, the old one exits, and no request of
+    either kind fails."""
+    m = machine
+    m.ctl("start", "sluice.service")
+    before, restarts = main_pid(m), m.prop("sluice.service", "NRestarts")
+    cursor = m.cursor()
+    m.install(SLUICE, "/usr/sbin/sluice")
+    assert m.run("readlink", f"/proc/{before}/exe").stdout.strip() == "/usr/sbin/sluice (deleted)"
+    with Load(m) as load:
+        start = time.monotonic()
+        m.ctl("kill", "--kill-whom=main", "-s", "USR2", "sluice.service")
+        after = wait_until(lambda: main_pid(m) not in (before, 0) and main_pid(m), timeout=30,
+                           what="MAINPID moved to the new process")
+        # The old process drained and exited: the unit holds the new one alone.
+        wait_until(lambda: m.run("test", "-e", f"/proc/{before}", check=False).returncode != 0,
+                   timeout=45, what="the old process exited")
+        end = time.monotonic()
+        load.wait_answers(20, "after the upgrade")
+    # The new process runs the file now at /usr/sbin/sluice.
+    assert m.run("readlink", f"/proc/{after}/exe").stdout.strip() == "/usr/sbin/sluice"
+    assert m.state("sluice.service") == "active"
+    assert m.prop("sluice.service", "NRestarts") == restarts
+    log = m.journal("sluice.service", cursor)
+    assert f"upgrade: pid {after} accepts" in log, log
+    load.assert_all_answered("origin-9001", (start, end), "upgrade")
+
+
+def test_a_crashed_sluice_is_restarted_and_connections_wait_for_it(machine):
+    """Restart=on-failure (RestartSec=1s): a killed sluice is started again, and a connection
+    made while it is down waits in the socket's backlog and is answered."""
+    m = machine
+    m.ctl("start", "sluice.service")
+    before, restarts = main_pid(m), int(m.prop("sluice.service", "NRestarts"))
+    m.ctl("kill", "-s", "KILL", "sluice.service")
+    # Down: systemd waits RestartSec before starting it again.
+    wait_until(lambda: m.prop("sluice.service", "SubState") == "auto-restart", timeout=10,
+               what="the unit waiting to restart")
+    for method, body in (("GET", b""), ("POST", b"c" * 1000)):
+        f = m.get(method=method, body=body, rid=f"crash-{method}")
+        assert_answered(f.result(timeout=30)[0], "origin-9001", f"{method} sent while sluice was down")
+    assert main_pid(m) != before
+    assert int(m.prop("sluice.service", "NRestarts")) == restarts + 1
 
 
 def test_reload_applies_a_changed_config_and_keeps_it_when_the_next_is_bad(machine):
@@ -331,12 +402,18 @@ def test_reload_applies_a_changed_config_and_keeps_it_when_the_next_is_bad(machi
     pid = main_pid(m)
     version = int(re.match(r"config version (\d+)", status_text(m)).group(1))
     try:
-        m.write_config(packaged_config(9002))
+        # [log] access_file in the one directory besides the state's that the unit makes
+        # writable (LogsDirectory=sluice).
+        m.write_config(packaged_config(9002).replace(
+            'access = "text"', 'access = "text"\naccess_file = "/var/log/sluice/access.log"'))
         # ExecReload: systemctl returns once sluice has applied it (RELOADING=1 ... READY=1).
         m.ctl("reload", "sluice.service")
         for method, body in (("GET", b""), ("POST", b"y" * 1000)):
-            assert_answered(m.get(method=method, body=body).result(timeout=30)[0], "origin-9002",
-                            f"{method} after the reload")
+            r = m.get(method=method, body=body, rid=f"reloaded-{method}").result(timeout=30)[0]
+            assert_answered(r, "origin-9002", f"{method} after the reload")
+        access_log = m.file("/var/log/sluice/access.log")
+        wait_until(lambda: access_log.exists() and "id=reloaded-POST" in access_log.read_text(),
+                   timeout=10, what="the access log written in /var/log/sluice")
         assert status_text(m).startswith(f"config version {version + 1}, "), status_text(m)
 
         cursor = m.cursor()
