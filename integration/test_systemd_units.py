@@ -10,6 +10,7 @@ import ctypes
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -149,6 +150,16 @@ def _libraries(binaries, root):
     return sorted(libs.values())
 
 
+def _is_container_init(pid):
+    """True if `pid` is PID 1 of a PID namespace below this one."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    nspid = re.search(r"(?m)^NSpid:\s+(.*)$", status).group(1).split()
+    return len(nspid) > 1 and nspid[-1] == "1"
+
+
 def _container_init(nspawn_pid):
     """The container's PID 1 (systemd), a descendant of systemd-nspawn."""
     todo = [nspawn_pid]
@@ -159,15 +170,38 @@ def _container_init(nspawn_pid):
         except FileNotFoundError:
             continue
         for child in map(int, children):
-            try:
-                status = Path(f"/proc/{child}/status").read_text()
-            except FileNotFoundError:
-                continue
-            nspid = re.search(r"(?m)^NSpid:\s+(.*)$", status).group(1).split()
-            if len(nspid) > 1 and nspid[-1] == "1":
+            if _is_container_init(child):
                 return child
             todo.append(child)
     return None
+
+
+def _cgroups(name):
+    """Directories `name` for the container in the hierarchies systemd tracks processes by, beside
+    this process's own cgroup: without a service manager on the host (a CI container),
+    `systemd-nspawn --keep-unit` runs the container in the cgroup it was started in, and two runs
+    started in one cgroup would share one tree (each container's systemd would see the other's
+    sluice.service)."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        own[controllers] = path
+    if Path("/sys/fs/cgroup/systemd").is_dir():  # v1 or hybrid
+        mounts = [("/sys/fs/cgroup/systemd", own.get("name=systemd", "/"))]
+        if Path("/sys/fs/cgroup/unified/cgroup.procs").exists():
+            mounts.append(("/sys/fs/cgroup/unified", own.get("", "/")))
+    else:  # unified
+        mounts = [("/sys/fs/cgroup", own.get("", "/"))]
+    return [Path(f"{mount}{path.rstrip('/')}/{name}") for mount, path in mounts]
+
+
+def _remove_cgroups(dirs):
+    for top in dirs:
+        for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+            try:
+                os.rmdir(d)  # a cgroup's files go with it
+            except OSError:
+                pass
 
 
 @pytest.fixture(scope="module")
@@ -196,14 +230,26 @@ def machine(tmp_path_factory):
     log_path = stage / "console.log"
     cmd = ["systemd-nspawn", "--quiet", "-D", root, "--volatile=overlay", "-b",
            "--private-network", "-M", machine_name,
-           # The host's service manager is not asked for anything: no machined registration, no
-           # scope unit (a CI container has no systemd as its PID 1).
-           "--register=no", "--keep-unit",
+           # No registration with systemd-machined: not needed, and absent in a CI container.
+           "--register=no",
            f"--bind={etc_sluice}:/etc/sluice",
            *(f"--bind-ro={src}:{dst}" for src, dst in binds)]
+    cgroups, enter = [], None
+    if not Path("/run/systemd/system").is_dir():
+        # No service manager on the host to make a scope unit for the container: it runs in a
+        # cgroup of its own that this test makes (and removes).
+        cmd.insert(1, "--keep-unit")
+        cgroups = _cgroups(machine_name)
+        for d in cgroups:
+            d.mkdir()
+
+        def enter():
+            for d in cgroups:
+                (d / "cgroup.procs").write_text("0")
     log = open(log_path, "w")
-    nspawn = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    m = None
+    nspawn = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                              preexec_fn=enter)
+    m, leader = None, None
     try:
         leader = wait_until(lambda: nspawn.poll() is None and _container_init(nspawn.pid)
                             or nspawn.poll() is not None and -1, timeout=BOOT_TIMEOUT_S,
@@ -235,9 +281,14 @@ def machine(tmp_path_factory):
         try:
             nspawn.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            # A killed systemd-nspawn would leave its container running: its init goes first
+            # (and with it every process of its PID namespace), if it is still that process.
+            if leader not in (None, -1) and _is_container_init(leader):
+                os.kill(leader, signal.SIGKILL)
             nspawn.kill()
             nspawn.wait(timeout=10)
         log.close()
+        _remove_cgroups(cgroups)
 
 
 def main_pid(m):
