@@ -22,7 +22,6 @@ import pytest
 from conftest import ORIGIN, ROOT, SANITIZED, SLUICE, timed_request, wait_until
 
 UNITS = ROOT / "deploy" / "systemd"
-LIBDIR = "/usr/lib/x86_64-linux-gnu"
 CONFIG = "/etc/sluice/sluice.toml"
 PORT = 80  # sluice.socket's ListenStream=0.0.0.0:80, unchanged
 BOOT_TIMEOUT_S = 60
@@ -61,8 +60,8 @@ class Machine:
     """A booted container: `ctl(...)` runs a command inside it (all its namespaces, as root);
     `pool` runs client code in its network namespace."""
 
-    def __init__(self, leader, etc_sluice, log):
-        self.leader, self.etc_sluice, self.log = leader, etc_sluice, log
+    def __init__(self, leader, etc_sluice):
+        self.leader, self.etc_sluice = leader, etc_sluice
         self.pool = ThreadPoolExecutor(max_workers=8, initializer=self._enter_net)
 
     def _enter_net(self):
@@ -144,9 +143,10 @@ def _libraries(binaries, root):
                          check=True).stdout
     libs = {}
     for m in re.finditer(r"=> (/\S+) \(", out):
-        name = os.path.basename(m.group(1))
-        if not os.path.exists(f"{root}{LIBDIR}/{name}"):
-            libs[name] = (os.path.realpath(m.group(1)), f"{LIBDIR}/{name}")
+        # The same directory in the root (/lib is a link to /usr/lib in both), by its real path.
+        where = f"{os.path.realpath(os.path.dirname(m.group(1)))}/{os.path.basename(m.group(1))}"
+        if not os.path.exists(f"{root}{where}"):
+            libs[where] = (os.path.realpath(m.group(1)), where)
     return sorted(libs.values())
 
 
@@ -255,22 +255,23 @@ def machine(tmp_path_factory):
                             or nspawn.poll() is not None and -1, timeout=BOOT_TIMEOUT_S,
                             what="the container's init")
         assert leader != -1, f"systemd-nspawn exited {nspawn.returncode}:\n{log_path.read_text()}"
-        m = Machine(leader, etc_sluice, log_path)
+        m = Machine(leader, etc_sluice)
+        # systemctl talks to PID 1 on its private socket, there once the manager is up.
+        wait_until(lambda: m.file("/run/systemd/private").exists() or nspawn.poll() is not None,
+                   timeout=BOOT_TIMEOUT_S, what="the container's service manager")
         # Copies, not bind mounts: the upgrade test replaces /usr/sbin/sluice as dpkg does.
         m.install(SLUICE, "/usr/sbin/sluice")
         m.install(ORIGIN, "/usr/local/bin/sluice-origin")
         m.write_config(packaged_config(9001))
-        # systemctl talks to PID 1 on its private socket, there once the manager is up.
-        wait_until(lambda: m.file("/run/systemd/private").exists() or nspawn.poll() is not None,
-                   timeout=BOOT_TIMEOUT_S, what="the container's service manager")
         boot = m.ctl("is-system-running", "--wait", timeout=BOOT_TIMEOUT_S, check=False)
         failed = m.ctl("--failed", "--no-legend", check=False).stdout
         assert boot.stdout.strip() == "running", \
             f"boot: {boot.stdout} failed units: {failed}\n{log_path.read_text()[-3000:]}"
         m.ctl("start", "origin@9001", "origin@9002")
         for port in (9001, 9002):
-            wait_until(lambda: m.file(f"/run/origin-{port}.log").exists(), timeout=10,
-                       what=f"origin-{port} up")
+            # sluice-origin prints this line once it is bound (docs/origin.md).
+            wait_until(lambda: f"listening 127.0.0.1:{port}" in m.journal(f"origin@{port}"),
+                       timeout=10, what=f"origin-{port} listening")
         # docs/operations.md: `systemctl enable --now sluice.socket`.
         m.ctl("enable", "--now", "sluice.socket")
         yield m
@@ -349,8 +350,8 @@ def _client(m, stop, kind, results, limit=30000, window_s=120, pace_s=0.005):
 
 
 class Load:
-    """A GET client and a POST client (2000-byte body), each on fresh connections, running until
-    the `with` block ends; `mark()` and `since(t)` count answers around an event."""
+    """A GET client and a POST client (2000-byte body), each on fresh connections, running from
+    20 answers of each kind until the `with` block ends."""
     KINDS = {"GET": ("GET", b""), "POST": ("POST", b"p" * 2000)}
 
     def __init__(self, m):
