@@ -322,6 +322,8 @@ def test_the_first_connection_starts_sluice_on_the_socket_systemd_holds(machine)
     log = m.journal("sluice.service", cursor)
     # sluice took systemd's socket (LISTEN_FDS) instead of binding its own.
     assert "listening on 0.0.0.0:80 (inherited socket)" in log, log
+    # WatchdogSec=30s reached it (WATCHDOG_USEC): it pings at half the period.
+    assert "systemd watchdog: pinging every 15000ms" in log, log
     assert re.fullmatch(r"config version \d+, 1/1 servers up", status_text(m)), status_text(m)
     # It runs as the sluice user of sysusers.d, not root.
     uid = m.run("id", "-u", "sluice").stdout.strip()
