@@ -95,6 +95,19 @@ class Machine:
             args += ["--after-cursor", since_cursor]
         return self.run(*args).stdout
 
+    def wait_journal(self, unit, cursor, *patterns, timeout=10):
+        """The unit's journal since `cursor` once every pattern is in it: journald takes a
+        service's output from a stream of its own, behind systemd's own messages about the unit.
+        The access log's lines are left out."""
+        def text():
+            log = "\n".join(line for line in self.journal(unit, cursor).splitlines()
+                            if " proto=HTTP/" not in line)
+            return log if all(re.search(p, log) for p in patterns) else None
+        try:
+            return wait_until(text, timeout=timeout, what=f"{patterns} in the journal of {unit}")
+        except TimeoutError as e:
+            raise AssertionError(f"{e}:\n{self.journal(unit, cursor)[-4000:]}") from None
+
     def cursor(self):
         out = self.run("journalctl", "-q", "-n", "0", "--show-cursor", "--no-pager").stdout
         return out.strip().rsplit("cursor: ", 1)[-1]
@@ -319,11 +332,10 @@ def test_the_first_connection_starts_sluice_on_the_socket_systemd_holds(machine)
     # Type=notify: active once sluice sent READY=1, after the first probe of its one server
     # (at most health_ready_timeout, 10 s); it accepts from the socket before that.
     wait_until(lambda: m.state("sluice.service") == "active", timeout=15, what="READY=1")
-    log = m.journal("sluice.service", cursor)
-    # sluice took systemd's socket (LISTEN_FDS) instead of binding its own.
-    assert "listening on 0.0.0.0:80 (inherited socket)" in log, log
-    # WatchdogSec=30s reached it (WATCHDOG_USEC): it pings at half the period.
-    assert "systemd watchdog: pinging every 15000ms" in log, log
+    # sluice took systemd's socket (LISTEN_FDS) instead of binding its own, and WatchdogSec=30s
+    # reached it (WATCHDOG_USEC): it pings at half the period.
+    m.wait_journal("sluice.service", cursor, re.escape("listening on 0.0.0.0:80 (inherited socket)"),
+                   "systemd watchdog: pinging every 15000ms")
     assert re.fullmatch(r"config version \d+, 1/1 servers up", status_text(m)), status_text(m)
     # It runs as the sluice user of sysusers.d, not root.
     uid = m.run("id", "-u", "sluice").stdout.strip()
@@ -429,9 +441,7 @@ def test_binary_upgrade_by_usr2_after_replacing_the_binary_keeps_the_unit_and_ev
         load.wait_answers(20, "after the upgrade")
     # The unit's main process is the one the upgrade started (sluice's MAINPID=), not one that
     # systemd started again; it runs the file now at /usr/sbin/sluice.
-    log = "\n".join(line for line in m.journal("sluice.service", cursor).splitlines()
-                    if " proto=HTTP/" not in line)  # the access log left out
-    assert re.search(rf"upgrade: started /usr/sbin/sluice \(pid {after}\)", log), log
+    m.wait_journal("sluice.service", cursor, rf"upgrade: started /usr/sbin/sluice \(pid {after}\)")
     assert m.state("sluice.service") == "active"
     assert [m.prop("sluice.service", p) for p in unit_times] == started
     assert m.run("readlink", f"/proc/{after}/exe").stdout.strip() == "/usr/sbin/sluice"
@@ -484,9 +494,8 @@ def test_reload_applies_a_changed_config_and_keeps_it_when_the_next_is_bad(machi
                             f"{method} after the refused reload")
         assert main_pid(m) == pid and m.state("sluice.service") == "active"
         assert status_text(m).startswith(f"config version {version + 1}, "), status_text(m)
-        log = m.journal("sluice.service", cursor)
         # The refusal names FILE:LINE:COL: key.path in the journal.
-        assert re.search(rf"{CONFIG}:\d+:\d+: upstreams\.app\.balance", log), log
+        m.wait_journal("sluice.service", cursor, rf"{CONFIG}:\d+:\d+: upstreams\.app\.balance")
     finally:
         m.write_config(packaged_config(9001))
         m.ctl("reload", "sluice.service")
@@ -503,8 +512,7 @@ def test_a_broken_config_fails_the_start_before_anything_is_bound(machine):
         p = m.ctl("start", "sluice.service", check=False)
         assert p.returncode != 0
         assert m.prop("sluice.service", "Result") == "exit-code"
-        log = m.journal("sluice.service", cursor)
-        assert re.search(rf"{CONFIG}:\d+:\d+: log\.level", log), log
+        log = m.wait_journal("sluice.service", cursor, rf"{CONFIG}:\d+:\d+: log\.level")
         assert "listening on" not in log, log
     finally:
         m.write_config(packaged_config(9001))
