@@ -32,6 +32,9 @@ test=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-pytest python3-prometheus-client
   systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)
+  # the Debian root that integration/test_systemd_units.py boots with systemd-nspawn
+  # (scripts/systemd-root.sh)
+  debootstrap systemd-container
   dpkg-dev lintian man-db  # scripts/package.sh (dpkg-shlibdeps), its lint and `man -l` in the tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
   redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)

@@ -32,6 +32,12 @@ pytest=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
 phase "install dependencies"
 scripts/install-deps.sh
 
+# The Debian root that integration/test_systemd_units.py boots (scripts/systemd-root.sh): cached in
+# /var/cache/sluice after the first run; that first time it is made (a download, about a minute) in
+# the background while sluice builds. The test waits for it (flock) and reports its errors.
+mkdir -p build
+scripts/systemd-root.sh > build/systemd-root.log 2>&1 &
+
 phase "release build"
 scripts/build.sh
 
