@@ -2,6 +2,7 @@
 // state, made from the pool's cached blocks (EncoderPool::allocate), so that a warm worker does
 // not go to malloc for it.
 #include <algorithm>
+#include <bit>
 
 #include <brotli/encode.h>
 
@@ -27,10 +28,13 @@ public:
     stop();
     state_ = BrotliEncoderCreateInstance(brotli_alloc, brotli_free, &pool_);
     if (state_ == nullptr) return Error::out_of_memory;
-    // The hint lets brotli choose a smaller window for a small body (it caps at 1 GiB).
+    // A body of known size needs no window larger than itself (brotli's streaming encoder does
+    // not shrink it alone): the ring buffer is the larger part of its memory.
     const auto hint = static_cast<std::uint32_t>(std::min<std::uint64_t>(size_hint, 1U << 30));
+    const int window = hint == 0 ? brotli_window_bits
+                                 : std::clamp(static_cast<int>(std::bit_width(hint - 1)), BROTLI_MIN_WINDOW_BITS, brotli_window_bits);
     if (!BrotliEncoderSetParameter(state_, BROTLI_PARAM_QUALITY, static_cast<std::uint32_t>(level)) ||
-        !BrotliEncoderSetParameter(state_, BROTLI_PARAM_LGWIN, brotli_window_bits) ||
+        !BrotliEncoderSetParameter(state_, BROTLI_PARAM_LGWIN, static_cast<std::uint32_t>(window)) ||
         !BrotliEncoderSetParameter(state_, BROTLI_PARAM_MODE, BROTLI_MODE_TEXT) ||
         (hint != 0 && !BrotliEncoderSetParameter(state_, BROTLI_PARAM_SIZE_HINT, hint)))
       return Error::library;

@@ -1,10 +1,13 @@
 // zstd through libzstd's streaming API: one ZSTD_CCtx per context, reset between responses; its
 // workspace is kept, so a response of the same level allocates nothing.
-// ZSTD_createCCtx_advanced (the allocation functions) is in zstd's "experimental" section, which
-// libzstd.so exports and has kept unchanged since 1.3.
+// ZSTD_createCCtx_advanced (the allocation functions) and ZSTD_c_srcSizeHint are in zstd's
+// "experimental" section, which libzstd.so exports; both have been there unchanged since 1.4.
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 #include <zstd_errors.h>
+
+#include <algorithm>
+#include <climits>
 
 #include "codec.hpp"
 
@@ -26,11 +29,15 @@ public:
   bool made() const noexcept { return ctx_ != nullptr; }
   Coding coding() const noexcept override { return Coding::zstd; }
 
-  boost::system::error_code start(int level, std::uint64_t) noexcept override {
+  boost::system::error_code start(int level, std::uint64_t size_hint) noexcept override {
     // session_only keeps the parameters; the level and window are set again anyway (cheap).
+    // The size hint (not a pledge: a body cut short must not be a zstd error) lets zstd take
+    // smaller tables and window for a small body; the workspace a larger one made is kept.
+    const auto hint = static_cast<int>(std::min<std::uint64_t>(size_hint, ZSTD_SRCSIZEHINT_MAX));
     if (ZSTD_isError(ZSTD_CCtx_reset(ctx_, ZSTD_reset_session_only)) ||
         ZSTD_isError(ZSTD_CCtx_setParameter(ctx_, ZSTD_c_compressionLevel, level)) ||
-        ZSTD_isError(ZSTD_CCtx_setParameter(ctx_, ZSTD_c_windowLog, zstd_window_log)))
+        ZSTD_isError(ZSTD_CCtx_setParameter(ctx_, ZSTD_c_windowLog, zstd_window_log)) ||
+        ZSTD_isError(ZSTD_CCtx_setParameter(ctx_, ZSTD_c_srcSizeHint, hint)))
       return Error::library;
     return {};
   }
