@@ -3,12 +3,16 @@
 // never held back), finish — per coding and level, on a generated JSON API answer and an HTML
 // page (fixed seeds). Counters: ratio (body / coded bytes), cpu_per_KiB (CPU seconds per KiB
 // of body), allocs (blocks the library took from malloc per response: 0 once the pool is warm),
-// cached_allocs (blocks it took from the pool's cache instead).
+// cached_allocs (blocks it took from the pool's cache instead). SLUICE_COMPRESS_FILE=PATH adds
+// every level on that file's bytes.
 // Results: bench/results/compression.md.
 #include <benchmark/benchmark.h>
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,12 +90,23 @@ std::string html_body(std::size_t n) {
   return s;
 }
 
-// 0: JSON, 1: HTML (64 KiB each), 2: a small JSON answer (2 KiB: the per-response costs show).
+// A real file as the body, when SLUICE_COMPRESS_FILE names one (the generated text has a small
+// vocabulary and no English: brotli's built-in dictionary shows only on real text).
+std::string file_body() {
+  const char* path = std::getenv("SLUICE_COMPRESS_FILE");
+  if (path == nullptr) return {};
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// 0: JSON, 1: HTML (64 KiB each), 2: a small JSON answer (2 KiB: the per-response costs show),
+// 3: SLUICE_COMPRESS_FILE.
 const std::string& corpus(int which) {
   static const std::string json = json_body(64 * 1024);
   static const std::string html = html_body(64 * 1024);
   static const std::string small = json_body(2 * 1024);
-  return which == 0 ? json : which == 1 ? html : small;
+  static const std::string file = file_body();
+  return which == 0 ? json : which == 1 ? html : which == 2 ? small : file;
 }
 
 // One response through one encoder; returns the coded size.
@@ -140,7 +155,7 @@ void BM_Compress(benchmark::State& state) {
   }
   const auto kib = static_cast<double>(body.size()) / 1024.0;
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));
-  static constexpr std::string_view names[] = {" json", " html", " json-2k"};
+  static constexpr std::string_view names[] = {" json", " html", " json-2k", " file"};
   state.SetLabel(std::string(token(c)) + "-" + std::to_string(level) + std::string(names[state.range(2)]));
   state.counters["ratio"] = static_cast<double>(body.size()) / static_cast<double>(coded);
   // CPU seconds per KiB of body (printed with a unit prefix: "2.4u" is 2.4 us).
@@ -163,6 +178,10 @@ void compress_args(benchmark::internal::Benchmark* b) {
   for (const auto c : {Coding::gzip, Coding::zstd, Coding::br})
     for (const int which : {0, 1}) b->Args({static_cast<int>(c), defaults.of(c), which, 64 * 1024});
   for (const auto c : {Coding::gzip, Coding::zstd, Coding::br}) b->Args({static_cast<int>(c), defaults.of(c), 2, 16 * 1024});
+  if (std::getenv("SLUICE_COMPRESS_FILE") != nullptr) {
+    for (const auto& [c, ls] : levels)
+      for (const int level : ls) b->Args({static_cast<int>(c), level, 3, 16 * 1024});
+  }
 }
 BENCHMARK(BM_Compress)->Apply(compress_args);
 
