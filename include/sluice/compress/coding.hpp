@@ -16,12 +16,13 @@ enum class Coding : std::uint8_t { identity, gzip, zstd, br };
 // The registered token ("gzip", "zstd", "br"); "identity" for identity.
 std::string_view token(Coding c) noexcept;
 
-// Levels for on-the-fly compression: every response pays them in CPU, so they sit well below
-// each library's maximum (bench/results/compression.md has the cost per KiB and the ratio).
+// Levels for on-the-fly compression: every response pays them in CPU, so each default sits
+// just below the level whose extra CPU buys little ratio (bench/results/compression.md has the
+// cost per KiB and the ratio of each).
 struct Levels {
-  int gzip = 5;    // zlib 1..9; 5 keeps ~98% of level 6's ratio for ~70% of its CPU
-  int zstd = 3;    // zstd 1..19 (ZSTD_CLEVEL_DEFAULT); negative levels are not offered
-  int br = 4;      // brotli quality 0..11; 4 is the last level before brotli's costly hashers
+  int gzip = 5;  // zlib 1..9; zlib's own default, 6, costs much more for a few percent
+  int zstd = 3;  // zstd 1..19 (ZSTD_CLEVEL_DEFAULT); negative levels are not offered
+  int br = 4;    // brotli quality 0..11; from 5 on brotli switches to its costlier hashers
   int of(Coding c) const noexcept;
 };
 
