@@ -24,18 +24,19 @@ namespace {
 using namespace sluice::compress;
 
 constexpr std::array<std::string_view, 48> vocabulary = {
-    "the",      "of",       "and",     "service",  "request", "response", "server",   "cluster",
-    "region",   "account",  "order",   "payment",  "status",  "pending",  "shipped",  "delivered",
-    "customer", "product",  "price",   "currency", "review",  "rating",   "article",  "comment",
-    "latency",  "timeout",  "retry",   "healthy",  "weight",  "draining", "upstream", "session",
-    "a",        "to",       "in",      "for",      "with",    "on",       "new",      "update",
-    "europe",   "america",  "asia",    "storage",  "network", "compute",  "billing",  "support"};
+    "the",      "of",      "and",   "service",  "request", "response", "server",   "cluster",
+    "region",   "account", "order", "payment",  "status",  "pending",  "shipped",  "delivered",
+    "customer", "product", "price", "currency", "review",  "rating",   "article",  "comment",
+    "latency",  "timeout", "retry", "healthy",  "weight",  "draining", "upstream", "session",
+    "a",        "to",      "in",    "for",      "with",    "on",       "new",      "update",
+    "europe",   "america", "asia",  "storage",  "network", "compute",  "billing",  "support"};
 
 // Word i with probability ~ 1/(i+1) (Zipf-like, as text is).
 std::string_view pick_word(std::mt19937& rng) {
   static const std::discrete_distribution<std::size_t> zipf = [] {
     std::vector<double> w;
-    for (std::size_t i = 0; i < vocabulary.size(); ++i) w.push_back(1.0 / static_cast<double>(i + 1));
+    for (std::size_t i = 0; i < vocabulary.size(); ++i)
+      w.push_back(1.0 / static_cast<double>(i + 1));
     return std::discrete_distribution<std::size_t>(w.begin(), w.end());
   }();
   auto d = zipf;
@@ -60,14 +61,15 @@ std::string json_body(std::size_t n) {
   std::mt19937 rng(42);
   std::string s = "{\"items\":[";
   for (int i = 0; s.size() < n; ++i) {
-    s += "{\"id\":" + std::to_string(100000 + i * 7 + rng() % 7) + ",\"uuid\":\"" + hex_id(rng, 8) + "-" +
-         hex_id(rng, 4) + "-" + hex_id(rng, 4) + "-" + hex_id(rng, 12) + "\",\"created_at\":\"2026-" +
-         std::to_string(10 + rng() % 3) + "-" + std::to_string(10 + rng() % 18) + "T" +
-         std::to_string(10 + rng() % 14) + ":" + std::to_string(10 + rng() % 50) + ":" +
-         std::to_string(10 + rng() % 50) + "Z\",\"status\":\"" + std::string(vocabulary[12 + rng() % 4]) +
+    s += "{\"id\":" + std::to_string(100000 + i * 7 + rng() % 7) + ",\"uuid\":\"" + hex_id(rng, 8) +
+         "-" + hex_id(rng, 4) + "-" + hex_id(rng, 4) + "-" + hex_id(rng, 12) +
+         "\",\"created_at\":\"2026-" + std::to_string(10 + rng() % 3) + "-" +
+         std::to_string(10 + rng() % 18) + "T" + std::to_string(10 + rng() % 14) + ":" +
+         std::to_string(10 + rng() % 50) + ":" + std::to_string(10 + rng() % 50) +
+         "Z\",\"status\":\"" + std::string(vocabulary[12 + rng() % 4]) +
          "\",\"amount\":" + std::to_string(rng() % 100000 / 100.0) + ",\"customer\":{\"name\":\"" +
-         sentence(rng, 2) + "\",\"region\":\"" + std::string(vocabulary[40 + rng() % 3]) + "\"},\"note\":\"" +
-         sentence(rng, 4 + static_cast<int>(rng() % 12)) + "\"},";
+         sentence(rng, 2) + "\",\"region\":\"" + std::string(vocabulary[40 + rng() % 3]) +
+         "\"},\"note\":\"" + sentence(rng, 4 + static_cast<int>(rng() % 12)) + "\"},";
   }
   s.resize(n - 2);
   return s + "]}";
@@ -79,12 +81,14 @@ std::string html_body(std::size_t n) {
   std::string s =
       "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>News</title>"
       "<link rel=\"stylesheet\" href=\"/static/site.css\"></head><body><nav class=\"top\">";
-  for (int i = 0; i < 8; ++i) s += "<a href=\"/" + std::string(pick_word(rng)) + "\">" + sentence(rng, 1) + "</a>";
+  for (int i = 0; i < 8; ++i)
+    s += "<a href=\"/" + std::string(pick_word(rng)) + "\">" + sentence(rng, 1) + "</a>";
   s += "</nav><main>";
   while (s.size() < n) {
-    s += "<article class=\"story\" id=\"s" + hex_id(rng, 6) + "\"><h2><a href=\"/story/" + hex_id(rng, 10) +
-         "\">" + sentence(rng, 6) + "</a></h2><p class=\"meta\">by " + sentence(rng, 2) + "</p><p>" +
-         sentence(rng, 30 + static_cast<int>(rng() % 40)) + ".</p></article>\n";
+    s += "<article class=\"story\" id=\"s" + hex_id(rng, 6) + "\"><h2><a href=\"/story/" +
+         hex_id(rng, 10) + "\">" + sentence(rng, 6) + "</a></h2><p class=\"meta\">by " +
+         sentence(rng, 2) + "</p><p>" + sentence(rng, 30 + static_cast<int>(rng() % 40)) +
+         ".</p></article>\n";
   }
   s.resize(n);
   return s;
@@ -110,8 +114,8 @@ const std::string& corpus(int which) {
 }
 
 // One response through one encoder; returns the coded size.
-std::size_t encode_response(EncoderPool& pool, Coding c, int level, std::string_view body, std::span<char> out,
-                            std::size_t piece) {
+std::size_t encode_response(EncoderPool& pool, Coding c, int level, std::string_view body,
+                            std::span<char> out, std::size_t piece) {
   auto enc = pool.acquire(c, level, body.size());
   if (!enc) return 0;
   std::size_t coded = 0;
@@ -156,11 +160,12 @@ void BM_Compress(benchmark::State& state) {
   const auto kib = static_cast<double>(body.size()) / 1024.0;
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * body.size()));
   static constexpr std::string_view names[] = {" json", " html", " json-2k", " file"};
-  state.SetLabel(std::string(token(c)) + "-" + std::to_string(level) + std::string(names[state.range(2)]));
+  state.SetLabel(std::string(token(c)) + "-" + std::to_string(level) +
+                 std::string(names[state.range(2)]));
   state.counters["ratio"] = static_cast<double>(body.size()) / static_cast<double>(coded);
   // CPU seconds per KiB of body (printed with a unit prefix: "2.4u" is 2.4 us).
-  state.counters["cpu_per_KiB"] =
-      benchmark::Counter(kib, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["cpu_per_KiB"] = benchmark::Counter(
+      kib, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
   state.counters["allocs"] = static_cast<double>(pool.stats().system_allocs - allocs_before) /
                              static_cast<double>(state.iterations());
   state.counters["cached_allocs"] = static_cast<double>(pool.stats().cache_hits - hits_before) /
@@ -177,7 +182,8 @@ void compress_args(benchmark::internal::Benchmark* b) {
   const Levels defaults;
   for (const auto c : {Coding::gzip, Coding::zstd, Coding::br})
     for (const int which : {0, 1}) b->Args({static_cast<int>(c), defaults.of(c), which, 64 * 1024});
-  for (const auto c : {Coding::gzip, Coding::zstd, Coding::br}) b->Args({static_cast<int>(c), defaults.of(c), 2, 16 * 1024});
+  for (const auto c : {Coding::gzip, Coding::zstd, Coding::br})
+    b->Args({static_cast<int>(c), defaults.of(c), 2, 16 * 1024});
   if (std::getenv("SLUICE_COMPRESS_FILE") != nullptr) {
     for (const auto& [c, ls] : levels)
       for (const int level : ls) b->Args({static_cast<int>(c), level, 3, 16 * 1024});

@@ -8,23 +8,11 @@
 
 #include <algorithm>
 
+#include "ascii.hpp"
 #include "sluice/http/head_index.hpp"
 
 namespace sluice::compress {
 namespace {
-
-bool accept_tchar(char c) noexcept {
-  const auto u = static_cast<unsigned char>(c);
-  if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
-char accept_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool accept_iequal(std::string_view a, std::string_view lower) noexcept {
-  return a.size() == lower.size() &&
-         std::equal(a.begin(), a.end(), lower.begin(), [](char x, char y) { return accept_lower(x) == y; });
-}
 
 // A cursor over one field value.
 struct AcceptCursor {
@@ -34,11 +22,11 @@ struct AcceptCursor {
   bool end() const noexcept { return at == s.size(); }
   char peek() const noexcept { return s[at]; }
   void skip_ows() noexcept {
-    while (!end() && (peek() == ' ' || peek() == '\t')) ++at;
+    while (!end() && ascii::is_ows(peek())) ++at;
   }
   std::string_view token() noexcept {
     const auto from = at;
-    while (!end() && accept_tchar(peek())) ++at;
+    while (!end() && ascii::is_tchar(peek())) ++at;
     return s.substr(from, at - from);
   }
   // RFC 9110 §5.6.4; false when it does not close or holds a control byte.
@@ -49,8 +37,10 @@ struct AcceptCursor {
         ++at;
         return true;
       }
-      if (u == '\\') ++at;
-      else if ((u < 0x20 && u != '\t') || u == 0x7F) return false;
+      if (u == '\\')
+        ++at;
+      else if ((u < 0x20 && u != '\t') || u == 0x7F)
+        return false;
       if (end()) return false;
     }
     return false;
@@ -93,22 +83,22 @@ int parse_accept_params(AcceptCursor& c) noexcept {
     if (name.empty() || c.end() || c.peek() != '=') return -1;
     ++c.at;
     if (!c.end() && c.peek() == '"') {
-      if (!c.quoted_string() || accept_iequal(name, "q")) return -1;  // q is never quoted
+      if (!c.quoted_string() || ascii::iequals(name, "q")) return -1;  // q is never quoted
       continue;
     }
     const auto value = c.token();
     if (value.empty()) return -1;
-    if (accept_iequal(name, "q") && (weight = parse_qvalue(value)) < 0) return -1;
+    if (ascii::iequals(name, "q") && (weight = parse_qvalue(value)) < 0) return -1;
   }
   return weight;
 }
 
 // The slot of a coding sluice knows (identity 0, gzip 1, zstd 2, br 3, "*" 4), or -1.
 int accept_slot(std::string_view coding) noexcept {
-  if (accept_iequal(coding, "gzip") || accept_iequal(coding, "x-gzip")) return 1;
-  if (accept_iequal(coding, "zstd")) return 2;
-  if (accept_iequal(coding, "br")) return 3;
-  if (accept_iequal(coding, "identity")) return 0;
+  if (ascii::iequals(coding, "gzip") || ascii::iequals(coding, "x-gzip")) return 1;
+  if (ascii::iequals(coding, "zstd")) return 2;
+  if (ascii::iequals(coding, "br")) return 3;
+  if (ascii::iequals(coding, "identity")) return 0;
   if (coding == "*") return 4;
   return -1;
 }
@@ -137,7 +127,8 @@ void AcceptEncoding::add(std::string_view value) noexcept {
       c.skip_element();
       continue;
     }
-    if (const int slot = accept_slot(coding); slot >= 0) note(static_cast<std::size_t>(slot), static_cast<Weight>(weight));
+    if (const int slot = accept_slot(coding); slot >= 0)
+      note(static_cast<std::size_t>(slot), static_cast<Weight>(weight));
   }
 }
 
@@ -151,7 +142,8 @@ AcceptEncoding::Weight AcceptEncoding::weight(Coding c) const noexcept {
 AcceptEncoding accept_encoding_of(const http::RequestHead& req) noexcept {
   AcceptEncoding accept;
   for (const auto& f : req.fields()) {
-    if (f.known == http::KnownField::unknown && accept_iequal(req.name(f), "accept-encoding")) accept.add(req.value(f));
+    if (f.known == http::KnownField::unknown && ascii::iequals(req.name(f), "accept-encoding"))
+      accept.add(req.value(f));
   }
   return accept;
 }
@@ -168,7 +160,8 @@ Coding negotiate(const AcceptEncoding& accept, const Preference& offered) noexce
   }
   // identity wins only when the client lists it itself above the best coding; its implicit
   // acceptability ("unless excluded") is not a preference for it.
-  if (best != Coding::identity && accept.listed(Coding::identity) > best_weight) return Coding::identity;
+  if (best != Coding::identity && accept.listed(Coding::identity) > best_weight)
+    return Coding::identity;
   return best;
 }
 

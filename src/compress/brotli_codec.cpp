@@ -15,7 +15,9 @@ namespace {
 // flight, for bodies that are seldom larger.
 constexpr int brotli_window_bits = 19;
 
-void* brotli_alloc(void* opaque, std::size_t n) { return static_cast<EncoderPool*>(opaque)->allocate(n); }
+void* brotli_alloc(void* opaque, std::size_t n) {
+  return static_cast<EncoderPool*>(opaque)->allocate(n);
+}
 void brotli_free(void* opaque, void* p) { static_cast<EncoderPool*>(opaque)->deallocate(p); }
 
 class BrotliCodec final : public Codec {
@@ -32,16 +34,20 @@ public:
     // not shrink it alone): the ring buffer is the larger part of its memory.
     const auto hint = static_cast<std::uint32_t>(std::min<std::uint64_t>(size_hint, 1U << 30));
     const int window = hint == 0 ? brotli_window_bits
-                                 : std::clamp(static_cast<int>(std::bit_width(hint - 1)), BROTLI_MIN_WINDOW_BITS, brotli_window_bits);
-    if (!BrotliEncoderSetParameter(state_, BROTLI_PARAM_QUALITY, static_cast<std::uint32_t>(level)) ||
-        !BrotliEncoderSetParameter(state_, BROTLI_PARAM_LGWIN, static_cast<std::uint32_t>(window)) ||
+                                 : std::clamp(static_cast<int>(std::bit_width(hint - 1)),
+                                              BROTLI_MIN_WINDOW_BITS, brotli_window_bits);
+    if (!BrotliEncoderSetParameter(state_, BROTLI_PARAM_QUALITY,
+                                   static_cast<std::uint32_t>(level)) ||
+        !BrotliEncoderSetParameter(state_, BROTLI_PARAM_LGWIN,
+                                   static_cast<std::uint32_t>(window)) ||
         !BrotliEncoderSetParameter(state_, BROTLI_PARAM_MODE, BROTLI_MODE_TEXT) ||
         (hint != 0 && !BrotliEncoderSetParameter(state_, BROTLI_PARAM_SIZE_HINT, hint)))
       return Error::library;
     return {};
   }
 
-  boost::system::result<Step> run(std::span<const char> in, std::span<char> out, Op op) noexcept override {
+  boost::system::result<Step> run(std::span<const char> in, std::span<char> out,
+                                  Op op) noexcept override {
     std::size_t in_left = in.size();
     const auto* next_in = reinterpret_cast<const std::uint8_t*>(in.data());
     std::size_t out_left = out.size();
@@ -51,15 +57,22 @@ public:
                                         : BROTLI_OPERATION_FINISH;
     // BROTLI_FALSE: a bad call or an allocation that failed; the library does not say which,
     // and the calls here follow its contract, so memory it is.
-    if (!BrotliEncoderCompressStream(state_, mode, &in_left, &next_in, &out_left, &next_out, nullptr))
+    if (!BrotliEncoderCompressStream(state_, mode, &in_left, &next_in, &out_left, &next_out,
+                                     nullptr))
       return Error::out_of_memory;
     Step s;
     s.consumed = in.size() - in_left;
     s.produced = out.size() - out_left;
     switch (op) {
-      case Op::process: s.done = in_left == 0; break;
-      case Op::flush: s.done = !BrotliEncoderHasMoreOutput(state_); break;
-      case Op::finish: s.done = BrotliEncoderIsFinished(state_); break;
+      case Op::process:
+        s.done = in_left == 0;
+        break;
+      case Op::flush:
+        s.done = !BrotliEncoderHasMoreOutput(state_);
+        break;
+      case Op::finish:
+        s.done = BrotliEncoderIsFinished(state_);
+        break;
     }
     return s;
   }
@@ -76,6 +89,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Codec> make_brotli_codec(EncoderPool& pool) { return std::make_unique<BrotliCodec>(pool); }
+std::unique_ptr<Codec> make_brotli_codec(EncoderPool& pool) {
+  return std::make_unique<BrotliCodec>(pool);
+}
 
 }  // namespace sluice::compress

@@ -20,7 +20,8 @@ public:
   // Ready for a new response: the previous one's state is forgotten (reset, not remade, where
   // the library allows).
   virtual boost::system::error_code start(int level, std::uint64_t size_hint) noexcept = 0;
-  virtual boost::system::result<Step> run(std::span<const char> in, std::span<char> out, Op op) noexcept = 0;
+  virtual boost::system::result<Step> run(std::span<const char> in, std::span<char> out,
+                                          Op op) noexcept = 0;
   // The response is over: release what only one response needs.
   virtual void stop() noexcept {}
 };

@@ -5,27 +5,15 @@
 #include <algorithm>
 #include <array>
 
+#include "ascii.hpp"
 #include "sluice/http/head_index.hpp"
 
 namespace sluice::compress {
 namespace {
 
-char fact_lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
-
-bool fact_iequal(std::string_view a, std::string_view lower) noexcept {
-  return a.size() == lower.size() &&
-         std::equal(a.begin(), a.end(), lower.begin(), [](char x, char y) { return fact_lower(x) == y; });
-}
-
-bool fact_tchar(char c) noexcept {
-  const auto u = static_cast<unsigned char>(c);
-  if ((u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') || (u >= '0' && u <= '9')) return true;
-  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-}
-
 std::string_view trim_ows_of(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && ascii::is_ows(s.front())) s.remove_prefix(1);
+  while (!s.empty() && ascii::is_ows(s.back())) s.remove_suffix(1);
   return s;
 }
 
@@ -53,32 +41,45 @@ bool type_listed(const std::vector<std::string>& types, std::string_view media_t
   return std::any_of(types.begin(), types.end(), [&](const std::string& range) {
     // "text/*": the top-level type, slash included, must match.
     if (range.size() >= 2 && range.ends_with("/*"))
-      return slash != std::string_view::npos && fact_iequal(media_type.substr(0, slash + 1), std::string_view(range).substr(0, range.size() - 1));
-    return fact_iequal(media_type, range);
+      return slash != std::string_view::npos &&
+             ascii::iequals(media_type.substr(0, slash + 1),
+                            std::string_view(range).substr(0, range.size() - 1));
+    return ascii::iequals(media_type, range);
   });
 }
 
 constexpr std::array<std::string_view, 12> builtin_types = {
-    "text/html",       "text/plain",          "text/css",        "text/xml",
-    "text/javascript", "application/javascript", "application/json", "application/xml",
-    "application/xhtml+xml", "application/rss+xml", "application/atom+xml", "image/svg+xml",
+    "text/html",
+    "text/plain",
+    "text/css",
+    "text/xml",
+    "text/javascript",
+    "application/javascript",
+    "application/json",
+    "application/xml",
+    "application/xhtml+xml",
+    "application/rss+xml",
+    "application/atom+xml",
+    "image/svg+xml",
 };
 
 // The response fields the decision reads, by name (none of them is a KnownField of the index).
 void note_fact(ResponseFacts& facts, std::string_view name, std::string_view value) noexcept {
-  if (fact_iequal(name, "content-type")) {
+  if (ascii::iequals(name, "content-type")) {
     if (facts.content_type.empty()) facts.content_type = value;
-  } else if (fact_iequal(name, "content-encoding")) {
+  } else if (ascii::iequals(name, "content-encoding")) {
     facts.content_encoding = true;
-  } else if (fact_iequal(name, "content-range")) {
+  } else if (ascii::iequals(name, "content-range")) {
     facts.content_range = true;
-  } else if (fact_iequal(name, "cache-control")) {
-    facts.no_transform = facts.no_transform || any_element(value, [](std::string_view d) { return fact_iequal(d, "no-transform"); });
-  } else if (fact_iequal(name, "vary")) {
+  } else if (ascii::iequals(name, "cache-control")) {
+    facts.no_transform = facts.no_transform || any_element(value, [](std::string_view d) {
+                           return ascii::iequals(d, "no-transform");
+                         });
+  } else if (ascii::iequals(name, "vary")) {
     facts.vary_covers = facts.vary_covers || any_element(value, [](std::string_view v) {
-      return v == "*" || fact_iequal(v, "accept-encoding");
-    });
-  } else if (fact_iequal(name, "etag")) {
+                          return v == "*" || ascii::iequals(v, "accept-encoding");
+                        });
+  } else if (ascii::iequals(name, "etag")) {
     facts.strong_etag = !value.empty() && value.front() == '"';
   }
 }
@@ -107,23 +108,36 @@ bool valid_media_range(std::string_view range) noexcept {
   if (slash == std::string_view::npos || slash == 0 || slash + 1 == range.size()) return false;
   const auto type = range.substr(0, slash);
   const auto subtype = range.substr(slash + 1);
-  const auto token = [](std::string_view t) { return std::all_of(t.begin(), t.end(), fact_tchar); };
+  const auto token = [](std::string_view t) {
+    return std::all_of(t.begin(), t.end(), ascii::is_tchar);
+  };
   return token(type) && type != "*" && (subtype == "*" || token(subtype));
 }
 
 std::string_view describe(Skip s) noexcept {
   switch (s) {
-    case Skip::none: return "compressed";
-    case Skip::not_accepted: return "no accepted coding";
-    case Skip::head_request: return "HEAD request";
-    case Skip::http10_client: return "HTTP/1.0 client";
-    case Skip::status: return "status without a body";
-    case Skip::partial: return "partial content";
-    case Skip::encoded: return "already encoded";
-    case Skip::no_transform: return "no-transform";
-    case Skip::transfer_coding: return "transfer coding";
-    case Skip::small: return "below min_bytes";
-    case Skip::type: return "content type not listed";
+    case Skip::none:
+      return "compressed";
+    case Skip::not_accepted:
+      return "no accepted coding";
+    case Skip::head_request:
+      return "HEAD request";
+    case Skip::http10_client:
+      return "HTTP/1.0 client";
+    case Skip::status:
+      return "status without a body";
+    case Skip::partial:
+      return "partial content";
+    case Skip::encoded:
+      return "already encoded";
+    case Skip::no_transform:
+      return "no-transform";
+    case Skip::transfer_coding:
+      return "transfer coding";
+    case Skip::small:
+      return "below min_bytes";
+    case Skip::type:
+      return "content type not listed";
   }
   return "unknown";
 }
@@ -136,12 +150,13 @@ ResponseFacts facts_of(const http::ResponseHead& res) noexcept {
   for (const auto& f : res.fields()) {
     if (f.known == http::KnownField::transfer_encoding) {
       // Anything but a lone "chunked" names a coding (the framing already refused the rest).
-      facts.transfer_coding = facts.transfer_coding || !fact_iequal(trim_ows_of(res.value(f)), "chunked");
+      facts.transfer_coding =
+          facts.transfer_coding || !ascii::iequals(trim_ows_of(res.value(f)), "chunked");
       continue;
     }
     if (f.known != http::KnownField::unknown) continue;
     const auto name = res.name(f);
-    if (fact_iequal(name, "etag")) {
+    if (ascii::iequals(name, "etag")) {
       if (etag_seen) continue;  // the first ETag is the validator
       etag_seen = true;
     }
@@ -155,9 +170,12 @@ Plan plan(const Policy& policy, const ResponseFacts& res, const RequestSide& req
   p.skip = response_skip(policy, res);
   if (p.skip != Skip::none) return p;
   p.vary = !res.vary_covers;
-  if (req.head) p.skip = Skip::head_request;
-  else if (req.client_version < 11) p.skip = Skip::http10_client;
-  else if (req.accepted == Coding::identity) p.skip = Skip::not_accepted;
+  if (req.head)
+    p.skip = Skip::head_request;
+  else if (req.client_version < 11)
+    p.skip = Skip::http10_client;
+  else if (req.accepted == Coding::identity)
+    p.skip = Skip::not_accepted;
   if (p.skip != Skip::none) return p;
   p.coding = req.accepted;
   p.weaken_etag = res.strong_etag;

@@ -16,8 +16,10 @@ public:
   const char* name() const noexcept override { return "sluice.compress"; }
   std::string message(int ev) const override {
     switch (static_cast<Error>(ev)) {
-      case Error::out_of_memory: return "compression: out of memory";
-      case Error::library: return "compression: the library refused the call";
+      case Error::out_of_memory:
+        return "compression: out of memory";
+      case Error::library:
+        return "compression: the library refused the call";
     }
     return "compression: unknown error";
   }
@@ -34,11 +36,15 @@ const boost::system::error_category& error_category() noexcept {
   return category;
 }
 
-boost::system::error_code make_error_code(Error e) noexcept { return {static_cast<int>(e), error_category()}; }
+boost::system::error_code make_error_code(Error e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
 
 // --- Encoder ---
 
-Encoder::Encoder(Encoder&& other) noexcept : codec_(other.codec_), pool_(other.pool_) { other.codec_ = nullptr; }
+Encoder::Encoder(Encoder&& other) noexcept : codec_(other.codec_), pool_(other.pool_) {
+  other.codec_ = nullptr;
+}
 
 Encoder& Encoder::operator=(Encoder&& other) noexcept {
   if (this != &other) {
@@ -57,7 +63,9 @@ void Encoder::release() noexcept {
   codec_ = nullptr;
 }
 
-Coding Encoder::coding() const noexcept { return codec_ != nullptr ? codec_->coding() : Coding::identity; }
+Coding Encoder::coding() const noexcept {
+  return codec_ != nullptr ? codec_->coding() : Coding::identity;
+}
 
 boost::system::result<Step> Encoder::feed(std::span<const char> in, std::span<char> out) noexcept {
   return codec_->run(in, out, Codec::Op::process);
@@ -89,7 +97,8 @@ EncoderPool::~EncoderPool() {
   drop_cache();
 }
 
-boost::system::result<Encoder> EncoderPool::acquire(Coding c, int level, std::uint64_t size_hint) noexcept {
+boost::system::result<Encoder> EncoderPool::acquire(Coding c, int level,
+                                                    std::uint64_t size_hint) noexcept {
   if (c == Coding::identity) return Error::library;
   auto& list = idle_[coding_slot(c)];
   std::unique_ptr<Codec> codec;
@@ -99,7 +108,9 @@ boost::system::result<Encoder> EncoderPool::acquire(Coding c, int level, std::ui
   } else {
     ++stats_.contexts_made;
     try {
-      codec = c == Coding::gzip ? make_gzip_codec(*this) : c == Coding::zstd ? make_zstd_codec(*this) : make_brotli_codec(*this);
+      codec = c == Coding::gzip   ? make_gzip_codec(*this)
+              : c == Coding::zstd ? make_zstd_codec(*this)
+                                  : make_brotli_codec(*this);
     } catch (const std::bad_alloc&) {
       return Error::out_of_memory;
     }
@@ -115,8 +126,10 @@ boost::system::result<Encoder> EncoderPool::acquire(Coding c, int level, std::ui
 void EncoderPool::release(Codec* codec) noexcept {
   codec->stop();
   auto& list = idle_[coding_slot(codec->coding())];
-  if (list.size() < limits_.idle_per_coding) list.emplace_back(codec);
-  else delete codec;
+  if (list.size() < limits_.idle_per_coding)
+    list.emplace_back(codec);
+  else
+    delete codec;
 }
 
 void EncoderPool::shed() noexcept {

@@ -29,8 +29,8 @@ public:
     if (ready_) deflateEnd(&stream_);
   }
   bool init() noexcept {
-    ready_ = deflateInit2(&stream_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip_window_bits, gzip_mem_level,
-                          Z_DEFAULT_STRATEGY) == Z_OK;
+    ready_ = deflateInit2(&stream_, Z_DEFAULT_COMPRESSION, Z_DEFLATED, gzip_window_bits,
+                          gzip_mem_level, Z_DEFAULT_STRATEGY) == Z_OK;
     level_ = Z_DEFAULT_COMPRESSION;
     return ready_;
   }
@@ -39,12 +39,14 @@ public:
   boost::system::error_code start(int level, std::uint64_t) noexcept override {
     if (deflateReset(&stream_) != Z_OK) return Error::library;
     // deflateParams on a fresh stream changes the level without touching the window.
-    if (level != level_ && deflateParams(&stream_, level, Z_DEFAULT_STRATEGY) != Z_OK) return Error::library;
+    if (level != level_ && deflateParams(&stream_, level, Z_DEFAULT_STRATEGY) != Z_OK)
+      return Error::library;
     level_ = level;
     return {};
   }
 
-  boost::system::result<Step> run(std::span<const char> in, std::span<char> out, Op op) noexcept override {
+  boost::system::result<Step> run(std::span<const char> in, std::span<char> out,
+                                  Op op) noexcept override {
     // z_stream counts in uInt: a larger span is taken in part (the caller loops anyway).
     constexpr std::size_t most = std::numeric_limits<uInt>::max();
     stream_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
@@ -60,10 +62,16 @@ public:
     s.consumed = in.size() - stream_.avail_in;
     s.produced = out.size() - stream_.avail_out;
     switch (op) {
-      case Op::process: s.done = stream_.avail_in == 0; break;
+      case Op::process:
+        s.done = stream_.avail_in == 0;
+        break;
       // zlib.h: a flush is complete when deflate returns with output space left over.
-      case Op::flush: s.done = stream_.avail_out != 0; break;
-      case Op::finish: s.done = rc == Z_STREAM_END; break;
+      case Op::flush:
+        s.done = stream_.avail_out != 0;
+        break;
+      case Op::finish:
+        s.done = rc == Z_STREAM_END;
+        break;
     }
     return s;
   }

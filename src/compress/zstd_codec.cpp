@@ -19,12 +19,15 @@ namespace {
 // accept windows up to 8 MiB (RFC 8878 §3.1.1.1.2), so any is fine to them.
 constexpr int zstd_window_log = 19;
 
-void* zstd_alloc(void* opaque, std::size_t n) { return static_cast<EncoderPool*>(opaque)->allocate(n); }
+void* zstd_alloc(void* opaque, std::size_t n) {
+  return static_cast<EncoderPool*>(opaque)->allocate(n);
+}
 void zstd_free(void* opaque, void* p) { static_cast<EncoderPool*>(opaque)->deallocate(p); }
 
 class ZstdCodec final : public Codec {
 public:
-  explicit ZstdCodec(EncoderPool& pool) : ctx_(ZSTD_createCCtx_advanced({zstd_alloc, zstd_free, &pool})) {}
+  explicit ZstdCodec(EncoderPool& pool)
+      : ctx_(ZSTD_createCCtx_advanced({zstd_alloc, zstd_free, &pool})) {}
   ~ZstdCodec() override { ZSTD_freeCCtx(ctx_); }
   bool made() const noexcept { return ctx_ != nullptr; }
   Coding coding() const noexcept override { return Coding::zstd; }
@@ -42,14 +45,18 @@ public:
     return {};
   }
 
-  boost::system::result<Step> run(std::span<const char> in, std::span<char> out, Op op) noexcept override {
+  boost::system::result<Step> run(std::span<const char> in, std::span<char> out,
+                                  Op op) noexcept override {
     ZSTD_inBuffer input{in.data(), in.size(), 0};
     ZSTD_outBuffer output{out.data(), out.size(), 0};
-    const auto mode = op == Op::process ? ZSTD_e_continue : op == Op::flush ? ZSTD_e_flush : ZSTD_e_end;
+    const auto mode = op == Op::process ? ZSTD_e_continue
+                      : op == Op::flush ? ZSTD_e_flush
+                                        : ZSTD_e_end;
     // For flush and end, the result is what is left to write (0: done).
     const std::size_t rc = ZSTD_compressStream2(ctx_, &output, &input, mode);
     if (ZSTD_isError(rc))
-      return ZSTD_getErrorCode(rc) == ZSTD_error_memory_allocation ? Error::out_of_memory : Error::library;
+      return ZSTD_getErrorCode(rc) == ZSTD_error_memory_allocation ? Error::out_of_memory
+                                                                   : Error::library;
     Step s;
     s.consumed = input.pos;
     s.produced = output.pos;

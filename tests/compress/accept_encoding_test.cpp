@@ -100,14 +100,17 @@ TEST(AcceptEncoding, ACodingListedTwiceKeepsItsLowestWeight) {
 
 TEST(AcceptEncoding, AMalformedElementIsIgnoredAndTheRestCounts) {
   // Weights outside the qvalue grammar.
-  for (const auto bad : {"zstd;q=2", "zstd;q=1.5", "zstd;q=1.0001", "zstd;q=0.1234", "zstd;q=x", "zstd;q=",
-                         "zstd;q=-1", "zstd;q=.5", "zstd;q=\"0.5\"", "zstd;q", "zstd;;q=1", "zstd q=1"}) {
+  for (const auto bad :
+       {"zstd;q=2", "zstd;q=1.5", "zstd;q=1.0001", "zstd;q=0.1234", "zstd;q=x",
+        "zstd;q=", "zstd;q=-1", "zstd;q=.5", "zstd;q=\"0.5\"", "zstd;q", "zstd;;q=1", "zstd q=1"}) {
     EXPECT_EQ(chosen({std::string(bad) + ", gzip"}), Coding::gzip) << bad;
     EXPECT_EQ(parsed({bad}).listed(Coding::zstd), AcceptEncoding::unlisted) << bad;
   }
   // Bytes that are no token.
   EXPECT_EQ(chosen({"\"zstd\", gzip"}), Coding::gzip);
-  EXPECT_EQ(chosen({"zst\x80" "d, gzip"}), Coding::gzip);
+  EXPECT_EQ(chosen({"zst\x80"
+                    "d, gzip"}),
+            Coding::gzip);
   EXPECT_EQ(chosen({"zstd\x01, gzip"}), Coding::gzip);
   EXPECT_EQ(chosen({"zstd/1, br"}), Coding::br);
   // Unknown parameters are fine, even quoted with a comma inside.
@@ -142,7 +145,8 @@ TEST(AcceptEncoding, ReadsEveryLineOfARequestHead) {
 }
 
 TEST(Preference, KeepsTheGivenOrderWithoutIdentityOrRepeats) {
-  const Preference p{std::array<Coding, 5>{Coding::br, Coding::identity, Coding::br, Coding::gzip, Coding::zstd}};
+  const Preference p{
+      std::array<Coding, 5>{Coding::br, Coding::identity, Coding::br, Coding::gzip, Coding::zstd}};
   ASSERT_EQ(p.order().size(), 3U);
   EXPECT_EQ(p.order()[0], Coding::br);
   EXPECT_EQ(p.order()[1], Coding::gzip);

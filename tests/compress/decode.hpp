@@ -36,9 +36,12 @@ public:
   Decoder& operator=(const Decoder&) = delete;
 
   void feed(std::string_view in) {
-    if (coding_ == Coding::gzip) feed_gzip(in);
-    else if (coding_ == Coding::zstd) feed_zstd(in);
-    else feed_brotli(in);
+    if (coding_ == Coding::gzip)
+      feed_gzip(in);
+    else if (coding_ == Coding::zstd)
+      feed_zstd(in);
+    else
+      feed_brotli(in);
   }
   const std::string& decoded() const { return out_; }
   bool failed() const { return !ok_; }
@@ -54,9 +57,12 @@ private:
       z_.avail_out = sizeof buf;
       const int rc = inflate(&z_, Z_NO_FLUSH);
       out_.append(buf, sizeof buf - z_.avail_out);
-      if (rc == Z_STREAM_END) ended_ = true;
-      else if (rc == Z_BUF_ERROR) break;  // needs more input
-      else if (rc != Z_OK) ok_ = false;
+      if (rc == Z_STREAM_END)
+        ended_ = true;
+      else if (rc == Z_BUF_ERROR)
+        break;  // needs more input
+      else if (rc != Z_OK)
+        ok_ = false;
       if (z_.avail_in == 0 && z_.avail_out != 0) break;
     }
   }
@@ -79,7 +85,8 @@ private:
       char buf[4096];
       std::size_t out_left = sizeof buf;
       auto* next_out = reinterpret_cast<std::uint8_t*>(buf);
-      const auto rc = BrotliDecoderDecompressStream(br_, &in_left, &next_in, &out_left, &next_out, nullptr);
+      const auto rc =
+          BrotliDecoderDecompressStream(br_, &in_left, &next_in, &out_left, &next_out, nullptr);
       out_.append(buf, sizeof buf - out_left);
       if (rc == BROTLI_DECODER_RESULT_ERROR) ok_ = false;
       if (rc == BROTLI_DECODER_RESULT_SUCCESS) ended_ = true;

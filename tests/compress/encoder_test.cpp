@@ -16,8 +16,8 @@
 namespace sluice::compress {
 namespace {
 
-using testing::Decoder;
 using testing::decode_all;
+using testing::Decoder;
 
 constexpr std::array<Coding, 3> all_codings = {Coding::gzip, Coding::zstd, Coding::br};
 
@@ -25,13 +25,13 @@ int default_level(Coding c) { return Levels{}.of(c); }
 
 // A JSON-ish text with enough repetition to compress and enough variety not to be trivial.
 std::string sample_text(std::size_t n, std::uint32_t seed = 7) {
-  static constexpr std::array<std::string_view, 8> words = {"alpha", "server", "request", "latency",
-                                                            "upstream", "healthy", "draining", "weight"};
+  static constexpr std::array<std::string_view, 8> words = {
+      "alpha", "server", "request", "latency", "upstream", "healthy", "draining", "weight"};
   std::mt19937 rng(seed);
   std::string s;
   while (s.size() < n) {
-    s += "{\"id\":" + std::to_string(rng() % 100000) + ",\"name\":\"" + std::string(words[rng() % 8]) +
-         "\",\"score\":" + std::to_string(rng() % 1000) + "},\n";
+    s += "{\"id\":" + std::to_string(rng() % 100000) + ",\"name\":\"" +
+         std::string(words[rng() % 8]) + "\",\"score\":" + std::to_string(rng() % 1000) + "},\n";
   }
   s.resize(n);
   return s;
@@ -40,8 +40,9 @@ std::string sample_text(std::size_t n, std::uint32_t seed = 7) {
 // Drives one encoder the way the relay does: `piece_sizes` cycled over the input, an output
 // buffer of `out_size` bytes, a flush after every `flush_every` pieces (0: never), then finish.
 // Checks on the way that nothing is written past the output span.
-std::string encode_in_pieces(Encoder& enc, std::string_view input, std::span<const std::size_t> piece_sizes,
-                             std::size_t out_size, std::size_t flush_every = 0) {
+std::string encode_in_pieces(Encoder& enc, std::string_view input,
+                             std::span<const std::size_t> piece_sizes, std::size_t out_size,
+                             std::size_t flush_every = 0) {
   std::string coded;
   std::vector<char> buffer(out_size + 16, '\x5a');
   const std::span<char> out(buffer.data(), out_size);
@@ -74,7 +75,8 @@ std::string encode_in_pieces(Encoder& enc, std::string_view input, std::span<con
     if (flush_every != 0 && (i + 1) % flush_every == 0) drain([&] { return enc.flush(out); });
   }
   drain([&] { return enc.finish(out); });
-  for (std::size_t i = out_size; i < buffer.size(); ++i) EXPECT_EQ(buffer[i], '\x5a') << "written past the span";
+  for (std::size_t i = out_size; i < buffer.size(); ++i)
+    EXPECT_EQ(buffer[i], '\x5a') << "written past the span";
   return coded;
 }
 

@@ -95,15 +95,16 @@ struct ResponseFacts {
   std::string_view content_type;  // the first line's value; empty when absent
   bool content_encoding = false;  // any Content-Encoding line
   bool content_range = false;
-  bool no_transform = false;      // a Cache-Control directive, in any line
-  bool transfer_coding = false;   // Transfer-Encoding names a coding besides chunked
-  bool vary_covers = false;       // Vary names Accept-Encoding or is "*"
-  bool strong_etag = false;       // the first ETag is not W/
+  bool no_transform = false;     // a Cache-Control directive, in any line
+  bool transfer_coding = false;  // Transfer-Encoding names a coding besides chunked
+  bool vary_covers = false;      // Vary names Accept-Encoding or is "*"
+  bool strong_etag = false;      // the first ETag is not W/
 };
 ResponseFacts facts_of(const http::ResponseHead& res) noexcept;
 
 Plan plan(const Policy& policy, const ResponseFacts& res, const RequestSide& req) noexcept;
-inline Plan plan(const Policy& policy, const http::ResponseHead& res, const RequestSide& req) noexcept {
+inline Plan plan(const Policy& policy, const http::ResponseHead& res,
+                 const RequestSide& req) noexcept {
   return plan(policy, facts_of(res), req);
 }
 
