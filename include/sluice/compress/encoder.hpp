@@ -62,7 +62,11 @@ public:
   ~Encoder();
 
   explicit operator bool() const noexcept { return codec_ != nullptr; }
-  Coding coding() const noexcept;
+  Coding coding() const noexcept;  // identity for an empty Encoder
+
+  // Only on an encoder from EncoderPool::acquire (not a default-made or moved-from one). `out`
+  // may be of any size, even 1 byte; nothing is written past it. After an error the response
+  // cannot go on (its coded stream is broken): end it as a failed relay.
 
   boost::system::result<Step> feed(std::span<const char> in, std::span<char> out) noexcept;
   boost::system::result<Step> flush(std::span<char> out) noexcept;
