@@ -15,11 +15,6 @@ namespace {
 // flight, for bodies that are seldom larger.
 constexpr int brotli_window_bits = 19;
 
-void* brotli_alloc(void* opaque, std::size_t n) {
-  return static_cast<EncoderPool*>(opaque)->allocate(n);
-}
-void brotli_free(void* opaque, void* p) { static_cast<EncoderPool*>(opaque)->deallocate(p); }
-
 class BrotliCodec final : public Codec {
 public:
   explicit BrotliCodec(EncoderPool& pool) : pool_(pool) {}
@@ -28,7 +23,7 @@ public:
 
   boost::system::error_code start(int level, std::uint64_t size_hint) noexcept override {
     stop();
-    state_ = BrotliEncoderCreateInstance(brotli_alloc, brotli_free, &pool_);
+    state_ = BrotliEncoderCreateInstance(pool_allocate, pool_deallocate, &pool_);
     if (state_ == nullptr) return Error::out_of_memory;
     // A body of known size needs no window larger than itself (brotli's streaming encoder does
     // not shrink it alone): the ring buffer is the larger part of its memory.

@@ -26,6 +26,13 @@ public:
   virtual void stop() noexcept {}
 };
 
+// The pool's allocation functions with the signature libzstd (ZSTD_customMem) and brotli
+// (brotli_alloc_func, brotli_free_func) take, `opaque` being the EncoderPool.
+inline void* pool_allocate(void* opaque, std::size_t n) {
+  return static_cast<EncoderPool*>(opaque)->allocate(n);
+}
+inline void pool_deallocate(void* opaque, void* p) { static_cast<EncoderPool*>(opaque)->deallocate(p); }
+
 // Each made with the pool's allocation functions; nullptr when the library cannot allocate.
 std::unique_ptr<Codec> make_gzip_codec(EncoderPool& pool);
 std::unique_ptr<Codec> make_zstd_codec(EncoderPool& pool);

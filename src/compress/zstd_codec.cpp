@@ -19,15 +19,10 @@ namespace {
 // accept windows up to 8 MiB (RFC 8878 §3.1.1.1.2), so any is fine to them.
 constexpr int zstd_window_log = 19;
 
-void* zstd_alloc(void* opaque, std::size_t n) {
-  return static_cast<EncoderPool*>(opaque)->allocate(n);
-}
-void zstd_free(void* opaque, void* p) { static_cast<EncoderPool*>(opaque)->deallocate(p); }
-
 class ZstdCodec final : public Codec {
 public:
   explicit ZstdCodec(EncoderPool& pool)
-      : ctx_(ZSTD_createCCtx_advanced({zstd_alloc, zstd_free, &pool})) {}
+      : ctx_(ZSTD_createCCtx_advanced({pool_allocate, pool_deallocate, &pool})) {}
   ~ZstdCodec() override { ZSTD_freeCCtx(ctx_); }
   bool made() const noexcept { return ctx_ != nullptr; }
   Coding coding() const noexcept override { return Coding::zstd; }
