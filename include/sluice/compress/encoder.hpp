@@ -67,7 +67,6 @@ public:
   // Only on an encoder from EncoderPool::acquire (not a default-made or moved-from one). `out`
   // may be of any size, even 1 byte; nothing is written past it. After an error the response
   // cannot go on (its coded stream is broken): end it as a failed relay.
-
   boost::system::result<Step> feed(std::span<const char> in, std::span<char> out) noexcept;
   boost::system::result<Step> flush(std::span<char> out) noexcept;
   boost::system::result<Step> finish(std::span<char> out) noexcept;
@@ -95,7 +94,9 @@ public:
   EncoderPool& operator=(const EncoderPool&) = delete;
 
   // An encoder for one response. `size_hint`: the body's length when known (Content-Length),
-  // else 0; brotli sizes its window to it. Fails only when the library cannot allocate.
+  // else 0; zstd and brotli size their window and tables to it (memory: docs/compression.md).
+  // A hint, not a promise: a body that ends early or runs long still codes correctly. Fails
+  // only when the library cannot allocate.
   boost::system::result<Encoder> acquire(Coding c, int level, std::uint64_t size_hint = 0) noexcept;
 
   // Frees every idle context and cached block (the worker's periodic memory shedding).
