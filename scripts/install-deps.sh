@@ -23,6 +23,7 @@ build=(
   libsystemd-dev  # sd_notify, sd_listen_fds (src/runtime/systemd.cpp, listen_fds.cpp)
   libc-ares-dev  # asynchronous DNS of discovered servers (src/discovery/resolver.cpp)
   libhiredis-dev  # the Redis protocol codec of the idempotency store (src/idempotency/resp.cpp)
+  zlib1g-dev libzstd-dev libbrotli-dev  # response compression (src/compress): gzip, zstd, br
   curl
 )
 # test: the unit tests, integration tests, sanitizer and fuzz builds, packaging (scripts/test.sh).
