@@ -292,3 +292,33 @@ def test_upgrade_after_a_reload_hands_over_the_listeners_and_admin_api_that_run(
     finally:
         os.kill(pid, signal.SIGTERM)
         wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
+
+
+def test_sigusr2_to_every_process_of_the_service_upgrades_once(sluice, origins):
+    """`systemctl kill -s USR2` signals every process of the unit, the new one of the upgrade
+    under way too. That one is still starting (its first probes are slow): it refuses, so the
+    old process hands over to it, and it is the only new process."""
+    o = origins(1)[0]
+    health = toml_table("upstreams.app.health", path="/?delay=1500", interval="5s", timeout="3s")
+    s = sluice(sluice_config([o], top=ADMIN, upstream_extra=health))
+    s.log.wait_for(r"ready \(")  # after its own first probe
+    s.proc.send_signal(signal.SIGUSR2)
+    def new_pid():
+        pids = [int(p) for p in re.findall(r"started: pid (\d+)", "\n".join(s.log.poll()))]
+        return next((p for p in pids if p != s.proc.pid), None)
+    wait_until(lambda: new_pid() is not None, timeout=20, what="the new process to start")
+    new = new_pid()
+    try:
+        os.kill(new, signal.SIGUSR2)  # while its first probe waits for the slow origin
+        s.log.wait_for(r"upgrade refused: this process is still starting")
+        line = s.log.wait_for(r"upgrade: pid (\d+) accepts")
+        assert int(re.search(r"pid (\d+)", line).group(1)) == new
+        assert s.proc.wait(timeout=20) == 0
+        with Conn(s.port) as conn:
+            assert conn.request(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").status == 200
+        children = open(f"/proc/{new}/task/{new}/children").read().split()
+        assert children == [], f"the new process started another: {children}"
+        assert len(re.findall(r"upgrade: pid \d+ accepts", "\n".join(s.log.poll()))) == 1
+    finally:
+        os.kill(new, signal.SIGTERM)
+        wait_until(lambda: gone(new), timeout=20, what="new sluice to stop")

@@ -68,6 +68,7 @@ struct Runtime::State {
   ServiceNotifier notifier{control};
   std::unique_ptr<StateFile> state_file;  // [server] state_file; restart-only
   bool notified_ready = false;  // READY=1 sent (reload notifications only after it)
+  pid_t upgraded_to = 0;  // the new process a binary upgrade handed the listeners to
   std::string binary = own_binary();  // what SIGUSR2 starts again
   // Servers from DNS; made when a config first asks for them ([dns] is restart-only). Declared
   // after `control`, so destroyed before it.
@@ -740,12 +741,26 @@ void hand_over(Runtime::State& s) {
   stop_accepting(s);
 }
 
+// Why an upgrade cannot start now (empty: it can). One process upgrades at a time, and only once
+// it serves: `systemctl kill -s USR2` signals every process of the unit, the new one of an upgrade
+// under way too, which would otherwise start a third while the first waits for it.
+std::string refuse_upgrade(const Runtime::State& s) {
+  if (s.upgraded_to != 0) return fmt::format("this process already handed over to pid {}", s.upgraded_to);
+  if (s.shutting_down) return "this process is shutting down";
+  if (!s.notified_ready) return "this process is still starting (it can upgrade once it is ready)";
+  return {};
+}
+
 // Binary upgrade (POST /api/upgrade, SIGUSR2): the new process gets every listening socket
 // (admin included) and the servers' state as of now (drains, verdicts, ejections, ramps; the
 // state file is written too); once it accepts, this one stops accepting and drains like at
 // SIGTERM. Until then, and if it fails, this one serves as before.
 admin::UpgradeOutcome upgrade_binary(Runtime::State& s, const std::string& requested) {
-  if (s.shutting_down) return {false, 0, "this process is shutting down"};
+  const auto refused = refuse_upgrade(s);
+  if (!refused.empty()) {
+    spdlog::warn("upgrade refused: {}", refused);
+    return {false, 0, refused};
+  }
   const std::string binary = requested.empty() ? s.binary : requested;
   std::vector<PassedSocket> sockets;
   for (int fd : s.listeners.fds()) sockets.push_back({fd, "listen"});
@@ -760,6 +775,7 @@ admin::UpgradeOutcome upgrade_binary(Runtime::State& s, const std::string& reque
     return {false, 0, r.error};
   }
   spdlog::info("upgrade: pid {} accepts; this process stops accepting and drains", r.pid);
+  s.upgraded_to = r.pid;
   s.notifier.main_pid(r.pid);
   s.state_file.reset();  // the new process owns it from now on
   // After the admin answer is on its way: the upgrade request came on this process's listener.
