@@ -53,7 +53,7 @@ struct Model {
     }
     config::UpstreamConfig plain = u;
     plain.hash_balance_factor = 0;  // load-free model: where keys live, not where they spill
-    balancer = make_balancer("hash", raw, plain);
+    balancer = make_balancer(config::Balance::hash, raw, plain);
   }
   std::string owner(std::uint64_t hash) const {
     PickContext ctx;
@@ -164,7 +164,8 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
       continue;
     }
     const std::string prefix = "upstream " + nu.name + ": ";
-    if (ou->balance != nu.balance) out.push_back(prefix + "balance " + ou->balance + " -> " + nu.balance);
+    if (ou->balance != nu.balance) out.push_back(prefix + "balance " + std::string(config::name_of(ou->balance)) + " -> " +
+                                               std::string(config::name_of(nu.balance)));
     for (const auto& os : ou->servers)
       if (find_server(nu, os.identity()) == nullptr) out.push_back(prefix + "- server " + os.identity());
     for (const auto& ns : nu.servers) {
@@ -188,7 +189,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
       if (os->backup != ns.backup)
         out.push_back(prefix + "~ server " + ns.identity() + (ns.backup ? " becomes a backup" : " becomes a primary"));
     }
-    if (nu.balance == "hash" && ou->balance == "hash") {
+    if (nu.balance == config::Balance::hash && ou->balance == config::Balance::hash) {
       const auto share = hash_moved_share(*ou, nu);
       if (share > 0) out.push_back(prefix + "hash: " + percent(share) + " of keys move to another server");
     }
