@@ -98,6 +98,30 @@ void diff_keys(const config::Config& a, const config::Config& b, std::vector<std
       out.push_back("- " + ok.path + " (was " + ok.value + ")" + restart(ok));
 }
 
+// Keys of the routes both sides have (matched by host and path_prefix), key by key: "~ route
+// */api/ request_headers: OLD -> NEW". What the route's own line shows (its match, upstream and
+// admission) is left to the "- route" / "+ route" pair.
+void diff_route_keys(const config::Config& a, const config::Config& b, std::vector<std::string>& out) {
+  const auto shown_by_route_line = [](std::string_view key) {
+    return key == "host" || key == "path_prefix" || key == "upstream" || key == "allow" || key == "deny";
+  };
+  for (std::size_t j = 0; j < b.routes.size(); ++j) {
+    const auto label = config::route_label(b.routes[j].host, b.routes[j].path_prefix);
+    std::size_t i = 0;
+    while (i < a.routes.size() && config::route_label(a.routes[i].host, a.routes[i].path_prefix) != label) ++i;
+    if (i == a.routes.size()) continue;
+    const std::string new_prefix = "route[" + std::to_string(j) + "].";
+    const std::string old_prefix = "route[" + std::to_string(i) + "].";
+    for (const auto& nk : b.keys) {
+      if (!nk.path.starts_with(new_prefix)) continue;
+      const std::string_view key = std::string_view(nk.path).substr(new_prefix.size());
+      const auto* ok = a.find_key(old_prefix + std::string(key));
+      if (ok != nullptr && ok->value != nk.value && !shown_by_route_line(key))
+        out.push_back("~ route " + label + " " + std::string(key) + ": " + ok->value + " -> " + nk.value);
+    }
+  }
+}
+
 std::string percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", share * 100.0);
@@ -209,6 +233,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
     for (const auto& r : a.routes) old |= route_text(r) == route_text(n);
     if (!old) out.push_back("+ route " + route_text(n));
   }
+  diff_route_keys(a, b, out);
   return out;
 }
 
