@@ -64,14 +64,14 @@ std::vector<SectionSpec> all_sections() {
   static const ServerConfig entry;
   static const HealthCheckConfig health;
   return {{"server", server_table, &server},
-          {"server.tls", tls_listener_table, &tls},
+          {"server.tls", tls_listener_table, &tls, true},
           {"log", log_table, &log},
           {"admin", admin_table, &admin},
           {"dns", dns_table, &dns},
           {"reload", reload_table, &reload},
-          {"route", route_table, &route},
+          {"route", route_table, &route, true},
           {"upstreams.NAME", upstream_table, &upstream},
-          {"upstreams.NAME.servers", server_entry_table, &entry},
+          {"upstreams.NAME.servers", server_entry_table, &entry, true},
           {"upstreams.NAME.health", health_table, &health},
           {"upstreams.NAME.passive", passive_table, &upstream.passive},
           {"upstreams.NAME.retry", retry_table, &upstream.retry},

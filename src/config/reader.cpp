@@ -391,11 +391,10 @@ const toml::node* Reader::take_number(const toml::node& node, const std::string&
   return &node;
 }
 
-namespace reader_detail {
 std::string value_text(const KeySpec& k, const void* object) {
   void* member = k.ref != nullptr ? k.ref(const_cast<void*>(object)) : nullptr;
   switch (k.type) {
-    case KeyType::custom: return k.format(object);
+    case KeyType::custom: return k.format != nullptr ? k.format(object) : std::string();
     case KeyType::string: return toml_string(*static_cast<const std::string*>(member));
     case KeyType::boolean: return *static_cast<const bool*>(member) ? "true" : "false";
     case KeyType::integer: return std::to_string(k.get(object));
@@ -411,7 +410,6 @@ std::string value_text(const KeySpec& k, const void* object) {
   }
   return {};
 }
-}  // namespace reader_detail
 
 void Reader::record(const toml::table& table, const std::string& path, KeyTable spec, const void* object) {
   for (const auto& k : spec) {

@@ -191,7 +191,15 @@ struct SectionSpec {
   std::string_view path;
   KeyTable keys;
   const void* defaults;  // a default-constructed section object, for the default column
+  bool array = false;    // an array of tables ([[route]])
 };
 std::vector<SectionSpec> all_sections();
+
+// A key's effective value in `object` (a section struct), as written in TOML.
+std::string value_text(const KeySpec& key, const void* object);
+
+// docs/configuration.md's key index: one markdown table per section, from the tables above
+// (tests/config/key_reference_test.cpp keeps the committed page equal to it).
+std::string key_reference_markdown();
 
 }  // namespace sluice::config
