@@ -76,6 +76,9 @@ struct HostPort {
   std::string host;
   std::uint16_t port = 0;
   std::string to_string() const;  // back to "host:port" / "[v6]:port"
+  // Where a client on this host connects to reach a listener on this address: a wildcard
+  // ("0.0.0.0", "::") is reached over loopback.
+  HostPort reachable() const;
 };
 
 // One certificate of a TLS listener: a PEM file with the certificate and its chain, and its key.
