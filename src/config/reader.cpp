@@ -206,12 +206,6 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
   return entries;
 }
 
-const KeySpec* find_spec(KeyTable table, std::string_view name) {
-  for (const auto& k : table)
-    if (k.name == name) return &k;
-  return nullptr;
-}
-
 const toml::node* Read::operator[](std::string_view key) const {
   for (std::size_t i = 0; i < spec_.size(); ++i)
     if (spec_[i].name == key) return nodes_[i];

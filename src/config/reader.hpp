@@ -98,7 +98,7 @@ public:
                                  std::string_view below_min_hint = {});
   const toml::node* take_strings(const toml::table& table, std::string_view key, const std::string& path,
                                  std::vector<std::string>& out);
-  // `key` = [ "ADDRESS[/BITS]", ... ] into `out`; returns its TOML text for record().
+  // `key` = [ "ADDRESS[/BITS]", ... ] into `out`, each bad item reported at its index.
   void read_cidrs(const toml::table& table, std::string_view key, const std::string& path, CidrSet& out);
   // `resolvable_now` false: a name resolved later through [dns] (a `resolve` server), which the
   // system resolver that `check` would ask may not know.

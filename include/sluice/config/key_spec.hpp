@@ -65,9 +65,6 @@ struct KeySpec {
 
 using KeyTable = std::span<const KeySpec>;
 
-// The row named `name`; nullptr when the table has none.
-const KeySpec* find_spec(KeyTable table, std::string_view name);
-
 namespace key_spec_detail {
 template <class>
 struct member_of;
