@@ -12,6 +12,13 @@ namespace route_section {
 
 using R = RouteConfig;
 
+std::string return_text(const void* route) {
+  const auto& answer = static_cast<const R*>(route)->answer;
+  if (!answer) return {};
+  return "{ status = " + std::to_string(answer->status) + ", location = " + toml_string(answer->location) +
+         ", body = " + toml_string(answer->body) + ", content_type = " + toml_string(answer->content_type) + " }";
+}
+
 const KeySpec route_rows[] = {
     custom_key("host", [](const void* r) { return toml_string(static_cast<const R*>(r)->host); },
                "Host to match: exact or \"*.example.com\"; \"\" = any."),
@@ -23,13 +30,14 @@ const KeySpec route_rows[] = {
                "Header rules on the response."),
     bool_key<&R::strip_prefix>("strip_prefix", "path_prefix removed before forwarding."),
     string_key<&R::rewrite_prefix>("rewrite_prefix", "Replaces path_prefix before forwarding."),
-    custom_key("return", nullptr, "Answer without an upstream: { status, location, body, content_type }."),
+    custom_key("return", return_text, "Answer without an upstream: { status, location, body, content_type }."),
     custom_key("allow", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->allow); },
                "Only these clients (when not empty)."),
     custom_key("deny", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->deny); },
                "Refused clients (before allow)."),
     custom_key("rate_limit", nullptr, "{ rate = \"100/s\", burst, key, max_keys }."),
-    custom_key("error_pages", nullptr, "Bodies of sluice's own answers for this route."),
+    custom_key("error_pages", [](const void* r) { return error_pages_text(static_cast<const R*>(r)->error_pages); },
+               "Bodies of sluice's own answers for this route."),
 };
 
 const KeySpec return_rows[] = {

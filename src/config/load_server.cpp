@@ -17,15 +17,6 @@ constexpr std::uint64_t no_limit = std::numeric_limits<std::uint64_t>::max();
 constexpr std::array<std::string_view, 2> forwarded_words{"off", "add"};
 constexpr std::array<std::string_view, 2> tls_versions{"1.2", "1.3"};
 
-std::string pages_text(const ErrorPages& pages) {
-  if (pages.empty()) return "{}";
-  std::vector<std::string> items;
-  for (const auto& p : pages.pages)
-    items.push_back((p.status < 10 ? std::to_string(p.status) + "xx" : std::to_string(p.status)) + " = " +
-                    toml_string(p.file));
-  return "{ " + join_strings(items) + " }";
-}
-
 const KeySpec server_rows[] = {
     custom_key("listen", [](const void* s) { return addresses_text(static_cast<const S*>(s)->listen); },
                "Where clients connect with plain HTTP."),
@@ -58,7 +49,7 @@ const KeySpec server_rows[] = {
     choice_key<&S::forwarded_header>("forwarded_header", "forwarded_header mode", forwarded_words,
                                      "add: also send RFC 7239 Forwarded."),
     choice_key<&S::error_detail>("error_detail", "error_detail", "What sluice's own answers tell the client."),
-    custom_key("error_pages", [](const void* s) { return pages_text(static_cast<const S*>(s)->error_pages); },
+    custom_key("error_pages", [](const void* s) { return error_pages_text(static_cast<const S*>(s)->error_pages); },
                "Bodies of sluice's own answers, by status or class."),
 };
 

@@ -192,6 +192,15 @@ std::string header_rules_text(const HeaderRulesConfig& rules) {
          "] }";
 }
 
+std::string error_pages_text(const ErrorPages& pages) {
+  if (pages.empty()) return "{}";
+  std::vector<std::string> items;
+  for (const auto& p : pages.pages)
+    items.push_back((p.status < 10 ? std::to_string(p.status) + "xx" : std::to_string(p.status)) + " = " +
+                    toml_string(p.file));
+  return "{ " + join_strings(items) + " }";
+}
+
 std::string cidrs_text(const CidrSet& set) {
   std::vector<std::string> items;
   for (const auto& c : set) items.push_back(toml_string(c.to_string()));

@@ -38,6 +38,7 @@ std::string addresses_text(const std::vector<HostPort>& addresses);
 // Header rules and address ranges as written in TOML.
 std::string header_rules_text(const HeaderRulesConfig& rules);
 std::string cidrs_text(const CidrSet& set);
+std::string error_pages_text(const ErrorPages& pages);
 // The entries of a table in file order (toml::table iterates in key order).
 std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const toml::table& table);
 
