@@ -19,7 +19,12 @@ const KeySpec dns_rows[] = {
     duration_key<&D::timeout>("timeout", false, "Per try, per name server.").restart(),
     integer_key<&D::attempts>("attempts", 1, 10, "Tries per name server.").restart(),
     duration_key<&D::min_ttl>("min_ttl", false, "A record's TTL is raised to at least this."),
-    duration_key<&D::max_ttl>("max_ttl", false, "A record's TTL is lowered to at most this."),
+    duration_key<&D::max_ttl>("max_ttl", false, "A record's TTL is lowered to at most this.")
+        .rule([](const void* object) -> std::string {
+          const auto& d = *static_cast<const D*>(object);
+          if (d.max_ttl >= d.min_ttl) return {};
+          return "must be at least min_ttl (" + format_duration(d.min_ttl) + "), got " + format_duration(d.max_ttl);
+        }),
     duration_key<&D::stale_ttl>("stale_ttl", true, "After a failed resolution the last answer is kept this long."),
     bool_key<&D::allow_empty>("allow_empty", "Apply an answer with no records."),
 };
@@ -55,9 +60,6 @@ void read_dns(Reader& r, const toml::table& root, DnsSection& out) {
   if (const toml::node* node = read["servers"]) {
     if (auto addresses = dns_section::read_name_servers(r, *node, "dns.servers")) out.servers = std::move(*addresses);
   }
-  if (const auto* max = read["max_ttl"]; max != nullptr && out.max_ttl < out.min_ttl)
-    r.error(*max, "dns.max_ttl",
-            "must be at least min_ttl (" + format_duration(out.min_ttl) + "), got " + format_duration(out.max_ttl));
   r.record(table, "dns", dns_table, &out);
 }
 

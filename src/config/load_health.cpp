@@ -11,18 +11,41 @@ namespace health_section {
 using H = HealthCheckConfig;
 using P = PassiveConfig;
 
+// Both go into the probe's request line and Host header as written.
+bool visible(const std::string& v) {
+  return std::all_of(v.begin(), v.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+const H& hc(const void* h) { return *static_cast<const H*>(h); }
+
 const KeySpec health_rows[] = {
-    string_key<&H::path>("path", "The probe's request path."),
+    string_key<&H::path>("path", "The probe's request path.").rule([](const void* h) -> std::string {
+      const auto& path = hc(h).path;
+      if (path.starts_with('/') && visible(path)) return {};
+      return "must start with '/' and hold no spaces or control characters, got '" + path + "'";
+    }),
     choice_key<&H::method>("method", "probe method", "The probe's method."),
-    string_key<&H::host>("host", "The probe's Host header; \"\" = the server's address."),
+    string_key<&H::host>("host", "The probe's Host header; \"\" = the server's address.")
+        .rule([](const void* h) -> std::string {
+          return visible(hc(h).host) ? "" : "must hold no spaces or control characters";
+        }),
     integer_key<&H::port>("port", 0, 65535, "Probe another port; 0 = the server's."),
     duration_key<&H::interval>("interval", false, "Between probes of one server."),
-    duration_key<&H::timeout>("timeout", false, "A probe's answer must come within this (< interval)."),
+    duration_key<&H::timeout>("timeout", false, "A probe's answer must come within this (< interval).")
+        .rule([](const void* h) -> std::string {
+          const auto& c = hc(h);
+          if (c.timeout < c.interval) return {};
+          return "must be shorter than interval (" + format_duration(c.interval) + "), got " + format_duration(c.timeout);
+        }, true),
     integer_key<&H::rise>("rise", 1, 100, "Good probes in a row that bring a server up."),
     integer_key<&H::fall>("fall", 1, 100, "Bad probes in a row that take it down."),
     custom_key("expect_status", [](const void* h) { return toml_string(static_cast<const H*>(h)->expect_status.to_string()); },
                "Statuses that count as healthy."),
-    string_key<&H::expect_body>("expect_body", "A substring the body must hold; \"\" = any."),
+    string_key<&H::expect_body>("expect_body", "A substring the body must hold; \"\" = any.")
+        .rule([](const void* h) -> std::string {
+          if (hc(h).method != ProbeMethod::head || hc(h).expect_body.empty()) return {};
+          return "a HEAD probe has no body to match; use method = \"GET\"";
+        }),
     number_key<&H::jitter>("jitter", 0.0, 0.5, "Random share added to the interval."),
     choice_key<&H::initial_state>("initial_state", "initial state", "A new server's state before its first probe."),
 };
@@ -36,29 +59,13 @@ const KeySpec passive_rows[] = {
                "What counts as a failure."),
 };
 
-// Both go into the probe's request line and Host header as written.
-bool visible(const std::string& v) {
-  return std::all_of(v.begin(), v.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-}
-
-void check_health(Reader& r, const toml::table& table, const Read& read, const std::string& p, H& h) {
-  if (const auto* node = read["path"]; node != nullptr && (!h.path.starts_with('/') || !visible(h.path)))
-    r.error(*node, p + ".path", "must start with '/' and hold no spaces or control characters, got '" + h.path + "'");
-  if (const auto* node = read["host"]; node != nullptr && !visible(h.host))
-    r.error(*node, p + ".host", "must hold no spaces or control characters");
-  if (h.timeout >= h.interval) {
-    const toml::node* timeout = read["timeout"];
-    r.error(timeout != nullptr ? *timeout : static_cast<const toml::node&>(table), p + ".timeout",
-            "must be shorter than interval (" + format_duration(h.interval) + "), got " + format_duration(h.timeout));
-  }
+void read_expect_status(Reader& r, const toml::table& table, const Read& read, const std::string& p, H& h) {
+  const auto* node = read["expect_status"];
   std::string expect;
-  if (const auto* node = read["expect_status"]; node != nullptr && r.take_string(table, "expect_status", p + ".expect_status", expect)) {
-    std::string why;
-    if (auto statuses = health::StatusMatcher::parse(expect, &why)) h.expect_status = *statuses;
-    else r.error(*node, p + ".expect_status", why);
-  }
-  if (const auto* node = read["expect_body"]; node != nullptr && h.method == ProbeMethod::head && !h.expect_body.empty())
-    r.error(*node, p + ".expect_body", "a HEAD probe has no body to match; use method = \"GET\"");
+  if (node == nullptr || !r.take_string(table, "expect_status", p + ".expect_status", expect)) return;
+  std::string why;
+  if (auto statuses = health::StatusMatcher::parse(expect, &why)) h.expect_status = *statuses;
+  else r.error(*node, p + ".expect_status", why);
 }
 
 }  // namespace health_section
@@ -73,7 +80,7 @@ void read_health(Reader& r, const toml::table& upstream, const std::string& path
   const std::string p = path + ".health";
   HealthCheckConfig h;
   const Read read = r.walk(*table, p, health_table, &h);
-  health_section::check_health(r, *table, read, p, h);
+  health_section::read_expect_status(r, *table, read, p, h);
   r.record(*table, p, health_table, &h);
   out = std::move(h);
 }

@@ -30,7 +30,12 @@ std::string scope_text(const void* object) {
 
 const KeySpec idempotency_rows[] = {
     choice_key<&I::mode>("mode", "idempotency mode", "off, collapse (one request per key at once) or replay."),
-    string_key<&I::header>("header", "The key's header; \"\" = retry.idempotency_header."),
+    string_key<&I::header>("header", "The key's header; \"\" = retry.idempotency_header.")
+        .rule([](const void* object) -> std::string {
+          const auto& h = static_cast<const I*>(object)->header;
+          if (h.empty() || http::is_token(h)) return {};
+          return "must be a header name (a token) or \"\" (the retry section's idempotency_header), got '" + h + "'";
+        }),
     duration_key<&I::replay_window>("replay_window", false, "How long an answer is replayed."),
     size_key<&I::max_stored_body>("max_stored_body", 0, 64 * MiB, "Larger answers are not kept."),
     custom_key("store_statuses", store_statuses_text, "Status classes (\"2xx\") or codes (\"409\") kept."),
@@ -86,9 +91,6 @@ void read_idempotency(Reader& r, const toml::table& upstream, const std::string&
   const toml::table& table = r.section_or_empty(upstream, "idempotency");
   const std::string p = path + ".idempotency";
   const Read read = r.walk(table, p, idempotency_table, &c);
-  if (const auto* node = read["header"]; node != nullptr && !c.header.empty() && !http::is_token(c.header))
-    r.error(*node, p + ".header",
-            "must be a header name (a token) or \"\" (the retry section's idempotency_header), got '" + c.header + "'");
   read_store_statuses(r, table, p + ".store_statuses", c);
   read_scope(r, table, p + ".scope", c);
   if (const auto* node = read["store"]; node != nullptr && c.store != "memory") {

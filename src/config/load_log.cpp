@@ -13,8 +13,10 @@ using L = LogSection;
 const KeySpec log_rows[] = {
     choice_key<&L::level>("level", "log level", "Error-log verbosity."),
     choice_key<&L::access>("access", "access log format", "The access log's format, or off."),
-    string_key<&L::access_file>("access_file", "The access log's file; \"\" = stdout."),
-    string_key<&L::error_file>("error_file", "The error log's file; \"\" = stderr."),
+    string_key<&L::access_file>("access_file", "The access log's file; \"\" = stdout.")
+        .rule([](const void* l) { return log_file_problem(static_cast<const L*>(l)->access_file); }),
+    string_key<&L::error_file>("error_file", "The error log's file; \"\" = stderr.")
+        .rule([](const void* l) { return log_file_problem(static_cast<const L*>(l)->error_file); }),
     choice_key<&L::error_format>("error_format", "error log format", "The error log's format."),
 };
 
@@ -24,12 +26,7 @@ const KeyTable log_table = log_section::log_rows;
 
 void read_log(Reader& r, const toml::table& root, LogSection& out) {
   const toml::table& table = r.section_or_empty(root, "log");
-  const Read read = r.walk(table, "log", log_table, &out);
-  for (const auto& [key, file] : {std::pair{"access_file", &out.access_file}, {"error_file", &out.error_file}}) {
-    if (const auto* node = read[key])
-      if (const auto problem = log_file_problem(*file); !problem.empty())
-        r.error(*node, child_path("log", key), problem);
-  }
+  r.walk(table, "log", log_table, &out);
   r.record(table, "log", log_table, &out);
 }
 

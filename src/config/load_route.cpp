@@ -1,5 +1,6 @@
 // [[route]]: which requests go where, and the edge rules applied on the way (docs/edge.md). All
 // live: the snapshot built from the new config compiles them, and the next request uses it.
+#include <algorithm>
 #include <charconv>
 
 #include "reader.hpp"
@@ -22,14 +23,30 @@ std::string return_text(const void* route) {
 const KeySpec route_rows[] = {
     custom_key("host", [](const void* r) { return toml_string(static_cast<const R*>(r)->host); },
                "Host to match: exact or \"*.example.com\"; \"\" = any."),
-    string_key<&R::path_prefix>("path_prefix", "Path prefix to match; the longest wins."),
+    string_key<&R::path_prefix>("path_prefix", "Path prefix to match; the longest wins.")
+        .rule([](const void* r) -> std::string {
+          const auto& prefix = static_cast<const R*>(r)->path_prefix;
+          if (!prefix.starts_with('/')) return "must start with '/', got '" + prefix + "'";
+          if (prefix.find_first_of("?# \t\r\n") != std::string::npos) return "must not contain '?', '#' or whitespace";
+          return {};
+        }),
     string_key<&R::upstream>("upstream", "The upstream this route sends to."),
     custom_key("request_headers", [](const void* r) { return header_rules_text(static_cast<const R*>(r)->request_headers); },
                "Header rules on the request (after the upstream's)."),
     custom_key("response_headers", [](const void* r) { return header_rules_text(static_cast<const R*>(r)->response_headers); },
                "Header rules on the response."),
     bool_key<&R::strip_prefix>("strip_prefix", "path_prefix removed before forwarding."),
-    string_key<&R::rewrite_prefix>("rewrite_prefix", "Replaces path_prefix before forwarding."),
+    string_key<&R::rewrite_prefix>("rewrite_prefix", "Replaces path_prefix before forwarding.")
+        .rule([](const void* object) -> std::string {
+          const auto& r = *static_cast<const R*>(object);
+          const auto& w = r.rewrite_prefix;
+          const bool visible = std::all_of(w.begin(), w.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+          if (!w.starts_with('/') || !visible || w.find_first_of("?#") != std::string::npos)
+            return "must start with '/' and hold no '?', '#', spaces or control characters, got '" + w + "'";
+          if (r.strip_prefix)
+            return "strip_prefix and rewrite_prefix exclude each other (strip_prefix = true is rewrite_prefix = \"/\")";
+          return {};
+        }),
     custom_key("return", return_text, "Answer without an upstream: { status, location, body, content_type }."),
     custom_key("allow", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->allow); },
                "Only these clients (when not empty)."),
@@ -127,20 +144,9 @@ void read_return(Reader& r, const toml::node& node, const std::string& p, RouteC
   route.answer = std::move(ret);
 }
 
-// A route's path rewrite; a route that answers itself forwards nothing, so the keys about
-// forwarding are refused there rather than silently ignored.
-void check_forwarding(Reader& r, const toml::table& table, const Read& read, const std::string& path,
-                      const RouteConfig& route) {
-  if (const auto* node = read["rewrite_prefix"]) {
-    const auto& w = route.rewrite_prefix;
-    const bool visible = std::all_of(w.begin(), w.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-    if (!w.starts_with('/') || !visible || w.find_first_of("?#") != std::string::npos)
-      r.error(*node, path + ".rewrite_prefix",
-              "must start with '/' and hold no '?', '#', spaces or control characters, got '" + w + "'");
-    else if (route.strip_prefix)
-      r.error(*node, path + ".rewrite_prefix",
-              "strip_prefix and rewrite_prefix exclude each other (strip_prefix = true is rewrite_prefix = \"/\")");
-  }
+// A route that answers itself forwards nothing, so the keys about forwarding are refused there
+// rather than silently ignored.
+void check_forwarding(Reader& r, const toml::table& table, const std::string& path, const RouteConfig& route) {
   if (!route.answer) return;
   for (const std::string_view key : {"upstream", "strip_prefix", "rewrite_prefix", "request_headers"}) {
     if (const toml::node* node = table.get(key))
@@ -162,16 +168,10 @@ RouteConfig read_route(Reader& r, const toml::table& table, const std::string& p
                 "invalid host pattern '" + host + "'; expected a name like \"api.example.com\" or \"*.example.com\"");
     }
   }
-  if (const auto* prefix = read["path_prefix"]) {
-    if (!route.path_prefix.starts_with('/'))
-      r.error(*prefix, path + ".path_prefix", "must start with '/', got '" + route.path_prefix + "'");
-    else if (route.path_prefix.find_first_of("?# \t\r\n") != std::string::npos)
-      r.error(*prefix, path + ".path_prefix", "must not contain '?', '#' or whitespace");
-  }
   r.read_header_rules(table, "request_headers", path + ".request_headers", route.request_headers);
   r.read_header_rules(table, "response_headers", path + ".response_headers", route.response_headers);
   if (const auto* node = read["return"]) read_return(r, *node, path + ".return", route);
-  check_forwarding(r, table, read, path, route);
+  check_forwarding(r, table, path, route);
   if (table.contains("return")) r.route_upstreams.push_back(nullptr);  // answers itself: no upstream
   else if (r.require(table, "upstream", path, "the upstream this route sends to")) r.route_upstreams.push_back(read["upstream"]);
   else r.route_upstreams.push_back(nullptr);

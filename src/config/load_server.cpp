@@ -26,7 +26,14 @@ const KeySpec server_rows[] = {
     // 0 is meaningful here: close in-flight requests at once.
     duration_key<&S::shutdown_timeout>("shutdown_timeout", true, "On SIGTERM, in-flight requests get this long."),
     size_key<&S::max_header_bytes>("max_header_bytes", 1 * KiB, 1 * MiB, "Largest request head (431 beyond)."),
-    size_key<&S::max_uri_bytes>("max_uri_bytes", 64, 1 * MiB, "Longest request-target (414 beyond)."),
+    // The request line is part of the head, so a longer URI limit could never be reached.
+    size_key<&S::max_uri_bytes>("max_uri_bytes", 64, 1 * MiB, "Longest request-target (414 beyond).")
+        .rule([](const void* object) -> std::string {
+          const auto& s = *static_cast<const S*>(object);
+          if (s.max_uri_bytes <= s.max_header_bytes) return {};
+          return "must not exceed server.max_header_bytes (" + format_size(s.max_header_bytes) + "), got " +
+                 format_size(s.max_uri_bytes);
+        }),
     size_key<&S::max_body_bytes>("max_body_bytes", 0, no_limit, "Largest request body; 0 = unlimited."),
     integer_key<&S::max_connections>("max_connections", 1, 1'000'000, "Open client connections."),
     duration_key<&S::shutdown_delay>("shutdown_delay", true, "On SIGTERM, keep accepting this long."),
@@ -39,7 +46,12 @@ const KeySpec server_rows[] = {
     duration_key<&S::health_ready_timeout>("health_ready_timeout", true, "Readiness waits for first probes.")
         .restart(),
     // Read once at start-up (restore) and owned by this process until it stops.
-    string_key<&S::state_file>("state_file", "Drains, health and slow start kept across restarts.").restart(),
+    string_key<&S::state_file>("state_file", "Drains, health and slow start kept across restarts.")
+        .restart()
+        .rule([](const void* s) -> std::string {
+          if (!static_cast<const S*>(s)->state_file.empty()) return {};
+          return "must not be empty; remove the key to keep no state";
+        }),
     custom_key("tls", nullptr, "TLS listeners ([[server.tls]])."),
     // Edge (docs/edge.md), all live: a session reads them from the snapshot current when it
     // starts (proxy_protocol, trusted_proxies) or when its request is routed (the rest).
@@ -58,7 +70,9 @@ const KeySpec tls_rows[] = {
                "Where clients connect with TLS."),
     custom_key("certificates", nullptr, "PEM certificates and keys, chosen by SNI."),
     choice_key<&T::min_tls13>("min_version", "TLS version", tls_versions, "Lowest TLS version accepted."),
-    string_key<&T::ciphers>("ciphers", "TLS 1.2 cipher list."),
+    string_key<&T::ciphers>("ciphers", "TLS 1.2 cipher list.").rule([](const void* t) {
+      return tls::check_cipher_list(static_cast<const T*>(t)->ciphers).value_or("");
+    }),
     bool_key<&T::proxy_protocol>("proxy_protocol", "A PROXY protocol header comes before the TLS handshake."),
 };
 
@@ -112,13 +126,10 @@ void read_tls_listeners(Reader& r, const toml::table& server, std::vector<TlsLis
     }
     TlsListenerConfig tls;
     tls.where = location_of(*table);
-    const Read read = r.walk(*table, path, tls_rows, &tls);
+    r.walk(*table, path, tls_rows, &tls);
     if (r.require(*table, "listen", path, "the addresses to accept TLS on")) {
       if (auto addresses = r.read_listen_addresses(*table->get("listen"), path + ".listen", false))
         tls.listen = std::move(*addresses);
-    }
-    if (const auto* ciphers = read["ciphers"]) {
-      if (auto bad = tls::check_cipher_list(tls.ciphers)) r.error(*ciphers, path + ".ciphers", *bad);
     }
     r.record(*table, path, tls_rows, &tls);
     if (r.require(*table, "certificates", path, "at least one { cert, key } pair"))
@@ -153,19 +164,10 @@ void read_server(Reader& r, const toml::table& root, ServerSection& out) {
     if (auto addresses = r.read_listen_addresses(*node, "server.listen", table.contains("tls")))
       out.listen = std::move(*addresses);
   }
-  if (const auto* file = read["state_file"]; file != nullptr && out.state_file.empty())
-    r.error(*file, "server.state_file", "must not be empty; remove the key to keep no state");
   r.read_cidrs(table, "trusted_proxies", "server.trusted_proxies", out.trusted_proxies);
   r.read_error_pages(table, "server.error_pages", out.error_pages);
-  const toml::node* uri = read["max_uri_bytes"];
-  // The request line is part of the head, so a longer URI limit could never be reached.
-  if (uri != nullptr && out.max_uri_bytes > out.max_header_bytes) {
-    r.error(*uri, "server.max_uri_bytes",
-            "must not exceed server.max_header_bytes (" + format_size(out.max_header_bytes) + "), got " +
-                format_size(out.max_uri_bytes));
-  } else if (uri == nullptr) {
-    out.max_uri_bytes = std::min(out.max_uri_bytes, out.max_header_bytes);
-  }
+  // Left out, the URI limit follows a smaller head limit.
+  if (!table.contains("max_uri_bytes")) out.max_uri_bytes = std::min(out.max_uri_bytes, out.max_header_bytes);
   r.record(table, "server", server_rows, &out);
   read_tls_listeners(r, table, out.tls);
   // The default listener is claimed too, so that the admin port cannot collide with it.

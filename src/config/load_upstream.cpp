@@ -15,6 +15,13 @@ using S = ServerConfig;
 
 constexpr std::array<std::string_view, 2> all_down_words{"fail", "panic"};
 
+bool upstream_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
+
+// Server names may appear in metrics labels, logs and admin URLs: no spaces, no '/'.
+bool server_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':';
+}
+
 const KeySpec upstream_rows[] = {
     choice_key<&U::balance>("balance", "balance policy", "The balancing policy."),
     duration_key<&U::connect_timeout>("connect_timeout", false, "Connecting to a server."),
@@ -32,15 +39,27 @@ const KeySpec upstream_rows[] = {
                                         "fail (503) or panic (use every server) when none is up."),
     custom_key("hash_key", [](const void* u) { return toml_string(static_cast<const U*>(u)->hash_key.to_string()); },
                "What a hash upstream balances on."),
-    number_key<&U::hash_balance_factor>("hash_balance_factor", 0.0, 100.0, "Bounded load for hash; 0 = off."),
+    number_key<&U::hash_balance_factor>("hash_balance_factor", 0.0, 100.0, "Bounded load for hash; 0 = off.")
+        .rule([](const void* u) -> std::string {
+          const double f = static_cast<const U*>(u)->hash_balance_factor;
+          return f == 0 || f >= 1.0 ? "" : "must be 0 (off) or at least 1.0";
+        }),
     integer_key<&U::queue_size>("queue_size", 0, 1'000'000, "Requests waiting for a server; 0 = none wait."),
     duration_key<&U::queue_timeout>("queue_timeout", false, "A queued request's wait."),
     custom_key("retry", nullptr, "Retries ([upstreams.NAME.retry])."),
     custom_key("idempotency", nullptr, "Idempotency-Key requests ([upstreams.NAME.idempotency])."),
     bool_key<&U::tls>("tls", "TLS towards every server."),
     bool_key<&U::tls_verify>("tls_verify", "Verify the servers' certificates."),
-    string_key<&U::tls_ca_file>("tls_ca_file", "Trusted CAs; \"\" = the system's."),
-    string_key<&U::tls_server_name>("tls_server_name", "SNI and the name verified; \"\" = each server's host."),
+    string_key<&U::tls_ca_file>("tls_ca_file", "Trusted CAs; \"\" = the system's.")
+        .rule([](const void* u) { return tls::check_ca_file(static_cast<const U*>(u)->tls_ca_file).value_or(""); }),
+    string_key<&U::tls_server_name>("tls_server_name", "SNI and the name verified; \"\" = each server's host.")
+        .rule([](const void* u) -> std::string {
+          const auto& name = static_cast<const U*>(u)->tls_server_name;
+          if (name.empty() || normalize_host_pattern(name) || boost::urls::parse_ipv4_address(name) ||
+              boost::urls::parse_ipv6_address(name))
+            return {};
+          return "invalid server name '" + name + "'";
+        }),
     string_key<&U::tls_cert>("tls_cert", "Client certificate (with tls_key)."),
     string_key<&U::tls_key>("tls_key", "Client certificate's key."),
     custom_key("request_headers", [](const void* u) { return header_rules_text(static_cast<const U*>(u)->request_headers); },
@@ -52,13 +71,20 @@ const KeySpec upstream_rows[] = {
 };
 
 const KeySpec discover_rows[] = {
-    string_key<&U::discover_srv>("srv", "The SRV name to follow."),
+    string_key<&U::discover_srv>("srv", "The SRV name to follow.").rule([](const void* u) -> std::string {
+      const auto& srv = static_cast<const U*>(u)->discover_srv;
+      return all_of_chars(srv, dns_name_char) ? "" : "'" + srv + "' is not a DNS name";
+    }),
     duration_key<&U::discover_interval>("resolve_interval", false, "Re-resolve this often; default: the TTL."),
 };
 
 const KeySpec server_rows[] = {
     custom_key("address", nullptr, "host:port, http://host:port or https://host:port."),
-    string_key<&S::name>("name", "The server's identity; \"\" = its address."),
+    string_key<&S::name>("name", "The server's identity; \"\" = its address.").rule([](const void* s) -> std::string {
+      const auto& name = static_cast<const S*>(s)->name;
+      if (all_of_chars(name, server_name_char)) return {};
+      return "server name '" + name + "' may use only letters, digits, '-', '_', '.' and ':'";
+    }),
     integer_key<&S::weight>("weight", 1, 1000, "Relative share of requests.")
         .hint("; to take a server out of rotation, drain it instead of setting weight 0"),
     bool_key<&S::backup>("backup", "Used only while no primary server is available."),
@@ -68,22 +94,8 @@ const KeySpec server_rows[] = {
     duration_key<&S::resolve_interval>("resolve_interval", false, "Re-resolve this often; default: the TTL."),
 };
 
-bool upstream_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
-
-// Server names may appear in metrics labels, logs and admin URLs: no spaces, no '/'.
-bool server_name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' || c == ':';
-}
-
 // The upstream's TLS keys; the servers' own "https://" come with their addresses.
 void check_upstream_tls(Reader& r, const Read& read, const std::string& path, U& u) {
-  if (const auto* ca = read["tls_ca_file"])
-    if (auto bad = tls::check_ca_file(u.tls_ca_file)) r.error(*ca, path + ".tls_ca_file", *bad);
-  const auto& name = u.tls_server_name;
-  if (const auto* node = read["tls_server_name"];
-      node != nullptr && !name.empty() && !normalize_host_pattern(name) && !boost::urls::parse_ipv4_address(name) &&
-      !boost::urls::parse_ipv6_address(name))
-    r.error(*node, path + ".tls_server_name", "invalid server name '" + name + "'");
   const toml::node* cert = read["tls_cert"];
   const toml::node* key = read["tls_key"];
   if ((cert != nullptr) != (key != nullptr))
@@ -101,8 +113,6 @@ void check_balancing(Reader& r, const toml::table& table, const Read& read, cons
       r.error(*node, path + ".hash_key",
               "unknown hash key '" + hash_key + "'; expected client_ip, uri, header:NAME, cookie:NAME or query:NAME");
   }
-  if (const auto* node = read["hash_balance_factor"]; node != nullptr && u.hash_balance_factor != 0 && u.hash_balance_factor < 1.0)
-    r.error(*node, path + ".hash_balance_factor", "must be 0 (off) or at least 1.0");
   // Keys that only one balance policy reads: accepted under another, but said to have no effect.
   if (u.balance == Balance::hash) return;
   for (const std::string_view key : {"hash_key", "hash_balance_factor"})
@@ -120,9 +130,7 @@ void read_discover(Reader& r, const toml::table& table, const std::string& path,
     r.check_keys(*discover, p, discover_rows);
     return;
   }
-  const Read read = r.walk(*discover, p, discover_rows, &u);
-  if (const auto* srv = read["srv"]; srv != nullptr && !all_of_chars(u.discover_srv, dns_name_char))
-    r.error(*srv, p + ".srv", "'" + u.discover_srv + "' is not a DNS name");
+  r.walk(*discover, p, discover_rows, &u);
   r.record(*discover, p, discover_rows, &u);
 }
 
@@ -157,9 +165,6 @@ std::optional<S> read_server_entry(Reader& r, const toml::table& table, const st
   S server;
   server.where = location_of(table);
   const Read read = r.walk(table, path, server_rows, &server);
-  if (const auto* name = read["name"]; name != nullptr && !all_of_chars(server.name, server_name_char))
-    r.error(*name, path + ".name",
-            "server name '" + server.name + "' may use only letters, digits, '-', '_', '.' and ':'");
   if (const auto* interval = read["resolve_interval"]; interval != nullptr && !server.resolve)
     r.warn(*interval, path + ".resolve_interval", "has no effect without resolve = true");
   r.record(table, path, server_rows, &server);

@@ -281,6 +281,13 @@ Read Reader::walk(const toml::table& table, const std::string& path, KeyTable sp
   std::vector<const toml::node*> nodes;
   nodes.reserve(spec.size());
   for (const auto& k : spec) nodes.push_back(walk_one(table, child_path(path, k.name), k, object));
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const auto& k = spec[i];
+    if (k.check == nullptr || (nodes[i] == nullptr && (!k.check_always || table.contains(k.name)))) continue;
+    if (auto message = k.check(object); !message.empty())
+      error(nodes[i] != nullptr ? *nodes[i] : static_cast<const toml::node&>(table), child_path(path, k.name),
+            std::move(message));
+  }
   return Read(spec, std::move(nodes));
 }
 

@@ -45,6 +45,11 @@ struct KeySpec {
   std::span<const std::string_view> words;  // choice: the values, in the order of the member's enum
   std::string_view kind;                    // choice: "log level" in "unknown log level 'x'"
   std::string_view below_min_hint;          // integer: appended to the message of a too small value
+  // A rule on the value read (it may read the section's other members): "" when it holds, else
+  // the message, reported at the key. Runs when the key is in the file and valid; with
+  // `check_always`, also at the default (reported at the section).
+  std::string (*check)(const void*) = nullptr;
+  bool check_always = false;
 
   constexpr KeySpec restart() const {
     KeySpec k = *this;
@@ -54,6 +59,12 @@ struct KeySpec {
   constexpr KeySpec hint(std::string_view text) const {
     KeySpec k = *this;
     k.below_min_hint = text;
+    return k;
+  }
+  constexpr KeySpec rule(std::string (*f)(const void*), bool always = false) const {
+    KeySpec k = *this;
+    k.check = f;
+    k.check_always = always;
     return k;
   }
   constexpr KeySpec at_most(Duration d) const {
