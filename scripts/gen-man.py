@@ -73,6 +73,9 @@ def markdown(md, skip_title=True):
         if l.startswith("# ") and skip_title:
             i += 1
             continue
+        if l.startswith("<!--"):  # a marker for generators, not text
+            i += 1
+            continue
         if l.startswith("```"):
             j = i + 1
             out += [".PP", ".nf", ".RS 4"]

@@ -275,10 +275,7 @@ std::optional<AdminTarget> admin_target(const Options& o,
         o.config.c_str());
     return std::nullopt;
   } else {
-    target.address = cfg->admin.listen;
-    // A wildcard listener is reached over loopback.
-    if (target.address.host == "0.0.0.0") target.address.host = "127.0.0.1";
-    if (target.address.host == "::") target.address.host = "::1";
+    target.address = cfg->admin.listen.reachable();
   }
   const std::string token_file = !o.token_file.empty() ? o.token_file
                                  : cfg                 ? cfg->admin.token_file

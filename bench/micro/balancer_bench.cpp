@@ -51,7 +51,7 @@ Fixture& fixture(const std::string& policy, std::size_t n, Variant variant) {
   }
   switch (variant) {
     case Variant::plain:
-      f->balancer = make_balancer(policy, f->raw, BalancerOptions{});
+      f->balancer = make_balancer(*config::from_name<config::Balance>(policy), f->raw, BalancerOptions{});
       break;
     case Variant::scan:
       f->balancer = std::make_unique<LeastConn>(f->raw, LeastConn::Mode::scan);
@@ -60,7 +60,7 @@ Fixture& fixture(const std::string& policy, std::size_t n, Variant variant) {
       f->balancer = std::make_unique<LeastConn>(f->raw, LeastConn::Mode::two_choices);
       break;
     case Variant::bounded:
-      f->balancer = make_balancer(policy, f->raw, BalancerOptions{.hash_balance_factor = 1.25});
+      f->balancer = make_balancer(*config::from_name<config::Balance>(policy), f->raw, BalancerOptions{.hash_balance_factor = 1.25});
       break;
   }
   return *f;

@@ -1,4 +1,5 @@
 #include "sluice/balancer/hash.hpp"
+#include "sluice/balancer/registry.hpp"
 
 #include <algorithm>
 #include <array>
@@ -273,6 +274,12 @@ std::vector<std::uint32_t> ConsistentHash::candidates(std::uint64_t hash) const 
     return false;
   });
   return out;
+}
+
+template <>
+std::unique_ptr<Balancer> make_policy<config::Balance::hash>(std::span<Endpoint* const> endpoints,
+                                                             const BalancerOptions& options) {
+  return std::make_unique<ConsistentHash>(endpoints, options.hash_balance_factor, options.workers);
 }
 
 }  // namespace sluice

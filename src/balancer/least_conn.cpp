@@ -1,4 +1,5 @@
 #include "sluice/balancer/least_conn.hpp"
+#include "sluice/balancer/registry.hpp"
 
 #include <algorithm>
 
@@ -100,6 +101,12 @@ Pick LeastConn::two_choices(const PickContext& ctx, std::uint64_t seed) const no
     if (use_b) return Pick{b};
   }
   return scan(ctx, seed).pick;
+}
+
+template <>
+std::unique_ptr<Balancer> make_policy<config::Balance::least_conn>(std::span<Endpoint* const> endpoints,
+                                                                   const BalancerOptions& options) {
+  return std::make_unique<LeastConn>(endpoints, LeastConn::Mode::automatic, options.workers);
 }
 
 }  // namespace sluice

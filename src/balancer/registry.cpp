@@ -1,59 +1,37 @@
 #include "sluice/balancer/registry.hpp"
 
-#include <algorithm>
 #include <array>
+#include <utility>
 
 #include "sluice/balancer/backup.hpp"
-#include "sluice/balancer/hash.hpp"
-#include "sluice/balancer/least_conn.hpp"
-#include "sluice/balancer/round_robin.hpp"
-#include "sluice/balancer/weighted.hpp"
-#include "sluice/config/config.hpp"
-#include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 
-namespace {
+namespace registry_detail {
 
-constexpr auto& names = config::balance_policies;
+using Factory = std::unique_ptr<Balancer> (*)(std::span<Endpoint* const>, const BalancerOptions&);
 
-bool equal_weights(std::span<Endpoint* const> endpoints) {
-  return std::all_of(endpoints.begin(), endpoints.end(),
-                     [&](const Endpoint* e) { return e->weight() == endpoints.front()->weight(); });
+template <std::size_t... I>
+constexpr std::array<Factory, sizeof...(I)> factories_of(std::index_sequence<I...>) {
+  return {&make_policy<static_cast<config::Balance>(I)>...};
 }
 
-std::unique_ptr<Balancer> make_policy(std::string_view policy, std::span<Endpoint* const> endpoints,
-                                      const BalancerOptions& options) {
-  const auto workers = options.workers;
-  if (policy == "round_robin" && equal_weights(endpoints) && !options.slow_start)
-    return std::make_unique<RoundRobin>(endpoints, workers);
-  if (policy == "round_robin" || policy == "weighted")
-    return std::make_unique<WeightedRoundRobin>(endpoints, workers);
-  if (policy == "least_conn")
-    return std::make_unique<LeastConn>(endpoints, LeastConn::Mode::automatic, workers);
-  if (policy == "hash")
-    return std::make_unique<ConsistentHash>(endpoints, options.hash_balance_factor, workers);
-  return nullptr;
-}
+// Indexed by config::Balance: one factory per policy the loader accepts.
+constexpr auto factories =
+    factories_of(std::make_index_sequence<config::Words<config::Balance>::words.size()>());
 
-}  // namespace
+}  // namespace registry_detail
 
-std::span<const std::string_view> policy_names() { return names; }
-
-std::unique_ptr<Balancer> make_balancer(std::string_view policy,
-                                        std::span<Endpoint* const> endpoints,
+std::unique_ptr<Balancer> make_balancer(config::Balance policy, std::span<Endpoint* const> endpoints,
                                         const BalancerOptions& options) {
-  if (std::find(names.begin(), names.end(), policy) == names.end()) return nullptr;
-  if (!BackupAware::any_backup(endpoints)) return make_policy(policy, endpoints, options);
-  return std::make_unique<BackupAware>(endpoints, [&](std::span<Endpoint* const> tier) {
-    return make_policy(policy, tier, options);
-  });
+  const auto factory = registry_detail::factories[static_cast<std::size_t>(policy)];
+  if (!BackupAware::any_backup(endpoints)) return factory(endpoints, options);
+  return std::make_unique<BackupAware>(endpoints,
+                                       [&](std::span<Endpoint* const> tier) { return factory(tier, options); });
 }
 
-std::unique_ptr<Balancer> make_balancer(std::string_view policy,
-                                        std::span<Endpoint* const> endpoints,
-                                        const config::UpstreamConfig& config,
-                                        unsigned workers) {
+std::unique_ptr<Balancer> make_balancer(config::Balance policy, std::span<Endpoint* const> endpoints,
+                                        const config::UpstreamConfig& config, unsigned workers) {
   return make_balancer(policy, endpoints,
                        BalancerOptions{.hash_balance_factor = config.hash_balance_factor,
                                        .slow_start = config.slow_start.count() != 0,

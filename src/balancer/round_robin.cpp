@@ -1,5 +1,9 @@
 #include "sluice/balancer/round_robin.hpp"
+#include "sluice/balancer/registry.hpp"
 
+#include <algorithm>
+
+#include "sluice/balancer/weighted.hpp"
 #include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
@@ -26,6 +30,16 @@ Pick RoundRobin::pick(const PickContext& ctx) {
   }
   if (!retry) cursor.store(start + 1, std::memory_order_relaxed);
   return {};
+}
+
+// With equal weights and no slow start the plain rotation; otherwise the weighted schedule.
+template <>
+std::unique_ptr<Balancer> make_policy<config::Balance::round_robin>(std::span<Endpoint* const> endpoints,
+                                                                   const BalancerOptions& options) {
+  const bool equal = std::all_of(endpoints.begin(), endpoints.end(),
+                                 [&](const Endpoint* e) { return e->weight() == endpoints.front()->weight(); });
+  if (equal && !options.slow_start) return std::make_unique<RoundRobin>(endpoints, options.workers);
+  return std::make_unique<WeightedRoundRobin>(endpoints, options.workers);
 }
 
 }  // namespace sluice

@@ -1,4 +1,5 @@
 #include "sluice/balancer/weighted.hpp"
+#include "sluice/balancer/registry.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -191,6 +192,12 @@ std::vector<std::uint32_t> WeightedRoundRobin::schedule() const {
   for (std::uint32_t i = 0; i < length; ++i)
     out.push_back(schedule.slots[i].load(std::memory_order_relaxed));
   return out;
+}
+
+template <>
+std::unique_ptr<Balancer> make_policy<config::Balance::weighted>(std::span<Endpoint* const> endpoints,
+                                                                 const BalancerOptions& options) {
+  return std::make_unique<WeightedRoundRobin>(endpoints, options.workers);
 }
 
 }  // namespace sluice

@@ -16,6 +16,12 @@ namespace {
 constexpr std::string_view hash_key_kinds[] = {"client_ip", "uri", "header", "cookie", "query"};
 }  // namespace
 
+HostPort HostPort::reachable() const {
+  if (host == "0.0.0.0") return {"127.0.0.1", port};
+  if (host == "::") return {"::1", port};
+  return *this;
+}
+
 std::optional<HashKeySpec> HashKeySpec::parse(std::string_view text) {
   const auto colon = text.find(':');
   const auto kind = text.substr(0, colon);

@@ -112,8 +112,9 @@ tcp::endpoint probe_address(const ProbeTarget& target, const config::HealthCheck
 std::string probe_request(const ProbeTarget& target, const config::HealthCheckConfig& config) {
   const std::string& host = config.host.empty() ? target.endpoint->address_text() : config.host;
   std::string r;
-  r.reserve(config.method.size() + config.path.size() + host.size() + 80);
-  r.append(config.method).append(" ").append(config.path).append(" HTTP/1.1\r\n");
+  const std::string_view method = config::name_of(config.method);
+  r.reserve(method.size() + config.path.size() + host.size() + 80);
+  r.append(method).append(" ").append(config.path).append(" HTTP/1.1\r\n");
   r.append("Host: ").append(host).append("\r\n");
   // HTTP/1.1 is persistent by default (RFC 9112 §9.3); said anyway for HTTP/1.0-minded origins.
   r.append("User-Agent: sluice-health\r\nConnection: keep-alive\r\n\r\n");
@@ -140,7 +141,7 @@ void Prober::set_upstream(const std::string& name, const config::HealthCheckConf
   update_pacer();
   auto settings = std::make_shared<Settings>();
   settings->config = config;
-  settings->head = config.method == "HEAD";
+  settings->head = config.method == config::ProbeMethod::head;
 
   auto& current = upstreams_[name];
   std::vector<std::shared_ptr<Server>> next;

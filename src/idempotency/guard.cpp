@@ -146,13 +146,8 @@ std::shared_ptr<const Guard> make_guard(const config::UpstreamConfig& upstream, 
   if (!backing) {
     backing = std::make_shared<Backing>();
     backing->store_name = c.store;
-    if (c.store == "memory") {
-      backing->store = std::make_shared<MemoryStore>(clock, c.memory_limit);
-    } else {
-      const auto address = parse_redis_url(c.store);
-      if (!address.ok) throw std::runtime_error("upstream " + upstream.name + ": idempotency store: " + address.why);
-      backing->store = std::make_shared<RedisStore>(address, c.store_timeout);
-    }
+    if (c.redis) backing->store = std::make_shared<RedisStore>(*c.redis, c.store_timeout);
+    else backing->store = std::make_shared<MemoryStore>(clock, c.memory_limit);
     known[identity] = backing;
   }
   for (auto it = known.begin(); it != known.end();) it = it->second.expired() ? known.erase(it) : std::next(it);
@@ -175,7 +170,7 @@ void Ticket::set_store_key(const http::RequestHead& head, std::string_view scope
   Sha256 h;
   h.part(guard_->upstream());
   for (const auto& s : guard_->config().scope)
-    h.part(s == "client_ip" ? scope_ip : head.value(std::string_view(s).substr(s.find(':') + 1)));
+    h.part(s.kind == idempotency::ScopePart::Kind::client_ip ? scope_ip : head.value(s.header));
   h.part(key_header_);
   store_key_.assign(key_prefix).append(hex(h.finish()));
 }

@@ -447,7 +447,7 @@ std::string RuntimeControl::status_json() {
   for (const auto& u : snapshot->upstreams) {
     json::object uo;
     uo["name"] = u->name();
-    uo["balance"] = u->config().balance;
+    uo["balance"] = config::name_of(u->config().balance);
     uo["queued"] = u->queue().size();
     json::array servers;
     const auto discovered = hooks_.discovery_status ? hooks_.discovery_status(u->name()) : json::array();

@@ -96,7 +96,7 @@ std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
     servers.reserve(u->endpoints().size());
     for (const Endpoint* ep : u->endpoints()) servers.push_back(server_row(*ep, history, now));
     upstreams.push_back(json::object{{"name", u->name()},
-                                     {"balance", u->config().balance},
+                                     {"balance", config::name_of(u->config().balance)},
                                      {"servers", std::move(servers)},
                                      {"history", chart(history.seconds(u->name()), query.after_tick)}});
   }

@@ -53,7 +53,7 @@ struct Model {
     }
     config::UpstreamConfig plain = u;
     plain.hash_balance_factor = 0;  // load-free model: where keys live, not where they spill
-    balancer = make_balancer("hash", raw, plain);
+    balancer = make_balancer(config::Balance::hash, raw, plain);
   }
   std::string owner(std::uint64_t hash) const {
     PickContext ctx;
@@ -96,6 +96,30 @@ void diff_keys(const config::Config& a, const config::Config& b, std::vector<std
   for (const auto& ok : a.keys)
     if (!compared_by_identity(ok.path) && on_both_sides(ok.path) && b.find_key(ok.path) == nullptr)
       out.push_back("- " + ok.path + " (was " + ok.value + ")" + restart(ok));
+}
+
+// Keys of the routes both sides have (matched by host and path_prefix), key by key: "~ route
+// */api/ request_headers: OLD -> NEW". What the route's own line shows (its match, upstream and
+// admission) is left to the "- route" / "+ route" pair.
+void diff_route_keys(const config::Config& a, const config::Config& b, std::vector<std::string>& out) {
+  const auto shown_by_route_line = [](std::string_view key) {
+    return key == "host" || key == "path_prefix" || key == "upstream" || key == "allow" || key == "deny";
+  };
+  for (std::size_t j = 0; j < b.routes.size(); ++j) {
+    const auto label = config::route_label(b.routes[j].host, b.routes[j].path_prefix);
+    std::size_t i = 0;
+    while (i < a.routes.size() && config::route_label(a.routes[i].host, a.routes[i].path_prefix) != label) ++i;
+    if (i == a.routes.size()) continue;
+    const std::string new_prefix = "route[" + std::to_string(j) + "].";
+    const std::string old_prefix = "route[" + std::to_string(i) + "].";
+    for (const auto& nk : b.keys) {
+      if (!nk.path.starts_with(new_prefix)) continue;
+      const std::string_view key = std::string_view(nk.path).substr(new_prefix.size());
+      const auto* ok = a.find_key(old_prefix + std::string(key));
+      if (ok != nullptr && ok->value != nk.value && !shown_by_route_line(key))
+        out.push_back("~ route " + label + " " + std::string(key) + ": " + ok->value + " -> " + nk.value);
+    }
+  }
 }
 
 std::string percent(double share) {
@@ -164,7 +188,8 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
       continue;
     }
     const std::string prefix = "upstream " + nu.name + ": ";
-    if (ou->balance != nu.balance) out.push_back(prefix + "balance " + ou->balance + " -> " + nu.balance);
+    if (ou->balance != nu.balance) out.push_back(prefix + "balance " + std::string(config::name_of(ou->balance)) + " -> " +
+                                               std::string(config::name_of(nu.balance)));
     for (const auto& os : ou->servers)
       if (find_server(nu, os.identity()) == nullptr) out.push_back(prefix + "- server " + os.identity());
     for (const auto& ns : nu.servers) {
@@ -188,7 +213,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
       if (os->backup != ns.backup)
         out.push_back(prefix + "~ server " + ns.identity() + (ns.backup ? " becomes a backup" : " becomes a primary"));
     }
-    if (nu.balance == "hash" && ou->balance == "hash") {
+    if (nu.balance == config::Balance::hash && ou->balance == config::Balance::hash) {
       const auto share = hash_moved_share(*ou, nu);
       if (share > 0) out.push_back(prefix + "hash: " + percent(share) + " of keys move to another server");
     }
@@ -208,6 +233,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
     for (const auto& r : a.routes) old |= route_text(r) == route_text(n);
     if (!old) out.push_back("+ route " + route_text(n));
   }
+  diff_route_keys(a, b, out);
   return out;
 }
 

@@ -241,8 +241,8 @@ void apply_logging(Runtime::State& s, const config::LogSection& was, const confi
   }
   if (now.error_format != was.error_format) set_error_format(now.error_format);
   if (now.level != was.level) {
-    spdlog::default_logger()->set_level(spdlog::level::from_str(now.level));
-    spdlog::info("log level {} -> {}", was.level, now.level);
+    spdlog::default_logger()->set_level(spdlog_level(now.level));
+    spdlog::info("log level {} -> {}", config::name_of(was.level), config::name_of(now.level));
   }
   if (now.access != was.access) {
     s.access_log->set_format(now.access);

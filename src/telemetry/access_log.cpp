@@ -391,10 +391,21 @@ std::shared_ptr<LogSink>& error_sink() {
 
 }  // namespace
 
+spdlog::level::level_enum spdlog_level(config::LogLevel level) {
+  switch (level) {
+    case config::LogLevel::trace: return spdlog::level::trace;
+    case config::LogLevel::debug: return spdlog::level::debug;
+    case config::LogLevel::info: return spdlog::level::info;
+    case config::LogLevel::warn: return spdlog::level::warn;
+    case config::LogLevel::error: return spdlog::level::err;
+  }
+  return spdlog::level::info;
+}
+
 void configure_error_log(const config::LogSection& log) {
   auto sink = std::make_shared<LogSink>(log.error_file, 2);
   auto logger = std::make_shared<spdlog::logger>("sluice", sink);
-  logger->set_level(spdlog::level::from_str(log.level));
+  logger->set_level(spdlog_level(log.level));
   logger->flush_on(spdlog::level::info);
   error_sink() = sink;
   spdlog::set_default_logger(logger);

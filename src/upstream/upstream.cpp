@@ -23,10 +23,9 @@ Upstream::Upstream(config::UpstreamConfig config, std::vector<std::shared_ptr<En
   raw_.reserve(endpoints_.size());
   for (const auto& e : endpoints_) raw_.push_back(e.get());
   balancer_ = make_balancer(config_.balance, raw_, config_, workers);
-  if (config_.balance == "hash") hash_key_.emplace(config_.hash_key);
+  if (config_.balance == config::Balance::hash) hash_key_.emplace(config_.hash_key);
   unserved_ = unserved ? std::move(unserved)
                        : std::shared_ptr<EndpointCounters[]>(new EndpointCounters[Endpoint::max_worker_slots]);
-  if (!balancer_) throw std::runtime_error("unknown balance policy '" + config_.balance + "'");
   if (config_.any_tls())
     tls_ = std::make_shared<tls::ClientContext>(tls::ClientSettings{
         config_.tls_verify, config_.tls_ca_file, config_.tls_cert, config_.tls_key});
@@ -56,7 +55,7 @@ void WaitQueue::leave(std::uint64_t ticket) {
 
 health::HealthPolicy health_policy(const config::UpstreamConfig& c) {
   health::HealthPolicy p;
-  if (c.health) p.active = health::ActivePolicy{c.health->rise, c.health->fall, c.health->initially_up};
+  if (c.health) p.active = health::ActivePolicy{c.health->rise, c.health->fall, c.health->initial_state == config::InitialState::up};
   if (c.passive.max_fails != 0) {
     p.passive = health::PassivePolicy{c.passive.max_fails, c.passive.fail_timeout,
                                       c.passive.max_ejection_time};

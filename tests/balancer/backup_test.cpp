@@ -39,7 +39,7 @@ class BackupPolicies : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BackupPolicies, BackupsGetNothingWhileAPrimaryIsAvailable) {
   auto p = mixed_pool();
-  auto b = make_balancer(GetParam(), p.span(), BalancerOptions{});
+  auto b = make_balancer(*config::from_name<config::Balance>(GetParam()), p.span(), BalancerOptions{});
   ASSERT_NE(dynamic_cast<BackupAware*>(b.get()), nullptr);
   Seq seq;
   for (int i = 0; i < 100; ++i) seq.push_back(b->pick(context_for(GetParam(), i)).index);
@@ -55,7 +55,7 @@ TEST_P(BackupPolicies, BackupsGetNothingWhileAPrimaryIsAvailable) {
 
 TEST_P(BackupPolicies, BackupsTakeEverythingWhenNoPrimaryIsAvailable) {
   auto p = mixed_pool();
-  auto b = make_balancer(GetParam(), p.span(), BalancerOptions{});
+  auto b = make_balancer(*config::from_name<config::Balance>(GetParam()), p.span(), BalancerOptions{});
   p[0].set_state(ServerState::down);
   p[2].set_draining(true);
   Seq seq;
@@ -73,7 +73,7 @@ TEST_P(BackupPolicies, BackupsTakeEverythingWhenNoPrimaryIsAvailable) {
 
 TEST_P(BackupPolicies, RetryAfterEveryPrimaryGoesToABackup) {
   auto p = mixed_pool();
-  auto b = make_balancer(GetParam(), p.span(), BalancerOptions{});
+  auto b = make_balancer(*config::from_name<config::Balance>(GetParam()), p.span(), BalancerOptions{});
   TriedSet tried;
   auto ctx = context_for(GetParam(), 1);
   ctx.tried = &tried;
@@ -92,7 +92,7 @@ TEST_P(BackupPolicies, RetryAfterEveryPrimaryGoesToABackup) {
 
 TEST_P(BackupPolicies, PrimariesAtMaxConnsSpillToBackups) {
   auto p = mixed_pool();
-  auto b = make_balancer(GetParam(), p.span(), BalancerOptions{});
+  auto b = make_balancer(*config::from_name<config::Balance>(GetParam()), p.span(), BalancerOptions{});
   p[0].set_max_conns(1);
   p[2].set_max_conns(1);
   p[0].begin_request();
@@ -105,7 +105,7 @@ TEST_P(BackupPolicies, OnlyBackupsConfigured) {
   TestPool p(2);
   p[0].set_backup(true);
   p[1].set_backup(true);
-  auto b = make_balancer(GetParam(), p.span(), BalancerOptions{});
+  auto b = make_balancer(*config::from_name<config::Balance>(GetParam()), p.span(), BalancerOptions{});
   const auto c = counts(Seq{b->pick(context_for(GetParam(), 0)).index,
                             b->pick(context_for(GetParam(), 1)).index},
                         p.size());
@@ -114,7 +114,7 @@ TEST_P(BackupPolicies, OnlyBackupsConfigured) {
 
 TEST_P(BackupPolicies, PanicIgnoresHealthButNotDrainingLimitsOrTried) {
   auto p = mixed_pool();
-  auto b = make_balancer(GetParam(), p.span(), BalancerOptions{});
+  auto b = make_balancer(*config::from_name<config::Balance>(GetParam()), p.span(), BalancerOptions{});
   for (std::size_t i = 0; i < p.size(); ++i) p[i].set_state(ServerState::down);
   EXPECT_FALSE(b->pick(context_for(GetParam(), 0)));
   // when_all_down = "panic": the forwarder asks again with panic set; primaries come first.
@@ -136,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(EveryPolicy, BackupPolicies,
 
 TEST(Backup, RoundRobinTiersKeepTheirOwnOrder) {
   auto p = mixed_pool();
-  auto b = make_balancer("round_robin", p.span(), BalancerOptions{});
+  auto b = make_balancer(config::Balance::round_robin, p.span(), BalancerOptions{});
   EXPECT_EQ(picks(*b, 4), (Seq{0, 2, 0, 2}));
   p[0].set_state(ServerState::down);
   p[2].set_state(ServerState::down);
@@ -145,8 +145,8 @@ TEST(Backup, RoundRobinTiersKeepTheirOwnOrder) {
 
 TEST(Backup, WithoutBackupsThePolicyIsNotWrapped) {
   TestPool p(3);
-  for (const auto name : policy_names()) {
-    auto b = make_balancer(name, p.span(), BalancerOptions{});
+  for (const auto name : config::Words<config::Balance>::words) {
+    auto b = make_balancer(*config::from_name<config::Balance>(name), p.span(), BalancerOptions{});
     ASSERT_NE(b, nullptr) << name;
     EXPECT_EQ(dynamic_cast<BackupAware*>(b.get()), nullptr) << name;
   }
@@ -154,7 +154,7 @@ TEST(Backup, WithoutBackupsThePolicyIsNotWrapped) {
 
 TEST(BackupConcurrency, ThreadsWhilePrimariesComeAndGo) {
   auto p = mixed_pool();
-  auto b = make_balancer("weighted", p.span(), BalancerOptions{});
+  auto b = make_balancer(config::Balance::weighted, p.span(), BalancerOptions{});
   std::atomic<bool> done{false};
   std::thread control([&] {
     for (int k = 0; !done.load(std::memory_order_relaxed); ++k) {
@@ -170,14 +170,15 @@ TEST(BackupConcurrency, ThreadsWhilePrimariesComeAndGo) {
 }
 
 TEST(Registry, KnowsEveryPolicy) {
-  const std::vector<std::string_view> names(policy_names().begin(), policy_names().end());
+  const auto& words = config::Words<config::Balance>::words;
+  const std::vector<std::string_view> names(words.begin(), words.end());
   EXPECT_EQ(names,
             (std::vector<std::string_view>{"round_robin", "weighted", "least_conn", "hash"}));
+  EXPECT_EQ(config::from_name<config::Balance>("random"), std::nullopt);
   TestPool p(2);
-  EXPECT_EQ(make_balancer("random", p.span(), BalancerOptions{}), nullptr);
   config::UpstreamConfig cfg;
-  cfg.balance = "hash";
-  EXPECT_NE(make_balancer(cfg.balance, p.span(), cfg), nullptr);
+  cfg.balance = config::Balance::hash;
+  EXPECT_NE(dynamic_cast<ConsistentHash*>(make_balancer(cfg.balance, p.span(), cfg).get()), nullptr);
 }
 
 // c = 1: no server may go above the mean (rounded up), so 8 requests of one hot key over 4
@@ -192,7 +193,7 @@ void expect_hot_key_spread_evenly(Balancer& b, TestPool& p) {
 
 TEST(Registry, PassesTheHashBalanceFactor) {
   TestPool p(4);
-  auto b = make_balancer("hash", p.span(), BalancerOptions{.hash_balance_factor = 1.0});
+  auto b = make_balancer(config::Balance::hash, p.span(), BalancerOptions{.hash_balance_factor = 1.0});
   expect_hot_key_spread_evenly(*b, p);
 }
 
@@ -200,7 +201,7 @@ TEST(Registry, ReadsTheHashBalanceFactorFromTheUpstreamConfig) {
   TestPool p(4);
   config::UpstreamConfig cfg;
   cfg.hash_balance_factor = 1.0;
-  auto b = make_balancer("hash", p.span(), cfg);
+  auto b = make_balancer(config::Balance::hash, p.span(), cfg);
   expect_hot_key_spread_evenly(*b, p);
 }
 

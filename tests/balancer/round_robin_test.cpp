@@ -19,12 +19,12 @@ using balancer_test::picks;
 // sequence, the same as balance = "weighted"; equal weights the plain rotation.
 TEST(RoundRobin, HonoursWeightsWithTheSmoothSequence) {
   Pool p({5, 1, 1});
-  auto rr = make_balancer("round_robin", p.span(), BalancerOptions{});
+  auto rr = make_balancer(config::Balance::round_robin, p.span(), BalancerOptions{});
   ASSERT_NE(rr, nullptr);
   // a a b a c a a, twice.
   EXPECT_EQ(picks(*rr, 14), (std::vector<std::uint32_t>{0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0}));
   Pool equal(3);
-  auto plain = make_balancer("round_robin", equal.span(), BalancerOptions{});
+  auto plain = make_balancer(config::Balance::round_robin, equal.span(), BalancerOptions{});
   EXPECT_NE(dynamic_cast<RoundRobin*>(plain.get()), nullptr);
   EXPECT_EQ(picks(*plain, 4), (std::vector<std::uint32_t>{0, 1, 2, 0}));
 }

@@ -67,7 +67,7 @@ TEST(ConfigFiles, DemoConfigIsTheDocumentedOne) {
   ASSERT_EQ(config.upstreams.size(), 1u);
   const UpstreamConfig& app = config.upstreams[0];
   EXPECT_EQ(app.name, "app");
-  EXPECT_EQ(app.balance, "round_robin");
+  EXPECT_EQ(app.balance, Balance::round_robin);
   ASSERT_EQ(app.servers.size(), 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(app.servers[i].name, "app-" + std::to_string(i + 1));

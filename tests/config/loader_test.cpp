@@ -83,7 +83,7 @@ servers = []
   EXPECT_EQ(c.server.max_body_bytes, 0u);
   EXPECT_EQ(c.server.max_connections, 500u);
 
-  EXPECT_EQ(c.log.level, "debug");
+  EXPECT_EQ(c.log.level, LogLevel::debug);
   EXPECT_EQ(c.log.access, AccessLogFormat::json);
 
   EXPECT_TRUE(c.admin.enabled);
@@ -104,7 +104,7 @@ servers = []
   const UpstreamConfig& web = c.upstreams[0];
   EXPECT_EQ(web.name, "web");
   EXPECT_EQ(web.where.line, 29);
-  EXPECT_EQ(web.balance, "round_robin");
+  EXPECT_EQ(web.balance, Balance::round_robin);
   EXPECT_EQ(web.connect_timeout, milliseconds(250));
   EXPECT_EQ(web.response_timeout, std::chrono::hours(1));
   EXPECT_EQ(web.keepalive, 0u);
@@ -142,14 +142,14 @@ TEST(ConfigLoader, AbsentKeysKeepTheDefaults) {
   EXPECT_EQ(c.server.max_body_bytes, 100 * MiB);
   EXPECT_EQ(c.server.max_connections, 10000u);
   EXPECT_TRUE(c.server.defer_accept);  // the kernel holds a connection until it speaks
-  EXPECT_EQ(c.log.level, "info");
+  EXPECT_EQ(c.log.level, LogLevel::info);
   EXPECT_EQ(c.log.access, AccessLogFormat::text);
   EXPECT_FALSE(c.admin.enabled);
   EXPECT_TRUE(c.routes.empty());
   ASSERT_EQ(c.upstreams.size(), 1u);
   const UpstreamConfig& app = c.upstreams[0];
   EXPECT_EQ(app.name, "app");
-  EXPECT_EQ(app.balance, "round_robin");
+  EXPECT_EQ(app.balance, Balance::round_robin);
   EXPECT_EQ(app.connect_timeout, seconds(1));
   EXPECT_EQ(app.response_timeout, seconds(30));
   EXPECT_EQ(app.keepalive, 32u);

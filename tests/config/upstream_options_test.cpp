@@ -61,7 +61,7 @@ drain = true
 )");
   ASSERT_TRUE(r.ok()) << (r.errors.empty() ? "" : r.errors[0].to_string());
   const auto& u = r.config->upstreams.at(0);
-  EXPECT_EQ(u.balance, "hash");
+  EXPECT_EQ(u.balance, Balance::hash);
   EXPECT_EQ(u.hash_key.to_string(), "cookie:session");
   EXPECT_DOUBLE_EQ(u.hash_balance_factor, 1.25);
   EXPECT_EQ(u.queue_size, 5u);
@@ -70,7 +70,7 @@ drain = true
   EXPECT_TRUE(u.panic_when_all_down);
   ASSERT_TRUE(u.health);
   EXPECT_EQ(u.health->path, "/ready");
-  EXPECT_EQ(u.health->method, "GET");
+  EXPECT_EQ(u.health->method, ProbeMethod::get);
   EXPECT_EQ(u.health->host, "app.internal");
   EXPECT_EQ(u.health->port, 9100);
   EXPECT_EQ(u.health->interval, seconds(5));
@@ -80,7 +80,7 @@ drain = true
   EXPECT_EQ(u.health->expect_status.to_string(), "200,204,300-399");
   EXPECT_EQ(u.health->expect_body, "ok");
   EXPECT_DOUBLE_EQ(u.health->jitter, 0.2);
-  EXPECT_FALSE(u.health->initially_up);
+  EXPECT_EQ(u.health->initial_state, InitialState::down);
   EXPECT_EQ(u.passive.max_fails, 5u);
   EXPECT_EQ(u.passive.fail_timeout, seconds(20));
   EXPECT_EQ(u.passive.max_ejection_time, seconds(60));

@@ -146,7 +146,7 @@ protected:
     auto e = std::make_shared<Endpoint>(
         "s1", config::HostPort{"127.0.0.1", address.port()}, address, 1);
     HealthPolicy policy;
-    policy.active = ActivePolicy{c.rise, c.fall, c.initially_up};
+    policy.active = ActivePolicy{c.rise, c.fall, c.initial_state == config::InitialState::up};
     return {e, std::make_unique<ServerHealth>(*e, policy, nullptr, steady_clock())};
   }
   static std::vector<ProbeTarget> targets(const Server& s) {
@@ -289,7 +289,7 @@ TEST_F(HealthProberTest, RecoversAfterRisePasses) {
 TEST_F(HealthProberTest, HeadProbeExpectsNoBodyAndKeepsTheConnection) {
   origin.body = "a body the HEAD answer announces but does not send";
   auto c = fast();
-  c.method = "HEAD";
+  c.method = config::ProbeMethod::head;
   c.path = "/ping?deep=1";
   auto s = server(origin.address(), c);
   prober.set_upstream("app", c, targets(s));

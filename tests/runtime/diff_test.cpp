@@ -135,6 +135,21 @@ TEST(ConfigDiff, RouteAdmissionChangesShow) {
                                       "+ route */ -> app (deny 10.0.0.0/8, rate 2/1000ms burst 4 key client_ip)"}));
 }
 
+// A route's header rules, rewrite or error pages are keys like any other: a change to them alone
+// is listed, under the route's host and path_prefix (not its index, which a reorder changes).
+TEST(ConfigDiff, ARouteKeyChangeAloneIsListed) {
+  const std::string other = "[[route]]\npath_prefix = \"/other/\"\nupstream = \"app\"\n";
+  const std::string api = "[[route]]\npath_prefix = \"/api/\"\nupstream = \"app\"\n";
+  const auto old = load(servers({{"a", 1}}) + api + "request_headers = { set = { \"X-Env\" = \"a\" } }\n" + other);
+  const auto next = load(servers({{"a", 1}}) + other + api + "request_headers = { set = { \"X-Env\" = \"b\" } }\n" +
+                         "strip_prefix = true\n");
+  EXPECT_EQ(config_diff(old, next),
+            (std::vector<std::string>{
+                "~ route */api/ request_headers: { set = { \"X-Env\" = \"a\" }, add = {  }, remove = [] } -> "
+                "{ set = { \"X-Env\" = \"b\" }, add = {  }, remove = [] }",
+                "~ route */api/ strip_prefix: false -> true"}));
+}
+
 TEST(ConfigDiff, HashUpstreamReportsTheShareOfKeysThatMove) {
   const char* hash = "balance = \"hash\"";
   std::initializer_list<std::pair<const char*, int>> ten = {{"s0", 1}, {"s1", 1}, {"s2", 1}, {"s3", 1}, {"s4", 1},

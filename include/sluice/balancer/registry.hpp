@@ -1,18 +1,18 @@
 #pragma once
-// Policy name -> factory, one per name in config::balance_policies (what the loader accepts).
+// config::Balance -> factory. Each policy's own file defines its factory (make_policy<B>, below);
+// the registry's table has one entry per value of config::Balance, filled from those, so adding a
+// policy touches its file, its test and its row in config::Balance, nothing else.
 //
 // Backups are handled here for every policy: when an endpoint is flagged backup, the policy is
 // wrapped in BackupAware (see backup.hpp); otherwise the bare policy is returned.
 #include <memory>
 #include <span>
-#include <string_view>
 
 #include "sluice/balancer/balancer.hpp"
+#include "sluice/config/config.hpp"
 #include "sluice/core/per_worker.hpp"
 
 namespace sluice {
-
-namespace config { struct UpstreamConfig; }
 
 // Policy settings that come from the upstream's config section, beside `balance` itself
 // (make_balancer(..., UpstreamConfig) fills them from it).
@@ -25,18 +25,23 @@ struct BalancerOptions {
   unsigned workers = default_worker_slots;
 };
 
-// "round_robin", "weighted", "least_conn", "hash". round_robin honours weights as nginx and
-// HAProxy do: with equal weights (and no slow start) it is the plain rotation, otherwise it is
-// the smooth weighted schedule, the same sequence as "weighted".
-std::span<const std::string_view> policy_names();
+// One policy's factory, defined (specialized) in the policy's own file. round_robin honours
+// weights as nginx and HAProxy do: with equal weights (and no slow start) it is the plain
+// rotation, otherwise the smooth weighted schedule, the same sequence as weighted.
+template <config::Balance B>
+std::unique_ptr<Balancer> make_policy(std::span<Endpoint* const> endpoints, const BalancerOptions& options);
+#define SLUICE_DECLARE_POLICY(name)                                                                  \
+  template <>                                                                                      \
+  std::unique_ptr<Balancer> make_policy<config::Balance::name>(std::span<Endpoint* const> endpoints, \
+                                                               const BalancerOptions& options);
+SLUICE_BALANCE_POLICIES(SLUICE_DECLARE_POLICY)
+#undef SLUICE_DECLARE_POLICY
 
-// `endpoints` must outlive the balancer (both live in the same Upstream). nullptr for an unknown
-// policy name. Control thread (builds schedules and rings).
-std::unique_ptr<Balancer> make_balancer(std::string_view policy,
-                                        std::span<Endpoint* const> endpoints,
+// `endpoints` must outlive the balancer (both live in the same Upstream). Control thread
+// (builds schedules and rings).
+std::unique_ptr<Balancer> make_balancer(config::Balance policy, std::span<Endpoint* const> endpoints,
                                         const BalancerOptions& options);
-std::unique_ptr<Balancer> make_balancer(std::string_view policy,
-                                        std::span<Endpoint* const> endpoints,
+std::unique_ptr<Balancer> make_balancer(config::Balance policy, std::span<Endpoint* const> endpoints,
                                         const config::UpstreamConfig& config,
                                         unsigned workers = default_worker_slots);
 

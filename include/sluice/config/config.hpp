@@ -22,6 +22,34 @@ namespace sluice::config {
 
 using Duration = std::chrono::milliseconds;
 
+// The words of a closed set a key takes, in the order of its enum (specialized beside each
+// enum): the loader parses them once, `name_of` prints them; nothing else handles the strings.
+template <class E>
+struct Words;
+
+template <class E>
+constexpr std::string_view name_of(E value) {
+  return Words<E>::words[static_cast<std::size_t>(value)];
+}
+
+// The value a word names; nullopt for a word of no value (the loader's own tables do the
+// parsing of files; this is for command lines and tests).
+template <class E>
+constexpr std::optional<E> from_name(std::string_view word) {
+  for (std::size_t i = 0; i < Words<E>::words.size(); ++i)
+    if (Words<E>::words[i] == word) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+template <>
+struct Words<idempotency::Mode> {
+  static constexpr std::array<std::string_view, 3> words{"off", "collapse", "replay"};
+};
+template <>
+struct Words<idempotency::OnStoreError> {
+  static constexpr std::array<std::string_view, 2> words{"forward", "reject"};
+};
+
 inline constexpr std::uint64_t KiB = 1024;
 inline constexpr std::uint64_t MiB = 1024 * KiB;
 inline constexpr std::uint64_t GiB = 1024 * MiB;
@@ -48,6 +76,9 @@ struct HostPort {
   std::string host;
   std::uint16_t port = 0;
   std::string to_string() const;  // back to "host:port" / "[v6]:port"
+  // Where a client on this host connects to reach a listener on this address: a wildcard
+  // ("0.0.0.0", "::") is reached over loopback.
+  HostPort reachable() const;
 };
 
 // One certificate of a TLS listener: a PEM file with the certificate and its chain, and its key.
@@ -72,7 +103,11 @@ struct TlsListenerConfig {
 // status line and a bare body ("503 Service Unavailable"); `full`, also Sluice-Error with the
 // reason, Sluice-Attempts, and the reason and the upstream's name in the body. The access log and
 // the metrics keep the full detail either way.
-enum class ErrorDetail { status, full };
+enum class ErrorDetail : std::uint8_t { status, full };
+template <>
+struct Words<ErrorDetail> {
+  static constexpr std::array<std::string_view, 2> words{"status", "full"};
+};
 
 // error_pages = { 502 = "FILE", "5xx" = "FILE" }: the body of sluice's own answers with that
 // status (or of its class), read once at load.
@@ -127,11 +162,25 @@ struct ServerSection {
   ErrorPages error_pages;
 };
 
-enum class AccessLogFormat { text, json, off };
-enum class ErrorLogFormat { text, json };
+enum class AccessLogFormat : std::uint8_t { text, json, off };
+enum class ErrorLogFormat : std::uint8_t { text, json };
+enum class LogLevel : std::uint8_t { trace, debug, info, warn, error };
+template <>
+struct Words<AccessLogFormat> {
+  static constexpr std::array<std::string_view, 3> words{"text", "json", "off"};
+};
+template <>
+struct Words<ErrorLogFormat> {
+  static constexpr std::array<std::string_view, 2> words{"text", "json"};
+};
+// spdlog's own names for its levels (spdlog::level::from_str reads them).
+template <>
+struct Words<LogLevel> {
+  static constexpr std::array<std::string_view, 5> words{"trace", "debug", "info", "warn", "error"};
+};
 
 struct LogSection {
-  std::string level = "info";  // trace|debug|info|warn|error
+  LogLevel level = LogLevel::info;
   AccessLogFormat access = AccessLogFormat::text;
   // "" = the standard stream (stdout for the access log, stderr for the error log). Reopened on
   // SIGUSR1 and POST /api/logs/reopen (logrotate); a reload that changes one opens the new file.
@@ -260,10 +309,21 @@ struct ServerConfig {
   std::string identity() const { return name.empty() ? address.to_string() : name; }
 };
 
+enum class ProbeMethod : std::uint8_t { get, head };
+enum class InitialState : std::uint8_t { up, down };
+template <>
+struct Words<InitialState> {
+  static constexpr std::array<std::string_view, 2> words{"up", "down"};
+};
+template <>
+struct Words<ProbeMethod> {
+  static constexpr std::array<std::string_view, 2> words{"GET", "HEAD"};
+};
+
 // [upstreams.NAME.health]: active probing. Absent = no active checks.
 struct HealthCheckConfig {
   std::string path = "/health";
-  std::string method = "GET";  // GET|HEAD
+  ProbeMethod method = ProbeMethod::get;
   std::string host;            // Host header of probes; "" = the server's address
   std::uint16_t port = 0;      // probe another port; 0 = the server's port
   Duration interval{std::chrono::seconds(2)};
@@ -273,7 +333,7 @@ struct HealthCheckConfig {
   health::StatusMatcher expect_status = health::default_expect_status();  // "200,204,300-399"
   std::string expect_body;                // substring the body must contain; "" = any
   double jitter = 0.1;
-  bool initially_up = true;  // initial_state = "up" | "down"
+  InitialState initial_state = InitialState::up;
 };
 
 // [upstreams.NAME.passive]: failures seen on live traffic. On by default (an absent section means
@@ -313,12 +373,19 @@ struct RetryConfig {
 
 // The `balance` values: the loader accepts these, balancer/registry makes one for each. Here,
 // below balancer/, so that the loader needs no balancer code.
-inline constexpr std::array<std::string_view, 4> balance_policies{"round_robin", "weighted",
-                                                                  "least_conn", "hash"};
+// One row per policy; the policy's file defines its factory (balancer/registry.hpp).
+#define SLUICE_BALANCE_POLICIES(X) X(round_robin) X(weighted) X(least_conn) X(hash)
+#define SLUICE_BALANCE_ENUMERATOR(name) name,
+#define SLUICE_BALANCE_WORD(name) std::string_view(#name),
+enum class Balance : std::uint8_t { SLUICE_BALANCE_POLICIES(SLUICE_BALANCE_ENUMERATOR) };
+template <>
+struct Words<Balance> {
+  static constexpr std::array words{SLUICE_BALANCE_POLICIES(SLUICE_BALANCE_WORD)};
+};
 
 struct UpstreamConfig {
   std::string name;
-  std::string balance = "round_robin";
+  Balance balance = Balance::round_robin;
   Duration connect_timeout{std::chrono::seconds(1)};
   Duration response_timeout{std::chrono::seconds(30)};  // last request byte sent -> first response byte
   // A request body being forwarded with no progress (no byte read from the client, none written

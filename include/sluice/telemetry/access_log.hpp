@@ -122,6 +122,8 @@ std::string_view access_format_name(config::AccessLogFormat format);
 // Error-log set-up from [log]: level, error_format, and error_file ("" = stderr). Throws
 // std::runtime_error when the file cannot be opened.
 void configure_error_log(const config::LogSection& log);
+// [log] level as spdlog's level.
+spdlog::level::level_enum spdlog_level(config::LogLevel level);
 // The error log's sink (after configure_error_log()), for reopen and reload.
 LogSink& error_log_sink();
 // [log] error_format, applied to the error log (control thread).

@@ -1,0 +1,105 @@
+// [upstreams.NAME.health] (active probes) and [upstreams.NAME.passive] (live traffic's failures).
+#include <algorithm>
+
+#include "reader.hpp"
+#include "sluice/config/units.hpp"
+
+namespace sluice::config {
+
+namespace health_section {
+
+using H = HealthCheckConfig;
+using P = PassiveConfig;
+
+// Both go into the probe's request line and Host header as written.
+bool visible(const std::string& v) {
+  return std::all_of(v.begin(), v.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+}
+
+const H& hc(const void* h) { return *static_cast<const H*>(h); }
+
+const KeySpec health_rows[] = {
+    string_key<&H::path>("path", "The probe's request path.").rule([](const void* h) -> std::string {
+      const auto& path = hc(h).path;
+      if (path.starts_with('/') && visible(path)) return {};
+      return "must start with '/' and hold no spaces or control characters, got '" + path + "'";
+    }),
+    choice_key<&H::method>("method", "probe method", "The probe's method."),
+    string_key<&H::host>("host", "The probe's Host header; \"\" = the server's address.")
+        .rule([](const void* h) -> std::string {
+          return visible(hc(h).host) ? "" : "must hold no spaces or control characters";
+        }),
+    integer_key<&H::port>("port", 0, 65535, "Probe another port; 0 = the server's."),
+    duration_key<&H::interval>("interval", false, "Between probes of one server."),
+    duration_key<&H::timeout>("timeout", false, "A probe's answer must come within this (< interval).")
+        .rule([](const void* h) -> std::string {
+          const auto& c = hc(h);
+          if (c.timeout < c.interval) return {};
+          return "must be shorter than interval (" + format_duration(c.interval) + "), got " + format_duration(c.timeout);
+        }, true),
+    integer_key<&H::rise>("rise", 1, 100, "Good probes in a row that bring a server up."),
+    integer_key<&H::fall>("fall", 1, 100, "Bad probes in a row that take it down."),
+    custom_key("expect_status", [](const void* h) { return toml_string(static_cast<const H*>(h)->expect_status.to_string()); },
+               "Statuses that count as healthy."),
+    string_key<&H::expect_body>("expect_body", "A substring the body must hold; \"\" = any.")
+        .rule([](const void* h) -> std::string {
+          if (hc(h).method != ProbeMethod::head || hc(h).expect_body.empty()) return {};
+          return "a HEAD probe has no body to match; use method = \"GET\"";
+        }),
+    number_key<&H::jitter>("jitter", 0.0, 0.5, "Random share added to the interval."),
+    choice_key<&H::initial_state>("initial_state", "initial state", "A new server's state before its first probe."),
+};
+
+const KeySpec passive_rows[] = {
+    integer_key<&P::max_fails>("max_fails", 0, 1000, "Failures within fail_timeout that eject; 0 = off."),
+    duration_key<&P::fail_timeout>("fail_timeout", false, "The window failures are counted in."),
+    duration_key<&P::max_ejection_time>("max_ejection_time", false, "The longest ejection."),
+    integer_key<&P::max_ejected_percent>("max_ejected_percent", 0, 100, "At most this share ejected at once."),
+    custom_key("fail_on", [](const void* p) { return static_cast<const P*>(p)->fail_on.to_string(); },
+               "What counts as a failure."),
+};
+
+void read_expect_status(Reader& r, const toml::table& table, const Read& read, const std::string& p, H& h) {
+  const auto* node = read["expect_status"];
+  std::string expect;
+  if (node == nullptr || !r.take_string(table, "expect_status", p + ".expect_status", expect)) return;
+  std::string why;
+  if (auto statuses = health::StatusMatcher::parse(expect, &why)) h.expect_status = *statuses;
+  else r.error(*node, p + ".expect_status", why);
+}
+
+}  // namespace health_section
+
+const KeyTable health_table = health_section::health_rows;
+const KeyTable passive_table = health_section::passive_rows;
+
+void read_health(Reader& r, const toml::table& upstream, const std::string& path,
+                 std::optional<HealthCheckConfig>& out) {
+  const toml::table* table = r.section(upstream, "health");
+  if (table == nullptr) return;
+  const std::string p = path + ".health";
+  HealthCheckConfig h;
+  const Read read = r.walk(*table, p, health_table, &h);
+  health_section::read_expect_status(r, *table, read, p, h);
+  r.record(*table, p, health_table, &h);
+  out = std::move(h);
+}
+
+void read_passive(Reader& r, const toml::table& upstream, const std::string& path, PassiveConfig& out) {
+  const toml::table* table = r.section(upstream, "passive");
+  if (table == nullptr) return;  // the defaults: passive checks are on
+  const std::string p = path + ".passive";
+  PassiveConfig c;
+  const Read read = r.walk(*table, p, passive_table, &c);
+  std::vector<std::string> fail_on;
+  if (read["fail_on"] != nullptr) {
+    if (const auto* node = r.take_strings(*table, "fail_on", p + ".fail_on", fail_on)) {
+      r.check_failure_items(*node, p + ".fail_on", fail_on, nullptr);
+      if (auto parsed = health::FailOn::parse(fail_on)) c.fail_on = *parsed;
+    }
+  }
+  r.record(*table, p, passive_table, &c);
+  out = std::move(c);
+}
+
+}  // namespace sluice::config
