@@ -22,7 +22,9 @@
 #include "sluice/health/log.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
+#include "sluice/compress/accept_encoding.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/compressed_relay.hpp"
 #include "sluice/proxy/response_relay.hpp"
 #include "sluice/proxy/upstream_attempt.hpp"
 
@@ -105,6 +107,10 @@ struct DownstreamSession::Exchange : AttemptRecord {
   // write at once left sent when the client took only part of it.
   ResponseFraming framing;
   std::size_t written_at_once = 0;
+  // Response compression (docs/compression.md), on a route with `compress` only: what the request
+  // accepts (taken when it is routed), and the final answer's encoder when it is compressed.
+  compress::RequestSide compress_side;
+  compress::Encoder encoder;
   std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
   // The attempt loop's state (handle_request()), here so that it outlives forward_attempts()
   // without a frame of handle_request's to hold it. Last: it refers to the record above.

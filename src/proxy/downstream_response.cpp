@@ -87,6 +87,12 @@ struct DownstreamSession::ResponseHooks {
     x.client_keep_alive = false;
     x.error = ec == beast::error::timeout ? client_write_timeout : client_closed;
   }
+  // A compressed answer: the origin's piece is what a replay keeps, the coded bytes what was sent.
+  void sent_coded(std::string_view piece, std::size_t coded) {
+    x.head_sent = true;
+    x.bytes_out += coded;
+    if (x.idem) x.idem->capture_body(piece);
+  }
   void done() {
     if (x.idem) x.idem->capture_end();
   }
@@ -130,6 +136,13 @@ net::awaitable<bool> DownstreamSession::send_response(Exchange& x, socket_type& 
     chunked_response_ = http::ChunkedDecoder(
         {.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
   }
+  if (x.encoder) {
+    // The relay block's last 16 KiB take the encoder's output.
+    constexpr std::size_t coded_size = 16 * 1024;
+    return relay_compressed(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
+                            std::span(relay_, relay_size - coded_size),
+                            std::span(relay_ + relay_size - coded_size, coded_size), chunked_response_, x.encoder);
+  }
   return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
                         std::span(relay_, relay_size), chunked_response_);
 }
@@ -145,8 +158,29 @@ http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) 
                                   x.client_keep_alive && x.request_done && !worker_.is_stopping());
   if (plan.refuse) return plan;
   if (x.idem) x.idem->capture_head(res, x.attempts);
-  write_response_head(x, plan);
+  const auto coding = plan_coding(x, plan);
+  write_response_head(x, plan, coding);
   return plan;
+}
+
+// Whether the final response is compressed (compress::plan(), docs/compression.md), on a route
+// with `compress`: its encoder taken from the worker's pool, and its body sent chunked. A pool that
+// cannot allocate leaves the body as it is.
+compress::Plan DownstreamSession::plan_coding(Exchange& x, http::ResponsePlan& plan) {
+  const auto* policy = x.route->compress;
+  if (policy == nullptr) return {};
+  auto coding = compress::plan(*policy, *response_, x.compress_side);
+  if (!coding.compress()) return coding;
+  auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
+                                          response_->content_length().value_or(0));
+  if (!encoder || !plan.body_expected) {
+    coding.coding = compress::Coding::identity;
+    coding.weaken_etag = false;
+    return coding;
+  }
+  x.encoder = std::move(*encoder);
+  plan.chunked_out = true;
+  return coding;
 }
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502
