@@ -14,6 +14,8 @@ from conftest import sluice_config
 
 # Several MiB of text that compresses, and differs along its length (a lost or repeated piece shows).
 BIG = b"".join(b"line %08d: the quick brown fox jumps over the lazy dog\n" % i for i in range(80_000))
+EVENT_1 = b"data: first event\n\n"
+EVENT_2 = b"data: second event\n\n"
 PAGE = b"<html>" + b"hello compression " * 200 + b"</html>"  # 3.6 KB, above min_bytes
 
 
@@ -60,18 +62,41 @@ class Handler(http.server.BaseHTTPRequestHandler):
         return PAGE
 
     def do_GET(self):
+        if self.path == "/events":
+            return self.events()
         self.answer(self.body())
+
+    # A streaming origin: the first event, then nothing more until the test has decoded it (or
+    # 20 s passed), then the second and the end.
+    def events(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for event, wait in ((EVENT_1, True), (EVENT_2, False)):
+            self.wfile.write(b"%x\r\n" % len(event) + event + b"\r\n")
+            self.wfile.flush()
+            if wait:
+                self.server.first_seen.wait(20)
+        self.wfile.write(b"0\r\n\r\n")
 
     def do_HEAD(self):
         self.answer(self.body())
 
 
+class Address(str):
+    """The origin's host:port, with its server (`server.first_seen`)."""
+
+
 @pytest.fixture
 def origin():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.first_seen = threading.Event()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
+    address = Address(f"127.0.0.1:{server.server_address[1]}")
+    address.server = server
+    yield address
     server.shutdown()
     server.server_close()
 
@@ -201,3 +226,44 @@ upstream = "app"
     assert field(headers, "Content-Encoding") is None and body == PAGE
     _, headers, body = get(s.port, "/page", accept="gzip")
     assert field(headers, "Content-Encoding") == "gzip" and decode("gzip", body) == PAGE
+
+
+def test_each_piece_reaches_the_client_while_the_origin_waits(sluice, origin):
+    """The relay flushes the encoder after each piece: the first event is decodable before the
+    origin sends anything more (it waits for the test to have decoded it)."""
+    s = start(sluice, origin)
+    with socket.create_connection(("127.0.0.1", s.port), timeout=15) as c:
+        c.sendall(b"GET /events HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n")
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += c.recv(1 << 16)
+        head, _, raw = data.partition(b"\r\n\r\n")
+        assert b"Content-Encoding: gzip" in head
+        decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        decoded = b""
+        while EVENT_1 not in decoded:
+            body, raw = unchunk(raw)
+            decoded += decoder.decompress(body)
+            if EVENT_1 not in decoded:
+                more = c.recv(1 << 16)  # times out (15 s) when the event is held back
+                assert more, "the connection closed before the first event"
+                raw += more
+        assert decoded == EVENT_1
+        origin.server.first_seen.set()
+        while more := c.recv(1 << 16):
+            raw += more
+        body, raw = unchunk(raw)
+        assert raw == b"0\r\n\r\n"
+        assert decoded + decoder.decompress(body) + decoder.flush() == EVENT_1 + EVENT_2
+
+
+def unchunk(raw):
+    """The data of the whole chunks at the start of `raw` (not the last-chunk), and what is left."""
+    body = b""
+    while True:
+        size_line, sep, rest = raw.partition(b"\r\n")
+        if not sep or int(size_line, 16) == 0 or len(rest) < int(size_line, 16) + 2:
+            return body, raw
+        size = int(size_line, 16)
+        body += rest[:size]
+        raw = rest[size + 2:]
