@@ -103,6 +103,11 @@ struct DownstreamSession::ResponseHooks {
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, HeadBuffer&, tls::Stream&,
                                                      ResponseFraming, std::string&, std::size_t>::promise_type,
                                PooledFrame<bool>>);
+  // A compressed answer's relay and its per-piece steps (compressed_relay.hpp) too.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<detail::CodedSend>, ResponseHooks, tls::Stream&,
+                                                     std::string&, bool&, compress::Encoder&, std::string_view,
+                                                     std::span<char>, bool>::promise_type,
+                               PooledFrame<detail::CodedSend>>);
 };
 
 // The response's framing towards the client and its head (begin_response()), then the common
