@@ -89,36 +89,22 @@ boost::asio::awaitable<bool> relay_compressed(Hooks hooks, Upstream& upstream, B
                                               std::span<char> coded, http::ChunkedDecoder& chunked,
                                               compress::Encoder& enc) {
   const auto& plan = framing.plan;
-  const bool until_close = plan.until_close && !plan.chunked_in;
-  bool done = !plan.chunked_in && !until_close && framing.content_length == 0;
+  detail::BodyCursor body(plan, framing.content_length);
+  const bool& done = body.done;
   bool head_written = false;
-  auto content_left = framing.content_length;
-  unsigned pieces_read_now = 0;
   for (;;) {
     std::string_view piece;
     BodyPiece read;
     if (!done) {
-      if (!plan.chunked_in && in.size() > 0) {
-        read = BodyPiece{{}, pending_piece(in, content_left, until_close), true};
-      } else {
-        read = co_await detail::next_response_piece(hooks, upstream, in, plan, content_left, relay, chunked,
-                                                    read_now(pieces_read_now));
-      }
+      read = body.buffered(in) ? body.take_buffered(in)
+                               : co_await detail::next_response_piece(hooks, upstream, in, plan, body.content_left,
+                                                                      relay, chunked, read_now(body.pieces_read_now));
       const auto ec = hooks.timed(read.ec);
-      if (ec == boost::asio::error::eof && until_close) {
-        done = true;
-      } else if (ec || read.malformed) {
-        co_await hooks.body_failed(ec, head_written,
-                                   read.malformed ? FailureKind::bad_response : FailureKind::reset_after_send);
+      if (const auto failed = body.advance(read, ec, chunked); failed != FailureKind::none) {
+        co_await hooks.body_failed(ec, head_written, failed);
         co_return false;
       }
       piece = read.bytes;
-      if (plan.chunked_in) {
-        done = chunked.done();
-      } else if (!until_close) {
-        content_left -= piece.size();
-        done = content_left == 0;
-      }
       if (piece.empty() && !done) continue;
     }
     const auto sent = co_await detail::send_coded(hooks, client, head, head_written, enc, piece, coded, done);
