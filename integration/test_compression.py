@@ -203,6 +203,19 @@ def test_vary_also_on_identity_and_head(sluice, origin):
     assert field(headers, "Content-Length") == str(len(PAGE))
 
 
+def test_http10_client_gets_identity_with_vary(sluice, origin):
+    s = start(sluice, origin)
+    with socket.create_connection(("127.0.0.1", s.port), timeout=15) as c:
+        c.sendall(b"GET /page HTTP/1.0\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n")
+        data = b""
+        while more := c.recv(1 << 16):
+            data += more
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Content-Encoding" not in head and b"chunked" not in head
+    assert b"\r\nVary: Accept-Encoding\r\n" in head
+    assert body == PAGE
+
+
 def test_off_by_default(sluice, origin):
     s = start(sluice, origin, compress=None)
     _, headers, body = get(s.port, "/big-chunked", accept="gzip, br, zstd")

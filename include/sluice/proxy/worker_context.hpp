@@ -94,8 +94,8 @@ struct WorkerContext {
   // Sessions' head output strings (core/string_pool.hpp): 256 of at most 4 KiB.
   StringPool head_strings{256, 4096};
   // Compressed responses' encoders (compress/encoder.hpp): idle library contexts and freed
-  // blocks kept for the next responses. Declared after nothing a session needs: sessions end
-  // before the worker's context goes.
+  // blocks kept for the next responses. Like the block pools above, it outlives what it lends:
+  // the worker's sessions (whose exchanges hold the encoders) end before its context goes.
   compress::EncoderPool encoders;
 
   // Called once a second: the pools free what the last second did not need (BlockPool::shed()),
