@@ -176,9 +176,10 @@ compress::Plan DownstreamSession::plan_coding(Exchange& x, http::ResponsePlan& p
   if (policy == nullptr) return {};
   auto coding = compress::plan(*policy, *response_, x.compress_side);
   if (!coding.compress()) return coding;
+  // plan() skipped every answer without a body (HEAD, 1xx, 204, 304) already.
   auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
                                           response_->content_length().value_or(0));
-  if (!encoder || !plan.body_expected) {
+  if (!encoder) {
     coding.coding = compress::Coding::identity;
     coding.weaken_etag = false;
     return coding;
