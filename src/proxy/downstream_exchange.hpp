@@ -46,6 +46,9 @@ constexpr std::string_view crlf = "\r\n";
 // by value in log_exchange() to count it in its own status class (each file of the session has
 // its own copy of the literal, so its address says nothing).
 constexpr std::string_view upstream_body_cut = "upstream body cut";
+// The response's encoder failed (its library could not allocate): sluice's own failure, counted
+// as its own 5xx even when the origin's head already went out.
+constexpr std::string_view compression_failed = "compression failed";
 // The client went away (or stopped reading for idle_timeout) while an answer was on its way.
 constexpr std::string_view client_closed = "client closed";
 constexpr std::string_view client_write_timeout = "client write timeout";

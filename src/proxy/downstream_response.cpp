@@ -93,6 +93,9 @@ struct DownstreamSession::ResponseHooks {
     x.bytes_out += coded;
     if (x.idem) x.idem->capture_body(piece);
   }
+  net::awaitable<void> coding_failed(error_code ec, bool head_written) {
+    return s.coding_failed(x, ec, head_written);
+  }
   void done() {
     if (x.idem) x.idem->capture_end();
   }
@@ -203,6 +206,19 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
     co_return;
   }
   x.error = upstream_body_cut;
+}
+
+// The response's encoder failed (its library could not allocate). Neither the origin's fault (its
+// body was whole so far) nor the client's: before the head left, sluice's own 500; after, the
+// client connection is cut, and the exchange counted as sluice's own 5xx (log_exchange()).
+net::awaitable<void> DownstreamSession::coding_failed(Exchange& x, error_code ec, bool head_written) {
+  spdlog::warn("upstream {}: compressing a response failed: {}", x.upstream->name(), ec.message());
+  x.client_keep_alive = false;
+  if (!head_written) {
+    co_await send_error(&x, ProxyError{500, compression_failed});
+    co_return;
+  }
+  x.error = compression_failed;
 }
 
 // After a valid 101: the 101 to the client, then both streams to a TunnelSession

@@ -522,9 +522,10 @@ void DownstreamSession::log_exchange(const Exchange& x) {
   const bool client_cut = x.error == client_closed || x.error == client_write_timeout;
   const bool own = (!x.error.empty() && !client_cut) || x.server == nullptr;
   if (valid || cut) {
+    const unsigned own_status = x.error == compression_failed ? 500 : x.status;
     c.count_exchange(cut          ? EndpointCounters::cut_slot
                      : client_cut ? EndpointCounters::client_cut_slot
-                     : own        ? EndpointCounters::own_answer_slot(x.status)
+                     : own        ? EndpointCounters::own_answer_slot(own_status)
                                   : x.status / 100,
                      std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }

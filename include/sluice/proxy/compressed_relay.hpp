@@ -3,12 +3,15 @@
 // (response_relay.hpp), with the same hooks plus
 //   void sent_coded(std::string_view piece, std::size_t coded);
 //                                // a piece of the origin's body went out as `coded` bytes
+//   awaitable<void> coding_failed(error_code, bool head_written);
+//                                // the encoder failed: the answer ends there (sluice's failure)
 // each piece of the origin's body is fed to the response's Encoder, the coded bytes written into
 // `coded` (a block of its own) and each non-empty output sent as one chunk; after each piece the
 // encoder is flushed, so that nothing the origin sent waits for its next bytes (a streaming
 // origin's events reach the client one by one); at the end it is finished, then the last-chunk.
-// An encoder error ends the answer as a failed body. Not taken by relay_at_once(): the head of a
-// compressed answer says chunked.
+// An encoder error ends the answer (hooks.coding_failed). Not taken by relay_at_once(): the head of a
+// compressed answer says chunked. `Encoder` is compress::Encoder, or a test's stand-in with its
+// feed/flush/finish.
 #include <cstddef>
 #include <span>
 #include <string>
@@ -54,9 +57,9 @@ boost::asio::awaitable<bool> write_coded(Hooks hooks, Client& client, std::strin
 
 // `piece` fed whole, then a flush (or, when `last`, the finish and the last-chunk); each output
 // of the encoder is sent as it comes.
-template <class Hooks, class Client>
+template <class Hooks, class Client, class Encoder>
 boost::asio::awaitable<CodedSend> send_coded(Hooks hooks, Client& client, std::string& head, bool& head_written,
-                                             compress::Encoder& enc, std::string_view piece,
+                                             Encoder& enc, std::string_view piece,
                                              std::span<char> out, bool last) {
   CodedSend sent;
   for (;;) {
@@ -83,11 +86,11 @@ boost::asio::awaitable<CodedSend> send_coded(Hooks hooks, Client& client, std::s
 
 // `relay`: where the origin's body is read; `coded`: where the encoder writes (any size; the
 // relay's 16 KiB is plenty). Returns as relay_response() does.
-template <class Hooks, class Upstream, class Buffer, class Client>
+template <class Hooks, class Upstream, class Buffer, class Client, class Encoder>
 boost::asio::awaitable<bool> relay_compressed(Hooks hooks, Upstream& upstream, Buffer& in, Client& client,
                                               ResponseFraming framing, std::string& head, std::span<char> relay,
                                               std::span<char> coded, http::ChunkedDecoder& chunked,
-                                              compress::Encoder& enc) {
+                                              Encoder& enc) {
   const auto& plan = framing.plan;
   detail::BodyCursor body(plan, framing.content_length);
   const bool& done = body.done;
@@ -108,8 +111,7 @@ boost::asio::awaitable<bool> relay_compressed(Hooks hooks, Upstream& upstream, B
       if (piece.empty() && !done) continue;
     }
     const auto sent = co_await detail::send_coded(hooks, client, head, head_written, enc, piece, coded, done);
-    // Not the origin's fault: its body was whole so far.
-    if (sent.encoder) co_await hooks.body_failed(sent.encoder, head_written, FailureKind::client_failed);
+    if (sent.encoder) co_await hooks.coding_failed(sent.encoder, head_written);
     if (sent.encoder || !sent.client_ok) co_return false;
     hooks.sent_coded(piece, sent.coded);
     if (read.buffered) in.consume(piece.size());
