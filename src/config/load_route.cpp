@@ -48,6 +48,12 @@ const KeySpec route_rows[] = {
           return {};
         }),
     custom_key("return", return_text, "Answer without an upstream: { status, location, body, content_type }."),
+    custom_key(compress_key,
+               [](const void* r) -> std::string {
+                 const auto& c = static_cast<const R*>(r)->compress;
+                 return c ? compress_text(*c) : std::string();
+               },
+               "Response compression, replacing the upstream's; false = none."),
     custom_key("allow", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->allow); },
                "Only these clients (when not empty)."),
     custom_key("deny", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->deny); },
@@ -148,7 +154,9 @@ void read_return(Reader& r, const toml::node& node, const std::string& p, RouteC
 // rather than silently ignored.
 void check_forwarding(Reader& r, const toml::table& table, const std::string& path, const RouteConfig& route) {
   if (!route.answer) return;
-  for (const std::string_view key : {"upstream", "strip_prefix", "rewrite_prefix", "request_headers"}) {
+  const std::string_view forwarding_keys[] = {"upstream", "strip_prefix", "rewrite_prefix", "request_headers",
+                                              compress_key};
+  for (const std::string_view key : forwarding_keys) {
     if (const toml::node* node = table.get(key))
       r.error(*node, path + "." + std::string(key),
               "a route with return answers itself and forwards nothing; remove " + std::string(key));
@@ -179,6 +187,7 @@ RouteConfig read_route(Reader& r, const toml::table& table, const std::string& p
   r.read_cidrs(table, "deny", path + ".deny", route.deny);
   if (const auto* node = read["rate_limit"]) read_rate_limit(r, *node, path + ".rate_limit", route);
   r.read_error_pages(table, path + ".error_pages", route.error_pages);
+  route.compress = read_compress(r, table, path);
   r.record(table, path, route_rows, &route);
   return route;
 }

@@ -66,6 +66,8 @@ const KeySpec upstream_rows[] = {
                "Header rules on the request (before the route's)."),
     custom_key("response_headers", [](const void* u) { return header_rules_text(static_cast<const U*>(u)->response_headers); },
                "Header rules on the response."),
+    custom_key(compress_key, [](const void* u) { return compress_text(static_cast<const U*>(u)->compress); },
+               "Response compression ({ codings, types, min_bytes, level }); absent = none."),
     custom_key("discover", nullptr, "Servers from SRV records ({ srv, resolve_interval })."),
     custom_key("servers", nullptr, "The servers ([[upstreams.NAME.servers]])."),
 };
@@ -227,6 +229,7 @@ U read_upstream(Reader& r, const toml::table& table, const std::string& name, co
   r.read_header_rules(table, "request_headers", path + ".request_headers", u.request_headers);
   r.read_header_rules(table, "response_headers", path + ".response_headers", u.response_headers);
   read_discover(r, table, path, u);
+  if (auto compress = read_compress(r, table, path)) u.compress = std::move(*compress);
   r.record(table, path, upstream_rows, &u);
   if (const toml::node* node = read["servers"]) read_servers(r, *node, path, u);
   return u;

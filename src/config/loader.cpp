@@ -63,6 +63,7 @@ std::vector<SectionSpec> all_sections() {
   static const UpstreamConfig upstream;
   static const ServerConfig entry;
   static const HealthCheckConfig health;
+  static const compress::Policy compress;
   return {{"server", server_table, &server},
           {"server.tls", tls_listener_table, &tls, true},
           {"log", log_table, &log},
@@ -75,7 +76,9 @@ std::vector<SectionSpec> all_sections() {
           {"upstreams.NAME.health", health_table, &health},
           {"upstreams.NAME.passive", passive_table, &upstream.passive},
           {"upstreams.NAME.retry", retry_table, &upstream.retry},
-          {"upstreams.NAME.idempotency", idempotency_table, &upstream.idempotency}};
+          {"upstreams.NAME.idempotency", idempotency_table, &upstream.idempotency},
+          {"upstreams.NAME.compress", compress_table, &compress},
+          {"upstreams.NAME.compress.level", compress_level_table, &compress.levels}};
 }
 
 std::string ConfigError::to_string() const {

@@ -170,6 +170,12 @@ void read_health(Reader& r, const toml::table& upstream, const std::string& path
 void read_passive(Reader& r, const toml::table& upstream, const std::string& path, PassiveConfig& out);
 void read_retry(Reader& r, const toml::table& upstream, const std::string& path, UpstreamConfig& u);
 void read_idempotency(Reader& r, const toml::table& upstream, const std::string& path, idempotency::Config& c);
+// `compress` of an upstream or a route: nullopt when absent (an upstream's then compresses
+// nothing, a route's inherits its upstream's); a contained nullopt for `compress = false`.
+// The key's name in both tables (load_upstream.cpp, load_route.cpp).
+inline constexpr std::string_view compress_key = "compress";
+std::optional<CompressConfig> read_compress(Reader& r, const toml::table& parent, const std::string& path);
+std::string compress_text(const CompressConfig& c);
 
 // The tables, for the unknown-key check of the root and for docs (key_spec.hpp, all_sections).
 extern const KeyTable server_table;
@@ -185,5 +191,7 @@ extern const KeyTable health_table;
 extern const KeyTable passive_table;
 extern const KeyTable retry_table;
 extern const KeyTable idempotency_table;
+extern const KeyTable compress_table;
+extern const KeyTable compress_level_table;
 
 }  // namespace sluice::config

@@ -529,6 +529,24 @@ public:
     line(x_.name(f), x_.value(f));
   }
 
+  // A line of ours whose value is `prefix` then `value`.
+  void line(std::string_view name, std::string_view prefix, std::string_view value) {
+    flush();
+    const auto n = name.size() + prefix.size() + value.size() + 4;
+    char* p = out_.room(n);
+    detail::copy_piece(p, name.data(), name.size());
+    p += name.size();
+    p[0] = ':';
+    p[1] = ' ';
+    detail::copy_piece(p + 2, prefix.data(), prefix.size());
+    p += 2 + prefix.size();
+    detail::copy_piece(p, value.data(), value.size());
+    p += value.size();
+    p[0] = '\r';
+    p[1] = '\n';
+    out_.commit(n);
+  }
+
   // A line of ours (not from the head); flushes the run first. Inlined: a name given as a literal
   // is then copied with a few moves.
   [[gnu::always_inline]] void line(std::string_view name, std::string_view value) {
@@ -742,6 +760,22 @@ void append_final_lines(HeadOut& out, const ResponseSplice& e, bool codings) {
   else if (e.client_version == 10) out.append("Connection: keep-alive\r\n");
 }
 
+// A field the proxy's content coding replaces (ResponseSplice::content_encoding): Content-Length
+// and Accept-Ranges go; a strong first ETag is written weakened. True when `f` was handled here.
+bool coded_field(LineWriter& w, const ResponseHead& res, const IndexedField& f, const ResponseSplice& e,
+                 bool& etag_seen) {
+  if (e.drop_length && f.known == KnownField::content_length) return true;
+  if (f.known != KnownField::unknown) return false;
+  const auto name = res.name(f);
+  if (e.drop_accept_ranges && iequals(name, "Accept-Ranges")) return true;
+  if (!e.weaken_etag || etag_seen || !iequals(name, "ETag")) return false;
+  etag_seen = true;
+  const auto value = res.value(f);
+  if (value.starts_with("W/")) return false;
+  w.line(name, "W/", value);
+  return true;
+}
+
 }  // namespace
 
 void splice_response_head(std::string& s, const ResponseHead& res, const ResponseSplice& e) {
@@ -757,12 +791,17 @@ void splice_response_head(std::string& s, const ResponseHead& res, const Respons
   const bool own_id = e.kind != Kind::interim;  // rewrite_response() sets X-Request-Id
   LineWriter w(out, res);
   append_status_line(w, out, res, e.kind == Kind::switching);
+  const bool coded = e.drop_length || e.drop_accept_ranges || e.weaken_etag;
+  bool etag_seen = false;
   for (const auto& f : res.fields()) {
     const bool drop = f.hop_by_hop || (own_id && f.known == KnownField::x_request_id) ||
                       (claims && f.known == KnownField::sluice) ||
                       (no_framing && f.known == KnownField::content_length);
-    if (!drop && !dropped_by(e.rules, res.name(f))) w.keep(f);
+    if (drop || dropped_by(e.rules, res.name(f)) || (coded && coded_field(w, res, f, e, etag_seen))) continue;
+    w.keep(f);
   }
+  if (!e.content_encoding.empty()) w.line("Content-Encoding", e.content_encoding);
+  if (e.add_vary) w.line("Vary", "Accept-Encoding");
   if (e.kind == Kind::switching) append_upgrade(w, out, res, e.rules, false);
   if (codings && !dropped_by(e.rules, "Transfer-Encoding")) w.line("Transfer-Encoding", te);
   if (own_id && !e.request_id.empty() && !dropped_by(e.rules, "X-Request-Id")) w.line("X-Request-Id", e.request_id);

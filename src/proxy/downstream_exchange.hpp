@@ -22,7 +22,9 @@
 #include "sluice/health/log.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/http/strict.hpp"
+#include "sluice/compress/accept_encoding.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/compressed_relay.hpp"
 #include "sluice/proxy/response_relay.hpp"
 #include "sluice/proxy/upstream_attempt.hpp"
 
@@ -44,6 +46,9 @@ constexpr std::string_view crlf = "\r\n";
 // by value in log_exchange() to count it in its own status class (each file of the session has
 // its own copy of the literal, so its address says nothing).
 constexpr std::string_view upstream_body_cut = "upstream body cut";
+// The response's encoder failed (its library could not allocate): sluice's own failure, counted
+// as its own 5xx even when the origin's head already went out.
+constexpr std::string_view compression_failed = "compression failed";
 // The client went away (or stopped reading for idle_timeout) while an answer was on its way.
 constexpr std::string_view client_closed = "client closed";
 constexpr std::string_view client_write_timeout = "client write timeout";
@@ -105,6 +110,10 @@ struct DownstreamSession::Exchange : AttemptRecord {
   // write at once left sent when the client took only part of it.
   ResponseFraming framing;
   std::size_t written_at_once = 0;
+  // Response compression (docs/compression.md), on a route with `compress` only: what the request
+  // accepts (taken when it is routed), and the final answer's encoder when it is compressed.
+  compress::RequestSide compress_side;
+  compress::Encoder encoder;
   std::unique_ptr<idempotency::Ticket> idem;  // set when the request's Idempotency-Key is guarded
   // The attempt loop's state (handle_request()), here so that it outlives forward_attempts()
   // without a frame of handle_request's to hold it. Last: it refers to the record above.

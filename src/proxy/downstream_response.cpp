@@ -87,6 +87,15 @@ struct DownstreamSession::ResponseHooks {
     x.client_keep_alive = false;
     x.error = ec == beast::error::timeout ? client_write_timeout : client_closed;
   }
+  // A compressed answer: the origin's piece is what a replay keeps, the coded bytes what was sent.
+  void sent_coded(std::string_view piece, std::size_t coded) {
+    x.head_sent = true;
+    x.bytes_out += coded;
+    if (x.idem) x.idem->capture_body(piece);
+  }
+  net::awaitable<void> coding_failed(error_code ec, bool head_written) {
+    return s.coding_failed(x, ec, head_written);
+  }
   void done() {
     if (x.idem) x.idem->capture_end();
   }
@@ -97,6 +106,11 @@ struct DownstreamSession::ResponseHooks {
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, HeadBuffer&, tls::Stream&,
                                                      ResponseFraming, std::string&, std::size_t>::promise_type,
                                PooledFrame<bool>>);
+  // A compressed answer's relay and its per-piece steps (compressed_relay.hpp) too.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<detail::CodedSend>, ResponseHooks, tls::Stream&,
+                                                     std::string&, bool&, compress::Encoder&, std::string_view,
+                                                     std::span<char>, bool>::promise_type,
+                               PooledFrame<detail::CodedSend>>);
 };
 
 // The response's framing towards the client and its head (begin_response()), then the common
@@ -130,6 +144,13 @@ net::awaitable<bool> DownstreamSession::send_response(Exchange& x, socket_type& 
     chunked_response_ = http::ChunkedDecoder(
         {.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
   }
+  if (x.encoder) {
+    // The relay block's last 16 KiB take the encoder's output.
+    constexpr std::size_t coded_size = 16 * 1024;
+    return relay_compressed(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
+                            std::span(relay_, relay_size - coded_size),
+                            std::span(relay_ + relay_size - coded_size, coded_size), chunked_response_, x.encoder);
+  }
   return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
                         std::span(relay_, relay_size), chunked_response_);
 }
@@ -145,8 +166,30 @@ http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) 
                                   x.client_keep_alive && x.request_done && !worker_.is_stopping());
   if (plan.refuse) return plan;
   if (x.idem) x.idem->capture_head(res, x.attempts);
-  write_response_head(x, plan);
+  const auto coding = plan_coding(x, plan);
+  write_response_head(x, plan, coding);
   return plan;
+}
+
+// Whether the final response is compressed (compress::plan(), docs/compression.md), on a route
+// with `compress`: its encoder taken from the worker's pool, and its body sent chunked. A pool that
+// cannot allocate leaves the body as it is.
+compress::Plan DownstreamSession::plan_coding(Exchange& x, http::ResponsePlan& plan) {
+  const auto* policy = x.route->compress;
+  if (policy == nullptr) return {};
+  auto coding = compress::plan(*policy, *response_, x.compress_side);
+  if (!coding.compress()) return coding;
+  // plan() skipped every answer without a body (HEAD, 1xx, 204, 304) already.
+  auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
+                                          response_->content_length().value_or(0));
+  if (!encoder) {
+    coding.coding = compress::Coding::identity;
+    coding.weaken_etag = false;
+    return coding;
+  }
+  x.encoder = std::move(*encoder);
+  plan.chunked_out = true;
+  return coding;
 }
 
 // The origin's body failed. Before its head reached the client the answer is still ours (502
@@ -163,6 +206,19 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
     co_return;
   }
   x.error = upstream_body_cut;
+}
+
+// The response's encoder failed (its library could not allocate). Neither the origin's fault (its
+// body was whole so far) nor the client's: before the head left, sluice's own 500; after, the
+// client connection is cut, and the exchange counted as sluice's own 5xx (log_exchange()).
+net::awaitable<void> DownstreamSession::coding_failed(Exchange& x, error_code ec, bool head_written) {
+  spdlog::warn("upstream {}: compressing a response failed: {}", x.upstream->name(), ec.message());
+  x.client_keep_alive = false;
+  if (!head_written) {
+    co_await send_error(&x, ProxyError{500, compression_failed});
+    co_return;
+  }
+  x.error = compression_failed;
 }
 
 // After a valid 101: the 101 to the client, then both streams to a TunnelSession

@@ -341,6 +341,9 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   // Error answers close the connection (they say Connection: close).
   if (x.route == nullptr) return answer_error(x, {404, "no route"});
   x.upstream = x.route->upstream;
+  if (const auto* policy = x.route->compress)
+    x.compress_side = {compress::negotiate(compress::accept_encoding_of(req), policy->preference),
+                       req.verb() == bhttp::verb::head, x.client_version};
   const auto client = client_of(req);
   x.client_ip = client.text;
   // Admission before a route's own answer: deny and rate limits hold for `return` routes too.
@@ -464,13 +467,20 @@ void DownstreamSession::write_request_head(const Exchange& x) {
   http::splice_request_head(head_out_, *request_, edits);
 }
 
-void DownstreamSession::write_response_head(const Exchange& x, const http::ResponsePlan& plan) {
+void DownstreamSession::write_response_head(const Exchange& x, const http::ResponsePlan& plan,
+                                            const compress::Plan& coding) {
   const auto& rules = x.route->response_rules;
   head_out_.clear();
   // Sluice-Attempts is internal detail, shown with error_detail = "full" only.
   const bool detail = snapshot_->config->server.error_detail == config::ErrorDetail::full;
   http::ResponseSplice edits{x.request_id, plan, x.client_version, detail ? x.attempts : 1};
   edits.date = worker_.date.now();
+  if (coding.compress()) {
+    edits.content_encoding = compress::token(coding.coding);
+    edits.drop_length = edits.drop_accept_ranges = true;
+    edits.weaken_etag = coding.weaken_etag;
+  }
+  edits.add_vary = coding.vary;
   if (rules.empty()) {
     http::splice_response_head(head_out_, *response_, edits);
     return;
@@ -512,9 +522,10 @@ void DownstreamSession::log_exchange(const Exchange& x) {
   const bool client_cut = x.error == client_closed || x.error == client_write_timeout;
   const bool own = (!x.error.empty() && !client_cut) || x.server == nullptr;
   if (valid || cut) {
+    const unsigned own_status = x.error == compression_failed ? 500 : x.status;
     c.count_exchange(cut          ? EndpointCounters::cut_slot
                      : client_cut ? EndpointCounters::client_cut_slot
-                     : own        ? EndpointCounters::own_answer_slot(x.status)
+                     : own        ? EndpointCounters::own_answer_slot(own_status)
                                   : x.status / 100,
                      std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - x.start));
   }

@@ -34,9 +34,11 @@ bool host_matches(const std::string& pattern, std::string_view host) noexcept {
 }  // namespace
 
 Router::Router(std::vector<Route> routes, const Upstream* fallback,
-               http::HeaderRules fallback_request, http::HeaderRules fallback_response)
+               http::HeaderRules fallback_request, http::HeaderRules fallback_response,
+               const compress::Policy* fallback_compress)
     : routes_(std::move(routes)) {
   fallback_.upstream = fallback;
+  fallback_.compress = fallback_compress;
   fallback_.request_rules = std::move(fallback_request);
   fallback_.response_rules = std::move(fallback_response);
   for (auto& r : routes_) {

@@ -36,6 +36,9 @@ Router::Route compile_route(const config::RouteConfig& r, const Upstream* upstre
   if (r.strip_prefix || !r.rewrite_prefix.empty())
     route.rewrite = http::PathRewrite{r.path_prefix.size(), r.strip_prefix ? "/" : r.rewrite_prefix};
   if (!r.error_pages.empty()) route.error_pages = &r.error_pages;
+  const config::CompressConfig* compress = r.compress ? &*r.compress : nullptr;
+  if (compress == nullptr && upstream != nullptr) compress = &upstream->config().compress;
+  if (compress != nullptr && compress->has_value()) route.compress = &**compress;
   if (r.answer) {
     route.answer.emplace();
     route.answer->status = r.answer->status;
@@ -86,7 +89,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
   if (fallback != nullptr) {
     auto only = compile_route({}, fallback);
     snapshot->router = Router(std::move(routes), fallback, std::move(only.request_rules),
-                              std::move(only.response_rules));
+                              std::move(only.response_rules), only.compress);
   } else {
     snapshot->router = Router(std::move(routes), nullptr);
   }

@@ -440,3 +440,37 @@ TEST(HeadIndex, SplicedDateOnlyWhereTheOriginSentNone) {
 
 }  // namespace
 }  // namespace sluice::http
+
+namespace sluice::http {
+namespace {
+
+// A body the proxy codes (compression): Content-Length and Accept-Ranges go, the first strong
+// ETag is weakened, Content-Encoding and Vary come, and the body goes chunked.
+TEST(HeadIndex, SplicedForACodedBody) {
+  ResponseHead res;
+  ASSERT_EQ(index_response_head("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\n"
+                                "accept-ranges: bytes\r\netag: \"a\"\r\nETag: \"b\"\r\n\r\n",
+                                4096, res).result,
+            Result::complete);
+  auto plan = plan_response(res, false, 11, true);
+  plan.chunked_out = true;
+  ResponseSplice edits{"id", plan, 11, 1};
+  edits.content_encoding = "zstd";
+  edits.drop_length = edits.drop_accept_ranges = edits.weaken_etag = edits.add_vary = true;
+  std::string out;
+  splice_response_head(out, res, edits);
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\netag: W/\"a\"\r\nETag: \"b\"\r\n"
+            "Content-Encoding: zstd\r\nVary: Accept-Encoding\r\nX-Request-Id: id\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n");
+  // A weak ETag stays as it is; without the edits the head is the origin's.
+  ASSERT_EQ(index_response_head("HTTP/1.1 200 OK\r\nETag: W/\"a\"\r\nContent-Length: 0\r\n\r\n", 4096, res).result,
+            Result::complete);
+  out.clear();
+  splice_response_head(out, res, edits);
+  EXPECT_EQ(out, "HTTP/1.1 200 OK\r\nETag: W/\"a\"\r\nContent-Encoding: zstd\r\nVary: Accept-Encoding\r\n"
+                 "X-Request-Id: id\r\nTransfer-Encoding: chunked\r\n\r\n");
+}
+
+}  // namespace
+}  // namespace sluice::http

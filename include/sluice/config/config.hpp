@@ -13,6 +13,7 @@
 
 // Policy values are parsed once, by the loader, into the types their users read (statuses, the
 // failure set); nothing downstream re-parses a string.
+#include "sluice/compress/eligibility.hpp"
 #include "sluice/config/expect_status.hpp"
 #include "sluice/config/fail_on.hpp"
 #include "sluice/config/idempotency.hpp"
@@ -270,6 +271,11 @@ struct DnsSection {
 // "*/api/" or "shop.example.com/".
 std::string route_label(std::string_view host, std::string_view path_prefix);
 
+// `compress = { codings, types, min_bytes, level }` (docs/compression.md): the responses compressed
+// and how. nullopt = none: compression is off unless configured, as in nginx, HAProxy and Envoy
+// (each compressed response costs CPU and an encoder's memory, and the client gets other bytes).
+using CompressConfig = std::optional<compress::Policy>;
+
 struct RouteConfig {
   std::string host;               // "" = any; exact or "*.example.com"
   std::string path_prefix = "/";  // longest prefix wins
@@ -284,6 +290,8 @@ struct RouteConfig {
   std::string rewrite_prefix;          // "" = none; else replaces path_prefix
   std::optional<ReturnConfig> answer;  // `return`
   ErrorPages error_pages;              // before [server] error_pages for this route's answers
+  // nullopt: the upstream's `compress`; else this route's, replacing it (`compress = false`: none).
+  std::optional<CompressConfig> compress;
   SourceLocation where;
 };
 
@@ -422,6 +430,7 @@ struct UpstreamConfig {
   // weight, the lowest priority as primaries, higher ones as backup); "" = none.
   std::string discover_srv;
   Duration discover_interval{0};  // `discover.resolve_interval`; 0 = the TTL
+  CompressConfig compress;        // absent = no response compressed
   // Any server from DNS (a `resolve` server or `discover`)?
   bool discovers() const {
     if (!discover_srv.empty()) return true;

@@ -241,6 +241,13 @@ struct ResponseSplice {
   // An IMF-fixdate (http/date.hpp) written as Date when the origin sent none (final and
   // switching heads, RFC 9110 §6.6.1); empty: none added.
   std::string_view date{};
+  // A content coding the proxy applies to the body (its compression; final_head only): the head
+  // edits it needs, as plain facts, so that http knows nothing of the coding itself.
+  std::string_view content_encoding{};  // "Content-Encoding: <value>" added; "" = none
+  bool drop_length = false;             // Content-Length dropped: the coded length is unknown
+  bool drop_accept_ranges = false;      // ranges would be of the uncoded body
+  bool weaken_etag = false;             // the first ETag, when strong, gets "W/"
+  bool add_vary = false;                // "Vary: Accept-Encoding" added as a line of its own
 };
 void splice_response_head(std::string& out, const ResponseHead& res, const ResponseSplice& edits);
 

@@ -17,6 +17,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
+#include "sluice/compress/eligibility.hpp"
 #include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/head_index.hpp"
@@ -199,8 +200,10 @@ private:
   bool respond_at_once(Exchange& x, bool& reusable);
   boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
+  compress::Plan plan_coding(Exchange& x, http::ResponsePlan& plan);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
                                            bool head_written, FailureKind failure);
+  boost::asio::awaitable<void> coding_failed(Exchange& x, boost::system::error_code ec, bool head_written);
   // After a 101: the answer to the client, then both streams handed over (tunnel_session.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream);
   void write_switch_head(Exchange& x);
@@ -210,7 +213,7 @@ private:
   // Edge rules (docs/edge.md): the heads written with the route's rules, and `return` answers.
   http::Variables rule_variables(const Exchange& x, std::span<char, 24> version) const;
   void write_request_head(const Exchange& x);
-  void write_response_head(const Exchange& x, const http::ResponsePlan& plan);
+  void write_response_head(const Exchange& x, const http::ResponsePlan& plan, const compress::Plan& coding);
   boost::asio::awaitable<bool> send_fixed_answer(Exchange& x);
   void log_exchange(const Exchange& x);
   // `servers`: where the record's list of servers tried is written (it refers to it).

@@ -84,6 +84,49 @@ boost::asio::awaitable<BodyPiece> next_response_piece(Hooks& hooks, Stream& upst
                     try_first);
 }
 
+// Where a response body stands between reads: what is left of a Content-Length, whether its end
+// was seen (relay_response() and relay_compressed(), compressed_relay.hpp).
+struct BodyCursor {
+  BodyCursor(const http::ResponsePlan& plan, std::uint64_t content_length) noexcept
+      : chunked_in(plan.chunked_in),
+        until_close(plan.until_close && !plan.chunked_in),
+        done(!plan.body_expected || (!plan.chunked_in && !until_close && content_length == 0)),
+        content_left(content_length) {}
+
+  // The body behind the head comes first, with no read (and no coroutine of its own).
+  template <class Buffer>
+  bool buffered(const Buffer& in) const noexcept {
+    return !chunked_in && in.size() > 0;
+  }
+  template <class Buffer>
+  BodyPiece take_buffered(const Buffer& in) const noexcept {
+    return BodyPiece{{}, pending_piece(in, content_left, until_close), true};
+  }
+  // After a piece was read (`ec`: its error after hooks.timed()): the failure that ends the body,
+  // else none, with `done` and what is left updated.
+  FailureKind advance(const BodyPiece& read, boost::system::error_code ec,
+                      const http::ChunkedDecoder& chunked) noexcept {
+    if (ec == boost::asio::error::eof && until_close) {
+      done = true;
+    } else if (ec || read.malformed) {
+      return read.malformed ? FailureKind::bad_response : FailureKind::reset_after_send;
+    }
+    if (chunked_in) {
+      done = chunked.done();
+    } else if (!until_close) {
+      content_left -= read.bytes.size();
+      done = content_left == 0;
+    }
+    return FailureKind::none;
+  }
+
+  bool chunked_in;
+  bool until_close;
+  bool done;
+  std::uint64_t content_left;
+  unsigned pieces_read_now = 0;
+};
+
 }  // namespace detail
 
 template <class Hooks, class Upstream, class Buffer, class Client>
@@ -96,37 +139,22 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
     co_await hooks.refused();
     co_return false;
   }
-  const bool until_close = plan.until_close && !plan.chunked_in;
-  bool done = !plan.body_expected || (!plan.chunked_in && !until_close && framing.content_length == 0);
+  detail::BodyCursor body(plan, framing.content_length);
+  bool& done = body.done;
   bool head_written = false;
-  auto content_left = framing.content_length;
-  unsigned pieces_read_now = 0;
   while (!done || !head_written) {
     std::string_view piece;
     BodyPiece read;
     if (!done) {
-      // The common case, a body that came with its head, needs no coroutine of its own.
-      if (!plan.chunked_in && in.size() > 0) {
-        read = BodyPiece{{}, pending_piece(in, content_left, until_close), true};
-      } else {
-        read = co_await detail::next_response_piece(hooks, upstream, in, plan, content_left, relay, chunked,
-                                                    read_now(pieces_read_now));
-      }
+      read = body.buffered(in) ? body.take_buffered(in)
+                               : co_await detail::next_response_piece(hooks, upstream, in, plan, body.content_left,
+                                                                      relay, chunked, read_now(body.pieces_read_now));
       const auto ec = hooks.timed(read.ec);
-      if (ec == boost::asio::error::eof && until_close) {
-        done = true;
-      } else if (ec || read.malformed) {
-        co_await hooks.body_failed(ec, head_written,
-                                   read.malformed ? FailureKind::bad_response : FailureKind::reset_after_send);
+      if (const auto failed = body.advance(read, ec, chunked); failed != FailureKind::none) {
+        co_await hooks.body_failed(ec, head_written, failed);
         co_return false;
       }
       piece = read.bytes;
-      if (plan.chunked_in) {
-        done = chunked.done();
-      } else if (!until_close) {
-        content_left -= piece.size();
-        done = content_left == 0;
-      }
       if (piece.empty() && !done) continue;
     }
     const FramedPiece out(head_written ? std::string_view() : head,

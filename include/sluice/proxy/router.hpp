@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/compress/eligibility.hpp"
 #include "sluice/http/edge_rules.hpp"
 
 namespace sluice {
@@ -36,11 +37,15 @@ public:
     const proxy::RouteAdmission* admission = nullptr;  // allow/deny/rate_limit; null = none
     // The route's own error_pages (in the snapshot's config); null = the server's alone.
     const config::ErrorPages* error_pages = nullptr;
+    // Response compression (docs/compression.md): the route's `compress`, else its upstream's, in
+    // the snapshot's config; null = none.
+    const compress::Policy* compress = nullptr;
   };
 
   Router() = default;
   explicit Router(std::vector<Route> routes, const Upstream* fallback,
-                  http::HeaderRules fallback_request = {}, http::HeaderRules fallback_response = {});
+                  http::HeaderRules fallback_request = {}, http::HeaderRules fallback_response = {},
+                  const compress::Policy* fallback_compress = nullptr);
 
   // Null when nothing matches (the proxy answers 404). Without routes, the single upstream's
   // route (label "", no admission). The route lives as long as the router.

@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/intrusive/list.hpp>
 
+#include "sluice/compress/encoder.hpp"
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/core/random.hpp"
@@ -92,13 +93,22 @@ struct WorkerContext {
   BlockPool head_blocks{head_block_size, 1024, &grown_head_blocks};
   // Sessions' head output strings (core/string_pool.hpp): 256 of at most 4 KiB.
   StringPool head_strings{256, 4096};
+  // Compressed responses' encoders (compress/encoder.hpp): idle library contexts and freed
+  // blocks kept for the next responses. Like the block pools above, it outlives what it lends:
+  // the worker's sessions (whose exchanges hold the encoders) end before its context goes.
+  compress::EncoderPool encoders;
 
   // Called once a second: the pools free what the last second did not need (BlockPool::shed()),
   // so that after a burst the worker keeps what its traffic uses, not the burst's peak. Returns
   // the bytes freed.
   std::size_t shed_pools() noexcept {
     return head_blocks.shed() + grown_head_blocks.shed() + arena_blocks.shed() + relay_blocks.shed() +
-           head_strings.shed();
+           head_strings.shed() + shed_encoders();
+  }
+  std::size_t shed_encoders() noexcept {
+    const auto held = encoders.stats().cached_bytes;
+    encoders.shed();
+    return held;
   }
 };
 
