@@ -1,5 +1,7 @@
 #include "sluice/runtime/worker.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -18,6 +20,7 @@ using tcp = net::ip::tcp;
 
 namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
+using unsent_lowat = net::detail::socket_option::integer<IPPROTO_TCP, TCP_NOTSENT_LOWAT>;
 }
 
 Worker::Worker(unsigned index, const Clock& clock, AccessLog& access_log,
@@ -60,6 +63,8 @@ void Worker::add_listener(std::uint64_t id, tcp protocol, int fd, int tls_listen
     // socket's options into each one): set once here, not once per connection.
     acceptor->set_option(tcp::no_delay(true), ec);
     if (ec) spdlog::warn("worker {}: TCP_NODELAY on a listener: {}", ctx_.index, ec.message());
+    acceptor->set_option(unsent_lowat(static_cast<int>(proxy::client_unsent_max)), ec);
+    if (ec) spdlog::warn("worker {}: TCP_NOTSENT_LOWAT on a listener: {}", ctx_.index, ec.message());
     if (ctx_.stopping) return;  // shutting down: the acceptor closes as it goes out of scope
     listeners_.push_back({id, acceptor});
     net::co_spawn(io_, accept_loop(std::move(acceptor), tls_listener), net::detached);
