@@ -214,10 +214,17 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
 
 // The client's socket holds as much unsent as it may (client_unsent_max): waits until it takes
 // more (the kernel says writable once half of that is sent), under the client's write deadline,
-// with the relay block back in the worker's pool meanwhile. A slow reader then holds no block
-// while it reads, and the rest of its answer waits in the origin's socket.
+// with the relay block and the origin's read buffer back in the worker's pools meanwhile. A slow
+// reader then holds neither while it reads, and the rest of its answer waits in the origin's
+// socket.
 net::awaitable<void> DownstreamSession::wait_client_room(std::span<char>& relay, error_code& ec) {
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
+  // What came with the origin's head was relayed: its read buffer goes back as well (a chunked
+  // body's next read takes one again). The response head over its bytes was spliced already.
+  if (up_in_.size() == 0) {
+    forget_response();
+    up_in_.shrink_to_fit();
+  }
   expire_after(snapshot_->config->server.idle_timeout);
   std::tie(ec) = co_await client_.socket().async_wait(tcp::socket::wait_write, nothrow);
   relay_ = worker_.relay_blocks.acquire();
