@@ -198,6 +198,50 @@ def test_slow_reader_gets_back_pressure_not_buffering(origin, sluice):
     wait_until(lambda: origin.stats()["in_flight"] == 0, timeout=5, what="the origin's write to end")
 
 
+def send_queue(local_port, remote_port):
+    """What the loopback socket from local_port to remote_port holds written and not yet
+    acknowledged (/proc/net/tcp's tx_queue), or None when there is no such socket."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        f = line.split()
+        if f[1].endswith(f":{local_port:04X}") and f[2].endswith(f":{remote_port:04X}"):
+            return int(f[4].split(":")[0], 16)
+    return None
+
+
+def test_a_slow_readers_answer_waits_at_the_origin_not_in_sluices_socket(origin, sluice):
+    """A client that stops reading a 32 MiB answer after its head: sluice's socket to it holds no
+    more than what sluice may leave unsent there (128 KiB) and what is in flight to the client's
+    64 KiB window, not megabytes of the answer (the kernel would take 4 MiB), and the origin is
+    still writing. Then the client reads on and gets every byte."""
+    s = sluice(sluice_config([origin]))
+    size = 32 << 20
+    reader = socket.socket()
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    reader.connect(("127.0.0.1", s.port))
+    reader.settimeout(10)
+    reader.sendall(f"GET /?size={size} HTTP/1.1\r\nHost: a\r\n\r\n".encode())
+    got = b""
+    while b"\r\n\r\n" not in got:
+        got += reader.recv(1)
+    assert got.startswith(b"HTTP/1.1 200"), got
+    mine = reader.getsockname()[1]
+    wait_until(lambda: (send_queue(s.port, mine) or 0) > 0, timeout=5, what="the answer to reach sluice's socket")
+    peak, until = 0, time.monotonic() + 1.0
+    while time.monotonic() < until:  # the window in which the kernel would have taken megabytes
+        peak = max(peak, send_queue(s.port, mine) or 0)
+        time.sleep(0.02)
+    print(f"sluice's socket to the stopped reader held at most {peak} bytes")
+    assert peak < 512 * 1024, peak
+    assert origin.stats()["in_flight"] == 1
+    body = 0
+    while body < size:
+        chunk = reader.recv(1 << 20)
+        assert chunk, body
+        body += len(chunk)
+    assert body == size
+    reader.close()
+
+
 def test_connection_flood_above_max_connections_waits_in_the_backlog(origin, sluice):
     """max_connections = 64 on one worker. 1,000 connections arrive at once (and stay, silent):
     sluice never holds more than 64 client connections (its fd count stays bounded), nothing

@@ -180,12 +180,14 @@ class Abuse:
         """Opens `n` connections of `kind` (into `socks`), waits until they are held and VmRSS
         is steady; the readings."""
         before = settled_rss_kib(run.pid, interval=0.5, timeout=3.0)
+        tcp_before = _tcp_mem_kib()
         origin_conns_before, _ = self.origins.counters()
         t0 = time.monotonic()
         socks += hostile.open_hostile(kind, run.port, n)
         held = hostile.wait_held(run.pid, run.port, n, kind, socks, timeout=5.0)
         rss, readings = _steady_rss(run.pid, kind, socks)
         held_at_reading = hostile.held(run.pid, run.port)
+        tcp = _tcp_mem_kib()
         reading_s = time.monotonic() - t0
         origin_conns, _ = self.origins.counters()
         per_conn = (rss - before) / held_at_reading if held_at_reading else None
@@ -196,6 +198,7 @@ class Abuse:
                 if held_at_reading else None,
                 "reading_after_s": round(reading_s, 1),
                 "kib_per_conn": round(per_conn, 2) if per_conn is not None else None,
+                "tcp_kib_per_conn": round((tcp - tcp_before) / held_at_reading, 1) if held_at_reading else None,
                 "origin_connections": origin_conns - origin_conns_before,
                 "stayed_up": run.child.alive()}
 
@@ -229,6 +232,17 @@ def _steady_rss(pid, kind, socks, interval=0.5, timeout=6.0, agree=4):
         hostile.trickle(kind, socks)
         readings.append(rss_kib(pid))
     return readings[-1], readings
+
+
+def _tcp_mem_kib():
+    """The kernel's memory for every TCP socket on the machine, KiB (/proc/net/sockstat's TCP
+    `mem`, in pages): what a hostile connection costs in socket buffers wherever they sit (the
+    proxy's send queue, its origin connections, the origin's), which VmRSS does not show."""
+    for line in open("/proc/net/sockstat"):
+        if line.startswith("TCP:"):
+            f = line.split()
+            return int(f[f.index("mem") + 1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    return 0
 
 
 def _steady(readings, agree=4):
@@ -312,6 +326,7 @@ def summarize(rounds, names, phases):
             s[kind] = {"kib_per_conn": round(statistics.median(per), 2) if per else None,
                        "peak_kib_per_conn": round(statistics.median(peak), 2) if peak else None,
                        "kib_per_conn_rounds": [h["kib_per_conn"] for h in holds],
+                       "tcp_kib_per_conn": _median_or_none([h.get("tcp_kib_per_conn") for h in holds]),
                        "held_min": min(h["held_at_reading"] for h in holds),
                        "unsteady_rounds": sum(not h["steady"] for h in holds),
                        "count": holds[0]["count"],
@@ -320,6 +335,11 @@ def summarize(rounds, names, phases):
                        "stayed_up": all(h["stayed_up"] for h in holds)}
         out[name] = s
     return out
+
+
+def _median_or_none(values):
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 1) if values else None
 
 
 def _median_of(results, key):
@@ -425,10 +445,13 @@ def markdown(doc):
                   f"reading of the hold instead). Slow reader: 1 KiB receive buffer, `GET /?size={hostile.BIG}`, never "
                   f"reads. Slow body: `POST` with `Content-Length: {hostile.BIG}`, 16 body bytes, "
                   f"then one byte every half second. Half-sent head: request line and three headers, no "
-                  f"blank line. Origin connections: opened by the proxy during the phase.", "",
-                  "| proxy | " + " | ".join(f"{KIND_LABEL[k]} KiB/conn (rounds) | peak | held (min) | origin conns"
+                  f"blank line. Origin connections: opened by the proxy during the phase. Kernel: the "
+                  f"growth of every TCP socket's buffers on the machine (/proc/net/sockstat) per "
+                  f"connection held, wherever the answer or body waits (the proxy's sockets, the "
+                  f"origins'); not in VmRSS.", "",
+                  "| proxy | " + " | ".join(f"{KIND_LABEL[k]} KiB/conn (rounds) | peak | kernel KiB/conn | held (min) | origin conns"
                                             for k in kinds) + " | stayed up |",
-                  "|---|" + "---|---|---|---|" * len(kinds) + "---|"]
+                  "|---|" + "---|---|---|---|---|" * len(kinds) + "---|"]
         for n in names:
             cells = []
             for k in kinds:
@@ -436,7 +459,7 @@ def markdown(doc):
                 rounds_txt = ", ".join(_fmt(x, 1) for x in h["kib_per_conn_rounds"])
                 unsteady = f", {h['unsteady_rounds']} unsteady" if h["unsteady_rounds"] else ""
                 cells.append(f"**{_fmt(h['kib_per_conn'], 1)}** ({rounds_txt}{unsteady}) | "
-                             f"{_fmt(h['peak_kib_per_conn'], 1)} | "
+                             f"{_fmt(h['peak_kib_per_conn'], 1)} | {_fmt(h.get('tcp_kib_per_conn'), 1)} | "
                              f"{h['held_min']}/{h['count']} | {h['origin_connections_median']:.0f}")
             up = all(s[n][k]["stayed_up"] for k in kinds)
             lines.append(f"| {n} | " + " | ".join(cells) + f" | {'yes' if up else '**no**'} |")

@@ -76,6 +76,10 @@ struct DownstreamSession::ResponseHooks {
     if (x.idem) x.idem->capture_body(piece);
   }
   void head_reached() { x.head_sent = true; }
+  bool client_has_room(std::size_t n) { return s.client_.unsent_room(client_unsent_max) >= n; }
+  net::awaitable<void> wait_client_room(std::span<char>& relay, error_code& ec) {
+    return s.wait_client_room(relay, ec);
+  }
   // A coroutine: send_error() takes the error by reference (the error path only).
   net::awaitable<void> refused() { co_await s.send_error(&x, error_for(Failure::of(FailureKind::bad_response))); }
   net::awaitable<void> body_failed(error_code ec, bool head_written, FailureKind failure) {
@@ -206,6 +210,25 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
     co_return;
   }
   x.error = upstream_body_cut;
+}
+
+// The client's socket holds as much unsent as it may (client_unsent_max): waits until it takes
+// more (the kernel says writable once half of that is sent), under the client's write deadline,
+// with the relay block and the origin's read buffer back in the worker's pools meanwhile. A slow
+// reader then holds neither while it reads, and the rest of its answer waits in the origin's
+// socket.
+net::awaitable<void> DownstreamSession::wait_client_room(std::span<char>& relay, error_code& ec) {
+  worker_.relay_blocks.release(std::exchange(relay_, nullptr));
+  // What came with the origin's head was relayed: its read buffer goes back as well (a chunked
+  // body's next read takes one again). The response head over its bytes was spliced already.
+  if (up_in_.size() == 0) {
+    forget_response();
+    up_in_.shrink_to_fit();
+  }
+  expire_after(snapshot_->config->server.idle_timeout);
+  std::tie(ec) = co_await client_.socket().async_wait(tcp::socket::wait_write, nothrow);
+  relay_ = worker_.relay_blocks.acquire();
+  relay = std::span(relay_, relay.size());
 }
 
 // The response's encoder failed (its library could not allocate). Neither the origin's fault (its

@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/runtime/address_holder.hpp"
+#include "sluice/proxy/worker_context.hpp"
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/upstream/upstream.hpp"
@@ -50,6 +51,20 @@ void defer_accept(int fd, bool on, const std::string& what) {
     spdlog::warn("{}: cannot set TCP_DEFER_ACCEPT: {}", what, std::strerror(errno));
 }
 
+// Options every accepted connection takes from its listening socket (Linux copies them into each
+// one), set before a connection can arrive so that none is accepted without them: TCP_NODELAY
+// (an answer leaves as it is written), and TCP_NOTSENT_LOWAT at proxy::client_unsent_max, the
+// bound the response relay keeps a slow reader's unsent bytes under. A failure is logged, not
+// fatal: the listener works without them.
+void connection_options(int fd, const std::string& what) {
+  const int on = 1;
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) != 0)
+    spdlog::warn("{}: cannot set TCP_NODELAY: {}", what, std::strerror(errno));
+  const int lowat = static_cast<int>(proxy::client_unsent_max);
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof lowat) != 0)
+    spdlog::warn("{}: cannot set TCP_NOTSENT_LOWAT: {}", what, std::strerror(errno));
+}
+
 // A bound, listening socket on `io`; every worker binds its own on one address (SO_REUSEPORT),
 // so that the kernel spreads connections across them.
 tcp::acceptor bind_one(net::io_context& io, const tcp::endpoint& ep, const std::string& what,
@@ -61,6 +76,7 @@ tcp::acceptor bind_one(net::io_context& io, const tcp::endpoint& ep, const std::
   if (!ec) a.set_option(reuse_port(true), ec);
   if (!ec && ep.address().is_v6()) a.set_option(net::ip::v6_only(true), ec);
   if (!ec) a.bind(ep, ec);
+  if (!ec) connection_options(a.native_handle(), what);
   if (!ec) a.listen(4096, ec);
   if (ec) throw ListenError("cannot listen on " + what + ": " + reason(ec));
   defer_accept(a.native_handle(), defer, what);
@@ -83,6 +99,7 @@ std::vector<tcp::acceptor> adopt(net::io_context& io, const std::vector<int>& fd
       throw ListenError("cannot listen on " + what + " (inherited socket): " + reason(ec));
     }
     defer_accept(fd, defer, what);
+    connection_options(fd, what);  // connections already queued keep the options they were made with
     out.push_back(std::move(a));
   };
   for (const int fd : fds) assign(fd);

@@ -56,10 +56,6 @@ void Worker::add_listener(std::uint64_t id, tcp protocol, int fd, int tls_listen
       spdlog::error("worker {}: cannot accept on a new listener: {}", ctx_.index, ec.message());
       return;
     }
-    // Accepted connections inherit TCP_NODELAY from the listener (Linux copies the listening
-    // socket's options into each one): set once here, not once per connection.
-    acceptor->set_option(tcp::no_delay(true), ec);
-    if (ec) spdlog::warn("worker {}: TCP_NODELAY on a listener: {}", ctx_.index, ec.message());
     if (ctx_.stopping) return;  // shutting down: the acceptor closes as it goes out of scope
     listeners_.push_back({id, acceptor});
     net::co_spawn(io_, accept_loop(std::move(acceptor), tls_listener), net::detached);
@@ -216,7 +212,7 @@ net::awaitable<void> Worker::accept_loop(std::shared_ptr<tcp::acceptor> acceptor
 
 net::awaitable<void> Worker::serve(tcp::socket socket, net::ip::address peer, int tls_listener) {
   try {
-    tls::Stream client(std::move(socket));  // TCP_NODELAY from the listener (add_listener)
+    tls::Stream client(std::move(socket));  // options from the listener (listeners.cpp)
     std::shared_ptr<tls::ServerContext> tls;
     if (tls_listener >= 0) {
       // Listeners are opened once; the certificates come from the current snapshot.

@@ -39,6 +39,13 @@ struct Seen {
   bool head_written_at_failure = false;
   bool client_failed = false;
   bool done = false;
+  // The client's room: the waits it asks for before it has room, the relay it gives back after
+  // each, and the error of the wait.
+  int room_waits_left = 0;
+  int room_waits = 0;
+  std::size_t room_asked = 0;
+  std::span<char> other_block;
+  error_code room_error;
 };
 
 struct Hooks {
@@ -58,6 +65,18 @@ struct Hooks {
     co_return;
   }
   void client_failed(boost::system::error_code) { seen->client_failed = true; }
+  bool client_has_room(std::size_t n) {
+    seen->room_asked = n;
+    if (seen->room_waits_left == 0) return true;
+    --seen->room_waits_left;
+    return false;
+  }
+  net::awaitable<void> wait_client_room(std::span<char>& relay, error_code& ec) {
+    ++seen->room_waits;
+    relay = seen->other_block;
+    ec = seen->room_error;
+    co_return;
+  }
   void done() { seen->done = true; }
 };
 
@@ -378,6 +397,39 @@ TEST(RelayResponse, ADrainedOriginIsWaitedFor) {
   EXPECT_EQ(r.received(), head + long_body);
   EXPECT_EQ(origin.async_reads, 5);
   EXPECT_EQ(r.seen.reads, 5);
+}
+
+// A client with no room for the next piece: the relay waits for it before it reads that piece
+// from the origin, asking room for no more than it will read, and goes on in the block the wait
+// gave it. Bytes that came with the head need no room: they are read already.
+TEST(RelayResponse, NothingMoreIsReadFromTheOriginUntilTheClientHasRoomForIt) {
+  const std::string rest(40, 'z');
+  Relay r(rest, 1 << 20);
+  std::array<char, 16> other{};
+  r.seen.other_block = std::span(other);
+  r.seen.room_waits_left = 2;  // asked before the first read, and again before the third
+  net::buffer_copy(r.in.prepare(body.size()), net::buffer(body));
+  r.in.commit(body.size());
+  const auto reusable = r.run(framing(plan(false, false), body.size() + rest.size()));
+  ASSERT_EQ(reusable, true);
+  EXPECT_EQ(r.received(), head + body + rest);
+  EXPECT_EQ(r.seen.room_waits, 2);
+  EXPECT_EQ(r.seen.room_asked, 8u);  // the last piece: what is left of the Content-Length
+  EXPECT_EQ(r.seen.reads, 3);        // 16 + 16 + 8 bytes, each into the block the wait gave
+}
+
+// The wait's deadline passing is the client's failure: nothing more is read or written.
+TEST(RelayResponse, AClientThatNeverHasRoomFailsAtItsDeadline) {
+  Relay r(body, 1 << 20);
+  std::array<char, 16> other{};
+  r.seen.other_block = std::span(other);
+  r.seen.room_waits_left = 1;
+  r.seen.room_error = boost::beast::error::timeout;
+  ASSERT_EQ(r.run(framing(plan(false, false), body.size())), false);
+  EXPECT_TRUE(r.seen.client_failed);
+  EXPECT_EQ(r.seen.reads, 0);
+  EXPECT_EQ(r.received(), "");
+  EXPECT_FALSE(r.seen.done);
 }
 
 // relay_at_once() and finish_at_once(): the common answer with no coroutine, on a client with

@@ -16,6 +16,10 @@
 //   awaitable<void> body_failed(error_code, bool head_written, FailureKind);
 //                                // the origin's body failed (bad_response or reset_after_send)
 //   void client_failed(error_code);  // a client write failed (beast timeout: its deadline passed)
+//   bool client_has_room(std::size_t n);  // the client takes n more bytes without holding them
+//                                         // unsent past its bound (client_unsent_max)
+//   awaitable<void> wait_client_room(std::span<char>& relay, error_code&);
+//                                // waits until it does, and may give `relay` another block
 //   void done();                 // the body reached the client whole
 // Returns whether the upstream connection may go back to the pool: only after a whole, correctly
 // framed body with nothing left over in `in`, and when `framing.reusable`.
@@ -102,6 +106,10 @@ struct BodyCursor {
   BodyPiece take_buffered(const Buffer& in) const noexcept {
     return BodyPiece{{}, pending_piece(in, content_left, until_close), true};
   }
+  // The most the next read may bring: a relay's worth, or what is left of a Content-Length.
+  std::size_t want(std::size_t relay) const noexcept {
+    return chunked_in || until_close ? relay : static_cast<std::size_t>(std::min<std::uint64_t>(relay, content_left));
+  }
   // After a piece was read (`ec`: its error after hooks.timed()): the failure that ends the body,
   // else none, with `done` and what is left updated.
   FailureKind advance(const BodyPiece& read, boost::system::error_code ec,
@@ -142,10 +150,24 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
   detail::BodyCursor body(plan, framing.content_length);
   bool& done = body.done;
   bool head_written = false;
+  bool waited = false;  // for the client's room
   while (!done || !head_written) {
     std::string_view piece;
     BodyPiece read;
     if (!done) {
+      // Read from the origin only what the client takes now: a slow reader's answer waits in the
+      // origin's socket, and the wait for it holds no relay block. After the wait the next piece
+      // is read without asking again: a client that failed meanwhile is told by the write.
+      if (!body.buffered(in) && !std::exchange(waited, false) && !hooks.client_has_room(body.want(relay.size()))) {
+        boost::system::error_code ec;
+        co_await hooks.wait_client_room(relay, ec);
+        if (const auto failed = hooks.timed(ec)) {
+          hooks.client_failed(failed);
+          co_return false;
+        }
+        waited = true;
+        continue;
+      }
       read = body.buffered(in) ? body.take_buffered(in)
                                : co_await detail::next_response_piece(hooks, upstream, in, plan, body.content_left,
                                                                       relay, chunked, read_now(body.pieces_read_now));

@@ -50,6 +50,11 @@ inline constexpr std::size_t arena_block_size = 32 * 1024;  // both heads of one
 inline constexpr std::size_t head_block_size = 1024;        // a client's read buffer, at first
 inline constexpr std::size_t head_grown_size = 4 * 1024;    // then, for a head past 1 KiB
 inline constexpr std::size_t relay_block_size = 64 * 1024;  // body bytes per read/write step
+// What a client connection's socket may hold written but not yet sent (TCP_NOTSENT_LOWAT, set
+// on the listeners; its wait for room wakes at half of it). The response relay reads from the
+// origin only what fits under it (DownstreamSession::client_room()): a client that reads slowly
+// leaves the rest of its answer in the origin's socket, not in sluice's memory or the kernel's.
+inline constexpr std::size_t client_unsent_max = 128 * 1024;
 
 struct WorkerContext {
   WorkerContext(unsigned index, boost::asio::io_context& io, const Clock& clock, AccessLog& access_log)

@@ -10,10 +10,14 @@
 //
 // Owned by one session or the pool of one worker; like every Asio object, not thread-safe. Reads
 // and writes may overlap (one of each at a time) on the worker's thread.
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -138,6 +142,16 @@ public:
       n = edge::sys_sendmsg(socket_.native_handle(), &msg, flags);
     }
     return n > 0 ? static_cast<std::size_t>(n) : 0;
+  }
+
+  // How many more bytes a plain connection's socket may hold unsent before it holds `limit`
+  // (SIOCOUTQNSD: written, not yet sent), 0 when it holds that many already. With TLS, or when
+  // the kernel does not say, no bound (the largest size_t).
+  std::size_t unsent_room(std::size_t limit) noexcept {
+    int unsent = 0;
+    if (tls_ || ::ioctl(socket_.native_handle(), SIOCOUTQNSD, &unsent) != 0 || unsent < 0)
+      return std::numeric_limits<std::size_t>::max();
+    return static_cast<std::size_t>(unsent) >= limit ? 0 : limit - static_cast<std::size_t>(unsent);
   }
 
   // Whether try_write() can take any byte: a plain connection. With TLS it takes none (the
