@@ -78,7 +78,10 @@ struct DownstreamSession::ResponseHooks {
   void head_reached() { x.head_sent = true; }
   bool client_has_room(std::size_t n) { return s.client_.unsent_room(client_unsent_max) >= n; }
   net::awaitable<void> wait_client_room(std::span<char>& relay, error_code& ec) {
-    return s.wait_client_room(relay, ec);
+    return s.wait_client_room(relay, nullptr, ec);
+  }
+  net::awaitable<void> wait_client_room(std::span<char>& relay, std::span<char>& coded, error_code& ec) {
+    return s.wait_client_room(relay, &coded, ec);
   }
   // A coroutine: send_error() takes the error by reference (the error path only).
   net::awaitable<void> refused() { co_await s.send_error(&x, error_for(Failure::of(FailureKind::bad_response))); }
@@ -109,6 +112,10 @@ struct DownstreamSession::ResponseHooks {
                                PooledFrame<bool>>);
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, HeadBuffer&, tls::Stream&,
                                                      ResponseFraming, std::string&, std::size_t>::promise_type,
+                               PooledFrame<bool>>);
+  // The wait for a slow client's room (response_relay.hpp) too.
+  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ResponseHooks, bool&,
+                                                     std::span<char>&>::promise_type,
                                PooledFrame<bool>>);
   // A compressed answer's relay and its per-piece steps (compressed_relay.hpp) too.
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<detail::CodedSend>, ResponseHooks, tls::Stream&,
@@ -217,7 +224,10 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
 // with the relay block and the origin's read buffer back in the worker's pools meanwhile. A slow
 // reader then holds neither while it reads, and the rest of its answer waits in the origin's
 // socket.
-net::awaitable<void> DownstreamSession::wait_client_room(std::span<char>& relay, error_code& ec) {
+net::awaitable<void> DownstreamSession::wait_client_room(std::span<char>& relay, std::span<char>* coded,
+                                                         error_code& ec) {
+  const auto relay_at = relay.data() - relay_;
+  const auto coded_at = coded != nullptr ? coded->data() - relay_ : 0;
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
   // What came with the origin's head was relayed: its read buffer goes back as well (a chunked
   // body's next read takes one again). The response head over its bytes was spliced already.
@@ -228,7 +238,8 @@ net::awaitable<void> DownstreamSession::wait_client_room(std::span<char>& relay,
   expire_after(snapshot_->config->server.idle_timeout);
   std::tie(ec) = co_await client_.socket().async_wait(tcp::socket::wait_write, nothrow);
   relay_ = worker_.relay_blocks.acquire();
-  relay = std::span(relay_, relay.size());
+  relay = std::span(relay_ + relay_at, relay.size());
+  if (coded != nullptr) *coded = std::span(relay_ + coded_at, coded->size());
 }
 
 // The response's encoder failed (its library could not allocate). Neither the origin's fault (its

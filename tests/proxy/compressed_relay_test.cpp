@@ -31,6 +31,9 @@ struct Seen {
   std::optional<bool> coding_failed;  // head_written when the encoder failed
   bool client_failed = false;
   bool done = false;
+  int room_waits_left = 0;  // the client has no room for this many pieces in turn
+  int room_waits = 0;
+  std::span<char> other_relay, other_coded;
 };
 
 struct Hooks {
@@ -48,6 +51,18 @@ struct Hooks {
     co_return;
   }
   void client_failed(error_code) { seen->client_failed = true; }
+  bool client_has_room(std::size_t) {
+    if (seen->room_waits_left == 0) return true;
+    --seen->room_waits_left;
+    return false;
+  }
+  // Both spans move to the test's other block, as the session moves them to another relay block.
+  net::awaitable<void> wait_client_room(std::span<char>& relay, std::span<char>& coded, error_code&) {
+    ++seen->room_waits;
+    relay = seen->other_relay;
+    coded = seen->other_coded;
+    co_return;
+  }
   void sent_coded(std::string_view piece, std::size_t coded) {
     seen->body.append(piece);
     seen->coded += coded;
@@ -145,6 +160,25 @@ TEST(RelayCompressed, ABodyInPiecesOfEverySizeReachesTheClientChunkedAndDecodabl
       EXPECT_FALSE(r.seen.coding_failed);
     }
   }
+}
+
+// A client with no room: the relay waits before each of those pieces and goes on in the blocks
+// the wait gave it, the coded stream whole.
+TEST(RelayCompressed, AClientWithoutRoomIsWaitedForAndTheRelayGoesOnInTheBlocksTheWaitGave) {
+  const auto body = text(1000);
+  compress::EncoderPool pool;
+  auto enc = pool.acquire(compress::Coding::gzip, 1, body.size());
+  ASSERT_TRUE(enc);
+  Relay r(body, 1000);
+  std::array<char, 64> other_relay{};
+  std::array<char, 32> other_coded{};
+  r.seen.other_relay = std::span(other_relay);
+  r.seen.other_coded = std::span(other_coded);
+  r.seen.room_waits_left = 3;
+  ASSERT_EQ(r.run(content_length(body.size()), *enc), true);
+  EXPECT_EQ(r.seen.room_waits, 3);
+  EXPECT_EQ(compress::testing::decode_all(compress::Coding::gzip, r.body_received()), body);
+  EXPECT_TRUE(r.seen.done);
 }
 
 // An encoder failing at its first call: nothing was sent, the session answers (with its own

@@ -3,6 +3,8 @@
 // (response_relay.hpp), with the same hooks plus
 //   void sent_coded(std::string_view piece, std::size_t coded);
 //                                // a piece of the origin's body went out as `coded` bytes
+//   awaitable<void> wait_client_room(std::span<char>& relay, std::span<char>& coded, error_code&);
+//                                // as relay_response()'s, with both spans in the block
 //   awaitable<void> coding_failed(error_code, bool head_written);
 //                                // the encoder failed: the answer ends there (sluice's failure)
 // each piece of the origin's body is fed to the response's Encoder, the coded bytes written into
@@ -95,10 +97,15 @@ boost::asio::awaitable<bool> relay_compressed(Hooks hooks, Upstream& upstream, B
   detail::BodyCursor body(plan, framing.content_length);
   const bool& done = body.done;
   bool head_written = false;
+  bool waited = false;  // for the client's room
   for (;;) {
     std::string_view piece;
     BodyPiece read;
     if (!done) {
+      if (detail::must_wait_for_room(hooks, body, in, relay.size(), waited)) {
+        if (!co_await detail::wait_for_room(hooks, waited, relay, coded)) co_return false;
+        continue;
+      }
       read = body.buffered(in) ? body.take_buffered(in)
                                : co_await detail::next_response_piece(hooks, upstream, in, plan, body.content_left,
                                                                       relay, chunked, read_now(body.pieces_read_now));

@@ -203,7 +203,8 @@ private:
   compress::Plan plan_coding(Exchange& x, http::ResponsePlan& plan);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
                                            bool head_written, FailureKind failure);
-  boost::asio::awaitable<void> wait_client_room(std::span<char>& relay, boost::system::error_code& ec);
+  boost::asio::awaitable<void> wait_client_room(std::span<char>& relay, std::span<char>* coded,
+                                                boost::system::error_code& ec);
   boost::asio::awaitable<void> coding_failed(Exchange& x, boost::system::error_code ec, bool head_written);
   // After a 101: the answer to the client, then both streams handed over (tunnel_session.hpp).
   boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream);

@@ -19,7 +19,8 @@
 //   bool client_has_room(std::size_t n);  // the client takes n more bytes without holding them
 //                                         // unsent past its bound (client_unsent_max)
 //   awaitable<void> wait_client_room(std::span<char>& relay, error_code&);
-//                                // waits until it does, and may give `relay` another block
+//                                // waits until it does, and may put `relay` in another block
+//                                // (relay_compressed() passes its `coded` span too)
 //   void done();                 // the body reached the client whole
 // Returns whether the upstream connection may go back to the pool: only after a whole, correctly
 // framed body with nothing left over in `in`, and when `framing.reusable`.
@@ -135,6 +136,31 @@ struct BodyCursor {
   unsigned pieces_read_now = 0;
 };
 
+// Whether the next piece must wait for the client's room first (relay_response()): not a piece
+// that came with the head (it is read already), and not right after such a wait (the next piece
+// is then read without asking again: a client that failed meanwhile is told by the write).
+template <class Hooks, class Buffer>
+bool must_wait_for_room(Hooks& hooks, const BodyCursor& body, const Buffer& in, std::size_t relay,
+                        bool& waited) {
+  if (body.buffered(in) || std::exchange(waited, false)) return false;
+  return !hooks.client_has_room(body.want(relay));
+}
+
+// That wait (hooks.wait_client_room, which may put `blocks` in another relay block). False: the
+// client failed (hooks.client_failed was called). A coroutine of its own: only a slow client
+// pays for its frame.
+template <class Hooks, class... Blocks>
+boost::asio::awaitable<bool> wait_for_room(Hooks hooks, bool& waited, Blocks&... blocks) {
+  boost::system::error_code ec;
+  co_await hooks.wait_client_room(blocks..., ec);
+  if (const auto failed = hooks.timed(ec)) {
+    hooks.client_failed(failed);
+    co_return false;
+  }
+  waited = true;
+  co_return true;
+}
+
 }  // namespace detail
 
 template <class Hooks, class Upstream, class Buffer, class Client>
@@ -156,16 +182,9 @@ boost::asio::awaitable<bool> relay_response(Hooks hooks, Upstream& upstream, Buf
     BodyPiece read;
     if (!done) {
       // Read from the origin only what the client takes now: a slow reader's answer waits in the
-      // origin's socket, and the wait for it holds no relay block. After the wait the next piece
-      // is read without asking again: a client that failed meanwhile is told by the write.
-      if (!body.buffered(in) && !std::exchange(waited, false) && !hooks.client_has_room(body.want(relay.size()))) {
-        boost::system::error_code ec;
-        co_await hooks.wait_client_room(relay, ec);
-        if (const auto failed = hooks.timed(ec)) {
-          hooks.client_failed(failed);
-          co_return false;
-        }
-        waited = true;
+      // origin's socket, and the wait for it holds no relay block.
+      if (detail::must_wait_for_room(hooks, body, in, relay.size(), waited)) {
+        if (!co_await detail::wait_for_room(hooks, waited, relay)) co_return false;
         continue;
       }
       read = body.buffered(in) ? body.take_buffered(in)

@@ -144,12 +144,13 @@ public:
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
-  // How many more bytes a plain connection's socket may hold unsent before it holds `limit`
-  // (SIOCOUTQNSD: written, not yet sent), 0 when it holds that many already. With TLS, or when
-  // the kernel does not say, no bound (the largest size_t).
+  // How many more bytes the connection's socket may hold unsent before it holds `limit`
+  // (SIOCOUTQNSD: written, not yet sent), 0 when it holds that many already; when the kernel does
+  // not say, no bound (the largest size_t). With TLS these are the records' bytes: a completed
+  // write has handed all of them to the socket.
   std::size_t unsent_room(std::size_t limit) noexcept {
     int unsent = 0;
-    if (tls_ || ::ioctl(socket_.native_handle(), SIOCOUTQNSD, &unsent) != 0 || unsent < 0)
+    if (::ioctl(socket().native_handle(), SIOCOUTQNSD, &unsent) != 0 || unsent < 0)
       return std::numeric_limits<std::size_t>::max();
     return static_cast<std::size_t>(unsent) >= limit ? 0 : limit - static_cast<std::size_t>(unsent);
   }
