@@ -4,12 +4,15 @@ heap usage" at exit): sluice serves N and then 2N sequential requests on one cli
 With --instr, user-space instructions per request instead (callgrind's total Ir, same method).
 With --rules, the upstream has header rules on both sides, with variables (docs/edge.md).
 
-    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--idempotency] [--pause=S] [--put=BYTES] [--xtree=FILE] [--max=X]
+    python3 bench/allocs_per_request.py BUILD_DIR [N] [--plain-only] [--instr] [--access=text|json] [--rules] [--compress] [--idempotency] [--pause=S] [--put=BYTES] [--xtree=FILE] [--max=X]
 
 --max=X: exit 1 if any figure is above X per request (scripts/test.sh runs it with --max=0.01:
 the hot path allocates nothing per request).
 
 --access: with the access log on (to a file in the scratch directory; default off).
+
+With --compress the upstream has `compress = { min_bytes = 1 }` and every request asks for the
+origin's JSON /stats with `Accept-Encoding: gzip`: each answer is gzip-coded and chunked.
 
 With --idempotency the upstream has `[idempotency] mode = "replay"` and the requests carry no
 key: what a request without a key costs once the feature is on (0 allocations expected).
@@ -62,22 +65,43 @@ def requests(sock, n):
     pause = float(option("pause", "0"))
     put = int(option("put", "0"))
     request = (f"PUT / HTTP/1.1\r\nHost: t\r\nContent-Length: {put}\r\n\r\n".encode() + b"x" * put
-               if put else b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+               if put else b"GET /stats HTTP/1.1\r\nHost: t\r\nAccept-Encoding: gzip\r\n\r\n"
+               if "--compress" in sys.argv else b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
     for i in range(n):
         if pause > 0:
             time.sleep(pause)
         sock.sendall(request)
         while True:
-            head_end = buf.find(b"\r\n\r\n")
-            if head_end >= 0:
-                length = int(re.search(rb"Content-Length: (\d+)", buf[:head_end], re.I).group(1))
-                if len(buf) >= head_end + 4 + length:
-                    buf = buf[head_end + 4 + length:]
-                    break
+            end = response_end(buf)
+            if end is not None:
+                buf = buf[end:]
+                break
             chunk = sock.recv(65536)
             if not chunk:
                 raise RuntimeError("closed")
             buf += chunk
+
+
+def response_end(buf):
+    """Where the first whole response in `buf` ends (Content-Length or chunked), or None."""
+    head_end = buf.find(b"\r\n\r\n")
+    if head_end < 0:
+        return None
+    at = head_end + 4
+    length = re.search(rb"Content-Length: (\d+)", buf[:head_end], re.I)
+    if length:
+        end = at + int(length.group(1))
+        return end if len(buf) >= end else None
+    while True:  # chunked (a compressed answer)
+        line_end = buf.find(b"\r\n", at)
+        if line_end < 0:
+            return None
+        size = int(buf[at:line_end].split(b";")[0], 16)
+        at = line_end + 2 + size + 2
+        if len(buf) < at:
+            return None
+        if size == 0:
+            return at
 
 
 def access_format():
@@ -100,6 +124,7 @@ access = "{access_format()}"
 {f'access_file = "{work}/access.log"' if access_format() != "off" else ""}
 [upstreams.app]
 {RULES if "--rules" in sys.argv else ""}
+{"compress = { min_bytes = 1 }" if "--compress" in sys.argv else ""}
 [[upstreams.app.servers]]
 address = "127.0.0.1:{port}"
 {IDEMPOTENCY if "--idempotency" in sys.argv else ""}""")
