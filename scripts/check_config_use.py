@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
 CONFIG_HEADERS = [ROOT / "include/sluice/config/config.hpp", ROOT / "include/sluice/config/idempotency.hpp"]
 # The repeated key names left today (rule 2); lower it when a reader stops naming its key.
-MAX_REPEATED = 151
+MAX_REPEATED = 150
 
 
 def string_members():

@@ -38,25 +38,30 @@ std::optional<FailureItem> parse_failure_item(std::string_view item, std::string
   return FailureItem{W::none, std::move(*statuses)};
 }
 
+void FailOn::add(const FailureItem& item) {
+  switch (item.word) {
+    case FailureItem::Word::connect: connect_ = true; break;
+    case FailureItem::Word::refused: refused_ = true; break;
+    case FailureItem::Word::reset: reset_ = true; break;
+    case FailureItem::Word::timeout: timeout_ = true; break;
+    case FailureItem::Word::none: statuses_.merge(item.statuses); break;
+  }
+}
+
 std::optional<FailOn> FailOn::parse(std::span<const std::string> items, std::string* error) {
   FailOn f;
   for (const auto& text : items) {
     const auto item = parse_failure_item(text, error);
     if (!item) return std::nullopt;
-    switch (item->word) {
-      case FailureItem::Word::connect: f.connect_ = true; break;
-      case FailureItem::Word::refused: f.refused_ = true; break;
-      case FailureItem::Word::reset: f.reset_ = true; break;
-      case FailureItem::Word::timeout: f.timeout_ = true; break;
-      case FailureItem::Word::none: f.statuses_.merge(item->statuses); break;
-    }
+    f.add(*item);
   }
   return f;
 }
 
-FailOn FailOn::defaults() {
-  static const std::array<std::string, 6> items{"connect", "timeout", "reset", "502", "503", "504"};
-  return *parse(items);
+FailOn FailOn::of(std::span<const std::string_view> items) {
+  FailOn f;
+  for (const auto text : items) f.add(parse_failure_item(text).value());
+  return f;
 }
 
 bool FailOn::counts(const LiveResult& result) const noexcept {

@@ -1,5 +1,7 @@
 #include "sluice/config/fail_on.hpp"
 
+#include "sluice/config/config.hpp"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,7 +11,7 @@ namespace sluice::health {
 namespace {
 
 TEST(HealthFailOn, DefaultsCountConnectTimeoutResetAndGatewayErrors) {
-  const auto f = FailOn::defaults();
+  const auto f = config::PassiveConfig{}.fail_on;
   EXPECT_TRUE(f.counts(LiveResult::connect_failure()));
   EXPECT_TRUE(f.counts(LiveResult::timeout()));
   EXPECT_TRUE(f.counts(LiveResult::reset()));

@@ -63,6 +63,7 @@ inline constexpr std::uint32_t fall = 3;
 inline constexpr std::uint32_t max_fails = 3;
 inline constexpr Duration fail_timeout = std::chrono::seconds(10);
 inline constexpr Duration max_ejection_time = std::chrono::seconds(300);
+inline constexpr std::array<std::string_view, 6> fail_on{"connect", "timeout", "reset", "502", "503", "504"};
 }  // namespace defaults
 
 // Where a value came from, for error messages and `sluice check`.
@@ -352,7 +353,7 @@ struct PassiveConfig {
   Duration fail_timeout = defaults::fail_timeout;
   Duration max_ejection_time = defaults::max_ejection_time;
   std::uint32_t max_ejected_percent = 50;
-  health::FailOn fail_on = health::FailOn::defaults();  // connect, timeout, reset, 502-504
+  health::FailOn fail_on = health::FailOn::of(defaults::fail_on);
 };
 
 // [upstreams.NAME.retry]

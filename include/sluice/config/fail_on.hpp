@@ -56,12 +56,14 @@ std::optional<FailureItem> parse_failure_item(std::string_view item, std::string
 class FailOn {
 public:
   static std::optional<FailOn> parse(std::span<const std::string> items, std::string* error = nullptr);
-  static FailOn defaults();
+  // Items known to be valid (a built-in default, config::defaults::fail_on).
+  static FailOn of(std::span<const std::string_view> items);
 
   bool counts(const LiveResult& result) const noexcept;
   std::string to_string() const;  // "connect,timeout,reset,502-504"
 
 private:
+  void add(const FailureItem& item);
   bool connect_ = false;
   bool refused_ = false;
   bool timeout_ = false;
