@@ -1,3 +1,40 @@
+// The Beast path of the test oracle. What Beast 1.81's parser already does, measured by driving
+// http::request_parser / response_parser with put() (pinned in tests/http/beast_parser_test.cpp,
+// so a Boost upgrade that changes any of it fails a test).
+//
+// Beast rejects:
+//  - CL then TE -> bad_transfer_encoding; TE chunked then CL -> bad_content_length;
+//    CL 5 and CL 6 (two lines or "5, 6") -> multiple_content_length;
+//    CL "+5", "0x5", "" or > 2^64-1 -> bad_content_length;
+//    TE chunked on two lines -> bad_transfer_encoding
+//  - chunk size "0x10", "5 ", "5\n" -> bad_chunk_extension; more than 16 hex digits, "-1", " 5",
+//    empty, chunk data not followed by CRLF -> bad_chunk
+//  - " Host:" (leading whitespace), "Host :", ": a", a line without colon, obs-text in a name
+//    -> bad_field; NUL, other CTLs, DEL or a bare LF in a value -> bad_value;
+//    a bare CR -> bad_line_ending
+//  - in the request line: DEL, HTAB, NUL in the target, "GET  /", "GET /" (HTTP/0.9) -> bad_target;
+//    "HTTP/1.2", "http/1.1", "PRI * HTTP/2.0", a trailing SP, a bare LF after the version
+//    -> bad_version; leading empty lines -> bad_method (Beast does not skip them)
+//  - "HTTP/1.1 200" (no SP), a 2-digit status -> bad_status;
+//    NUL or a bare LF in the reason -> bad_reason
+//  - a Connection value that is not a token list -> bad_value
+//
+// Beast accepts (and we reject):
+//  - TE gzip then CL: the body is framed by CL, the origin may frame by TE (smuggling)
+//  - equal duplicates: CL 5 twice, CL "5, 5"; CL from 2^63 up to 2^64-1
+//  - TE gzip, xchunked, "chunked, identity": the request then has no body at all (smuggling);
+//    TE gzip + TE chunked on two lines (framed as chunked); TE chunked in HTTP/1.0
+//  - obs-fold (joined into the value with a SP); obs-text in the request-target
+//  - status codes 000 and 999; Host missing in HTTP/1.1 or repeated
+//  - a head whose last line ends in a bare LF: need_more until the header limit, as Beast only
+//    parses once it has seen CRLFCRLF
+//
+// And its fields container trims OWS around values on insert (so check_*_fields() never sees
+// " 5" or "chunked\t") and keeps the lines of one name together, in arrival order.
+//
+// So the raw scan (src/http/strict.cpp) duplicates part of Beast on purpose. Where Beast still
+// rejects first (framing conflicts, chunk sizes), violation_from_parser_error() maps its error to
+// our Violation.
 #include "oracle/beast_head.hpp"
 
 #include <algorithm>

@@ -11,6 +11,7 @@
 
 #include <boost/beast/http/message.hpp>
 
+#include "oracle/beast_fields.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/message.hpp"

@@ -7,9 +7,10 @@
 //  - Connection or Proxy-Connection whose value is not a list of tokens (RFC 9110 §5.6.1):
 //    "bad field value". Its options decide keep-alive and which fields are hop-by-hop (§7.6.1),
 //    so a value that cannot be read as options is not guessed at.
-//  - Content-Length that is not a list of equal decimal numbers each within 64 bits (RFC 9110
-//    §8.6 lets a recipient read "42, 42" as 42), that differs from an earlier Content-Length, or
-//    that follows a Transfer-Encoding ending in chunked.
+//  - Content-Length that is not a list of equal decimal numbers each within 64 bits, that
+//    differs from an earlier Content-Length, or that follows a Transfer-Encoding ending in
+//    chunked. (An equal list "42, 42", or the same value on two lines, passes here and is
+//    refused by the framing rules after the last line, strict.cpp.)
 //  - Transfer-Encoding after a Content-Length, or after a Transfer-Encoding ending in chunked
 //    (chunked is applied once and last, RFC 9112 §6.1).
 // Two framings that disagree are how requests are smuggled (RFC 9112 §6.3, 11.2): the refusal

@@ -205,6 +205,7 @@ HeadVerdict index_response_head(std::string_view bytes, std::size_t max_header_b
 
 // The X-Request-Id to use: the client's own when it sent exactly one and it is sane
 // (sane_request_id()), else a fresh one from `gen` written into `storage`.
+class RequestIdGenerator;
 std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& gen, char (&storage)[37]);
 // The request's protocol switch is forwarded (RFC 9110 §7.8): an HTTP/1.1 GET without a body
 // (`has_body`) whose Connection lists "upgrade" and whose Upgrade names a protocol other than h2c.
