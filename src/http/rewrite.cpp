@@ -1,6 +1,5 @@
 #include "sluice/http/rewrite.hpp"
 
-
 #include <boost/beast/core/string.hpp>
 
 namespace sluice::http {
