@@ -29,6 +29,7 @@
 
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
+#include "oracle/beast_head.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/head_index.hpp"
 #include "sluice/http/message.hpp"

@@ -16,6 +16,7 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/status.hpp>
 
+#include "oracle/beast_head.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/head_index.hpp"
 #include "sluice/http/intake.hpp"

@@ -12,6 +12,7 @@
 #include <boost/beast/http/field.hpp>
 
 #include "sluice/config/config.hpp"
+#include "oracle/beast_head.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/intake.hpp"
 #include "sluice/http/request_id.hpp"

@@ -8,6 +8,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 
+#include "oracle/beast_head.hpp"
 #include "sluice/http/chunked.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/intake.hpp"

@@ -1,14 +1,25 @@
-// The head index: one pass of the strict scanner (head_scanner.hpp) whose Sink fills the index,
-// then the framing, Host and admission rules of strict.cpp and intake.cpp over what it collected.
+// The head index: one pass of the strict scanner (head_scanner.hpp) whose Sink fills the index
+// and checks the Connection and framing lines as they arrive, then the framing and Host rules of
+// strict.cpp (detail::check_*) and the admission rules over what it collected.
 //
-// What Beast's parser adds to the scan today (parse_request_head, parse_response_head) is
-// emulated here line by line, so that the first violation is the same one: a Connection or
-// Proxy-Connection value that is not a token list (bad_value -> "bad field value"), and the
-// framing conflicts Beast stops at (a Content-Length after "chunked" or malformed as Beast reads
-// it, a Transfer-Encoding after chunked or after a Content-Length), which
-// violation_from_parser_error() reports as a bad content-length or transfer-encoding, or as both
-// present. The fuzz targets head_request / head_response (fuzz/targets/head_index.cpp) hold the
-// index to the old path's verdict on every input.
+// The lines checked as they arrive, in order; the first that fails refuses the head (a request
+// with 400, a response as a bad response):
+//  - Connection or Proxy-Connection whose value is not a list of tokens (RFC 9110 §5.6.1):
+//    "bad field value". Its options decide keep-alive and which fields are hop-by-hop (§7.6.1),
+//    so a value that cannot be read as options is not guessed at.
+//  - Content-Length that is not a list of equal decimal numbers each within 64 bits, that
+//    differs from an earlier Content-Length, or that follows a Transfer-Encoding ending in
+//    chunked. (An equal list "42, 42", or the same value on two lines, passes here and is
+//    refused by the framing rules after the last line, strict.cpp.)
+//  - Transfer-Encoding after a Content-Length, or after a Transfer-Encoding ending in chunked
+//    (chunked is applied once and last, RFC 9112 §6.1).
+// Two framings that disagree are how requests are smuggled (RFC 9112 §6.3, 11.2): the refusal
+// names the conflict when the head has both framing fields ("content-length with
+// transfer-encoding"), else the bad Content-Length or Transfer-Encoding. A line ends in chunked
+// when chunked is its last coding and named nowhere before it in that line.
+//
+// The fuzz targets head_request / head_response (fuzz/targets/head_index.cpp) compare the
+// index's verdict on every input with a second implementation (fuzz/oracle/, Beast's parser).
 #include "sluice/http/head_index.hpp"
 
 #include <algorithm>
@@ -33,8 +44,8 @@ using boost::beast::iequals;
 namespace {
 
 // Calls f(option) for each element of a comma-separated list value (OWS trimmed); false when the
-// list is malformed (Beast's validate_list). A value that is one token, the common case
-// ("close", "keep-alive"), is that one element: Beast's list parser is not walked for it.
+// value is not a list of tokens (RFC 9110 §5.6.1: empty elements allowed). A value that is one
+// token, the common case ("close", "keep-alive"), is that one element: no list walk for it.
 template <class F>
 bool for_each_option(std::string_view value, F&& f) {
   if (is_token(value)) {
@@ -188,16 +199,16 @@ std::string_view HeadIndex::value(std::string_view n) const noexcept {
 }
 
 bool ResponseHead::keep_alive(bool is_head) const noexcept {
-  // Beast: a body that ends with the connection (no length, not chunked) ends keep-alive.
+  // A body with neither a length nor chunked ends when the connection closes (RFC 9112 §6.3).
   const bool body = !is_head && status_ / 100 != 1 && status_ != 204 && status_ != 304;
   if (body && !content_length_ && !chunked_) return false;
   return version_ == 11 ? !close_ : keep_alive_option_;
 }
 
-// The scanner's Sink: indexes each line that passed the byte rules and emulates Beast's per-line
-// field checks (basic_parser::do_field) to know which violation Beast would report first.
+// The scanner's Sink: indexes each line that passed the byte rules and checks the Connection and
+// framing lines as they arrive (the rules at the top of this file), keeping the first that fails.
 struct IndexBuilder {
-  enum class BeastError : std::uint8_t { none, connection, on_content_length, on_transfer_encoding };
+  enum class LineError : std::uint8_t { none, connection, on_content_length, on_transfer_encoding };
 
   struct State {
     State(HeadIndex* x, RequestHead* req, ResponseHead* res, const char* b) noexcept
@@ -208,9 +219,9 @@ struct IndexBuilder {
     const char* base;
     bool overflow = false;
     bool framing_variant = false;
-    BeastError beast = BeastError::none;
-    bool beast_chunked = false;  // Beast's flagChunked
-    std::optional<std::uint64_t> beast_length;
+    LineError line_error = LineError::none;
+    bool chunked = false;  // the last Transfer-Encoding line so far ends in chunked
+    std::optional<std::uint64_t> length;  // the Content-Length lines' value
   };
   State* s;
 
@@ -259,15 +270,15 @@ struct IndexBuilder {
     // "transfer_encoding", 17): no search for '_' in any other unknown name.
     if (known == KnownField::unknown && (name_size == 14 || name_size == 17) && name.find('_') != std::string_view::npos)
       s->framing_variant = s->framing_variant || detail::is_framing_variant(name);
-    if (s->beast == BeastError::none) beast_field(known, value);
+    if (s->line_error == LineError::none) check_line(known, value);
   }
 
-  void beast_field(KnownField known, std::string_view value) noexcept {
+  void check_line(KnownField known, std::string_view value) noexcept {
     switch (known) {
       case KnownField::connection:
       case KnownField::proxy_connection: return connection(known, value);
-      case KnownField::content_length: return beast_content_length(value);
-      case KnownField::transfer_encoding: return beast_transfer_encoding(value);
+      case KnownField::content_length: return content_length_line(value);
+      case KnownField::transfer_encoding: return transfer_encoding_line(value);
       default: return;
     }
   }
@@ -287,18 +298,19 @@ struct IndexBuilder {
       else if (iequals(option, "keep-alive")) x.keep_alive_option_ = true;
       else if (iequals(option, "upgrade")) x.upgrade_option_ = x.upgrade_option_ || known == KnownField::connection;
     });
-    if (!valid) s->beast = BeastError::connection;
+    if (!valid) s->line_error = LineError::connection;
   }
 
-  // Beast: a list of equal decimal values, each fitting 64 bits; not after chunked.
-  void beast_content_length(std::string_view value) noexcept {
-    const auto bad = [&] { s->beast = BeastError::on_content_length; };
-    if (s->beast_chunked) return bad();
+  // A list of equal decimal values, each within 64 bits, equal to any earlier Content-Length;
+  // not after a Transfer-Encoding ending in chunked.
+  void content_length_line(std::string_view value) noexcept {
+    const auto bad = [&] { s->line_error = LineError::on_content_length; };
+    if (s->chunked) return bad();
     // The common value, one number (up to 2^63-1): what the walk of the list below finds for it,
     // without the walk.
     if (const auto v = detail::parse_content_length(value)) {
-      if (s->beast_length && *s->beast_length != *v) return bad();
-      s->beast_length = *v;
+      if (s->length && *s->length != *v) return bad();
+      s->length = *v;
       return;
     }
     const bhttp::opt_token_list tokens{value};
@@ -308,27 +320,29 @@ struct IndexBuilder {
       std::uint64_t v = 0;
       const auto r = std::from_chars(token.data(), token.data() + token.size(), v);
       if (token.empty() || token.front() == '-' || r.ec != std::errc() || r.ptr != token.data() + token.size()) return bad();
-      if (s->beast_length && *s->beast_length != v) return bad();
-      s->beast_length = v;
+      if (s->length && *s->length != v) return bad();
+      s->length = v;
       --unprocessed;
     }
     if (unprocessed != 0) bad();
   }
 
-  void beast_transfer_encoding(std::string_view value) noexcept {
-    if (s->beast_chunked || s->beast_length) {
-      s->beast = BeastError::on_transfer_encoding;
+  // Not after a Content-Length or a Transfer-Encoding ending in chunked.
+  void transfer_encoding_line(std::string_view value) noexcept {
+    if (s->chunked || s->length) {
+      s->line_error = LineError::on_transfer_encoding;
       return;
     }
     const bhttp::token_list list{value};
     auto it = std::find_if(list.begin(), list.end(), [](auto c) { return iequals(c, "chunked"); });
-    s->beast_chunked = it != list.end() && ++it == list.end();
+    s->chunked = it != list.end() && ++it == list.end();
   }
 };
 
 namespace {
 
-// RFC 9110 §7.6.1: the fields a Connection option names are hop-by-hop too (strip_hop_by_hop()).
+// RFC 9110 §7.6.1: the fields a Connection option names are hop-by-hop too, except those that
+// must survive whatever the client says (connection_may_drop()).
 void mark_connection_options(HeadIndex& x, std::span<IndexedField> fields) {
   x.for_each(KnownField::connection, [&](const IndexedField& line) {
     // "keep-alive" names a field that is hop-by-hop already, "close" none.
@@ -346,9 +360,10 @@ detail::FramingFacts framing_of(const HeadIndex& x) noexcept {
           x.value(KnownField::transfer_encoding), x.value(KnownField::content_length)};
 }
 
-// parse_request_head()'s answer to what Beast reported first (violation_from_parser_error()).
-Violation beast_violation(const HeadIndex& x, IndexBuilder::BeastError e) noexcept {
-  using E = IndexBuilder::BeastError;
+// What a request whose line failed is refused for: a head with both framing fields for that
+// conflict, whichever line failed; else the failed line's own fault.
+Violation line_violation(const HeadIndex& x, IndexBuilder::LineError e) noexcept {
+  using E = IndexBuilder::LineError;
   if (e == E::connection) return Violation::bad_field_value;
   if (x.count(KnownField::content_length) != 0 && x.count(KnownField::transfer_encoding) != 0)
     return Violation::content_length_with_transfer_encoding;
@@ -362,14 +377,14 @@ struct IndexFinisher {
   static Rejection request(RequestHead& r, IndexBuilder::State& s) noexcept {
     const auto reject = [](Violation v) { return Rejection{status_for(v), describe(v)}; };
     if (s.overflow) return reject(Violation::head_too_large);
-    if (s.beast != IndexBuilder::BeastError::none) return {400, describe(beast_violation(r, s.beast))};
+    if (s.line_error != IndexBuilder::LineError::none) return {400, describe(line_violation(r, s.line_error))};
     const auto hosts = r.count(KnownField::host);
     if (const auto v = detail::check_request_facts(framing_of(r), s.framing_variant, hosts,
                                                    r.value(KnownField::host), r.version_);
         v != Violation::none)
       return reject(v);
-    r.chunked_ = s.beast_chunked;
-    r.content_length_ = s.beast_length;
+    r.chunked_ = s.chunked;
+    r.content_length_ = s.length;
     mark_connection_options(r, {r.fields_.data(), r.size_});
     if (hosts != 0) {
       const auto* h = r.find(KnownField::host);
@@ -380,7 +395,10 @@ struct IndexFinisher {
     return {};
   }
 
-  // admit_request(), in its order, on a head that parsed.
+  // The refusals of a head that parsed, in this order: a declared body over max_body_bytes (413,
+  // before the client sends it), CONNECT (501: a tunnel, RFC 9110 §9.3.6, which a reverse proxy
+  // does not offer), a malformed absolute-form target (400). An absolute-form target's authority
+  // is the Host (RFC 9112 §3.2.2), so that routing and the origin agree on it.
   static Rejection admit(RequestHead& r, const RequestLimits& limits) noexcept {
     if (r.content_length_ && limits.max_body_bytes != 0 && *r.content_length_ > limits.max_body_bytes)
       return {413, "body too large"};
@@ -396,10 +414,10 @@ struct IndexFinisher {
   }
 
   static bool response(ResponseHead& r, IndexBuilder::State& s) noexcept {
-    if (s.overflow || s.beast != IndexBuilder::BeastError::none) return false;
+    if (s.overflow || s.line_error != IndexBuilder::LineError::none) return false;
     if (detail::check_framing(framing_of(r), r.version_, false) != Violation::none) return false;
-    r.chunked_ = s.beast_chunked;
-    r.content_length_ = s.beast_length;
+    r.chunked_ = s.chunked;
+    r.content_length_ = s.length;
     mark_connection_options(r, {r.fields_.data(), r.size_});
     return true;
   }
@@ -460,7 +478,7 @@ HeadVerdict index_response_head(std::string_view bytes, std::size_t max_header_b
 }
 
 std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& gen, char (&storage)[37]) {
-  // As for Beast's fields: the client's own, when it sent one sane line.
+  // The client's own, when it sent exactly one line and that is sane.
   if (req.count(KnownField::x_request_id) == 1) {
     const auto id = req.value(KnownField::x_request_id);
     if (sane_request_id(id)) return id;
@@ -650,7 +668,8 @@ void append_forwarded(HeadOut& out, const RequestHead& req, const ForwardedFor& 
   append_hop_line(out, req, KnownField::forwarded, "Forwarded", parts);
 }
 
-// append_request_line() (head.cpp) through the cursor; a rewritten path takes the string's way.
+// The request line (as append_request_line() in head.cpp) through the cursor; a rewritten path
+// takes the string's way.
 // An HTTP/1.1 request line with a Host is the client's own bytes: the LineWriter's first run.
 void append_request_line(LineWriter& w, HeadOut& out, const RequestHead& req, const PathRewrite* path) {
   if (path == nullptr && req.version() == 11 && req.has_host()) {
@@ -693,11 +712,12 @@ constexpr std::size_t splice_headroom = 256;
 void splice_request_head(std::string& s, const RequestHead& req, const RequestSplice& e) {
   HeadOut out(s, req.byte_size() + splice_headroom);
   const auto& info = e.forwarded;
-  // An absolute-form target's authority is the Host (admit_request()).
+  // An absolute-form target's authority is the Host (RFC 9112 §3.2.2).
   LineWriter w(out, req);
   append_request_line(w, out, req, e.path);
   if (req.host_from_target() && !dropped_by(e.rules, "Host")) w.line("Host", req.host());
-  // shape_forward() consumes Expect when its first line says something.
+  // Expect is answered hop by hop (the session sends 100 Continue), not forwarded, when its first
+  // line says something.
   const bool expect = !req.value(KnownField::expect).empty();
   for (const auto& f : req.fields()) {
     if (!request_drops(req, f, info.forwarded, expect, e.content_length.has_value()) &&
@@ -728,8 +748,8 @@ void splice_request_head(std::string& s, const RequestHead& req, const RequestSp
 
 namespace {
 
-// Beast's reason() for a line without one: the registered phrase (DownstreamSession::tunnel says
-// "Switching Protocols" itself). An HTTP/1.1 status line with a reason is the origin's own bytes:
+// A status line without a reason phrase gets the registered one (RFC 9110 §15), a 101 after an
+// upgrade "Switching Protocols". An HTTP/1.1 status line with a reason is the origin's own bytes:
 // the LineWriter's first run.
 void append_status_line(LineWriter& w, HeadOut& out, const ResponseHead& res, bool switching) {
   if (res.version() == 11 && !res.reason().empty()) {
@@ -747,7 +767,8 @@ void append_status_line(LineWriter& w, HeadOut& out, const ResponseHead& res, bo
   out.append(crlf);
 }
 
-// The lines after the fields of a final head (append_response_head()).
+// The lines after the fields of a final head: the framing towards the client, Sluice-Attempts,
+// and Connection as the plan says.
 void append_final_lines(HeadOut& out, const ResponseSplice& e, bool codings) {
   append_rules(out, e.rules, e.vars);
   if (e.plan.chunked_out && !codings) out.append("Transfer-Encoding: chunked\r\n");
@@ -782,13 +803,15 @@ void splice_response_head(std::string& s, const ResponseHead& res, const Respons
   HeadOut out(s, res.byte_size() + splice_headroom);
   using Kind = ResponseSplice::Kind;
   const auto status = res.status();
-  // strip_origin_claims() (not on the tunnel's 101): no Sluice-*, no framing on 1xx, 204, 304.
+  // What an origin may not pass on through us (not on the tunnel's 101): no Sluice-* (only
+  // sluice speaks as sluice), no framing fields on a 1xx, 204 or 304 (which have no body).
   const bool claims = e.kind != Kind::switching;
   const bool no_framing = claims && (status < 200 || status == 204 || status == 304);
-  // rewrite_response(): codings before the final chunked stay in Transfer-Encoding.
+  // Codings before the final chunked stay in Transfer-Encoding: the body is relayed as coded,
+  // re-chunked, and they describe it.
   const auto te = res.value(KnownField::transfer_encoding);
   const bool codings = e.kind != Kind::interim && !no_framing && has_codings_before_chunked(te);
-  const bool own_id = e.kind != Kind::interim;  // rewrite_response() sets X-Request-Id
+  const bool own_id = e.kind != Kind::interim;  // X-Request-Id is ours, not the origin's
   LineWriter w(out, res);
   append_status_line(w, out, res, e.kind == Kind::switching);
   const bool coded = e.drop_length || e.drop_accept_ranges || e.weaken_etag;

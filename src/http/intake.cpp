@@ -1,14 +1,6 @@
 #include "sluice/http/intake.hpp"
 
-#include <boost/beast/core/string.hpp>
-#include <boost/beast/http/field.hpp>
-#include <boost/beast/http/verb.hpp>
-
-#include "sluice/http/rewrite.hpp"
-
 namespace sluice::http {
-
-namespace bhttp = boost::beast::http;
 
 HeadStep next_head(std::string_view buffered, std::size_t max_header_bytes,
                    std::size_t max_uri_bytes) noexcept {
@@ -22,31 +14,6 @@ std::size_t empty_lines_before(std::string_view buffered) noexcept {
   std::size_t n = 0;
   while (buffered.size() - n >= 2 && buffered.substr(n, 2) == "\r\n") n += 2;
   return n;
-}
-
-Rejection admit_request(RequestParser& parser, std::uint64_t max_body_bytes) {
-  auto& req = parser.get();
-  if (const auto cl = parser.content_length(); cl && max_body_bytes != 0 && *cl > max_body_bytes)
-    return {413, "body too large"};
-  if (req.method() == bhttp::verb::connect) return {501, "method not supported"};
-  const auto abs = target_authority(req.target());
-  if (abs.form == TargetAuthority::Form::bad) return {400, "bad target"};
-  if (abs.form == TargetAuthority::Form::ok) req.set(bhttp::field::host, abs.authority);
-  return {};
-}
-
-ForwardShape shape_forward(RequestParser& parser, bool request_done) {
-  auto& req = parser.get();
-  ForwardShape shape;
-  if (const auto e = req[bhttp::field::expect]; !e.empty()) {
-    shape.expect_continue =
-        boost::beast::iequals(e, "100-continue") && req.version() == 11 && !request_done;
-    req.erase(bhttp::field::expect);
-  }
-  shape.chunked = parser.chunked();
-  shape.upgrade =
-      wants_upgrade(req, req.version(), req.method() == bhttp::verb::get, !request_done);
-  return shape;
 }
 
 ChunkedFeed feed_chunked(ChunkedDecoder& decoder, std::string_view buffered, std::span<char> relay,

@@ -1,42 +1,8 @@
-// Strict HTTP/1.1 head rules: a raw byte scan before Beast's parser and a framing check after it.
-//
-// What Beast 1.81's parser already does, measured by driving http::request_parser /
-// response_parser with put() (pinned in tests/http/beast_parser_test.cpp, so a Boost upgrade that
-// changes any of it fails a test).
-//
-// Beast rejects:
-//  - CL then TE -> bad_transfer_encoding; TE chunked then CL -> bad_content_length;
-//    CL 5 and CL 6 (two lines or "5, 6") -> multiple_content_length;
-//    CL "+5", "0x5", "" or > 2^64-1 -> bad_content_length;
-//    TE chunked on two lines -> bad_transfer_encoding
-//  - chunk size "0x10", "5 ", "5\n" -> bad_chunk_extension; more than 16 hex digits, "-1", " 5",
-//    empty, chunk data not followed by CRLF -> bad_chunk
-//  - " Host:" (leading whitespace), "Host :", ": a", a line without colon, obs-text in a name
-//    -> bad_field; NUL, other CTLs, DEL or a bare LF in a value -> bad_value;
-//    a bare CR -> bad_line_ending
-//  - in the request line: DEL, HTAB, NUL in the target, "GET  /", "GET /" (HTTP/0.9) -> bad_target;
-//    "HTTP/1.2", "http/1.1", "PRI * HTTP/2.0", a trailing SP, a bare LF after the version
-//    -> bad_version; leading empty lines -> bad_method (Beast does not skip them)
-//  - "HTTP/1.1 200" (no SP), a 2-digit status -> bad_status;
-//    NUL or a bare LF in the reason -> bad_reason
-//  - a Connection value that is not a token list -> bad_value
-//
-// Beast accepts (and we reject):
-//  - TE gzip then CL: the body is framed by CL, the origin may frame by TE (smuggling)
-//  - equal duplicates: CL 5 twice, CL "5, 5"; CL from 2^63 up to 2^64-1
-//  - TE gzip, xchunked, "chunked, identity": the request then has no body at all (smuggling);
-//    TE gzip + TE chunked on two lines (framed as chunked); TE chunked in HTTP/1.0
-//  - obs-fold (joined into the value with a SP); obs-text in the request-target
-//  - status codes 000 and 999; Host missing in HTTP/1.1 or repeated
-//  - a head whose last line ends in a bare LF: need_more until the header limit, as Beast only
-//    parses once it has seen CRLFCRLF
-//
-// And its fields container trims OWS around values on insert (so check_*_fields() never sees
-// " 5" or "chunked\t") and keeps the lines of one name together, in arrival order.
-//
-// So the raw scan duplicates part of Beast on purpose: we must reject regardless of the parser
-// behind us, and give every rejection one stable reason. Where Beast still rejects first (framing
-// conflicts, chunk sizes), violation_from_parser_error() maps its error to our Violation.
+// Strict HTTP/1.1 head rules: a raw byte scan of a head, and the framing and Host checks over the
+// fields it found (the head index runs both in one pass, head_index.cpp). The scan rejects on its
+// own whatever two parsers could read differently, whatever parser is behind us, and gives every
+// rejection one stable reason. What Beast's parser (the test oracle's, fuzz/oracle/) does with the
+// same bytes is noted in fuzz/oracle/beast_head.cpp.
 //
 // Decisions taken where the RFCs leave a choice:
 //  - Bare CR and bare LF are errors everywhere (RFC 9112 §2.2 allows a recipient to accept a
@@ -77,7 +43,6 @@
 #include <limits>
 
 #include <boost/beast/core/string.hpp>
-#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/rfc7230.hpp>
 
@@ -225,28 +190,6 @@ bool detail::valid_host(std::string_view value) noexcept {
   return true;
 }
 
-namespace {
-
-// Beast stops at the second of two conflicting framing fields and names that one; the head bytes
-// tell what the message really carried. The head passed the raw scan, so lines end in CRLF.
-Violation framing_violation(std::string_view head, Violation beast_says) noexcept {
-  bool content_length = false;
-  bool transfer_encoding = false;
-  while (!head.empty()) {
-    const auto eol = head.find("\r\n");
-    const auto line = head.substr(0, eol);
-    const auto name = line.substr(0, line.find(':'));
-    content_length |= boost::beast::iequals(name, "content-length");
-    transfer_encoding |= boost::beast::iequals(name, "transfer-encoding");
-    if (eol == std::string_view::npos) break;
-    head.remove_prefix(eol + 2);
-  }
-  if (content_length && transfer_encoding) return Violation::content_length_with_transfer_encoding;
-  return beast_says;
-}
-
-}  // namespace
-
 bool is_forbidden_trailer(std::string_view name) noexcept {
   return is_framing_name(name) || folded_equals(name, "host") || folded_equals(name, "trailer");
 }
@@ -307,19 +250,6 @@ HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexce
   return detail::HeadScanner<>{bytes, max_head}.response();
 }
 
-namespace {
-
-detail::FramingFacts framing_facts(const Fields& fields) noexcept {
-  detail::FramingFacts f;
-  f.te_lines = fields.count(bhttp::field::transfer_encoding);
-  f.cl_lines = fields.count(bhttp::field::content_length);
-  if (f.te_lines != 0) f.te = fields.find(bhttp::field::transfer_encoding)->value();
-  if (f.cl_lines != 0) f.cl = fields.find(bhttp::field::content_length)->value();
-  return f;
-}
-
-}  // namespace
-
 Violation detail::check_request_facts(const FramingFacts& framing, bool framing_variant,
                                       std::size_t hosts, std::string_view host,
                                       unsigned version) noexcept {
@@ -331,23 +261,6 @@ Violation detail::check_request_facts(const FramingFacts& framing, bool framing_
   if (hosts == 0) return version >= 11 ? Violation::missing_host : Violation::none;
   if (!valid_host(host)) return Violation::bad_host;
   return Violation::none;
-}
-
-Violation check_request_fields(const Fields& fields, unsigned version) noexcept {
-  bool variant = false;
-  for (const auto& f : fields) variant = variant || detail::is_framing_variant(f.name_string());
-  const auto hosts = fields.count(bhttp::field::host);
-  const std::string_view host = hosts != 0 ? std::string_view(fields.find(bhttp::field::host)->value()) : std::string_view();
-  return detail::check_request_facts(framing_facts(fields), variant, hosts, host, version);
-}
-
-Violation check_response_fields(const Fields& fields) noexcept {
-  return check_response_fields(fields, 11);
-}
-
-Violation check_response_fields(const Fields& fields,
-                                unsigned version) noexcept {
-  return detail::check_framing(framing_facts(fields), version, false);
 }
 
 TargetAuthority target_authority(std::string_view target) noexcept {
@@ -363,27 +276,6 @@ TargetAuthority target_authority(std::string_view target) noexcept {
   if (authority.empty() || authority.find('@') != std::string_view::npos || !detail::valid_host(authority))
     return {Form::bad, {}};
   return {Form::ok, authority};
-}
-
-Violation violation_from_parser_error(const boost::system::error_code& ec,
-                                      std::string_view head) noexcept {
-  using bhttp::error;
-  if (ec == error::bad_chunk || ec == error::bad_chunk_extension) return Violation::bad_chunk;
-  if (ec == error::bad_content_length || ec == error::multiple_content_length) {
-    return framing_violation(head, Violation::bad_content_length);
-  }
-  if (ec == error::bad_transfer_encoding) {
-    return framing_violation(head, Violation::bad_transfer_encoding);
-  }
-  if (ec == error::header_limit) return Violation::head_too_large;
-  if (ec == error::bad_method) return Violation::bad_method;
-  if (ec == error::bad_target) return Violation::bad_target;
-  if (ec == error::bad_version) return Violation::bad_version;
-  if (ec == error::bad_status || ec == error::bad_reason) return Violation::bad_status_line;
-  if (ec == error::bad_field) return Violation::bad_field_name;
-  if (ec == error::bad_value) return Violation::bad_field_value;
-  if (ec == error::bad_line_ending) return Violation::bare_cr;
-  return Violation::none;
 }
 
 }  // namespace sluice::http

@@ -201,7 +201,7 @@ http::RequestHead& DownstreamSession::request_index() {
   return *request_store_;
 }
 
-// A complete head (or one admit_request() refuses): the request runs on the newest config, its
+// A complete head (or one the admission refuses): the request runs on the newest config, its
 // index rebased onto a copy of its bytes in the arena, as body reads may move in_'s. (The copy
 // costs a memcpy of the head; keeping the bytes in place would tie every body read to the index.)
 HeadResult DownstreamSession::start_request(const http::HeadVerdict& verdict) {
@@ -334,7 +334,7 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   x.client_version = req.version();
   x.request_done = req.body_done();
 
-  // 413, CONNECT (501), a bad absolute-form target (400), found by the index (admit_request());
+  // 413, CONNECT (501), a bad absolute-form target (400), found by the index (its admission);
   // an absolute-form target's authority is the host.
   if (refused_.status != 0) return answer_error(x, refused_);
   x.route = snapshot_->router.match(req.host(), http::path_of(req.target()));

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "oracle/beast_head.hpp"
 #include "sluice/http/head.hpp"
 
 namespace {

@@ -1,6 +1,7 @@
 // The head index (http/head_index.hpp): its lookups and framing facts, its verdicts and spliced
 // heads against today's path over a corpus of heads (the differential itself is the fuzz target
 // fuzz/targets/head_index.cpp, run here on each head), and the splice's own output.
+#include "oracle/beast_fields.hpp"
 #include "sluice/http/head_index.hpp"
 
 #include <cctype>

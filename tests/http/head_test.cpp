@@ -1,3 +1,4 @@
+#include "oracle/beast_head.hpp"
 #include "sluice/http/head.hpp"
 #include "sluice/http/rewrite.hpp"
 

@@ -1,5 +1,7 @@
 #include "sluice/http/intake.hpp"
 
+#include "oracle/beast_head.hpp"
+
 #include <string>
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+#include "oracle/beast_fields.hpp"
 #include "sluice/http/strict.hpp"
 
 #include <string>

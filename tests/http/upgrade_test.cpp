@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "oracle/beast_fields.hpp"
 #include "sluice/http/rewrite.hpp"
 
 namespace {

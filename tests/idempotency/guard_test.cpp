@@ -104,8 +104,8 @@ TEST_F(GuardTest, TheSecondRequestGetsTheFirstAnswerReplayed) {
   EXPECT_EQ(backing_->total(Outcome::replayed), 1u);
 }
 
-// The origin's indexed head as the session captures it (after rewrite_response() and
-// strip_origin_claims()): a replay repeats neither hop-by-hop lines (nor those Connection
+// The origin's indexed head as the session captures it (less what the response splice drops):
+// a replay repeats neither hop-by-hop lines (nor those Connection
 // names), Sluice-*, the origin's framing (sluice writes its own), nor the origin's X-Request-Id
 // and Idempotent-Replayed.
 TEST_F(GuardTest, CaptureOfTheIndexedHeadKeepsOnlyTheEndToEndLines) {

@@ -1,7 +1,7 @@
 #pragma once
-// The session's head handling as pure functions: parsing a head that scan_*_head() found complete
-// (Beast + framing checks), and writing the head we forward. The session and the fuzz targets
-// (fuzz/targets/) call the same code, so what is fuzzed is what runs.
+// Small pieces of head handling shared by the head index (head_index.hpp) and the session: the
+// refusal a request head gets, the request line towards the origin, how a final response is
+// relayed (ResponsePlan), chunk-size lines, and a few readings of a request or response.
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -10,44 +10,18 @@
 #include <string>
 #include <string_view>
 
-#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/verb.hpp>
 
 #include "sluice/http/edge_rules.hpp"
-#include "sluice/http/message.hpp"
 #include "sluice/http/strict.hpp"
 
 namespace sluice::http {
-
-using RequestHeader = boost::beast::http::header<true, Fields>;
-using ResponseHeader = boost::beast::http::header<false, Fields>;
 
 // Why a request head was refused: the status to answer with and the Sluice-Error reason.
 struct Rejection {
   unsigned status = 0;  // 0: accepted
   std::string_view reason;
   explicit operator bool() const noexcept { return status != 0; }
-};
-
-// `head` is exactly the bytes scan_request_head() reported complete (no leading empty lines, up
-// to and including the final CRLFCRLF); `parser` is fresh. Beast parses them, then
-// check_request_fields() applies the framing rules. The body is left to the caller.
-Rejection parse_request_head(RequestParser& parser, std::string_view head);
-
-// Likewise for a response head (any violation is a bad response: false). For a response to HEAD
-// the parser is told there is no body.
-bool parse_response_head(ResponseParser& parser, std::string_view head, bool is_head);
-
-// "name: value\r\n" for every field, in order. With `rules`: the fields they drop are left out
-// and their lines follow (docs/edge.md), in the same pass.
-void append_fields(std::string& out, const Fields& fields);
-void append_fields(std::string& out, const Fields& fields, const HeaderRules& rules,
-                   const Variables& vars);
-
-// What a route changes in the request head it forwards, applied while the head is written.
-struct RequestEdits {
-  const PathRewrite* path = nullptr;  // nullptr: the target as received
-  const HeaderRules* rules = nullptr;
-  const Variables* vars = nullptr;  // required with `rules`
 };
 
 // Appends the parts one after the other: one size check and growth of `out`, then a copy of each
@@ -73,15 +47,6 @@ inline void append_joined(std::string& out, std::initializer_list<std::string_vi
 void append_request_line(std::string& out, std::string_view method, std::string_view target,
                          const PathRewrite* path, bool has_host);
 
-// The request head towards the origin, after rewrite_request(): always HTTP/1.1, the framing
-// line (Transfer-Encoding: chunked) when the body is relayed chunked, and a Host (empty when the
-// client sent none, as HTTP/1.0 may: HTTP/1.1 requires one).
-void append_request_head(std::string& out, const RequestHeader& req, bool chunked,
-                         const RequestEdits& edits = {});
-
-// The interim (1xx) response head passed on to an HTTP/1.1 client, after strip_hop_by_hop().
-void append_interim_head(std::string& out, const ResponseHeader& res);
-
 // How a final response is relayed to the client (RFC 9112 §6.3).
 struct ResponsePlan {
   bool body_expected = false;  // not HEAD, 204 or 304
@@ -94,22 +59,12 @@ struct ResponsePlan {
   bool refuse = false;
 };
 
-// `client_keep_alive`: the request allowed it and the worker is not stopping.
-ResponsePlan plan_response(const ResponseParser& parser, bool is_head, unsigned client_version,
-                           bool client_keep_alive);
-
 namespace detail {
 // plan_response() over the facts it reads (shared with the head index).
 ResponsePlan plan_response(unsigned status, bool chunked, bool has_content_length,
                            std::string_view transfer_encoding, bool is_head,
                            unsigned client_version, bool client_keep_alive) noexcept;
 }  // namespace detail
-
-// The final response head towards the client, after rewrite_response(). `attempts` > 1 adds
-// Sluice-Attempts. `rules` (with `vars`): the response header rules, applied in the same pass.
-void append_response_head(std::string& out, const ResponseHeader& res, const ResponsePlan& plan,
-                          unsigned client_version, unsigned attempts,
-                          const HeaderRules* rules = nullptr, const Variables* vars = nullptr);
 
 // "1a2b\r\n": the chunk-size line for n bytes (RFC 9112 §7.1).
 struct ChunkHeader {

@@ -1,11 +1,11 @@
 #pragma once
-// A message head parsed once into a flat index over its own bytes: one pass of
-// the strict scanner (head_scanner.hpp) fills a fixed array of (known-field enum, name span,
-// value span) and the framing facts, applying in that pass every rule that scan_*_head(),
-// parse_*_head() (Beast and check_*_fields()) and admit_request() apply today, with the same
-// verdicts. No beast::http::fields, no allocation: the index is ~2 KiB of plain data and
-// refers to the head by offsets, so the bytes must stay where they are while it is used (or the
-// index be rebased onto the bytes' new place with rebase()).
+// A message head parsed once into a flat index over its own bytes: one pass of the strict
+// scanner (head_scanner.hpp) fills a fixed array of (known-field enum, name span, value span) and
+// the framing facts, applying in that pass every rule a head must pass: the byte rules of
+// scan_*_head() (strict.hpp), the Connection and framing rules (head_index.cpp), the Host rules,
+// and a request's admission. No beast::http::fields, no allocation: the index is ~2 KiB of plain
+// data and refers to the head by offsets, so the bytes must stay where they are while it is used
+// (or the index be rebased onto the bytes' new place with rebase()).
 //
 // The heads sent on are the received bytes with the edits spliced in (splice_request_head,
 // splice_response_head): the fields that stay are copied as runs of lines, not rebuilt one by one.
@@ -50,14 +50,14 @@ enum class KnownField : std::uint8_t {
   idempotency_key,
   cookie,
   date,  // a forwarded answer without one gets sluice's (RFC 9110 §6.6.1)
-  sluice,  // any Sluice-* name: only sluice speaks as sluice (strip_origin_claims)
+  sluice,  // any Sluice-* name: only sluice speaks as sluice
   count_,
 };
 
 // Case-insensitive; "Sluice-Error" and every other "sluice-" name is KnownField::sluice.
 KnownField classify_field(std::string_view name) noexcept;
 // RFC 9110 §7.6.1: Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
-// Upgrade, HTTP2-Settings (strip_hop_by_hop()'s list).
+// Upgrade, HTTP2-Settings.
 bool is_hop_by_hop(KnownField f) noexcept;
 
 // No default member initializers: a HeadIndex is made once per exchange (the session's response
@@ -65,7 +65,7 @@ bool is_hop_by_hop(KnownField f) noexcept;
 // Only fields()[0, size) is ever read, and each entry is written whole when its line is indexed.
 struct IndexedField {
   std::uint32_t name_at;
-  std::uint32_t value_at;    // OWS trimmed (RFC 9110 §5.5), as Beast's fields store it
+  std::uint32_t value_at;    // OWS trimmed (RFC 9110 §5.5: not part of the value)
   std::uint32_t value_size;
   std::uint32_t name_size;   // max_header_bytes goes up to 1 MiB: so may a name
   KnownField known;
@@ -91,7 +91,7 @@ public:
   // count(name) for a name classified beforehand (`known` = classify_field(name)): a name that
   // is configured once is not classified again for every request.
   std::size_t count(std::string_view name, KnownField known) const noexcept;
-  // The first line's value, empty when absent (Beast's fields[name]).
+  // The first line's value, empty when absent.
   std::string_view value(KnownField k) const noexcept;
   std::string_view value(std::string_view name) const noexcept;
   // Calls f(const IndexedField&) for every line of `k`, in arrival order.
@@ -106,7 +106,8 @@ public:
   std::size_t byte_size() const noexcept { return bytes_.size(); }  // the head as received
   std::optional<std::uint64_t> content_length() const noexcept { return content_length_; }
   bool chunked() const noexcept { return chunked_; }  // Transfer-Encoding's final coding is chunked
-  // Connection (and, as Beast reads them, Proxy-Connection) options.
+  // Connection and Proxy-Connection options (Proxy-Connection is not standard, but clients still
+  // send it meaning Connection): its close and keep-alive count, its upgrade does not.
   bool connection_close() const noexcept { return close_; }
   bool connection_keep_alive() const noexcept { return keep_alive_option_; }
   bool connection_upgrade() const noexcept { return upgrade_option_; }  // Connection only
@@ -138,11 +139,12 @@ public:
   // The request line's bytes with its CRLF: the head's first (the index starts at the method).
   std::size_t request_line_size() const noexcept { return std::size_t{target_at_} + target_size_ + 11; }
   // The authority requests are routed by: Host, or an absolute-form target's authority (RFC 9112
-  // §3.2.2, admit_request()); has_host() is false for an HTTP/1.0 request without either.
+  // §3.2.2); has_host() is false for an HTTP/1.0 request without either.
   std::string_view host() const noexcept { return bytes_.substr(host_at_, host_size_); }
   bool has_host() const noexcept { return has_host_; }
   bool host_from_target() const noexcept { return host_from_target_; }
-  // Beast's request_parser::keep_alive() and is_done() for this head.
+  // The client connection may persist after this request (RFC 9112 §9.3: HTTP/1.1 unless
+  // Connection: close, HTTP/1.0 only with keep-alive); the request has no body to read.
   bool keep_alive() const noexcept { return version_ == 11 ? !close_ : keep_alive_option_; }
   bool body_done() const noexcept { return !chunked_ && content_length_.value_or(0) == 0; }
 
@@ -162,7 +164,8 @@ public:
   std::string_view reason() const noexcept { return bytes_.substr(reason_at_, reason_size_); }
   // The status line's bytes with its CRLF: the head's first.
   std::size_t status_line_size() const noexcept { return std::size_t{reason_at_} + reason_size_ + 2; }
-  // Beast's response_parser::keep_alive() (`is_head`: the request was HEAD).
+  // The origin connection may persist after this response (RFC 9112 §9.3): not when its body
+  // ends with the close; else as for a request (`is_head`: the request was HEAD, no body).
   bool keep_alive(bool is_head) const noexcept;
 
 private:
@@ -180,35 +183,43 @@ struct RequestLimits {
 
 // The verdict on the bytes buffered so far. `bytes` may start with the empty lines RFC 9112 §2.2
 // lets a client send before a request (they are part of head_start); the index covers
-// bytes[0, head_size). Invalid: answer rejection.status with rejection.reason, exactly as
-// next_head + parse_request_head + admit_request do (plus 431 "header too large" above capacity).
+// bytes[0, head_size). Invalid: answer rejection.status with rejection.reason: a byte rule of
+// the scan, a Connection, framing or Host rule, 431 "header too large" above capacity, or
+// admission.
 struct HeadVerdict {
   HeadScan::Result result = HeadScan::Result::need_more;
   std::size_t head_start = 0;
   std::size_t head_size = 0;  // complete: up to and including the final CRLFCRLF
   Rejection rejection;
-  // The head parsed and is indexed; the refusal is admit_request()'s (413, CONNECT's 501, a bad
-  // absolute-form target), which the session answers as a request (with its id, logged).
+  // The head parsed and is indexed; the refusal is admission's (413 for a declared body over
+  // max_body_bytes, 501 for CONNECT, 400 for a bad absolute-form target), which the session
+  // answers as a request (with its id, logged).
   bool admission = false;
 };
 HeadVerdict index_request_head(std::string_view bytes, const RequestLimits& limits,
                                RequestHead& out) noexcept;
-// A response: invalid when scan_response_head or parse_response_head would refuse it (502), or
-// above capacity.
+// A response: invalid (502 bad response) on a byte rule of the scan, a Connection or framing
+// rule, or above capacity.
 HeadVerdict index_response_head(std::string_view bytes, std::size_t max_header_bytes,
                                 ResponseHead& out) noexcept;
 
-// choose_request_id() over the index.
+// The X-Request-Id to use: the client's own when it sent exactly one and it is sane
+// (sane_request_id()), else a fresh one from `gen` written into `storage`.
+class RequestIdGenerator;
 std::string_view choose_request_id(const RequestHead& req, RequestIdGenerator& gen, char (&storage)[37]);
-// wants_upgrade() over the index (`has_body`: the request has one).
+// The request's protocol switch is forwarded (RFC 9110 §7.8): an HTTP/1.1 GET without a body
+// (`has_body`) whose Connection lists "upgrade" and whose Upgrade names a protocol other than h2c.
 bool wants_upgrade(const RequestHead& req, bool has_body) noexcept;
-// valid_switch() over the indexes: the 101's Upgrade names only protocols the request offered.
+// A 101 is accepted when its Upgrade names protocols and only ones the request offered (RFC 9110
+// §7.8: a server must not switch to a protocol the client did not ask for).
 bool valid_switch(const ResponseHead& res, const RequestHead& req) noexcept;
-// plan_response() over the index.
+// How this final response is relayed to the client (ResponsePlan, RFC 9112 §6.3).
 ResponsePlan plan_response(const ResponseHead& res, bool is_head, unsigned client_version,
                            bool client_keep_alive) noexcept;
 
-// The request towards the origin: rewrite_request() + append_request_head(), spliced. Drops the
+// The request towards the origin, HTTP/1.1 (an empty Host when an HTTP/1.0 request came without
+// one, RFC 9110 §7.2), its lines spliced with the edits: X-Forwarded-For, -Proto, -Host,
+// X-Request-Id, Forwarded with `forwarded`, the framing line. Drops the
 // hop-by-hop fields (and those a Connection option names), Expect (answered hop by hop), the
 // client's X-Forwarded-Proto/-Host and X-Request-Id (and X-Forwarded-For, Forwarded, which are
 // re-sent extended); writes an absolute-form target's authority as Host.
@@ -224,11 +235,13 @@ struct RequestSplice {
 };
 void splice_request_head(std::string& out, const RequestHead& req, const RequestSplice& edits);
 
-// A response head towards the client, spliced. `final_head`: rewrite_response() +
-// strip_origin_claims() + append_response_head() (DownstreamSession::send_response). `interim` (a 1xx
-// other than 101 to an HTTP/1.1 client): strip_hop_by_hop() + strip_origin_claims() +
-// append_interim_head(). `switching` (a 101 after an upgrade, DownstreamSession::tunnel): rewrite_response()
-// with its Upgrade and "Connection: upgrade", and the fields as they are otherwise.
+// A response head towards the client, spliced. Every kind drops the hop-by-hop fields (and those
+// a Connection option names). `final_head` (DownstreamSession::send_response) and `interim` (a
+// 1xx other than 101 to an HTTP/1.1 client) also drop what an origin may not pass on through us
+// (Sluice-*, and Content-Length / Transfer-Encoding on a 1xx, 204 or 304); a final head gets our
+// X-Request-Id, the framing towards the client, Sluice-Attempts and Connection as `plan` says.
+// `switching` (a 101 after an upgrade, DownstreamSession::tunnel): our X-Request-Id, its Upgrade
+// and "Connection: upgrade", and the fields as they are otherwise.
 struct ResponseSplice {
   enum class Kind : std::uint8_t { final_head, interim, switching };
   std::string_view request_id;

@@ -235,8 +235,8 @@ private:
 
 }  // namespace sluice::http::detail
 
-// The framing and Host rules (strict.cpp) over the facts they read, so that Beast's fields
-// (check_request_fields) and the head index (head_index.cpp) apply the very same code.
+// The framing and Host rules (strict.cpp) over the facts they read, so that the head index
+// (head_index.cpp) and the test oracle over Beast's fields (fuzz/oracle/) apply the same code.
 namespace sluice::http::detail {
 
 struct FramingFacts {
@@ -247,7 +247,7 @@ struct FramingFacts {
 };
 
 Violation check_framing(const FramingFacts& facts, unsigned version, bool is_request) noexcept;
-// check_request_fields(): framing, then `framing_variant` (a Transfer_Encoding-like name), then
+// A request's rules: framing, then `framing_variant` (a Transfer_Encoding-like name), then
 // the Host lines (their count and the first one's value).
 Violation check_request_facts(const FramingFacts& framing, bool framing_variant, std::size_t hosts,
                               std::string_view host, unsigned version) noexcept;

@@ -1,13 +1,13 @@
 #pragma once
-// Strict HTTP/1.1 message-head rules (RFC 9112), applied on top of Beast's parser.
+// Strict HTTP/1.1 message-head rules (RFC 9112).
 //
 // Two stages:
-//  1. scan_*_head() looks at the raw bytes of a head before Beast sees them and rejects what Beast
-//     tolerates or what must be rejected byte-exactly: bare CR or LF, NUL and other control bytes,
+//  1. scan_*_head() looks at the raw bytes of a head and rejects what must be rejected
+//     byte-exactly: bare CR or LF, NUL and other control bytes,
 //     obs-fold, whitespace between a field name and the colon, invalid tokens in the method or a
 //     field name, invalid bytes in the target or a field value; it also finds where the head ends
 //     and enforces the size limits (414 for the request line, 431 for the head).
-//  2. check_*_fields() runs on the parsed header and enforces the framing rules: both
+//  2. the framing rules (detail::check_*, head_scanner.hpp) run on the fields found: both
 //     Content-Length and Transfer-Encoding, several or malformed Content-Length values, a
 //     Transfer-Encoding other than a final "chunked", a missing or repeated Host in HTTP/1.1.
 //
@@ -79,12 +79,6 @@ struct HeadScan {
 HeadScan scan_request_head(std::string_view bytes, std::size_t max_head, std::size_t max_target) noexcept;
 HeadScan scan_response_head(std::string_view bytes, std::size_t max_head) noexcept;
 
-// After Beast parsed the head. `version` is 10 or 11.
-Violation check_request_fields(const Fields& fields, unsigned version) noexcept;
-Violation check_response_fields(const Fields& fields) noexcept;  // HTTP/1.1
-Violation check_response_fields(const Fields& fields,
-                                unsigned version) noexcept;
-
 // The authority of an absolute-form request-target ("http://a.example:8080/path"). RFC 9112
 // §3.2.2: a server receiving one MUST ignore Host and use the target's authority, so a proxy that
 // routed by Host while the origin follows the target could be steered to one route while the
@@ -102,12 +96,5 @@ TargetAuthority target_authority(std::string_view target) noexcept;
 // Transfer-Encoding, Host, Trailer), also in the spelling with underscores that some backends fold
 // into dashes. `name` is compared case-insensitively.
 bool is_forbidden_trailer(std::string_view name) noexcept;
-
-// Maps an error from Beast's parser to the violation it stands for (none when it is not a protocol
-// violation, e.g. end_of_stream or body_limit). Beast rejects some framing conflicts itself before
-// check_*_fields() can run, and names whichever field came second; pass the head bytes that were
-// fed to it and the answer is refined (e.g. to content_length_with_transfer_encoding).
-Violation violation_from_parser_error(const boost::system::error_code& ec,
-                                      std::string_view head = {}) noexcept;
 
 }  // namespace sluice::http

@@ -118,10 +118,10 @@ public:
   std::string_view refusal() const noexcept;
   bool keeps_connection() const noexcept { return outcome_ != Outcome::too_large; }
 
-  // The origin's answer as it is relayed: its indexed head, as rewrite_response() and
-  // strip_origin_claims() leave it, with the tries it took (`attempts` > 1: the answer's
-  // Sluice-Attempts, repeated by its replays), each body piece, and its end (the whole body
-  // reached the client).
+  // The origin's answer as it is relayed: its indexed head, less what the response splice drops
+  // (hop-by-hop lines, Sluice-*, framing on a 1xx, 204 or 304), with the tries it took
+  // (`attempts` > 1: the answer's Sluice-Attempts, repeated by its replays), each body piece,
+  // and its end (the whole body reached the client).
   void capture_head(const http::ResponseHead& head, unsigned attempts = 1);
   void capture_body(std::string_view piece);
   void capture_end() noexcept { captured_all_ = true; }

@@ -253,7 +253,7 @@ private:
   Arena arena_;
   // The request head, indexed in one pass once its end is in in_, then over a
   // copy of its bytes in the arena (body reads into in_ may move them): request_ is the complete
-  // head in hand (nullptr: none); its index is in the arena (look_at_head()). refused_: admit_request()'s refusal of that head (413, 501, a bad target), answered
+  // head in hand (nullptr: none); its index is in the arena (look_at_head()). refused_: the admission's refusal of that head (413, 501, a bad target), answered
   // by handle_request() as a request (with its id, logged).
   const http::RequestHead* request_ = nullptr;
   http::RequestHead* request_store_ = nullptr;
