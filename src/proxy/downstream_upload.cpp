@@ -46,7 +46,7 @@ net::awaitable<bool> DownstreamSession::send_continue(Exchange& x) {
 // A chunked body is read and validated before the first byte goes upstream, as long as it fits
 // the relay block: a malformed one is refused with nothing of it forwarded (nginx buffers such
 // bodies too). A body that fits is kept for replay and forwarded with a Content-Length; a longer
-// one leaves what was decoded so far in relay_ for stream_request() (chunked_pending_).
+// one leaves what was decoded so far in relay_ for next_upload_piece() (chunked_pending_).
 net::awaitable<bool> DownstreamSession::keep_chunked_body(Exchange& x) {
   const auto& limits = snapshot_->config->server;
   chunked_ = http::ChunkedDecoder({.max_line = 4096, .max_trailer = limits.max_header_bytes});
