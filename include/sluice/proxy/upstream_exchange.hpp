@@ -98,7 +98,6 @@ public:
 
   // The final response head in hand, its connection and what was read behind the head.
   const http::ResponseHead& response() const noexcept { return *response_; }
-  bool has_response() const noexcept { return response_ != nullptr; }
   tls::Stream& stream() noexcept { return *slot_; }
   HeadBuffer& in() noexcept { return in_; }
   // The response's chunked body decoder (the response relay's).
