@@ -9,39 +9,52 @@ namespace sluice::config {
 
 namespace loader_detail {
 
-constexpr std::array<std::string_view, 7> root_keys{"server", "log", "admin", "route", "upstreams", "dns", "reload"};
+using C = Config;
+
+// The file's top level: each section's reader is its row's grammar.
+const KeySpec root_rows[] = {
+    value_key<&C::server, read_server>("server", "The client side.").by_default(),
+    value_key<&C::log, read_log>("log", "The error and access logs.").by_default(),
+    custom_key<&C::admin>(
+        "admin", [](Reader& r, const toml::node& n, const std::string& p, void* c) { read_admin(r, n, p, static_cast<C*>(c)->admin); },
+        [](const void* c) -> std::string { return static_cast<const C*>(c)->admin.enabled ? "on" : "off"; },
+        "The admin API; absent = none."),
+    value_key<&C::dns, read_dns>("dns", "The resolver of servers from DNS.").by_default(),
+    value_key<&C::reload, read_reload>("reload", "The watch after a reload.").by_default(),
+    value_key<&C::routes, read_routes>("route", "Which upstream serves a request."),
+    value_key<&C::upstreams, read_upstreams>("upstreams", "The groups of servers."),
+};
 
 // What goes where: with routes, every route must name an upstream that exists; without
 // routes, the only upstream takes all traffic, so there must be exactly one.
-void check_routing(Reader& r, const toml::table& root, const Config& config) {
+void check_routing(Reader& r, const Read& read, const Config& config) {
+  if (!read.present<&C::upstreams>()) {
+    // A front door that only answers itself (an HTTP -> HTTPS redirector) needs no upstream.
+    if (!r.answers_only) r.error(read.table(), read.path<&C::upstreams>(), std::string(no_upstream_message));
+    return;
+  }
   if (config.upstreams.empty()) return;  // already reported; every route would repeat it
   std::vector<std::string_view> names;
   for (const auto& upstream : config.upstreams) names.push_back(upstream.name);
-  if (config.upstreams.size() > 1 && !root.contains("route")) {
-    r.error(*root.get("upstreams"), "route",
+  if (config.upstreams.size() > 1 && !read.present<&C::routes>()) {
+    r.error(read.where<&C::upstreams>(), read.path<&C::routes>(),
             std::to_string(names.size()) + " upstreams (" + join_words(names) +
                 ") but no [[route]] to choose between them; add routes, or keep one upstream");
   }
   for (std::size_t i = 0; i < config.routes.size(); ++i) {
-    const toml::node* node = r.route_upstreams[i];
+    const auto& [node, path] = r.route_upstreams[i];
     const auto& name = config.routes[i].upstream;
     if (node == nullptr || config.find_upstream(name) != nullptr) continue;
-    r.error(*node, index_path("route", i) + ".upstream", unknown_message("upstream", name, names));
+    r.error(*node, path, unknown_message("upstream", name, names));
   }
 }
 
 Config build(Reader& r, const toml::table& root) {
   Config config;
   config.source = r.file();
-  r.check_keys(root, "", WordList(root_keys));
-  read_server(r, root, config.server);
-  read_log(r, root, config.log);
-  read_admin(r, root, config.admin);
-  read_dns(r, root, config.dns);
-  read_reload(r, root, config.reload);
-  read_routes(r, root, config.routes);
-  read_upstreams(r, root, config.upstreams);
-  check_routing(r, root, config);
+  const Read read = r.walk(root, "", root_rows, &config);
+  check_routing(r, read, config);
+  r.record(root, "", root_rows, &config);
   config.keys = r.take_keys();
   return config;
 }
