@@ -52,7 +52,8 @@ void read_listen(Reader& r, const toml::node& node, const std::string& path, Hos
 
 const KeySpec admin_rows[] = {
     value_key<&A::listen, read_listen, [](const HostPort& a) { return toml_string(a.to_string()); }>(
-        "listen", "The admin API's address."),
+        "listen", "The admin API's address.")
+        .docs("string (host:port)"),
     string_key<&A::token_file>("token_file", "The bearer token every POST must present.").rule(token_file_problem),
     value_key<&A::allowed_hosts, read_allowed_hosts, [](const std::vector<std::string>& hosts) {
       std::vector<std::string> items;

@@ -36,7 +36,8 @@ void read_name_servers(Reader& r, const toml::node& node, const std::string& pat
 const KeySpec dns_rows[] = {
     value_key<&D::servers, read_name_servers, addresses_text>("servers",
                                                               "Name servers (\"ip:port\"); empty = those of /etc/resolv.conf.")
-        .restart(),
+        .restart()
+        .docs("array of strings (ip:port)"),
     duration_key<&D::timeout>("timeout", false, "Per try, per name server.").restart(),
     integer_key<&D::attempts>("attempts", 1, 10, "Tries per name server.").restart(),
     duration_key<&D::min_ttl>("min_ttl", false, "A record's TTL is raised to at least this."),

@@ -140,7 +140,6 @@ const KeySpec route_rows[] = {
           return {};
         })
         .summary(),
-    string_key<&R::upstream>("upstream", "The upstream this route sends to."),
     string_key<&R::upstream>("upstream", "The upstream this route sends to.").summary(),
     value_key<&R::request_headers, parse_header_rules, header_rules_text>(
         "request_headers", "Header rules on the request (after the upstream's)."),
@@ -162,8 +161,12 @@ const KeySpec route_rows[] = {
                                                      "Answer without an upstream: { status, location, body, content_type }."),
     value_key<&R::compress, read_route_compress, route_compress_text>(
         "compress", "Response compression, replacing the upstream's; false = none."),
-    value_key<&R::allow, parse_cidrs, cidrs_text>("allow", "Only these clients (when not empty).").summary(),
-    value_key<&R::deny, parse_cidrs, cidrs_text>("deny", "Refused clients (before allow).").summary(),
+    value_key<&R::allow, parse_cidrs, cidrs_text>("allow", "Only these clients (when not empty).")
+        .summary()
+        .docs("array of strings"),
+    value_key<&R::deny, parse_cidrs, cidrs_text>("deny", "Refused clients (before allow).")
+        .summary()
+        .docs("array of strings"),
     value_key<&R::rate_limit, read_rate_limit>("rate_limit", "{ rate = \"100/s\", burst, key, max_keys }."),
     value_key<&R::error_pages, parse_error_pages, error_pages_text>("error_pages",
                                                                     "Bodies of sluice's own answers for this route."),

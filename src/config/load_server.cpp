@@ -46,6 +46,7 @@ void read_listen(Reader& r, const toml::node& node, const std::string& path, std
 
 const KeySpec tls_rows[] = {
     value_key<&T::listen, read_listen<false>, addresses_text>("listen", "Where clients connect with TLS.")
+        .docs("array of addresses")
         .needed("the addresses to accept TLS on"),
     value_key<&T::certificates, read_certificates>("certificates", "PEM certificates and keys, chosen by SNI.")
         .needed("at least one { cert, key } pair"),
@@ -70,7 +71,8 @@ void read_tls_listeners(Reader& r, const toml::node& node, const std::string& pa
 }
 
 const KeySpec server_rows[] = {
-    value_key<&S::listen, read_listen<true>, addresses_text>("listen", "Where clients connect with plain HTTP."),
+    value_key<&S::listen, read_listen<true>, addresses_text>("listen", "Where clients connect with plain HTTP.")
+        .docs("array of addresses"),
     integer_key<&S::workers>("workers", 0, 1024, "Worker threads; 0 = one per core.").restart(),
     duration_key<&S::header_timeout>("header_timeout", false, "The whole request head must arrive within this."),
     duration_key<&S::idle_timeout>("idle_timeout", false, "A keep-alive connection's wait between requests."),
@@ -108,10 +110,11 @@ const KeySpec server_rows[] = {
     // starts (proxy_protocol, trusted_proxies) or when its request is routed (the rest).
     bool_key<&S::proxy_protocol>("proxy_protocol", "The plain listeners expect a PROXY protocol header."),
     value_key<&S::trusted_proxies, parse_cidrs, cidrs_text>("trusted_proxies",
-                                                            "Balancers whose PROXY header and X-Forwarded-For are believed."),
+                                                            "Balancers whose PROXY header and X-Forwarded-For are believed.")
+        .docs("array of strings"),
     choice_key<&S::forwarded_header>("forwarded_header", "forwarded_header mode", forwarded_words,
                                      "add: also send RFC 7239 Forwarded."),
-    choice_key<&S::error_detail>("error_detail", "error_detail", "What sluice's own answers tell the client."),
+    choice_key<&S::error_detail>("error_detail", "", "What sluice's own answers tell the client."),
     value_key<&S::error_pages, parse_error_pages, error_pages_text>("error_pages",
                                                                     "Bodies of sluice's own answers, by status or class."),
 };

@@ -65,7 +65,11 @@ std::string plural(std::size_t count, std::string_view noun) {
 
 }  // namespace loader_detail
 
+// Each section's path from the rows that lead to it ("upstreams.NAME.retry").
 std::vector<SectionSpec> all_sections() {
+  using loader_detail::root_rows;
+  using C = Config;
+  using U = UpstreamConfig;
   static const ServerSection server;
   static const TlsListenerConfig tls;
   static const LogSection log;
@@ -73,25 +77,28 @@ std::vector<SectionSpec> all_sections() {
   static const DnsSection dns;
   static const ReloadSection reload;
   static const RouteConfig route;
-  static const UpstreamConfig upstream;
+  static const U upstream;
   static const ServerConfig entry;
   static const HealthCheckConfig health;
   static const compress::Policy compress;
-  return {{"server", server_table, &server},
-          {"server.tls", tls_listener_table, &tls, true},
-          {"log", log_table, &log},
-          {"admin", admin_table, &admin},
-          {"dns", dns_table, &dns},
-          {"reload", reload_table, &reload},
-          {"route", route_table, &route, true},
-          {"upstreams.NAME", upstream_table, &upstream},
-          {"upstreams.NAME.servers", server_entry_table, &entry, true},
-          {"upstreams.NAME.health", health_table, &health},
-          {"upstreams.NAME.passive", passive_table, &upstream.passive},
-          {"upstreams.NAME.retry", retry_table, &upstream.retry},
-          {"upstreams.NAME.idempotency", idempotency_table, &upstream.idempotency},
-          {"upstreams.NAME.compress", compress_table, &compress},
-          {"upstreams.NAME.compress.level", compress_level_table, &compress.levels}};
+  const std::string s(name_in<&C::server>(root_rows));
+  const std::string u = child_path(name_in<&C::upstreams>(root_rows), "NAME");
+  const std::string c = child_path(u, name_in<&U::compress>(upstream_table));
+  return {{s, server_table, &server},
+          {child_path(s, name_in<&ServerSection::tls>(server_table)), tls_listener_table, &tls, true},
+          {std::string(name_in<&C::log>(root_rows)), log_table, &log},
+          {std::string(name_in<&C::admin>(root_rows)), admin_table, &admin},
+          {std::string(name_in<&C::dns>(root_rows)), dns_table, &dns},
+          {std::string(name_in<&C::reload>(root_rows)), reload_table, &reload},
+          {std::string(name_in<&C::routes>(root_rows)), route_table, &route, true},
+          {u, upstream_table, &upstream},
+          {child_path(u, name_in<&U::servers>(upstream_table)), server_entry_table, &entry, true},
+          {child_path(u, name_in<&U::health>(upstream_table)), health_table, &health},
+          {child_path(u, name_in<&U::passive>(upstream_table)), passive_table, &upstream.passive},
+          {child_path(u, name_in<&U::retry>(upstream_table)), retry_table, &upstream.retry},
+          {child_path(u, name_in<&U::idempotency>(upstream_table)), idempotency_table, &upstream.idempotency},
+          {c, compress_table, &compress},
+          {child_path(c, name_in<&compress::Policy::levels>(compress_table)), compress_level_table, &compress.levels}};
 }
 
 std::string ConfigError::to_string() const {

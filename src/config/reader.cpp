@@ -364,7 +364,7 @@ const toml::node* Reader::take_choice(const toml::node& node, const std::string&
   }
   const auto it = std::find(k.words.begin(), k.words.end(), text->get());
   if (it == k.words.end()) {
-    error(node, path, unknown_message(k.kind, text->get(), k.words));
+    error(node, path, unknown_message(k.kind.empty() ? k.name : k.kind, text->get(), k.words));
     return nullptr;
   }
   k.set(object, it - k.words.begin());

@@ -50,6 +50,14 @@ TEST(KeyReference, TheCommittedTablesAreWhatTheKeyTablesGenerate) {
   if (write) std::ofstream(doc_path()) << doc;
 }
 
+// A name is one row: a second would be read twice and documented twice.
+TEST(KeyReference, NoTableNamesAKeyTwice) {
+  for (const auto& section : all_sections())
+    for (std::size_t i = 0; i < section.keys.size(); ++i)
+      for (std::size_t j = i + 1; j < section.keys.size(); ++j)
+        EXPECT_NE(section.keys[i].name, section.keys[j].name) << section.path;
+}
+
 TEST(KeyReference, EverySectionAndKeyIsListed) {
   const auto text = key_reference_markdown();
   for (const auto& section : all_sections()) {

@@ -56,7 +56,7 @@ struct KeySpec {
   bool zero_allowed = false;  // duration
   Duration duration_max = max_timeout;
   std::span<const std::string_view> words;  // choice: the values, in the order of the member's enum
-  std::string_view kind;                    // choice: "log level" in "unknown log level 'x'"
+  std::string_view kind;                    // choice: "log level" in "unknown log level 'x'"; "" = the name
   std::string_view below_min_hint;          // integer: appended to the message of a too small value
   // A rule on the value read (it may read the section's other members): "" when it holds, else
   // the message, reported at the key. Runs when the key is in the file and valid; with
@@ -261,7 +261,7 @@ constexpr KeySpec custom_key(std::string_view name,
 // Every table, by the path its keys live under ("server", "upstreams.NAME.retry"): what
 // docs/configuration.md's key tables are generated from.
 struct SectionSpec {
-  std::string_view path;
+  std::string path;
   KeyTable keys;
   const void* defaults;  // a default-constructed section object, for the default column
   bool array = false;    // an array of tables ([[route]])
