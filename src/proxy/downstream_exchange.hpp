@@ -99,10 +99,10 @@ struct DownstreamSession::Exchange : AttemptRecord {
   bool body_kept = false;        // the whole body is in relay_ (kept_body bytes), for replay
   bool body_consumed = false;    // streamed body bytes were taken from the client: no replay
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
-  bool request_unsent = false;   // the origin answered before the whole request reached it
   // The origin's body failed (after its head arrived): counted against the server (end_delivery()).
   FailureKind body_failure = FailureKind::none;
   std::size_t kept_body = 0;
+  std::uint64_t content_left = 0;  // a streamed Content-Length body's bytes still to come
   // A chunked body kept whole (keep_chunked_body()): the Content-Length it is sent with.
   std::optional<std::uint64_t> kept_length;
   std::optional<std::chrono::seconds> origin_idle_timeout;  // from the response's Keep-Alive
@@ -121,58 +121,28 @@ struct DownstreamSession::Exchange : AttemptRecord {
 };
 
 // What the attempt loop (forward_attempts(), forwarder.hpp) asks of the HTTP/1 session: one try
-// on a server with the connection it leaves in `upstream`, the answer to the client, sluice's own
-// answer, a timer. Every member coroutine it names is the session's (frames from the FramePool).
+// on a server (the upstream exchange's), the answer to the client, sluice's own answer, a timer.
+// Every member coroutine it names is the session's or the exchange's (frames from the FramePool).
 struct DownstreamSession::ForwardHooks {
   DownstreamSession& s;
   Exchange& x;
-  tls::StreamSlot upstream;  // the attempt's connection
 
   net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
-    return s.try_server(x, ep, upstream, try_until);
+    return s.up_.attempt(s, ep, try_until);
   }
-  net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep, upstream); }
+  net::awaitable<bool> tunnel(Endpoint& ep) { return s.tunnel(x, ep); }
   bool respond_now(bool& reusable) { return s.respond_at_once(x, reusable); }
-  net::awaitable<bool> respond() { return s.send_response(x, *upstream); }
-  bool delivered(Endpoint& ep, bool reusable) { return s.end_delivery(x, ep, upstream, reusable); }
-  void drop() { s.drop_answer(upstream); }
+  net::awaitable<bool> respond() { return s.send_response(x); }
+  bool delivered(Endpoint& ep, bool reusable) { return s.end_delivery(x, ep, reusable); }
+  void drop() { s.up_.drop(); }
   net::awaitable<void> fail(const ProxyError& error) { return s.send_error(&x, error); }
   net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
   bool replayable() const { return x.body_kept || !x.body_consumed; }
-  std::string_view retry_after() const {
-    return s.response_ != nullptr ? s.response_->value("Retry-After") : std::string_view();
-  }
+  std::string_view retry_after() const { return s.up_.retry_after(); }
   double uniform() { return s.worker_.uniform(); }
   // forward_attempts()'s frame comes from the worker's FramePool, like the session's own.
   static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<bool>, ForwardHooks, Forwarder&>::promise_type,
                                PooledFrame<bool>>);
-};
-
-// read_final_head()'s and send_whole()'s hooks (upstream_attempt.hpp) for one attempt.
-struct DownstreamSession::HeadHooks {
-  DownstreamSession& s;
-  Exchange& x;
-  Clock::time_point try_until;
-  std::size_t& received_bytes;
-
-  http::ResponseHead& index() { return s.response_index(); }
-  std::optional<FailureKind> complete(http::ResponseHead& head) {
-    s.response_ = &head;
-    return s.final_head(x, head.status());
-  }
-  net::awaitable<bool> interim(const http::ResponseHead&) { return s.pass_interim(x, try_until); }
-  void received(std::size_t n) {
-    if (received_bytes == 0 && n > 0) x.first_byte = s.worker_.clock.now();
-    received_bytes += n;
-  }
-  // While uploading, the upload may fail on the client's side: nothing more to read then.
-  bool client_gone() const { return s.upload_ != nullptr && s.upload_->client_failed; }
-  error_code timed(error_code ec) const { return s.timed(ec); }
-  void arm_response() { s.arm_response(try_until); }
-  // read_final_head()'s frame comes from the worker's FramePool, like the session's own.
-  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<FailureKind>, HeadHooks, tls::Stream&,
-                                                     HeadBuffer&, std::size_t>::promise_type,
-                               PooledFrame<FailureKind>>);
 };
 
 }  // namespace sluice::proxy

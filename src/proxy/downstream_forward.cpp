@@ -1,9 +1,16 @@
-// A request's way to an origin: what the attempt loop (forward_attempts(), forwarder.hpp) and one
-// attempt (attempt_server(), upstream_attempt.hpp) ask of the downstream session, through
-// ForwardHooks, AttemptHooks and HeadHooks; the body kept for a replay; the connection.
+// A request's way to an origin: what the attempt loop (forward_attempts(), forwarder.hpp) asks of
+// the downstream session through ForwardHooks, and the upstream exchange (upstream_exchange.hpp)
+// through ClientSide; the body kept for a replay.
 #include "downstream_exchange.hpp"
 
 namespace sluice::proxy {
+
+// The attempt loop's state, in the exchange (run()'s frame, which outlives the loop), and the
+// upstream exchange's for this request.
+Forwarder& DownstreamSession::start_attempts(Exchange& x, RequestFacts facts) {
+  up_.begin(*x.upstream, x, snapshot_->config->server.max_header_bytes, x.upgrade);
+  return x.forwarder.emplace(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
+}
 
 // A body kept before the first try (for replay, or validated: chunked), or the Idempotency-Key's
 // gate: prepare_forward() has work to do.
@@ -80,25 +87,11 @@ PickContext DownstreamSession::pick_context(const Exchange& x) const {
 // After the answer went to the client: the body's failure reported, the connection pooled when
 // it may be reused. A request body the client is still sending when the origin answered would
 // desynchronise the connection: it is kept only when the request was read completely.
-bool DownstreamSession::end_delivery(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream,
-                           bool reusable) {
-  const auto& ucfg = x.upstream->config();
-  upstream_ = nullptr;
+bool DownstreamSession::end_delivery(Exchange& x, Endpoint& ep, bool reusable) {
   if (x.body_failure != FailureKind::none)
     report_attempt(*x.upstream, ep, worker_.index, Failure::of(x.body_failure));
-  if (reusable) {
-    worker_.pool.release(ep, std::move(upstream), ucfg.keepalive,
-                         pooled_idle_time(ucfg.keepalive_timeout, x.origin_idle_timeout));
-  }
-  up_in_.clear();
+  up_.deliver_done(ep, reusable, x.origin_idle_timeout);
   return x.client_keep_alive && x.request_done;
-}
-
-void DownstreamSession::drop_answer(tls::StreamSlot& upstream) {
-  upstream_ = nullptr;
-  upstream.reset();
-  up_in_.clear();
-  forget_response();
 }
 
 // Idempotency-Key (docs/idempotency.md): claims the key, or answers from the store or with a
@@ -130,106 +123,47 @@ net::awaitable<bool> DownstreamSession::idempotency_gate(Exchange& x) {
   co_return false;
 }
 
-// attempt_server()'s hooks (upstream_attempt.hpp) for one try of one request on `ep`.
-struct DownstreamSession::AttemptHooks {
-  DownstreamSession& s;
-  Exchange& x;
-  Endpoint& ep;
-  Clock::time_point try_until;
-
-  net::awaitable<Failure> connect(tls::StreamSlot& upstream) {
-    return s.connect(x, ep, upstream, try_until);
-  }
-  void ready(socket_type& upstream) {
-    s.upstream_ = &upstream;
-    x.upstream_ready = s.worker_.clock.now();
-  }
-  net::awaitable<FailureKind> send(socket_type& upstream, std::uint64_t& sent, std::size_t& received) {
-    return s.send_request(x, upstream, try_until, sent, received);
-  }
-  unsigned status() const { return s.response_->status(); }
-  void forget() {
-    s.upstream_ = nullptr;
-    s.up_in_.clear();
-    s.forget_response();
-  }
-  // Resending on a new connection cannot duplicate work when the request is idempotent and its
-  // body (if any) is still at hand.
-  bool resend_on_new_connection() const {
-    if (!http::is_idempotent(s.request_->verb()) || (!x.body_kept && x.body_consumed)) return false;
-    spdlog::debug("upstream {} server {}: pooled connection was closed, reconnecting",
-                  x.upstream->name(), ep.identity());
-    return true;
-  }
-  static_assert(std::is_same_v<std::coroutine_traits<net::awaitable<Failure>, AttemptHooks,
-                                                     tls::StreamSlot&>::promise_type,
-                               PooledFrame<Failure>>);
-};
-
-// One try on one server (attempt_server(), upstream_attempt.hpp): a pooled connection, unless the
-// request is an upgrade (not resent after a pooled connection turns out closed, and consumed by a
-// tunnel anyway) or the pooled one's TLS does not fit; else a new one. Not a coroutine: the try's
-// frame is attempt_server()'s alone.
-net::awaitable<Failure> DownstreamSession::try_server(Exchange& x, Endpoint& ep,
-                                            tls::StreamSlot& upstream,
-                                            Clock::time_point try_until) {
-  upstream.reset();
-  if (!x.upgrade) worker_.pool.acquire(ep, upstream);
-  if (upstream && !tls_fits(*x.upstream, ep, *upstream)) upstream.reset();
-  return attempt_server(AttemptHooks{*this, x, ep, try_until}, upstream);
+// The client's head with the edits spliced in, for this attempt's server (write_request_head()).
+std::string_view DownstreamSession::forward_head() {
+  write_request_head(*x_);
+  return head_out_;
 }
 
-// A new connection to `ep` in `upstream` (TCP, then TLS if the server has it), within
-// connect_timeout and the try's time. On failure `upstream` is empty.
-net::awaitable<Failure> DownstreamSession::connect(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream,
-                                         Clock::time_point try_until) {
-  upstream.emplace(worker_.io);
-  upstream_ = &*upstream;
-  deadline = std::min(try_until, worker_.clock.now() + Clock::duration(x.upstream->config().connect_timeout));
-  timed_out_ = false;
-  error_code ec;
-  tls::edge::open_socket(upstream->socket(), ep.socket_address().protocol(), ec);  // close-on-exec
-  if (!ec) std::tie(ec) = co_await upstream->socket().async_connect(ep.socket_address(), nothrow);
-  Failure failure;
-  if (ec) {
-    const bool timeout = ec == net::error::operation_aborted && timed_out_;
-    failure = Failure::of(timeout                                ? FailureKind::connect_timeout
-                          : ec == net::error::connection_refused ? FailureKind::connect_refused
-                                                                 : FailureKind::connect_error);
-  } else {
-    error_code ignored;
-    upstream->socket().set_option(tcp::no_delay(true), ignored);
-    // The handshake shares the connect deadline: connect_timeout covers setting up the
-    // connection, TLS included.
-    if (ep.tls()) failure = co_await connect_tls(*x.upstream, ep, *upstream);
+// No body, or the whole body kept in relay_: one write, repeatable on a retry. A body still to
+// be read from the client streams: Content-Length bodies as they are, chunked bodies validated
+// chunk by chunk by chunked_ and re-encoded, so that what the origin sees is exactly what we
+// validated.
+RequestBody DownstreamSession::request_body() {
+  auto& x = *x_;
+  if (!x.body_kept && (!x.request_done || x.chunked_in)) {
+    x.content_left = x.chunked_in ? 0 : request_->content_length().value_or(0);
+    return {.kept = {}, .streamed = true, .chunked = x.chunked_in, .done = x.request_done};
   }
-  if (failure.failed()) {
-    upstream_ = nullptr;
-    upstream.reset();
-  }
-  co_return failure;
+  return {.kept = {relay_, x.body_kept ? x.kept_body : 0}};
 }
 
-// Head and body towards the origin, then the response head. The body streams through relay_:
-// Content-Length bodies as they are, chunked bodies validated chunk by chunk by chunked_ and
-// re-encoded, so that what the origin sees is exactly what we validated.
-net::awaitable<FailureKind> DownstreamSession::send_request(Exchange& x, socket_type& upstream,
-                                                  Clock::time_point try_until,
-                                                  std::uint64_t& sent, std::size_t& received) {
-  write_request_head(x);
-  // A body still to be read from the client streams while the answer is read (full duplex).
-  if (!x.body_kept && (!x.request_done || x.chunked_in))
-    return send_streamed(x, upstream, try_until, x.upstream->config().send_timeout, sent, received);
-  // No body, or the whole body kept in relay_: one write, repeatable on a retry.
-  const std::array<net::const_buffer, 2> out{net::buffer(head_out_),
-                                             net::buffer(relay_, x.body_kept ? x.kept_body : 0)};
-  deadline = try_until;
-  timed_out_ = false;
-  return send_whole(HeadHooks{*this, x, try_until, received}, upstream, out, up_in_,
-                    snapshot_->config->server.max_header_bytes, sent);
+// Resending on a new connection cannot duplicate work when the request is idempotent and its body
+// (if any) is still at hand.
+bool DownstreamSession::resendable() const {
+  return http::is_idempotent(request_->verb()) && (x_->body_kept || !x_->body_consumed);
 }
 
-// Exchange is defined here, not in downstream_upload.cpp, where send_streamed() says this.
-void DownstreamSession::note_unsent(Exchange& x, bool unsent) noexcept { x.request_unsent = unsent; }
+bool DownstreamSession::accepts_switch(const http::ResponseHead& head) const {
+  return http::valid_switch(head, *request_);
+}
+
+// A Content-Length piece that came with the head is consumed once it is written.
+void DownstreamSession::piece_sent(std::string_view piece) {
+  auto& x = *x_;
+  if (!x.chunked_in && !piece.empty() && piece.data() == view(in_).data()) {
+    in_.consume(piece.size());
+    x.body_consumed = true;
+  }
+}
+
+void DownstreamSession::cancel_read() {
+  error_code ignored;
+  client_.cancel(ignored);
+}
 
 }  // namespace sluice::proxy

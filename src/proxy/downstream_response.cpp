@@ -1,64 +1,26 @@
-// The origin's answer: its head (interim 1xx passed on, the final one judged), the response relay
-// to the client (relay_response(), response_relay.hpp, through ResponseHooks), and after a 101 the
-// handoff to a TunnelSession.
+// The origin's answer towards the client: interim 1xx heads passed on, the final head and the
+// response relay (relay_response(), response_relay.hpp, through ResponseHooks), and after a 101
+// the handoff to a TunnelSession.
 #include "downstream_exchange.hpp"
 
 namespace sluice::proxy {
 
-// Reads the response head (passing 1xx interim responses to HTTP/1.1 clients) into response_.
-// Not a coroutine: the attempt's phase is read_final_head()'s frame alone.
-net::awaitable<FailureKind> DownstreamSession::read_response_head(Exchange& x, socket_type& upstream,
-                                                        Clock::time_point try_until,
-                                                        std::size_t& received) {
-  arm_response(try_until);
-  return read_final_head(HeadHooks{*this, x, try_until, received}, upstream, up_in_,
-                         snapshot_->config->server.max_header_bytes);
-}
-
-// An interim head in response_: 100 answered the origin's own framing; other 1xx go to HTTP/1.1
-// clients as they are. False when the client is gone.
-net::awaitable<bool> DownstreamSession::pass_interim(Exchange& x, Clock::time_point try_until) {
-  if (response_->status() != 100 && x.client_version == 11) {
-    write_interim_head();
-    expire_after(snapshot_->config->server.idle_timeout);
-    auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
-    if (timed(ec) || (upload_ != nullptr && upload_->client_failed)) co_return false;
-    arm_response(try_until);
-  }
-  response_ = nullptr;
-  co_return true;
-}
-
-// A complete response head with status `code`: the attempt's outcome when it is a final answer
-// (none; a 101 only as the answer to an upgrade we forwarded, to a protocol it offered, else a
-// bad response), nullopt for an interim 1xx.
-std::optional<FailureKind> DownstreamSession::final_head(const Exchange& x, unsigned code) const {
-  if (code < 100 || code >= 200) return FailureKind::none;
-  if (code != 101) return std::nullopt;
-  return x.upgrade && http::valid_switch(*response_, *request_) ? FailureKind::none
-                                                                       : FailureKind::bad_response;
-}
-
-// The exchange's response index, in the arena: made once, reused by every head of the exchange.
-http::ResponseHead& DownstreamSession::response_index() {
-  if (response_store_ == nullptr) {
-    response_store_ = new (arena_.allocate(sizeof(http::ResponseHead), alignof(http::ResponseHead)))
-        http::ResponseHead;
-  }
-  return *response_store_;
-}
-
-// The response head in hand is dropped (retried, failed, or the exchange ended).
-void DownstreamSession::forget_response() noexcept {
-  response_ = nullptr;
+// An interim head: other 1xx than 100 go to HTTP/1.1 clients as they are (the exchange keeps 100,
+// which answered the origin's own framing). False when the client is gone.
+net::awaitable<bool> DownstreamSession::interim(const http::ResponseHead& head) {
+  if (x_->client_version != 11) co_return true;
+  write_interim_head(head);
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  co_return !timed(ec);
 }
 
 // An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).
-void DownstreamSession::write_interim_head() {
+void DownstreamSession::write_interim_head(const http::ResponseHead& head) {
   head_out_.clear();
   http::ResponseSplice edits;
   edits.kind = http::ResponseSplice::Kind::interim;
-  http::splice_response_head(head_out_, *response_, edits);
+  http::splice_response_head(head_out_, head, edits);
 }
 
 // relay_response()'s hooks (response_relay.hpp) for the exchange's final response.
@@ -132,12 +94,13 @@ bool DownstreamSession::respond_at_once(Exchange& x, bool& reusable) {
   const bool is_head = request_->verb() == bhttp::verb::head;
   auto& framing = x.framing;
   // A request the origin answered before it had all of it leaves the connection mid-message.
-  framing.reusable = response_->keep_alive(is_head) && !x.request_unsent;
-  framing.content_length = response_->content_length().value_or(0);
+  const auto& res = up_.response();
+  framing.reusable = res.keep_alive(is_head) && !up_.request_unsent();
+  framing.content_length = res.content_length().value_or(0);
   framing.plan = begin_response(x, is_head);
   if (!framing.plan.keep_alive) x.client_keep_alive = false;
   ResponseHooks hooks{*this, x};
-  const auto at_once = relay_at_once(hooks, up_in_, client_, framing, head_out_);
+  const auto at_once = relay_at_once(hooks, up_.in(), client_, framing, head_out_);
   if (at_once.state == AtOnce::partly) x.written_at_once = at_once.written;
   reusable = at_once.reusable;
   return at_once.state == AtOnce::relayed;
@@ -147,29 +110,29 @@ bool DownstreamSession::respond_at_once(Exchange& x, bool& reusable) {
 // response_relay.hpp, or the rest of a write at once). Returns whether the upstream connection
 // may go back to the pool: only after a complete, correctly framed response with nothing left
 // over. Not a coroutine: the relay's frame is its own.
-net::awaitable<bool> DownstreamSession::send_response(Exchange& x, socket_type& upstream) {
+net::awaitable<bool> DownstreamSession::send_response(Exchange& x) {
   if (x.written_at_once > 0) {
-    return finish_at_once(ResponseHooks{*this, x}, up_in_, client_, x.framing, head_out_, x.written_at_once);
+    return finish_at_once(ResponseHooks{*this, x}, up_.in(), client_, x.framing, head_out_, x.written_at_once);
   }
   if (x.framing.plan.chunked_in) {
-    chunked_response_ = http::ChunkedDecoder(
+    up_.chunked() = http::ChunkedDecoder(
         {.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
   }
   if (x.encoder) {
     // The relay block's last 16 KiB take the encoder's output.
     constexpr std::size_t coded_size = 16 * 1024;
-    return relay_compressed(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
+    return relay_compressed(ResponseHooks{*this, x}, up_.stream(), up_.in(), client_, x.framing, head_out_,
                             std::span(relay_, relay_size - coded_size),
-                            std::span(relay_ + relay_size - coded_size, coded_size), chunked_response_, x.encoder);
+                            std::span(relay_ + relay_size - coded_size, coded_size), up_.chunked(), x.encoder);
   }
-  return relay_response(ResponseHooks{*this, x}, upstream, up_in_, client_, x.framing, head_out_,
-                        std::span(relay_, relay_size), chunked_response_);
+  return relay_response(ResponseHooks{*this, x}, up_.stream(), up_.in(), client_, x.framing, head_out_,
+                        std::span(relay_, relay_size), up_.chunked());
 }
 
 // The response's framing towards the client, and its head (rewritten, with the route's rules)
 // in head_out_ unless the framing is refused.
 http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) {
-  const auto& res = *response_;
+  const auto& res = up_.response();
   x.status = res.status();
   x.origin_idle_timeout = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
   // An answer that came before the client's body was read to the end closes the connection.
@@ -188,11 +151,12 @@ http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) 
 compress::Plan DownstreamSession::plan_coding(Exchange& x, http::ResponsePlan& plan) {
   const auto* policy = x.route->compress;
   if (policy == nullptr) return {};
-  auto coding = compress::plan(*policy, *response_, x.compress_side);
+  const auto& res = up_.response();
+  auto coding = compress::plan(*policy, res, x.compress_side);
   if (!coding.compress()) return coding;
   // plan() skipped every answer without a body (HEAD, 1xx, 204, 304) already.
   auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
-                                          response_->content_length().value_or(0));
+                                          res.content_length().value_or(0));
   if (!encoder) {
     coding.coding = compress::Coding::identity;
     coding.weaken_etag = false;
@@ -231,9 +195,9 @@ net::awaitable<void> DownstreamSession::wait_client_room(std::span<char>& relay,
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
   // What came with the origin's head was relayed: its read buffer goes back as well (a chunked
   // body's next read takes one again). The response head over its bytes was spliced already.
-  if (up_in_.size() == 0) {
-    forget_response();
-    up_in_.shrink_to_fit();
+  if (up_.in().size() == 0) {
+    up_.forget_response();
+    up_.release_buffer();
   }
   expire_after(snapshot_->config->server.idle_timeout);
   std::tie(ec) = co_await client_.socket().async_wait(tcp::socket::wait_write, nothrow);
@@ -258,24 +222,26 @@ net::awaitable<void> DownstreamSession::coding_failed(Exchange& x, error_code ec
 // After a valid 101: the 101 to the client, then both streams to a TunnelSession
 // (tunnel_session.hpp), which the worker starts once run() has ended (take_tunnel()). False: a
 // tunnel is the connection's last use as HTTP, on both sides.
-net::awaitable<bool> DownstreamSession::tunnel(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream) {
+net::awaitable<bool> DownstreamSession::tunnel(Exchange& x, Endpoint& ep) {
   report_attempt(*x.upstream, ep, worker_.index, Failure::answered(101));
   write_switch_head(x);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
   if (n > 0) x.head_sent = true;
-  upstream_ = nullptr;
-  if (timed(ec) || closed_) co_return false;
+  if (timed(ec) || closed_) {
+    up_.drop();
+    co_return false;
+  }
   spdlog::debug("upstream {} server {}: tunnel open ({})", x.upstream->name(), ep.identity(),
-                response_->value(http::KnownField::upgrade));
-  hand_over(x, ep, std::move(*upstream));
+                up_.response().value(http::KnownField::upgrade));
+  hand_over(x, ep);
   co_return false;
 }
 
 // The handoff: both streams, the tunnel's in-flight count on `ep`, the relay block with the bytes
 // that came with the heads, and the exchange's access-log record (written when the tunnel closes).
-void DownstreamSession::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream) {
-  tunnel_ = std::make_unique<TunnelHandoff>(std::move(client_), std::move(upstream), snapshot_,
+void DownstreamSession::hand_over(Exchange& x, Endpoint& ep) {
+  tunnel_ = std::make_unique<TunnelHandoff>(std::move(client_), up_.take_stream(), snapshot_,
                                             *x.upstream, ep,
                                             PooledBlock(worker_.relay_blocks, std::exchange(relay_, nullptr)));
   auto& h = *tunnel_;
@@ -289,9 +255,9 @@ void DownstreamSession::hand_over(Exchange& x, Endpoint& ep, socket_type&& upstr
     }
   };
   keep(view(in_), h.relay.get(), h.client_pending, h.client_extra);
-  keep(view(up_in_), h.relay.get() + half, h.origin_pending, h.origin_extra);
+  keep(view(up_.in()), h.relay.get() + half, h.origin_pending, h.origin_extra);
   in_.clear();
-  up_in_.clear();
+  up_.in().clear();
   h.start = x.start;
   if (worker_.access_log.enabled()) {
     AttemptRecord::ServersText servers;
@@ -308,7 +274,7 @@ void DownstreamSession::write_switch_head(Exchange& x) {
   edits.request_id = x.request_id;
   edits.kind = http::ResponseSplice::Kind::switching;
   edits.date = worker_.date.now();
-  http::splice_response_head(head_out_, *response_, edits);
+  http::splice_response_head(head_out_, up_.response(), edits);
 }
 
 }  // namespace sluice::proxy

@@ -37,7 +37,7 @@ void DownstreamSession::close_streams() noexcept {
   closed_ = true;
   error_code ignored;
   client_.close(ignored);
-  if (upstream_ != nullptr) upstream_->close(ignored);
+  up_.close();
 }
 
 void DownstreamSession::expire() {
@@ -49,13 +49,12 @@ void DownstreamSession::expire() {
     client_.cancel(ignored);
     return;
   }
-  if (upload_ != nullptr && upload_->sending && !upload_->reading_client && look_at_drain()) return;
-  if (upload_ != nullptr) upload_->expired();
+  if (up_.upload_progressing()) return;
   deadline = Clock::time_point::max();
   timed_out_ = true;
   error_code ignored;
   client_.cancel(ignored);
-  if (upstream_ != nullptr) upstream_->cancel(ignored);
+  up_.cancel();
 }
 
 void DownstreamSession::arm_idle(Clock::duration idle_timeout) noexcept {
@@ -89,15 +88,10 @@ void DownstreamSession::end_exchange_memory() {
     arena_.deallocate(request_store_, alignof(http::RequestHead));  // a no-op inside the block
     request_store_ = nullptr;
   }
-  forget_response();
-  if (response_store_ != nullptr) {
-    static_assert(std::is_trivially_destructible_v<http::ResponseHead>);
-    arena_.deallocate(response_store_, alignof(http::ResponseHead));  // a no-op inside the block
-    response_store_ = nullptr;
-  }
+  up_.end();
   // A plain connection keeps its upstream buffer for the next request: idle, it is parked within
   // park_after, and the session's end gives the buffer back (read_request_head()'s rule for in_).
-  if (up_in_.size() == 0 && client_.is_tls()) up_in_.shrink_to_fit();
+  if (client_.is_tls()) up_.release_buffer();
   worker_.arena_blocks.release(arena_.detach());
   worker_.relay_blocks.release(std::exchange(relay_, nullptr));
 }
@@ -109,7 +103,7 @@ net::awaitable<void> DownstreamSession::run() {
   const std::size_t max_header = worker_.snapshot->config->server.max_header_bytes;
   const PoolAllocator<char> blocks(&worker_.head_blocks);
   in_ = HeadBuffer(max_header + read_chunk, blocks);
-  up_in_ = HeadBuffer(max_header + read_chunk, blocks);
+  up_.start(max_header, blocks);
   // No co_await inside && or ||: GCC 12 miscompiles it (this one ran read_proxy_header() on
   // every connection, proxy_protocol or not; a two-line reproduction traps).
   bool ready = true;
@@ -280,6 +274,7 @@ struct DownstreamSession::RequestHooks {
   net::awaitable<bool> exchange() {
     x.emplace();
     x->start = s.worker_.clock.now();
+    s.x_ = &*x;
     return s.handle_request(*x);
   }
   bool exchanged(bool keep) {
@@ -287,6 +282,7 @@ struct DownstreamSession::RequestHooks {
     nothing_unread = !s.request_->keep_alive() && x->request_done && s.in_.size() == 0;
     if (!s.tunnel_) s.log_exchange(*x);  // else the tunnel logs it when it closes
     s.end_exchange_memory();
+    s.x_ = nullptr;
     x.reset();
     if (!keep || s.worker_.is_stopping() || s.closed_) return false;
     limits = s.begin_head();
@@ -352,9 +348,7 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   if (x.route->answer) return send_fixed_answer(x);
   const auto facts = begin_forward(x);
   if (prepares_body(x)) return forward_prepared(x, facts);
-  // The Forwarder lives in the exchange (run()'s frame), which outlives the attempt loop.
-  auto& forwarder = x.forwarder.emplace(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
-  return forward_attempts(ForwardHooks{*this, x, {}}, forwarder);
+  return forward_attempts(ForwardHooks{*this, x}, start_attempts(x, facts));
 }
 
 net::awaitable<bool> DownstreamSession::answer_error(Exchange& x, ProxyError error) {
@@ -367,8 +361,7 @@ net::awaitable<bool> DownstreamSession::forward_prepared(Exchange& x, RequestFac
   const auto prepared = co_await prepare_forward(x);
   bool keep = prepared == Prepared::keep;
   if (prepared == Prepared::forward) {
-    auto& forwarder = x.forwarder.emplace(*x.upstream, worker_.clock, worker_.index, facts, pick_context(x), x);
-    keep = co_await forward_attempts(ForwardHooks{*this, x, {}}, forwarder);
+    keep = co_await forward_attempts(ForwardHooks{*this, x}, start_attempts(x, facts));
   }
   if (x.idem) x.idem->finish(worker_.index, worker_.io.get_executor(), x.status);
   co_return keep;
@@ -482,14 +475,14 @@ void DownstreamSession::write_response_head(const Exchange& x, const http::Respo
   }
   edits.add_vary = coding.vary;
   if (rules.empty()) {
-    http::splice_response_head(head_out_, *response_, edits);
+    http::splice_response_head(head_out_, up_.response(), edits);
     return;
   }
   char version[24];
   const auto vars = rule_variables(x, version);
   edits.rules = &rules;
   edits.vars = &vars;
-  http::splice_response_head(head_out_, *response_, edits);
+  http::splice_response_head(head_out_, up_.response(), edits);
 }
 
 // `return`: the route's own answer, no upstream involved. The connection stays open only when the

@@ -123,7 +123,7 @@ struct Script {
   std::optional<bool> delivered_reusable;
 };
 
-// A failure after request bytes reached the server (what try_server() reports).
+// A failure after request bytes reached the server (what UpstreamExchange::attempt() reports).
 Failure sent(FailureKind kind) {
   auto f = Failure::of(kind);
   f.request_bytes_sent = true;

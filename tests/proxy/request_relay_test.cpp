@@ -41,7 +41,7 @@ struct Hooks {
     s->pieces.pop_front();
     co_return p;
   }
-  // As the session's write_upstream(): the whole framed piece, or the error.
+  // As the upstream exchange's write(): the whole framed piece, or the error.
   net::awaitable<error_code> write(test::stream& upstream, std::span<const net::const_buffer> out) {
     auto [ec, n] = co_await net::async_write(upstream, out, net::as_tuple(net::use_awaitable));
     ++s->writes;

@@ -36,6 +36,7 @@
 #include "sluice/proxy/tunnel.hpp"
 #include "sluice/proxy/tunnel_session.hpp"
 #include "sluice/proxy/upload.hpp"
+#include "sluice/proxy/upstream_exchange.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/tls/context.hpp"
 #include "sluice/tls/stream_slot.hpp"
@@ -45,7 +46,7 @@ namespace sluice::proxy {
 
 class RouteAdmission;
 
-class DownstreamSession final : public SessionLink {
+class DownstreamSession final : public SessionLink, private ClientSide {
 public:
   // `tls`: the listener's TLS context when `client` carries TLS (the handshake is run()'s first
   // step); kept for the connection's lifetime, whatever reloads happen meanwhile.
@@ -63,7 +64,7 @@ public:
   void close_if_idle() override;
   void close() override;
   void expire() override;
-  bool holds_upstream() const noexcept override { return upstream_ != nullptr; }
+  bool holds_upstream() const noexcept override { return up_.in_use(); }
 
   // Parking (parking.hpp). parked(): run() ended because the connection had been idle for
   // park_after; take_parked() hands it to the worker's ParkingLot. resumed(): a connection back
@@ -75,18 +76,13 @@ public:
   bool tunneled() const noexcept { return tunnel_ != nullptr; }
   std::unique_ptr<TunnelHandoff> take_tunnel() noexcept { return std::move(tunnel_); }
 
-  // read_request_head()'s hooks (request_head.hpp) for a client's next head,
-  // read_final_head()'s and attempt_server()'s (upstream_attempt.hpp) for one attempt, and
-  // forward_attempts()'s (forwarder.hpp) for one request, relay_response()'s and
-  // stream_request_body()'s, defined in the session's files (src/proxy/downstream_*.cpp and
-  // downstream_exchange.hpp). Named here, outside `private`, for the FramePool specialisations
-  // at the end of this file.
+  // read_request_head()'s hooks (request_head.hpp) for a client's next head, forward_attempts()'s
+  // (forwarder.hpp) for one request and relay_response()'s, defined in the session's files
+  // (src/proxy/downstream_*.cpp and downstream_exchange.hpp). Named here, outside `private`, for
+  // the FramePool specialisations at the end of this file.
   struct RequestHooks;
-  struct HeadHooks;
-  struct AttemptHooks;
   struct ForwardHooks;
   struct ResponseHooks;
-  struct UploadHooks;
 
 private:
   void close_streams() noexcept;  // close() without its shutdown first
@@ -100,11 +96,8 @@ private:
   using socket_type = tls::Stream;  // plain TCP or TLS, both sides
   using error_code_type = boost::system::error_code;
 
-  // TLS steps, in downstream_tls.cpp.
+  // The TLS handshake of a TLS listener's connection, in downstream_tls.cpp.
   boost::asio::awaitable<bool> tls_handshake();
-  boost::asio::awaitable<Failure> connect_tls(const Upstream& upstream, Endpoint& ep,
-                                              socket_type& stream);
-  static bool tls_fits(const Upstream& upstream, const Endpoint& ep, socket_type& pooled);
   // Edge steps, in downstream_edge.cpp: the PROXY protocol header, the request's client address,
   // the route's allow/deny and rate limit (a ProxyError with status 0 lets the request in).
   boost::asio::awaitable<bool> read_proxy_header();
@@ -135,17 +128,10 @@ private:
   bool prepares_body(const Exchange& x) const;
   boost::asio::awaitable<Prepared> prepare_forward(Exchange& x);
   PickContext pick_context(const Exchange& x) const;
-  // ForwardHooks' steps: the end of a delivered answer, the answer of a retried attempt dropped,
-  // a wait (backoff, queue).
-  bool end_delivery(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream, bool reusable);
-  void drop_answer(tls::StreamSlot& upstream);
+  Forwarder& start_attempts(Exchange& x, RequestFacts facts);
+  // ForwardHooks' steps: the end of a delivered answer, a wait (backoff, queue).
+  bool end_delivery(Exchange& x, Endpoint& ep, bool reusable);
   boost::asio::awaitable<bool> wait_for(Clock::duration d);
-  boost::asio::awaitable<Failure> try_server(Exchange& x, Endpoint& ep,
-                                             tls::StreamSlot& upstream,
-                                             Clock::time_point try_until);
-  boost::asio::awaitable<Failure> connect(Exchange& x, Endpoint& ep,
-                                          tls::StreamSlot& upstream,
-                                          Clock::time_point try_until);
   boost::asio::awaitable<bool> keep_body(Exchange& x);
   boost::asio::awaitable<bool> idempotency_gate(Exchange& x);
   // Chunked request bodies: validated by chunked_ before any of their bytes leave.
@@ -153,52 +139,25 @@ private:
   boost::asio::awaitable<bool> send_continue(Exchange& x);
   boost::asio::awaitable<bool> keep_chunked_body(Exchange& x);
   boost::asio::awaitable<BodyStep> decode_chunked(Exchange& x, std::size_t& have, bool flush);
-  // The request, then the response head into response_ (full duplex for a streamed body).
-  boost::asio::awaitable<FailureKind> send_request(Exchange& x, socket_type& upstream,
-                                                   Clock::time_point try_until,
-                                                   std::uint64_t& sent, std::size_t& received);
-  // Full duplex, in downstream_upload.cpp: the streamed body and the response head at once.
-  // note_unsent(): some request byte did not reach the origin (its connection is not reused).
-  boost::asio::awaitable<FailureKind> send_streamed(Exchange& x, socket_type& upstream,
-                                                    Clock::time_point try_until,
-                                                    Clock::duration send_timeout,
-                                                    std::uint64_t& sent, std::size_t& received);
-  static void note_unsent(Exchange& x, bool unsent) noexcept;
-  boost::asio::awaitable<FailureKind> upload_side(Exchange& x, socket_type& upstream,
-                                                  std::uint64_t& sent);
-  boost::asio::awaitable<FailureKind> response_side(Exchange& x, socket_type& upstream,
-                                                    Clock::time_point try_until,
-                                                    std::size_t& received);
-  boost::asio::awaitable<error_code_type> write_upstream(socket_type& upstream,
-                                                         std::span<const boost::asio::const_buffer> out,
-                                                         std::uint64_t& sent);
-  // Stops the upload's pending read or write (the response side finished first).
-  void stop_upload(socket_type& upstream);
-  // While waiting for the origin to take request bytes: looks at the bytes it has not taken yet
-  // (upload.hpp) and sets the deadline of the next look, or of the response. False: it stalled.
-  bool look_at_drain();
-  boost::asio::awaitable<FailureKind> stream_request(Exchange& x, socket_type& upstream,
-                                                     std::uint64_t& sent);
-  boost::asio::awaitable<UploadPiece> next_upload_piece(Exchange& x, std::uint64_t& content_left);
+  boost::asio::awaitable<UploadPiece> next_upload_piece(Exchange& x);
   bool body_bytes_now(std::uint64_t content_left, BodyPiece& read);
   bool waits_without_relay() const;
-  // Deadlines of an attempt: a client body read (send_timeout while uploading, else
-  // idle_timeout), the response head (try_until, or from the last request byte when streamed).
+  // The deadline of a client body read (send_timeout while uploading, else idle_timeout).
   void arm_body_read();
-  void arm_response(Clock::time_point try_until);
-  // The attempt's response head (read_final_head(), upstream_attempt.hpp), from try_until on.
-  boost::asio::awaitable<FailureKind> read_response_head(Exchange& x, socket_type& upstream,
-                                                         Clock::time_point try_until,
-                                                         std::size_t& received);
-  boost::asio::awaitable<bool> pass_interim(Exchange& x, Clock::time_point try_until);
-  http::ResponseHead& response_index();
-  void forget_response() noexcept;
-  std::optional<FailureKind> final_head(const Exchange& x, unsigned code) const;
-  void write_interim_head();
+  // ClientSide (upstream_exchange.hpp): what the upstream exchange asks of this request.
+  std::string_view forward_head() override;
+  RequestBody request_body() override;
+  bool resendable() const override;
+  bool accepts_switch(const http::ResponseHead& head) const override;
+  boost::asio::awaitable<bool> interim(const http::ResponseHead& head) override;
+  boost::asio::awaitable<UploadPiece> next_piece() override;
+  void piece_sent(std::string_view piece) override;
+  void cancel_read() override;
+  void write_interim_head(const http::ResponseHead& head);
   // The final response to the client: at once when it can go so (relay_at_once(),
   // response_relay.hpp), else through relay_response() (or the rest, finish_at_once()).
   bool respond_at_once(Exchange& x, bool& reusable);
-  boost::asio::awaitable<bool> send_response(Exchange& x, socket_type& upstream);
+  boost::asio::awaitable<bool> send_response(Exchange& x);
   http::ResponsePlan begin_response(Exchange& x, bool is_head);
   compress::Plan plan_coding(Exchange& x, http::ResponsePlan& plan);
   boost::asio::awaitable<void> body_failed(Exchange& x, boost::system::error_code ec,
@@ -207,9 +166,9 @@ private:
                                                 boost::system::error_code& ec);
   boost::asio::awaitable<void> coding_failed(Exchange& x, boost::system::error_code ec, bool head_written);
   // After a 101: the answer to the client, then both streams handed over (tunnel_session.hpp).
-  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep, tls::StreamSlot& upstream);
+  boost::asio::awaitable<bool> tunnel(Exchange& x, Endpoint& ep);
   void write_switch_head(Exchange& x);
-  void hand_over(Exchange& x, Endpoint& ep, socket_type&& upstream);
+  void hand_over(Exchange& x, Endpoint& ep);
   boost::asio::awaitable<void> send_error(Exchange* x, const ProxyError& error);
   ErrorStyle error_style(const config::Config& config, const Router::Route* route, unsigned status);
   // Edge rules (docs/edge.md): the heads written with the route's rules, and `return` answers.
@@ -238,19 +197,19 @@ private:
   WorkerContext& worker_;
   socket_type client_;
   std::shared_ptr<tls::ServerContext> tls_;
-  char tls_failure_[192] = {};  // detail (Sluice-Error) of the last upstream TLS failure
-  socket_type* upstream_ = nullptr;  // the upstream connection in use, for expire()
   std::string client_ip_;  // the peer, or the client a PROXY protocol header named
   boost::asio::ip::address client_addr_;  // the same, parsed
   bool proxy_protocol_ = false;
-  // Bytes not yet parsed, from the client and from the origin. Their memory comes from the
-  // worker's block pool and goes back to it whenever they are empty between exchanges, so an idle
-  // connection holds no buffer.
+  // Bytes not yet parsed from the client. Their memory comes from the worker's block pool and
+  // goes back to it whenever they are empty between exchanges, so an idle connection holds no
+  // buffer.
   using HeadBuffer = boost::beast::basic_flat_buffer<PoolAllocator<char>>;
   HeadBuffer in_;
-  HeadBuffer up_in_;
   std::string head_out_;             // serialized head towards the origin or the client
   Arena arena_;
+  // The request's way to the origin and the origin's answer head (its buffer, head, connection).
+  UpstreamExchange up_{worker_, *this, timed_out_, arena_};
+  Exchange* x_ = nullptr;  // the request being served, for ClientSide's calls
   // The request head, indexed in one pass once its end is in in_, then over a
   // copy of its bytes in the arena (body reads into in_ may move them): request_ is the complete
   // head in hand (nullptr: none); its index is in the arena (look_at_head()). refused_: the admission's refusal of that head (413, 501, a bad target), answered
@@ -259,17 +218,9 @@ private:
   http::RequestHead* request_store_ = nullptr;
   char* request_bytes_ = nullptr;
   ProxyError refused_;
-  // The response head, indexed over its bytes in up_in_. read_response_head()
-  // consumes them at once, but they stay where they are until up_in_'s next prepare(), which comes
-  // only after the head was answered (spliced into head_out_): no copy. response_ is the complete
-  // head in hand (nullptr: none); its storage is in the arena, made on the exchange's first head.
-  const http::ResponseHead* response_ = nullptr;
-  http::ResponseHead* response_store_ = nullptr;
-  // A chunked response body's decoder (relay_response() resets it for each response).
-  http::ChunkedDecoder chunked_response_;
   char* relay_ = nullptr;
   // The request's chunked body: its decoder, and the decoded bytes waiting at the start of relay_
-  // for stream_request() (what keep_chunked_body() read when the body outgrew relay_).
+  // for next_upload_piece() (what keep_chunked_body() read when the body outgrew relay_).
   http::ChunkedDecoder chunked_;
   std::size_t chunked_pending_ = 0;
   std::optional<boost::asio::steady_timer> backoff_timer_;  // wait_for()'s; made on first use
@@ -285,9 +236,6 @@ private:
   bool timed_out_ = false;  // expire() cancelled the operation under way
   // After a 101: what run()'s end leaves to the worker's TunnelSession (take_tunnel()).
   std::unique_ptr<TunnelHandoff> tunnel_;
-  // While a streamed body and the response head overlap: their shared state (on send_streamed()'s
-  // frame), for expire() to say whose stall it was.
-  UploadState* upload_ = nullptr;
 };
 
 // Called around every read and write, from each of the session's files: inline.
@@ -313,8 +261,5 @@ inline boost::system::error_code DownstreamSession::timed(boost::system::error_c
 // FramePool (core/pooled_frame.hpp).
 SLUICE_POOLED_COROUTINES(sluice::proxy::DownstreamSession);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::RequestHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::HeadHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::AttemptHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ForwardHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ResponseHooks);
-SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::UploadHooks);
