@@ -42,9 +42,8 @@ inline constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t relay_size = relay_block_size;
 constexpr std::size_t read_chunk = head_read_chunk;  // bytes asked of the socket while reading a head
 constexpr std::string_view crlf = "\r\n";
-// The access log's error for a body that broke off after its head went to the client; compared
-// by value in log_exchange() to count it in its own status class (each file of the session has
-// its own copy of the literal, so its address says nothing).
+// The access log's errors for an answer that broke off after its head went to the client (the
+// exchange's `cut` says whose doing it was). The origin's body broke off:
 constexpr std::string_view upstream_body_cut = "upstream body cut";
 // The response's encoder failed (its library could not allocate): sluice's own failure, counted
 // as its own 5xx even when the origin's head already went out.
@@ -101,6 +100,9 @@ struct DownstreamSession::Exchange : AttemptRecord {
   bool upgrade = false;          // forwarded with its Upgrade: a 101 turns it into a tunnel
   // The origin's body failed (after its head arrived): counted against the server (end_delivery()).
   FailureKind body_failure = FailureKind::none;
+  // An answer whose head reached the client ended early: the origin's body broke off (counted in
+  // its own status class), the client left, or sluice's encoder failed (its own 5xx).
+  enum class Cut : unsigned char { none, origin, client, sluice } cut = Cut::none;
   std::size_t kept_body = 0;
   std::uint64_t content_left = 0;  // a streamed Content-Length body's bytes still to come
   // A chunked body kept whole (keep_chunked_body()): the Content-Length it is sent with.

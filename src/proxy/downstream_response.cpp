@@ -55,6 +55,7 @@ struct DownstreamSession::ResponseHooks {
   void client_failed(error_code ec) {
     x.client_keep_alive = false;
     x.error = ec == beast::error::timeout ? client_write_timeout : client_closed;
+    x.cut = Exchange::Cut::client;
   }
   // A compressed answer: the origin's piece is what a replay keeps, the coded bytes what was sent.
   void sent_coded(std::string_view piece, std::size_t coded) {
@@ -181,6 +182,7 @@ net::awaitable<void> DownstreamSession::body_failed(Exchange& x, error_code ec, 
     co_return;
   }
   x.error = upstream_body_cut;
+  x.cut = Exchange::Cut::origin;
 }
 
 // The client's socket holds as much unsent as it may (client_unsent_max): waits until it takes
@@ -217,6 +219,7 @@ net::awaitable<void> DownstreamSession::coding_failed(Exchange& x, error_code ec
     co_return;
   }
   x.error = compression_failed;
+  x.cut = Exchange::Cut::sluice;
 }
 
 // After a valid 101: the 101 to the client, then both streams to a TunnelSession

@@ -511,11 +511,11 @@ void DownstreamSession::log_exchange(const Exchange& x) {
             : x.upstream != nullptr ? x.upstream->unserved(worker_.index)
                                     : unrouted_counters(worker_.index);
   const bool valid = x.status >= 100 && x.status < 600;
-  const bool cut = x.error == upstream_body_cut;
-  const bool client_cut = x.error == client_closed || x.error == client_write_timeout;
+  const bool cut = x.cut == Exchange::Cut::origin;
+  const bool client_cut = x.cut == Exchange::Cut::client;
   const bool own = (!x.error.empty() && !client_cut) || x.server == nullptr;
   if (valid || cut) {
-    const unsigned own_status = x.error == compression_failed ? 500 : x.status;
+    const unsigned own_status = x.cut == Exchange::Cut::sluice ? 500 : x.status;
     c.count_exchange(cut          ? EndpointCounters::cut_slot
                      : client_cut ? EndpointCounters::client_cut_slot
                      : own        ? EndpointCounters::own_answer_slot(own_status)

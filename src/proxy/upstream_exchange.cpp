@@ -80,7 +80,7 @@ net::awaitable<Failure> UpstreamExchange::connect(Endpoint& ep, tls::StreamSlot&
   if (!ec) std::tie(ec) = co_await slot->socket().async_connect(ep.socket_address(), nothrow);
   Failure failure;
   if (ec) {
-    const bool timeout = ec == net::error::operation_aborted && timed_out_;
+    const bool timeout = timed(ec) == boost::beast::error::timeout;
     failure = Failure::of(timeout                                ? FailureKind::connect_timeout
                           : ec == net::error::connection_refused ? FailureKind::connect_refused
                                                                  : FailureKind::connect_error);
@@ -117,7 +117,7 @@ net::awaitable<Failure> UpstreamExchange::connect_tls(Endpoint& ep, tls::Stream&
   }
   auto [ec] = co_await stream.async_handshake(net::ssl::stream_base::client, nothrow);
   if (!ec) co_return Failure{};
-  if (ec == net::error::operation_aborted && timed_out_) co_return Failure::of(FailureKind::connect_timeout);
+  if (timed(ec) == boost::beast::error::timeout) co_return Failure::of(FailureKind::connect_timeout);
   if (const char* why = tls::verify_error(ssl)) {
     std::snprintf(tls_failure_, sizeof tls_failure_, "upstream certificate verify failed: %s", why);
   } else {

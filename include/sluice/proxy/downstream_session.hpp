@@ -250,9 +250,7 @@ inline void DownstreamSession::expire_from_now(Clock::duration d) noexcept {
 }
 
 inline boost::system::error_code DownstreamSession::timed(boost::system::error_code ec) const noexcept {
-  return ec == boost::asio::error::operation_aborted && timed_out_
-             ? boost::system::error_code(boost::beast::error::timeout)
-             : ec;
+  return timed_error(ec, timed_out_);
 }
 
 }  // namespace sluice::proxy

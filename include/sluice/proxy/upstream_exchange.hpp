@@ -16,8 +16,6 @@
 #include <string_view>
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/error.hpp>
-#include <boost/beast/core/error.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 
 #include "sluice/core/arena.hpp"
@@ -180,9 +178,7 @@ private:
   }
   // An operation's error, with a cancellation by the deadline reported as beast::error::timeout.
   boost::system::error_code timed(boost::system::error_code ec) const noexcept {
-    return ec == boost::asio::error::operation_aborted && timed_out_
-               ? boost::system::error_code(boost::beast::error::timeout)
-               : ec;
+    return timed_error(ec, timed_out_);
   }
 
   WorkerContext& worker_;

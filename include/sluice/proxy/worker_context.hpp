@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 
+#include <boost/asio/error.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/beast/core/error.hpp>
 #include <boost/intrusive/list.hpp>
 
 #include "sluice/compress/encoder.hpp"
@@ -44,6 +46,14 @@ protected:
   ~SessionLink() = default;
 };
 using SessionList = boost::intrusive::list<SessionLink, boost::intrusive::constant_time_size<true>>;
+
+// An operation's error as its session reports it: cancelled by the session's expire()
+// (`timed_out`), operation_aborted is beast::error::timeout.
+inline boost::system::error_code timed_error(boost::system::error_code ec, bool timed_out) noexcept {
+  return ec == boost::asio::error::operation_aborted && timed_out
+             ? boost::system::error_code(boost::beast::error::timeout)
+             : ec;
+}
 
 inline constexpr std::chrono::milliseconds deadline_tick{25};
 inline constexpr std::size_t arena_block_size = 32 * 1024;  // both heads of one exchange
