@@ -1,7 +1,7 @@
-// RuntimeControl: the admin API's view of a running process, over a real snapshot and hooks the
-// test sets. A drain reaches the named server only (and its hook), the status and the metrics sum
-// each server's per-worker counters over the running workers, and what the hooks report appears
-// under its own name.
+// RuntimeControl: the admin API's view of a running process, over a real snapshot and a process
+// the test fakes. A drain reaches the named server only (and the process), the status and the
+// metrics sum each server's per-worker counters over the running workers, and what the process
+// reports appears under its own name.
 #include "sluice/runtime/control.hpp"
 
 #include <string>
@@ -40,32 +40,49 @@ address = "127.0.0.1:9003"
 name = "api-1"
 )";
 
+// The running process as the test sets it: a real snapshot, fixed counts, drains recorded.
+struct FakeProcess final : RunningProcess {
+  std::shared_ptr<const Snapshot> current;
+  unsigned worker_count = 2;
+  History samples;
+  std::vector<std::string> drains;  // "upstream server on|off", as drained() saw them
+
+  std::shared_ptr<const Snapshot> snapshot() const override { return current; }
+  unsigned workers() const override { return worker_count; }
+  Clock::time_point loaded_at() const override { return steady_clock().now(); }
+  bool ready() const override { return true; }
+  const History& history() const override { return samples; }
+  const discovery::Discovery* discovery() const override { return nullptr; }
+  json::object reload_watch() const override { return {{"state", "none"}}; }
+  std::uint64_t reloads_ok() const override { return 3; }
+  std::uint64_t reloads_failed() const override { return 1; }
+  std::uint64_t rollbacks() const override { return 2; }
+  std::uint64_t access_log_dropped() const override { return 4; }
+  std::pair<std::uint64_t, std::uint64_t> tls_handshakes() const override { return {6, 1}; }
+  std::size_t client_connections() const override { return 12; }
+  std::size_t parked_connections() const override { return 5; }
+  std::optional<std::size_t> upstream_connections() const override { return std::nullopt; }
+  admin::ReloadOutcome reload(bool) override { return {true, {}, 8}; }
+  admin::UpgradeOutcome upgrade(const std::string&) override { return {false, 0, "not here"}; }
+  std::vector<std::string> reopen_logs() override { return {}; }
+  void drained(const std::string& u, Endpoint& ep, bool on) override {
+    drains.push_back(u + " " + ep.identity() + (on ? " on" : " off"));
+  }
+};
+
 struct ControlTest : ::testing::Test {
   EndpointDirectory directory{steady_clock()};
-  std::shared_ptr<const Snapshot> snapshot;
-  std::vector<std::string> drained;  // "upstream server on|off", as the hook saw them
-  unsigned workers = 2;
+  FakeProcess process;
+  std::shared_ptr<const Snapshot>& snapshot = process.current;
+  std::vector<std::string>& drained = process.drains;
+  unsigned& workers = process.worker_count;
   std::unique_ptr<RuntimeControl> control;
 
   ControlTest() {
     auto result = config::load_string(std::string(two_servers), "test.toml");
     if (!result.ok()) throw std::runtime_error(result.errors.at(0).message);
     snapshot = build_snapshot(std::make_shared<const config::Config>(std::move(*result.config)), directory, 7);
-    RuntimeControl::Hooks hooks;
-    hooks.snapshot = [this] { return snapshot; };
-    hooks.workers = [this] { return workers; };
-    hooks.loaded_at = [] { return steady_clock().now(); };
-    hooks.reload = [](bool) { return admin::ReloadOutcome{true, {}, 8}; };
-    hooks.ready = [] { return true; };
-    hooks.reloads_ok = [] { return std::uint64_t{3}; };
-    hooks.reloads_failed = [] { return std::uint64_t{1}; };
-    hooks.client_connections = [] { return std::size_t{12}; };
-    hooks.parked_connections = [] { return std::size_t{5}; };
-    hooks.upstream_connections = [] { return std::optional<std::size_t>{}; };
-    hooks.drained = [this](const std::string& u, Endpoint& ep, bool on) {
-      drained.push_back(u + " " + ep.identity() + (on ? " on" : " off"));
-    };
-    control = std::make_unique<RuntimeControl>(std::move(hooks));
+    control = std::make_unique<RuntimeControl>(process);
   }
 
   Endpoint& server(std::size_t upstream, std::size_t index) {
@@ -88,7 +105,7 @@ struct ControlTest : ::testing::Test {
   }
 };
 
-TEST_F(ControlTest, ADrainReachesTheNamedServerOnlyAndItsHook) {
+TEST_F(ControlTest, ADrainReachesTheNamedServerOnlyAndTheProcess) {
   EXPECT_EQ(control->set_drain("app", "app-2", true), admin::DrainOutcome::done);
   EXPECT_FALSE(server(0, 0).draining());
   EXPECT_TRUE(server(0, 1).draining());
@@ -167,7 +184,7 @@ TEST_F(ControlTest, TheStatusNamesTheSnapshotAndItsServers) {
   EXPECT_EQ(s.at("in_flight").to_number<int>(), 0);
 }
 
-TEST_F(ControlTest, WhatTheHooksReportIsInTheMetrics) {
+TEST_F(ControlTest, WhatTheProcessReportsIsInTheMetrics) {
   EXPECT_TRUE(has_line(R"(sluice_config_reloads_total{result="success"} 3)"));
   EXPECT_TRUE(has_line(R"(sluice_config_reloads_total{result="failure"} 1)"));
   EXPECT_TRUE(has_line(R"(sluice_connections{side="client"} 12)"));
