@@ -96,8 +96,8 @@ private:
     bool again;
   };
   static const SignalAction signal_actions[5];  // SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2
-  struct AdminChange;   // control_reload.cpp: a reload's admin listener, prepared, then committed
-  struct LogFiles;      // control_reload.cpp: a reload's log files, opened, then adopted
+  struct AdminChange;  // control_reload.cpp: a reload's admin listener, prepared, then committed
+  struct LogFiles;     // control_reload.cpp: a reload's log files, opened, then adopted
 
   // Start-up, in order (control_loop.cpp); a false return (logged) ends run() with 1.
   bool build_first_snapshot();
@@ -140,11 +140,13 @@ private:
   // Reload (control_reload.cpp).
   admin::ReloadOutcome reload_config(bool watched);
   void apply_config(const std::shared_ptr<const config::Config>& cfg);
-  std::shared_ptr<const Snapshot> build(const std::shared_ptr<const config::Config>& cfg, std::uint64_t version);
+  std::shared_ptr<const Snapshot> build(const std::shared_ptr<const config::Config>& cfg,
+                                        std::uint64_t version);
   void publish(std::shared_ptr<const Snapshot> snapshot);
   void retire_removed(const Snapshot& old, const Snapshot& now);
   void update_probes();
-  std::unique_ptr<admin::Server> open_admin(const config::AdminSection& admin, int inherited_fd = -1);
+  std::unique_ptr<admin::Server> open_admin(const config::AdminSection& admin,
+                                            int inherited_fd = -1);
   AdminChange prepare_admin(const config::AdminSection& now);
   void commit_admin(AdminChange change);
   void retire_admin(std::unique_ptr<admin::Server> old);
