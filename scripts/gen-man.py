@@ -121,6 +121,8 @@ def header(name, section, version, title):
 def sluice_toml(version):
     md = (ROOT / "docs" / "configuration.md").read_text()
     out = header("sluice.toml", 5, version, "File Formats")
+    # No hyphenation: key names, values and paths are searched for as written.
+    out.append(".nh")
     out += [".SH NAME", "sluice.toml \\- configuration file of the sluice load balancer",
             ".SH DESCRIPTION"]
     out += markdown(md)

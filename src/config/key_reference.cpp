@@ -20,7 +20,7 @@ std::string_view type_text(const KeySpec& k) {
     case KeyType::strings: return "array of strings";
     case KeyType::custom: break;
   }
-  return "see above";
+  return "table";
 }
 
 std::string number_text(double value) {
@@ -55,22 +55,28 @@ std::string cell(std::string_view text) {
 
 }  // namespace key_reference_detail
 
-std::string key_reference_markdown() {
+std::string key_table_markdown(const SectionSpec& section) {
   using namespace key_reference_detail;
+  std::string out = "| key | type | default | bounds | reload | meaning |\n|---|---|---|---|---|---|\n";
+  for (const auto& k : section.keys) {
+    std::string value = k.default_doc.empty() ? value_text(k, section.defaults) : std::string(k.default_doc);
+    // Durations and sizes are TOML strings; the tables show them as they are written.
+    if (k.default_doc.empty() && (k.type == KeyType::duration || k.type == KeyType::size)) value = "\"" + value + "\"";
+    if (k.default_doc.empty() && !value.empty()) value = "`" + cell(value) + "`";
+    const std::string type = k.type_doc.empty() ? std::string(type_text(k)) : std::string(k.type_doc);
+    const std::string bounds = k.bounds_doc.empty() ? bounds_text(k) : std::string(k.bounds_doc);
+    out += "| `" + std::string(k.name) + "` | " + type + " | " + (k.required.empty() ? value : "— (required)") +
+           " | " + cell(bounds) + " | " + (k.reload == Reload::restart ? "**restart**" : "live") + " | " + cell(k.doc) +
+           " |\n";
+  }
+  return out;
+}
+
+std::string key_reference_markdown() {
   std::string out;
   for (const auto& section : all_sections()) {
     const std::string open = section.array ? "[[" : "[", close = section.array ? "]]" : "]";
-    out += "### `" + open + std::string(section.path) + close + "`\n\n";
-    out += "| key | type | default | bounds | reload | meaning |\n|---|---|---|---|---|---|\n";
-    for (const auto& k : section.keys) {
-      std::string value = value_text(k, section.defaults);
-      // Durations and sizes are TOML strings; the index shows them as they are written.
-      if (k.type == KeyType::duration || k.type == KeyType::size) value = "\"" + value + "\"";
-      out += "| `" + std::string(k.name) + "` | " + std::string(type_text(k)) + " | " +
-             (value.empty() ? std::string() : "`" + cell(value) + "`") + " | " + cell(bounds_text(k)) + " | " +
-             (k.reload == Reload::restart ? "**restart**" : "live") + " | " + cell(k.doc) + " |\n";
-    }
-    out += "\n";
+    out += "### `" + open + std::string(section.path) + close + "`\n\n" + key_table_markdown(section) + "\n";
   }
   return out;
 }

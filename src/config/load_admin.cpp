@@ -11,13 +11,6 @@ namespace admin_section {
 
 using A = AdminSection;
 
-const KeySpec admin_rows[] = {
-    custom_key("listen", [](const void* a) { return toml_string(static_cast<const A*>(a)->listen.to_string()); },
-               "The admin API's address."),
-    string_key<&A::token_file>("token_file", "The bearer token every POST must present."),
-    strings_key<&A::allowed_hosts>("allowed_hosts", "Host names accepted besides localhost and IP literals."),
-};
-
 // 127.0.0.0/8, ::1 and "localhost": addresses only this host can connect to.
 bool is_loopback_host(std::string_view host) {
   if (lower(host) == "localhost") return true;
@@ -28,21 +21,19 @@ bool is_loopback_host(std::string_view host) {
 
 // The runtime reads the token at start-up and on reload; a file it could not use is an error
 // here, at the key, for `check` as for `run`.
-void check_token_file(Reader& r, const toml::node& node, const std::string& file) {
-  if (file.empty()) {
-    r.error(node, "admin.token_file", "must not be empty; remove the key to leave POSTs open");
-    return;
-  }
+std::string token_file_problem(const void* a) {
+  const std::string& file = static_cast<const A*>(a)->token_file;
+  if (file.empty()) return "must not be empty; remove the key to leave POSTs open";
   std::string token;
-  if (const int e = read_whole_file(file, token); e != 0) {
-    r.error(node, "admin.token_file", "cannot read '" + file + "': " + std::system_category().message(e));
-  } else if (token.find_first_not_of(" \t\r\n") == std::string::npos) {
-    r.error(node, "admin.token_file", "the token file '" + file + "' is empty");
-  }
+  if (const int e = read_whole_file(file, token); e != 0)
+    return "cannot read '" + file + "': " + std::system_category().message(e);
+  if (token.find_first_not_of(" \t\r\n") == std::string::npos) return "the token file '" + file + "' is empty";
+  return {};
 }
 
 // allowed_hosts = ["sluice.internal"]: names a browser may reach the admin API by, lower-cased.
-void check_allowed_hosts(Reader& r, const toml::node& node, std::vector<std::string>& hosts) {
+void read_allowed_hosts(Reader& r, const toml::node& node, const std::string& path, std::vector<std::string>& hosts) {
+  if (!r.take_strings(node, path, hosts)) return;
   for (std::size_t i = 0; i < hosts.size(); ++i) {
     auto& host = hosts[i];
     host = lower(host);
@@ -50,39 +41,45 @@ void check_allowed_hosts(Reader& r, const toml::node& node, std::vector<std::str
       return std::isalnum(c) != 0 || c == '-' || c == '.';
     });
     if (!name)
-      r.error(*node.as_array()->get(i), index_path("admin.allowed_hosts", i),
+      r.error(*node.as_array()->get(i), index_path(path, i),
               "'" + host + "' is not a host name (letters, digits, '-' and '.'; no port)");
   }
 }
+
+void read_listen(Reader& r, const toml::node& node, const std::string& path, HostPort& out) {
+  if (auto address = r.parse_address(node, path, true)) out = std::move(*address);
+}
+
+const KeySpec admin_rows[] = {
+    value_key<&A::listen, read_listen, [](const HostPort& a) { return toml_string(a.to_string()); }>(
+        "listen", "The admin API's address.")
+        .docs("string (host:port)"),
+    string_key<&A::token_file>("token_file", "The bearer token every POST must present.").rule(token_file_problem),
+    value_key<&A::allowed_hosts, read_allowed_hosts, [](const std::vector<std::string>& hosts) {
+      std::vector<std::string> items;
+      for (const auto& h : hosts) items.push_back(toml_string(h));
+      return "[" + join_strings(items) + "]";
+    }>("allowed_hosts", "Host names accepted besides localhost and IP literals.").docs("array of strings"),
+};
 
 }  // namespace admin_section
 
 const KeyTable admin_table = admin_section::admin_rows;
 
-void read_admin(Reader& r, const toml::table& root, AdminSection& out) {
+void read_admin(Reader& r, const toml::node& node, const std::string& path, AdminSection& out) {
   using namespace admin_section;
-  const toml::table* table = r.section(root, "admin");
-  r.note(root, "admin", "admin", table != nullptr ? "on" : "off");
+  const toml::table* table = r.table_at(&node, path);
   if (table == nullptr) return;
   out.enabled = true;  // the section's presence is the switch
-  const Read read = r.walk(*table, "admin", admin_table, &out);
-  if (const auto* file = read["token_file"]) check_token_file(r, *file, out.token_file);
-  if (const auto* hosts = read["allowed_hosts"]) check_allowed_hosts(r, *hosts, out.allowed_hosts);
-  const toml::node* node = read["listen"];
-  if (node != nullptr) {
-    auto address = r.parse_address(*node, "admin.listen", true);
-    if (!address) return;
-    out.listen = std::move(*address);
-  }
-  r.record(*table, "admin", admin_table, &out);
+  const Read read = r.walk(*table, path, admin_table, &out);
+  if (read.present<&A::listen>() && read.at<&A::listen>() == nullptr) return;
+  r.record(*table, path, admin_table, &out);
   // The admin API drains servers and reloads the config: beyond loopback, only with a token.
-  if (out.token_file.empty() && !is_loopback_host(out.listen.host)) {
-    r.error(node != nullptr ? *node : static_cast<const toml::node&>(*table), "admin.listen",
-            "admin listener on a non-loopback address needs token_file");
-  }
+  if (out.token_file.empty() && !is_loopback_host(out.listen.host))
+    r.error(read.where<&A::listen>(), read.path<&A::listen>(), "admin listener on a non-loopback address needs token_file");
   // Port 0 asks the OS for a free port, which cannot collide.
   if (out.listen.port != 0)
-    r.claim_listener(out.listen, node != nullptr ? node->source() : table->source(), "admin.listen");
+    r.claim_listener(out.listen, read.where<&A::listen>().source(), read.path<&A::listen>());
 }
 
 }  // namespace sluice::config

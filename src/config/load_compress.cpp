@@ -15,29 +15,16 @@ using compress::Coding;
 
 constexpr std::array<Coding, 3> coding_values{Coding::zstd, Coding::br, Coding::gzip};
 
-std::string codings_text(const void* p) {
+std::string codings_text(const compress::Preference& preference) {
   std::vector<std::string> items;
-  for (const Coding c : static_cast<const P*>(p)->preference.order()) items.push_back(toml_string(compress::token(c)));
+  for (const Coding c : preference.order()) items.push_back(toml_string(compress::token(c)));
   return "[" + join_strings(items) + "]";
 }
 
-std::string levels_text(const void* p) {
-  const L& l = static_cast<const P*>(p)->levels;
+std::string levels_text(const L& l) {
   return "{ gzip = " + std::to_string(l.gzip) + ", zstd = " + std::to_string(l.zstd) + ", br = " + std::to_string(l.br) +
          " }";
 }
-
-// Rows the reader below parses itself, named once here.
-constexpr KeySpec codings_row = custom_key("codings", codings_text, "Codings offered, preferred first (of zstd, br, gzip).");
-constexpr KeySpec types_row = strings_key<&P::types>("types", "Media types compressed: \"type/subtype\" or \"type/*\".");
-constexpr KeySpec level_row = custom_key("level", levels_text, "Levels per coding: { gzip, zstd, br }.");
-
-const KeySpec compress_rows[] = {
-    codings_row,
-    types_row,
-    size_key<&P::min_bytes>("min_bytes", 0, GiB, "A response whose Content-Length is below this is sent as it is."),
-    level_row,
-};
 
 // The bounds are the libraries' own (compress::level_range).
 const KeySpec level_rows[] = {
@@ -49,16 +36,15 @@ const KeySpec level_rows[] = {
                         "brotli quality."),
 };
 
-void read_codings(Reader& r, const toml::table& table, const std::string& p, P& policy) {
+void read_codings(Reader& r, const toml::node& node, const std::string& p, compress::Preference& preference) {
   std::vector<std::string> words;
-  const toml::node* node = r.take_strings(table, codings_row.name, p, words);
-  if (node == nullptr) return;
+  if (!r.take_strings(node, p, words)) return;
   std::array<std::string_view, coding_values.size()> coding_words;
   for (std::size_t i = 0; i < coding_values.size(); ++i) coding_words[i] = compress::token(coding_values[i]);
   std::vector<Coding> order;
   bool good = true;
   for (std::size_t i = 0; i < words.size(); ++i) {
-    const auto* item = node->as_array()->get(i);
+    const auto* item = node.as_array()->get(i);
     const auto at = std::find(coding_words.begin(), coding_words.end(), lower(words[i]));
     if (at == coding_words.end()) {
       r.error(*item, index_path(p, i), unknown_message("coding", words[i], coding_words));
@@ -72,17 +58,18 @@ void read_codings(Reader& r, const toml::table& table, const std::string& p, P& 
     }
   }
   if (good && order.empty())
-    r.error(*node, p, "an empty list offers no coding; to compress nothing, leave compress out (or compress = false)");
+    r.error(node, p, "an empty list offers no coding; to compress nothing, leave compress out (or compress = false)");
   else if (good)
-    policy.preference = compress::Preference(order);
+    preference = compress::Preference(order);
 }
 
 // Each entry lower-cased; a bad one is reported at its index.
-void check_types(Reader& r, const toml::node& node, const std::string& p, P& policy) {
-  if (policy.types.empty())
+void read_types(Reader& r, const toml::node& node, const std::string& p, std::vector<std::string>& types) {
+  if (!r.take_strings(node, p, types)) return;
+  if (types.empty())
     r.error(node, p, "an empty list compresses nothing; to compress nothing, leave compress out (or compress = false)");
-  for (std::size_t i = 0; i < policy.types.size(); ++i) {
-    std::string& type = policy.types[i];
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    std::string& type = types[i];
     if (!compress::valid_media_range(type))
       r.error(*node.as_array()->get(i), index_path(p, i),
               "'" + type + "' is not a media range; expected \"type/subtype\" or \"type/*\" (no parameters)");
@@ -90,22 +77,22 @@ void check_types(Reader& r, const toml::node& node, const std::string& p, P& pol
   }
 }
 
-void read_levels(Reader& r, const toml::table& table, const std::string& p, P& policy) {
-  const toml::table* levels = r.section(table, level_row.name);
-  if (levels == nullptr) return;
-  r.walk(*levels, p, level_rows, &policy.levels);
-  r.record(*levels, p, level_rows, &policy.levels);
+void read_levels(Reader& r, const toml::node& node, const std::string& p, L& levels) {
+  const toml::table* table = r.table_at(&node, p);
+  if (table == nullptr) return;
+  r.walk(*table, p, level_rows, &levels);
+  r.record(*table, p, level_rows, &levels);
 }
 
-P read_policy(Reader& r, const toml::table& table, const std::string& p) {
-  P policy;
-  const Read read = r.walk(table, p, compress_rows, &policy);
-  if (read[codings_row.name] != nullptr) read_codings(r, table, child_path(p, codings_row.name), policy);
-  if (const auto* node = read[types_row.name]) check_types(r, *node, child_path(p, types_row.name), policy);
-  read_levels(r, table, child_path(p, level_row.name), policy);
-  r.record(table, p, compress_rows, &policy);
-  return policy;
-}
+const KeySpec compress_rows[] = {
+    value_key<&P::preference, read_codings, codings_text>("codings",
+                                                           "Codings offered, preferred first (of zstd, br, gzip).")
+        .docs("array of strings"),
+    value_key<&P::types, read_types>("types", "Media types compressed: \"type/subtype\" or \"type/*\".")
+        .docs("array of strings"),
+    size_key<&P::min_bytes>("min_bytes", 0, GiB, "A response whose Content-Length is below this is sent as it is."),
+    value_key<&P::levels, read_levels, levels_text>("level", "Levels per coding: { gzip, zstd, br }.").docs("table"),
+};
 
 }  // namespace compress_section
 
@@ -114,22 +101,22 @@ const KeyTable compress_level_table = compress_section::level_rows;
 
 // The effective policy's keys are recorded under `compress.`; the row itself says whether it is on.
 std::string compress_text(const CompressConfig& c) { return c ? "{}" : "false"; }
+std::string route_compress_text(const std::optional<CompressConfig>& c) { return c ? compress_text(*c) : std::string(); }
 
-std::optional<CompressConfig> read_compress(Reader& r, const toml::table& parent, const std::string& path) {
-  const toml::node* node = parent.get(compress_key);
-  if (node == nullptr) return std::nullopt;
-  const std::string p = child_path(path, compress_key);
-  if (const auto* flag = node->as_boolean()) {
-    if (!flag->get()) return CompressConfig{};
-    r.error(*node, p, "expected a table ({ codings, types, min_bytes, level }; {} = the defaults) or false");
-    return std::nullopt;
+void read_compress(Reader& r, const toml::node& node, const std::string& p, CompressConfig& out) {
+  if (const auto* flag = node.as_boolean()) {
+    if (!flag->get()) return out.reset();
+    return r.error(node, p, "expected a table ({ codings, types, min_bytes, level }; {} = the defaults) or false");
   }
-  const toml::table* table = node->as_table();
-  if (table == nullptr) {
-    r.type_error(*node, p, "a table ({ codings, types, min_bytes, level }) or false");
-    return std::nullopt;
-  }
-  return CompressConfig{compress_section::read_policy(r, *table, p)};
+  const toml::table* table = node.as_table();
+  if (table == nullptr) return r.type_error(node, p, "a table ({ codings, types, min_bytes, level }) or false");
+  out.emplace();
+  r.walk(*table, p, compress_section::compress_rows, &*out);
+  r.record(*table, p, compress_section::compress_rows, &*out);
+}
+
+void read_route_compress(Reader& r, const toml::node& node, const std::string& path, std::optional<CompressConfig>& out) {
+  read_compress(r, node, path, out.emplace());
 }
 
 }  // namespace sluice::config

@@ -18,6 +18,20 @@ bool visible(const std::string& v) {
 
 const H& hc(const void* h) { return *static_cast<const H*>(h); }
 
+void read_expect_status(Reader& r, const toml::node& node, const std::string& path, health::StatusMatcher& out) {
+  std::string expect, why;
+  if (!r.take_string(node, path, expect)) return;
+  if (auto statuses = health::StatusMatcher::parse(expect, &why)) out = *statuses;
+  else r.error(node, path, why);
+}
+
+void read_fail_on(Reader& r, const toml::node& node, const std::string& path, health::FailOn& out) {
+  std::vector<std::string> items;
+  if (!r.take_strings(node, path, items)) return;
+  r.check_failure_items(node, path, items, nullptr);
+  if (auto parsed = health::FailOn::parse(items)) out = *parsed;
+}
+
 const KeySpec health_rows[] = {
     string_key<&H::path>("path", "The probe's request path.").rule([](const void* h) -> std::string {
       const auto& path = hc(h).path;
@@ -39,8 +53,9 @@ const KeySpec health_rows[] = {
         }, true),
     integer_key<&H::rise>("rise", 1, 100, "Good probes in a row that bring a server up."),
     integer_key<&H::fall>("fall", 1, 100, "Bad probes in a row that take it down."),
-    custom_key("expect_status", [](const void* h) { return toml_string(static_cast<const H*>(h)->expect_status.to_string()); },
-               "Statuses that count as healthy."),
+    value_key<&H::expect_status, read_expect_status, [](const health::StatusMatcher& m) { return toml_string(m.to_string()); }>(
+        "expect_status", "Statuses that count as healthy.")
+        .docs("string"),
     string_key<&H::expect_body>("expect_body", "A substring the body must hold; \"\" = any.")
         .rule([](const void* h) -> std::string {
           if (hc(h).method != ProbeMethod::head || hc(h).expect_body.empty()) return {};
@@ -55,51 +70,31 @@ const KeySpec passive_rows[] = {
     duration_key<&P::fail_timeout>("fail_timeout", false, "The window failures are counted in."),
     duration_key<&P::max_ejection_time>("max_ejection_time", false, "The longest ejection."),
     integer_key<&P::max_ejected_percent>("max_ejected_percent", 0, 100, "At most this share ejected at once."),
-    custom_key("fail_on", [](const void* p) { return static_cast<const P*>(p)->fail_on.to_string(); },
-               "What counts as a failure."),
+    value_key<&P::fail_on, read_fail_on, [](const health::FailOn& f) { return f.to_string(); }>(
+        "fail_on", "What counts as a failure.")
+        .docs("array of strings"),
 };
-
-void read_expect_status(Reader& r, const toml::table& table, const Read& read, const std::string& p, H& h) {
-  const auto* node = read["expect_status"];
-  std::string expect;
-  if (node == nullptr || !r.take_string(table, "expect_status", p + ".expect_status", expect)) return;
-  std::string why;
-  if (auto statuses = health::StatusMatcher::parse(expect, &why)) h.expect_status = *statuses;
-  else r.error(*node, p + ".expect_status", why);
-}
 
 }  // namespace health_section
 
 const KeyTable health_table = health_section::health_rows;
 const KeyTable passive_table = health_section::passive_rows;
 
-void read_health(Reader& r, const toml::table& upstream, const std::string& path,
-                 std::optional<HealthCheckConfig>& out) {
-  const toml::table* table = r.section(upstream, "health");
+void read_health(Reader& r, const toml::node& node, const std::string& path, std::optional<HealthCheckConfig>& out) {
+  const toml::table* table = r.table_at(&node, path);
   if (table == nullptr) return;
-  const std::string p = path + ".health";
   HealthCheckConfig h;
-  const Read read = r.walk(*table, p, health_table, &h);
-  health_section::read_expect_status(r, *table, read, p, h);
-  r.record(*table, p, health_table, &h);
+  r.walk(*table, path, health_table, &h);
+  r.record(*table, path, health_table, &h);
   out = std::move(h);
 }
 
-void read_passive(Reader& r, const toml::table& upstream, const std::string& path, PassiveConfig& out) {
-  const toml::table* table = r.section(upstream, "passive");
-  if (table == nullptr) return;  // the defaults: passive checks are on
-  const std::string p = path + ".passive";
-  PassiveConfig c;
-  const Read read = r.walk(*table, p, passive_table, &c);
-  std::vector<std::string> fail_on;
-  if (read["fail_on"] != nullptr) {
-    if (const auto* node = r.take_strings(*table, "fail_on", p + ".fail_on", fail_on)) {
-      r.check_failure_items(*node, p + ".fail_on", fail_on, nullptr);
-      if (auto parsed = health::FailOn::parse(fail_on)) c.fail_on = *parsed;
-    }
-  }
-  r.record(*table, p, passive_table, &c);
-  out = std::move(c);
+// Absent: the defaults (passive checks are on).
+void read_passive(Reader& r, const toml::node& node, const std::string& path, PassiveConfig& out) {
+  const toml::table* table = r.table_at(&node, path);
+  if (table == nullptr) return;
+  r.walk(*table, path, passive_table, &out);
+  r.record(*table, path, passive_table, &out);
 }
 
 }  // namespace sluice::config

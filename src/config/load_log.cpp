@@ -24,10 +24,10 @@ const KeySpec log_rows[] = {
 
 const KeyTable log_table = log_section::log_rows;
 
-void read_log(Reader& r, const toml::table& root, LogSection& out) {
-  const toml::table& table = r.section_or_empty(root, "log");
-  r.walk(table, "log", log_table, &out);
-  r.record(table, "log", log_table, &out);
+void read_log(Reader& r, const toml::node& node, const std::string& path, LogSection& out) {
+  const toml::table& table = r.table_or_empty(&node, path);
+  r.walk(table, path, log_table, &out);
+  r.record(table, path, log_table, &out);
 }
 
 }  // namespace sluice::config

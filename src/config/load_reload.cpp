@@ -21,10 +21,10 @@ const KeySpec reload_rows[] = {
 
 const KeyTable reload_table = reload_section::reload_rows;
 
-void read_reload(Reader& r, const toml::table& root, ReloadSection& out) {
-  const toml::table& table = r.section_or_empty(root, "reload");
-  r.walk(table, "reload", reload_table, &out);
-  r.record(table, "reload", reload_table, &out);
+void read_reload(Reader& r, const toml::node& node, const std::string& path, ReloadSection& out) {
+  const toml::table& table = r.table_or_empty(&node, path);
+  r.walk(table, path, reload_table, &out);
+  r.record(table, path, reload_table, &out);
 }
 
 }  // namespace sluice::config

@@ -13,69 +13,47 @@ namespace route_section {
 
 using R = RouteConfig;
 
-std::string return_text(const void* route) {
-  const auto& answer = static_cast<const R*>(route)->answer;
+using L = RateLimitConfig;
+using A = ReturnConfig;
+
+std::string return_text(const std::optional<A>& answer) {
   if (!answer) return {};
   return "{ status = " + std::to_string(answer->status) + ", location = " + toml_string(answer->location) +
          ", body = " + toml_string(answer->body) + ", content_type = " + toml_string(answer->content_type) + " }";
 }
 
-const KeySpec route_rows[] = {
-    custom_key("host", [](const void* r) { return toml_string(static_cast<const R*>(r)->host); },
-               "Host to match: exact or \"*.example.com\"; \"\" = any."),
-    string_key<&R::path_prefix>("path_prefix", "Path prefix to match; the longest wins.")
-        .rule([](const void* r) -> std::string {
-          const auto& prefix = static_cast<const R*>(r)->path_prefix;
-          if (!prefix.starts_with('/')) return "must start with '/', got '" + prefix + "'";
-          if (prefix.find_first_of("?# \t\r\n") != std::string::npos) return "must not contain '?', '#' or whitespace";
-          return {};
-        }),
-    string_key<&R::upstream>("upstream", "The upstream this route sends to."),
-    custom_key("request_headers", [](const void* r) { return header_rules_text(static_cast<const R*>(r)->request_headers); },
-               "Header rules on the request (after the upstream's)."),
-    custom_key("response_headers", [](const void* r) { return header_rules_text(static_cast<const R*>(r)->response_headers); },
-               "Header rules on the response."),
-    bool_key<&R::strip_prefix>("strip_prefix", "path_prefix removed before forwarding."),
-    string_key<&R::rewrite_prefix>("rewrite_prefix", "Replaces path_prefix before forwarding.")
-        .rule([](const void* object) -> std::string {
-          const auto& r = *static_cast<const R*>(object);
-          const auto& w = r.rewrite_prefix;
-          const bool visible = std::all_of(w.begin(), w.end(), [](char c) { return c > 0x20 && c < 0x7f; });
-          if (!w.starts_with('/') || !visible || w.find_first_of("?#") != std::string::npos)
-            return "must start with '/' and hold no '?', '#', spaces or control characters, got '" + w + "'";
-          if (r.strip_prefix)
-            return "strip_prefix and rewrite_prefix exclude each other (strip_prefix = true is rewrite_prefix = \"/\")";
-          return {};
-        }),
-    custom_key("return", return_text, "Answer without an upstream: { status, location, body, content_type }."),
-    custom_key(compress_key,
-               [](const void* r) -> std::string {
-                 const auto& c = static_cast<const R*>(r)->compress;
-                 return c ? compress_text(*c) : std::string();
-               },
-               "Response compression, replacing the upstream's; false = none."),
-    custom_key("allow", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->allow); },
-               "Only these clients (when not empty)."),
-    custom_key("deny", [](const void* r) { return cidrs_text(static_cast<const R*>(r)->deny); },
-               "Refused clients (before allow)."),
-    custom_key("rate_limit", nullptr, "{ rate = \"100/s\", burst, key, max_keys }."),
-    custom_key("error_pages", [](const void* r) { return error_pages_text(static_cast<const R*>(r)->error_pages); },
-               "Bodies of sluice's own answers for this route."),
-};
+// A rule that a template parses as `kind`; "" when the value is empty.
+template <std::string A::*M, http::TemplateText Kind>
+std::string template_problem(const void* answer) {
+  std::string why;
+  const std::string& text = static_cast<const A*>(answer)->*M;
+  return http::Template::parse(text, Kind, &why) ? "" : why;
+}
 
 const KeySpec return_rows[] = {
-    integer_key<&ReturnConfig::status>("status", 200, 599, "The status answered.")
-        .hint("; a 1xx is an interim answer, not a final one"),
-    string_key<&ReturnConfig::location>("location", "Location of a 3xx (a template)."),
-    string_key<&ReturnConfig::body>("body", "The body (a template)."),
-    string_key<&ReturnConfig::content_type>("content_type", "The body's media type."),
-};
-
-const KeySpec rate_limit_rows[] = {
-    custom_key("rate", nullptr, "COUNT/s, COUNT/m or COUNT/h."),
-    integer_key<&RateLimitConfig::burst>("burst", 1, 10'000'000, "Requests at once; default: the count."),
-    custom_key("key", nullptr, "client_ip or header:NAME."),
-    integer_key<&RateLimitConfig::max_keys>("max_keys", 16, 16'777'216, "Keys remembered (least recent evicted)."),
+    integer_key<&A::status>("status", 200, 599, "The status answered.")
+        .hint("; a 1xx is an interim answer, not a final one")
+        .needed("the status to answer with")
+        .rule([](const void* a) -> std::string {
+          const auto& ret = *static_cast<const A*>(a);
+          if (ret.status < 300 || ret.status >= 400 || !ret.location.empty()) return {};
+          return "a " + std::to_string(ret.status) + " answer needs a location";
+        }),
+    string_key<&A::location>("location", "Location of a 3xx (a template).")
+        .rule(template_problem<&A::location, http::TemplateText::uri>),
+    string_key<&A::body>("body", "The body (a template).").rule([](const void* a) -> std::string {
+      const auto& ret = *static_cast<const A*>(a);
+      if (auto why = template_problem<&A::body, http::TemplateText::body>(a); !why.empty()) return why;
+      if (ret.body.empty() || (ret.status != 204 && ret.status != 304)) return {};
+      return "a " + std::to_string(ret.status) + " answer has no body (RFC 9110 §15.3.5, §15.4.5)";
+    }),
+    string_key<&A::content_type>("content_type", "The body's media type.").rule([](const void* a) -> std::string {
+      const auto& type = static_cast<const A*>(a)->content_type;
+      if (!type.empty() && template_problem<&A::content_type, http::TemplateText::field_value>(a).empty() &&
+          type.find('$') == std::string::npos)
+        return {};
+      return "must be a media type like \"text/html; charset=utf-8\" (no variables)";
+    }),
 };
 
 // "100/s", "20/m", "1000/h".
@@ -94,100 +72,131 @@ bool parse_rate(std::string_view text, RateLimitConfig& out) {
   return true;
 }
 
-void read_rate_limit(Reader& r, const toml::node& node, const std::string& p, RouteConfig& route) {
+void read_rate(Reader& r, const toml::node& node, const std::string& path, void* limit) {
+  std::string rate;
+  if (r.take_string(node, path, rate, "a string like \"100/s\"") && !parse_rate(rate, *static_cast<L*>(limit)))
+    r.error(node, path, "expected COUNT/s, COUNT/m or COUNT/h with COUNT 1..1000000, got '" + rate + "'");
+}
+
+void read_limit_key(Reader& r, const toml::node& node, const std::string& path, HashKeySpec& out) {
+  using Kind = HashKeySpec::Kind;
+  std::string text;
+  if (!r.take_string(node, path, text)) return;
+  const auto spec = HashKeySpec::parse(text);
+  if (spec && (spec->kind == Kind::client_ip || (spec->kind == Kind::header && http::is_token(spec->name))))
+    out = *spec;
+  else
+    r.error(node, path, "unknown key '" + text + "'; expected client_ip or header:NAME");
+}
+
+const KeySpec rate_limit_rows[] = {
+    custom_key<&L::count>("rate", read_rate, nullptr, "COUNT/s, COUNT/m or COUNT/h.")
+        .needed("requests per unit, like \"100/s\"")
+        .docs("string"),
+    integer_key<&L::burst>("burst", 1, 10'000'000, "Requests at once; default: the count."),
+    value_key<&L::key, read_limit_key>("key", "client_ip or header:NAME.").docs("string"),
+    integer_key<&L::max_keys>("max_keys", 16, 16'777'216, "Keys remembered (least recent evicted)."),
+};
+
+void read_rate_limit(Reader& r, const toml::node& node, const std::string& path, std::optional<L>& out) {
   const toml::table* table = node.as_table();
-  if (table == nullptr) {
-    r.type_error(node, p, "a table like { rate = \"100/s\", burst = 200, key = \"client_ip\" }");
-    return;
-  }
+  if (table == nullptr)
+    return r.type_error(node, path, "a table like { rate = \"100/s\", burst = 200, key = \"client_ip\" }");
   const std::size_t errors = r.error_count();
-  RateLimitConfig limit;
-  r.require(*table, "rate", p, "requests per unit, like \"100/s\"");
-  const auto* rate = r.typed<std::string>(*table, "rate", p + ".rate", "a string like \"100/s\"");
-  if (rate != nullptr && !parse_rate(rate->get(), limit))
-    r.error(*rate, p + ".rate", "expected COUNT/s, COUNT/m or COUNT/h with COUNT 1..1000000, got '" + rate->get() + "'");
-  limit.burst = static_cast<std::uint32_t>(std::min<std::uint64_t>(limit.count, 10'000'000));
-  const Read read = r.walk(*table, p, rate_limit_rows, &limit);
-  std::string key_text;
-  if (const auto* key = read["key"]; key != nullptr && r.take_string(*table, "key", p + ".key", key_text)) {
-    using Kind = HashKeySpec::Kind;
-    const auto spec = HashKeySpec::parse(key_text);
-    if (spec && (spec->kind == Kind::client_ip || (spec->kind == Kind::header && http::is_token(spec->name))))
-      limit.key = *spec;
-    else
-      r.error(*key, p + ".key", "unknown key '" + key_text + "'; expected client_ip or header:NAME");
-  }
-  if (r.error_count() == errors && rate != nullptr) route.rate_limit = limit;
+  L limit;
+  const Read read = r.walk(*table, path, rate_limit_rows, &limit);
+  if (!read.present<&L::burst>()) limit.burst = static_cast<std::uint32_t>(std::min<std::uint64_t>(limit.count, 10'000'000));
+  if (r.error_count() == errors) out = limit;
 }
 
 // return = { status = 301, location = "https://$host$request_uri" } | { status = 503, body = "..." }
-void read_return(Reader& r, const toml::node& node, const std::string& p, RouteConfig& route) {
-  const toml::table* t = node.as_table();
-  if (t == nullptr) {
-    r.type_error(node, p, "a table like { status = 301, location = \"https://$host$request_uri\" }");
-    return;
-  }
-  ReturnConfig ret;
-  r.require(*t, "status", p, "the status to answer with");
-  const Read read = r.walk(*t, p, return_rows, &ret);
-  std::string why;
-  const toml::node* location = read["location"];
-  if (location != nullptr && !http::Template::parse(ret.location, http::TemplateText::uri, &why))
-    r.error(*location, p + ".location", why);
-  const bool redirect = ret.status >= 300 && ret.status < 400;
-  if (const auto* status = read["status"]; status != nullptr && redirect && ret.location.empty())
-    r.error(*status, p + ".status", "a " + std::to_string(ret.status) + " answer needs a location");
-  const toml::node* body = read["body"];
-  if (body != nullptr && !http::Template::parse(ret.body, http::TemplateText::body, &why))
-    r.error(*body, p + ".body", why);
-  if (body != nullptr && !ret.body.empty() && (ret.status == 204 || ret.status == 304))
-    r.error(*body, p + ".body", "a " + std::to_string(ret.status) + " answer has no body (RFC 9110 §15.3.5, §15.4.5)");
-  if (const auto* type = read["content_type"];
-      type != nullptr && (ret.content_type.empty() ||
-                          !http::Template::parse(ret.content_type, http::TemplateText::field_value, &why) ||
-                          ret.content_type.find('$') != std::string::npos))
-    r.error(*type, p + ".content_type", "must be a media type like \"text/html; charset=utf-8\" (no variables)");
-  route.answer = std::move(ret);
+void read_return(Reader& r, const toml::node& node, const std::string& path, std::optional<A>& out) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr)
+    return r.type_error(node, path, "a table like { status = 301, location = \"https://$host$request_uri\" }");
+  A answer;
+  r.walk(*table, path, return_rows, &answer);
+  out = std::move(answer);
 }
+
+void read_host(Reader& r, const toml::node& node, const std::string& path, std::string& out) {
+  std::string host;
+  if (!r.take_string(node, path, host)) return;
+  if (auto pattern = normalize_host_pattern(host)) out = std::move(*pattern);
+  else
+    r.error(node, path, "invalid host pattern '" + host + "'; expected a name like \"api.example.com\" or \"*.example.com\"");
+}
+
+// The match, upstream and admission are the route's summary line in `check --diff`.
+const KeySpec route_rows[] = {
+    value_key<&R::host, read_host, quoted>("host", "Host to match: exact or \"*.example.com\"; \"\" = any.")
+        .summary()
+        .docs("string"),
+    string_key<&R::path_prefix>("path_prefix", "Path prefix to match; the longest wins.")
+        .rule([](const void* r) -> std::string {
+          const auto& prefix = static_cast<const R*>(r)->path_prefix;
+          if (!prefix.starts_with('/')) return "must start with '/', got '" + prefix + "'";
+          if (prefix.find_first_of("?# \t\r\n") != std::string::npos) return "must not contain '?', '#' or whitespace";
+          return {};
+        })
+        .summary(),
+    string_key<&R::upstream>("upstream", "The upstream this route sends to.").summary(),
+    value_key<&R::request_headers, parse_header_rules, header_rules_text>(
+        "request_headers", "Header rules on the request (after the upstream's)."),
+    value_key<&R::response_headers, parse_header_rules, header_rules_text>("response_headers",
+                                                                           "Header rules on the response."),
+    bool_key<&R::strip_prefix>("strip_prefix", "path_prefix removed before forwarding."),
+    string_key<&R::rewrite_prefix>("rewrite_prefix", "Replaces path_prefix before forwarding.")
+        .rule([](const void* object) -> std::string {
+          const auto& r = *static_cast<const R*>(object);
+          const auto& w = r.rewrite_prefix;
+          const bool visible = std::all_of(w.begin(), w.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+          if (!w.starts_with('/') || !visible || w.find_first_of("?#") != std::string::npos)
+            return "must start with '/' and hold no '?', '#', spaces or control characters, got '" + w + "'";
+          if (r.strip_prefix)
+            return "strip_prefix and rewrite_prefix exclude each other (strip_prefix = true is rewrite_prefix = \"/\")";
+          return {};
+        }),
+    value_key<&R::answer, read_return, return_text>("return",
+                                                     "Answer without an upstream: { status, location, body, content_type }."),
+    value_key<&R::compress, read_route_compress, route_compress_text>(
+        "compress", "Response compression, replacing the upstream's; false = none."),
+    value_key<&R::allow, parse_cidrs, cidrs_text>("allow", "Only these clients (when not empty).")
+        .summary()
+        .docs("array of strings"),
+    value_key<&R::deny, parse_cidrs, cidrs_text>("deny", "Refused clients (before allow).")
+        .summary()
+        .docs("array of strings"),
+    value_key<&R::rate_limit, read_rate_limit>("rate_limit", "{ rate = \"100/s\", burst, key, max_keys }."),
+    value_key<&R::error_pages, parse_error_pages, error_pages_text>("error_pages",
+                                                                    "Bodies of sluice's own answers for this route."),
+};
 
 // A route that answers itself forwards nothing, so the keys about forwarding are refused there
 // rather than silently ignored.
-void check_forwarding(Reader& r, const toml::table& table, const std::string& path, const RouteConfig& route) {
-  if (!route.answer) return;
-  const std::string_view forwarding_keys[] = {"upstream", "strip_prefix", "rewrite_prefix", "request_headers",
-                                              compress_key};
-  for (const std::string_view key : forwarding_keys) {
-    if (const toml::node* node = table.get(key))
-      r.error(*node, path + "." + std::string(key),
-              "a route with return answers itself and forwards nothing; remove " + std::string(key));
-  }
+template <auto M>
+void refuse_forwarding(Reader& r, const Read& read) {
+  const std::string path = read.path<M>();
+  if (read.present<M>())
+    r.error(read.where<M>(), path,
+            "a route with return answers itself and forwards nothing; remove " + path.substr(path.rfind('.') + 1));
 }
 
 RouteConfig read_route(Reader& r, const toml::table& table, const std::string& path) {
   RouteConfig route;
   route.where = location_of(table);
   const Read read = r.walk(table, path, route_rows, &route);
-  if (const auto* node = read["host"]) {
-    std::string host;
-    if (r.take_string(table, "host", path + ".host", host)) {
-      if (auto pattern = normalize_host_pattern(host)) route.host = std::move(*pattern);
-      else
-        r.error(*node, path + ".host",
-                "invalid host pattern '" + host + "'; expected a name like \"api.example.com\" or \"*.example.com\"");
-    }
+  if (read.present<&R::answer>()) {
+    refuse_forwarding<&R::upstream>(r, read);
+    refuse_forwarding<&R::strip_prefix>(r, read);
+    refuse_forwarding<&R::rewrite_prefix>(r, read);
+    refuse_forwarding<&R::request_headers>(r, read);
+    refuse_forwarding<&R::compress>(r, read);
+    r.route_upstreams.emplace_back(nullptr, std::string());  // answers itself: no upstream
+  } else {
+    if (!read.present<&R::upstream>()) r.missing(table, read.path<&R::upstream>(), "the upstream this route sends to");
+    r.route_upstreams.emplace_back(read.at<&R::upstream>(), read.path<&R::upstream>());
   }
-  r.read_header_rules(table, "request_headers", path + ".request_headers", route.request_headers);
-  r.read_header_rules(table, "response_headers", path + ".response_headers", route.response_headers);
-  if (const auto* node = read["return"]) read_return(r, *node, path + ".return", route);
-  check_forwarding(r, table, path, route);
-  if (table.contains("return")) r.route_upstreams.push_back(nullptr);  // answers itself: no upstream
-  else if (r.require(table, "upstream", path, "the upstream this route sends to")) r.route_upstreams.push_back(read["upstream"]);
-  else r.route_upstreams.push_back(nullptr);
-  r.read_cidrs(table, "allow", path + ".allow", route.allow);
-  r.read_cidrs(table, "deny", path + ".deny", route.deny);
-  if (const auto* node = read["rate_limit"]) read_rate_limit(r, *node, path + ".rate_limit", route);
-  r.read_error_pages(table, path + ".error_pages", route.error_pages);
-  route.compress = read_compress(r, table, path);
   r.record(table, path, route_rows, &route);
   return route;
 }
@@ -196,29 +205,41 @@ RouteConfig read_route(Reader& r, const toml::table& table, const std::string& p
 
 const KeyTable route_table = route_section::route_rows;
 
-void read_routes(Reader& r, const toml::table& root, std::vector<RouteConfig>& out) {
-  const toml::node* node = root.get("route");
-  if (node == nullptr) return;
-  const toml::array* array = node->as_array();
-  if (array == nullptr) {
-    r.type_error(*node, "route", "an array of tables ([[route]])");
-    return;
+bool in_route_summary(std::string_view key) {
+  for (const auto& k : route_section::route_rows)
+    if (k.name == key) return k.in_summary;
+  return false;
+}
+
+std::string admission_text(const RouteConfig& r) {
+  using namespace route_section;
+  std::string out;
+  const auto list = [&](std::string_view name, const CidrSet& set) {
+    if (set.empty()) return;
+    out += (out.empty() ? " (" : ", ") + std::string(name);
+    for (const auto& c : set) out += " " + c.to_string();
+  };
+  list(name_in<&R::allow>(route_rows), r.allow);
+  list(name_in<&R::deny>(route_rows), r.deny);
+  if (const auto& l = r.rate_limit) {
+    out += (out.empty() ? " (" : ", ") + std::string(name_in<&L::count>(rate_limit_rows)) + " " +
+           std::to_string(l->count) + "/" + std::to_string(l->period.count()) + "ms " +
+           std::string(name_in<&L::burst>(rate_limit_rows)) + " " + std::to_string(l->burst) + " " +
+           std::string(name_in<&L::key>(rate_limit_rows)) + " " + l->key.to_string();
   }
+  return out.empty() ? out : out + ")";
+}
+
+void read_routes(Reader& r, const toml::node& node, const std::string& path, std::vector<RouteConfig>& out) {
   // (host, path_prefix) -> the route that claimed it first.
   std::unordered_map<std::string, std::string> seen;
-  for (std::size_t i = 0; i < array->size(); ++i) {
-    const std::string path = index_path("route", i);
-    const toml::table* table = array->get(i)->as_table();
-    if (table == nullptr) {
-      r.type_error(*array->get(i), path, "a table");
-      continue;
-    }
-    RouteConfig route = route_section::read_route(r, *table, path);
-    r.answers_only = (i == 0 || r.answers_only) && table->contains("return");
-    const auto [it, inserted] = seen.try_emplace(route.host + '\n' + route.path_prefix, path);
-    if (!inserted) r.error(*table, path, "duplicate route: same host and path_prefix as " + it->second);
+  read_tables(r, node, path, "an array of tables ([[route]])", "a table", [&](const toml::table& table, const std::string& p) {
+    RouteConfig route = route_section::read_route(r, table, p);
+    r.answers_only = (out.empty() || r.answers_only) && r.route_upstreams.back().second.empty();
+    const auto [it, inserted] = seen.try_emplace(route.host + '\n' + route.path_prefix, p);
+    if (!inserted) r.error(table, p, "duplicate route: same host and path_prefix as " + it->second);
     out.push_back(std::move(route));
-  }
+  });
 }
 
 }  // namespace sluice::config

@@ -9,39 +9,52 @@ namespace sluice::config {
 
 namespace loader_detail {
 
-constexpr std::array<std::string_view, 7> root_keys{"server", "log", "admin", "route", "upstreams", "dns", "reload"};
+using C = Config;
+
+// The file's top level: each section's reader is its row's grammar.
+const KeySpec root_rows[] = {
+    value_key<&C::server, read_server>("server", "The client side.").by_default(),
+    value_key<&C::log, read_log>("log", "The error and access logs.").by_default(),
+    custom_key<&C::admin>(
+        "admin", [](Reader& r, const toml::node& n, const std::string& p, void* c) { read_admin(r, n, p, static_cast<C*>(c)->admin); },
+        [](const void* c) -> std::string { return static_cast<const C*>(c)->admin.enabled ? "on" : "off"; },
+        "The admin API; absent = none."),
+    value_key<&C::dns, read_dns>("dns", "The resolver of servers from DNS.").by_default(),
+    value_key<&C::reload, read_reload>("reload", "The watch after a reload.").by_default(),
+    value_key<&C::routes, read_routes>("route", "Which upstream serves a request."),
+    value_key<&C::upstreams, read_upstreams>("upstreams", "The groups of servers."),
+};
 
 // What goes where: with routes, every route must name an upstream that exists; without
 // routes, the only upstream takes all traffic, so there must be exactly one.
-void check_routing(Reader& r, const toml::table& root, const Config& config) {
+void check_routing(Reader& r, const Read& read, const Config& config) {
+  if (!read.present<&C::upstreams>()) {
+    // A front door that only answers itself (an HTTP -> HTTPS redirector) needs no upstream.
+    if (!r.answers_only) r.error(read.table(), read.path<&C::upstreams>(), std::string(no_upstream_message));
+    return;
+  }
   if (config.upstreams.empty()) return;  // already reported; every route would repeat it
   std::vector<std::string_view> names;
   for (const auto& upstream : config.upstreams) names.push_back(upstream.name);
-  if (config.upstreams.size() > 1 && !root.contains("route")) {
-    r.error(*root.get("upstreams"), "route",
+  if (config.upstreams.size() > 1 && !read.present<&C::routes>()) {
+    r.error(read.where<&C::upstreams>(), read.path<&C::routes>(),
             std::to_string(names.size()) + " upstreams (" + join_words(names) +
                 ") but no [[route]] to choose between them; add routes, or keep one upstream");
   }
   for (std::size_t i = 0; i < config.routes.size(); ++i) {
-    const toml::node* node = r.route_upstreams[i];
+    const auto& [node, path] = r.route_upstreams[i];
     const auto& name = config.routes[i].upstream;
     if (node == nullptr || config.find_upstream(name) != nullptr) continue;
-    r.error(*node, index_path("route", i) + ".upstream", unknown_message("upstream", name, names));
+    r.error(*node, path, unknown_message("upstream", name, names));
   }
 }
 
 Config build(Reader& r, const toml::table& root) {
   Config config;
   config.source = r.file();
-  r.check_keys(root, "", WordList(root_keys));
-  read_server(r, root, config.server);
-  read_log(r, root, config.log);
-  read_admin(r, root, config.admin);
-  read_dns(r, root, config.dns);
-  read_reload(r, root, config.reload);
-  read_routes(r, root, config.routes);
-  read_upstreams(r, root, config.upstreams);
-  check_routing(r, root, config);
+  const Read read = r.walk(root, "", root_rows, &config);
+  check_routing(r, read, config);
+  r.record(root, "", root_rows, &config);
   config.keys = r.take_keys();
   return config;
 }
@@ -52,7 +65,11 @@ std::string plural(std::size_t count, std::string_view noun) {
 
 }  // namespace loader_detail
 
+// Each section's path from the rows that lead to it ("upstreams.NAME.retry").
 std::vector<SectionSpec> all_sections() {
+  using loader_detail::root_rows;
+  using C = Config;
+  using U = UpstreamConfig;
   static const ServerSection server;
   static const TlsListenerConfig tls;
   static const LogSection log;
@@ -60,25 +77,28 @@ std::vector<SectionSpec> all_sections() {
   static const DnsSection dns;
   static const ReloadSection reload;
   static const RouteConfig route;
-  static const UpstreamConfig upstream;
+  static const U upstream;
   static const ServerConfig entry;
   static const HealthCheckConfig health;
   static const compress::Policy compress;
-  return {{"server", server_table, &server},
-          {"server.tls", tls_listener_table, &tls, true},
-          {"log", log_table, &log},
-          {"admin", admin_table, &admin},
-          {"dns", dns_table, &dns},
-          {"reload", reload_table, &reload},
-          {"route", route_table, &route, true},
-          {"upstreams.NAME", upstream_table, &upstream},
-          {"upstreams.NAME.servers", server_entry_table, &entry, true},
-          {"upstreams.NAME.health", health_table, &health},
-          {"upstreams.NAME.passive", passive_table, &upstream.passive},
-          {"upstreams.NAME.retry", retry_table, &upstream.retry},
-          {"upstreams.NAME.idempotency", idempotency_table, &upstream.idempotency},
-          {"upstreams.NAME.compress", compress_table, &compress},
-          {"upstreams.NAME.compress.level", compress_level_table, &compress.levels}};
+  const std::string s(name_in<&C::server>(root_rows));
+  const std::string u = child_path(name_in<&C::upstreams>(root_rows), "NAME");
+  const std::string c = child_path(u, name_in<&U::compress>(upstream_table));
+  return {{s, server_table, &server},
+          {child_path(s, name_in<&ServerSection::tls>(server_table)), tls_listener_table, &tls, true},
+          {std::string(name_in<&C::log>(root_rows)), log_table, &log},
+          {std::string(name_in<&C::admin>(root_rows)), admin_table, &admin},
+          {std::string(name_in<&C::dns>(root_rows)), dns_table, &dns},
+          {std::string(name_in<&C::reload>(root_rows)), reload_table, &reload},
+          {std::string(name_in<&C::routes>(root_rows)), route_table, &route, true},
+          {u, upstream_table, &upstream},
+          {child_path(u, name_in<&U::servers>(upstream_table)), server_entry_table, &entry, true},
+          {child_path(u, name_in<&U::health>(upstream_table)), health_table, &health},
+          {child_path(u, name_in<&U::passive>(upstream_table)), passive_table, &upstream.passive},
+          {child_path(u, name_in<&U::retry>(upstream_table)), retry_table, &upstream.retry},
+          {child_path(u, name_in<&U::idempotency>(upstream_table)), idempotency_table, &upstream.idempotency},
+          {c, compress_table, &compress},
+          {child_path(c, name_in<&compress::Policy::levels>(compress_table)), compress_level_table, &compress.levels}};
 }
 
 std::string ConfigError::to_string() const {

@@ -103,6 +103,24 @@ bool error_page_status(std::string_view key, unsigned& status) {
 // An error page is sent whole from memory with each answer it serves.
 constexpr std::uint64_t max_error_page_bytes = 1 * MiB;
 
+bool read_error_page(Reader& r, const toml::node& node, const std::string& path, ErrorPage& page) {
+  if (const int e = read_whole_file(page.file, page.body); e != 0) {
+    r.error(node, path, "cannot read '" + page.file + "': " + std::system_category().message(e));
+    return false;
+  }
+  if (page.body.size() > max_error_page_bytes) {
+    r.error(node, path, "the page '" + page.file + "' is larger than " + format_size(max_error_page_bytes));
+    return false;
+  }
+  const auto dot = page.file.rfind('.');
+  const auto ext = dot == std::string::npos ? std::string() : lower(page.file.substr(dot + 1));
+  page.content_type = ext == "html" || ext == "htm" ? "text/html; charset=utf-8"
+                      : ext == "json"               ? "application/json"
+                      : ext == "xml"                ? "application/xml"
+                                                    : "text/plain; charset=utf-8";
+  return true;
+}
+
 }  // namespace reader_detail
 
 using namespace reader_detail;
@@ -215,9 +233,9 @@ std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(const 
   return entries;
 }
 
-const toml::node* Read::operator[](std::string_view key) const {
+const toml::node* Read::operator[](const KeySpec& row) const {
   for (std::size_t i = 0; i < spec_.size(); ++i)
-    if (spec_[i].name == key) return nodes_[i];
+    if (spec_[i].name == row.name) return nodes_[i];
   return nullptr;
 }
 
@@ -256,39 +274,56 @@ void Reader::check_keys(const toml::table& table, std::string_view path, WordLis
   }
 }
 
-bool Reader::require(const toml::table& table, std::string_view key, std::string_view path, std::string_view what) {
-  if (table.contains(key)) return true;
-  error(table, child_path(path, key), "required key is missing (" + std::string(what) + ")");
-  return false;
+void Reader::missing(const toml::table& table, const std::string& path, std::string_view what) {
+  error(table, path, "required key is missing (" + std::string(what) + ")");
 }
 
-const toml::table* Reader::section(const toml::table& parent, std::string_view key) {
-  const toml::node* node = parent.get(key);
+const toml::table* Reader::table_at(const toml::node* node, const std::string& path) {
   if (node == nullptr) return nullptr;
   if (const auto* table = node->as_table()) return table;
-  type_error(*node, std::string(key), "a table");
+  type_error(*node, path, "a table");
   return nullptr;
 }
 
-const toml::table& Reader::section_or_empty(const toml::table& parent, std::string_view key) {
+const toml::table& Reader::table_or_empty(const toml::node* node, const std::string& path) {
   static const toml::table empty;
-  const toml::table* table = section(parent, key);
+  const toml::table* table = table_at(node, path);
   return table != nullptr ? *table : empty;
 }
 
+// Typed rows first, then custom ones (whose grammar may read a typed sibling: a server's
+// address reads its `resolve`), then the rows' rules, which may read any of them.
 Read Reader::walk(const toml::table& table, const std::string& path, KeyTable spec, void* object) {
+  static const toml::table empty;
   check_keys(table, path, spec);
-  std::vector<const toml::node*> nodes;
-  nodes.reserve(spec.size());
-  for (const auto& k : spec) nodes.push_back(walk_one(table, child_path(path, k.name), k, object));
+  std::vector<const toml::node*> nodes(spec.size());
+  for (std::size_t i = 0; i < spec.size(); ++i)
+    if (spec[i].type != KeyType::custom) nodes[i] = walk_one(table, child_path(path, spec[i].name), spec[i], object);
   for (std::size_t i = 0; i < spec.size(); ++i) {
     const auto& k = spec[i];
+    if (k.type != KeyType::custom) continue;
+    nodes[i] = table.get(k.name);
+    if (nodes[i] == nullptr && !k.required.empty()) missing(table, child_path(path, k.name), k.required);
+    if (k.parse == nullptr || (nodes[i] == nullptr && !k.always)) continue;
+    const std::size_t before = errors_.size();
+    k.parse(*this, nodes[i] != nullptr ? *nodes[i] : empty, child_path(path, k.name), object);
+    if (errors_.size() != before) nodes[i] = nullptr;  // reported: not a valid value
+  }
+  check_rules(table, path, spec, object, nodes);
+  return Read(table, path, spec, std::move(nodes));
+}
+
+void Reader::check_rules(const toml::table& table, const std::string& path, KeyTable spec, const void* object,
+                         const std::vector<const toml::node*>& nodes) {
+  for (std::size_t i = 0; i < spec.size(); ++i) {
+    const auto& k = spec[i];
+    if (k.type != KeyType::custom && nodes[i] == nullptr && !k.required.empty() && !table.contains(k.name))
+      missing(table, child_path(path, k.name), k.required);
     if (k.check == nullptr || (nodes[i] == nullptr && (!k.check_always || table.contains(k.name)))) continue;
     if (auto message = k.check(object); !message.empty())
       error(nodes[i] != nullptr ? *nodes[i] : static_cast<const toml::node&>(table), child_path(path, k.name),
             std::move(message));
   }
-  return Read(spec, std::move(nodes));
 }
 
 const toml::node* Reader::walk_one(const toml::table& table, const std::string& path, const KeySpec& k,
@@ -296,18 +331,19 @@ const toml::node* Reader::walk_one(const toml::table& table, const std::string& 
   const toml::node* node = table.get(k.name);
   if (node == nullptr) return nullptr;
   switch (k.type) {
-    case KeyType::custom: return node;  // the section's code reads it
-    case KeyType::string: return take_string(table, k.name, path, *static_cast<std::string*>(k.ref(object)));
+    case KeyType::custom: return node;
+    case KeyType::string: return take_string(*node, path, *static_cast<std::string*>(k.ref(object))) ? node : nullptr;
     case KeyType::strings:
-      return take_strings(table, k.name, path, *static_cast<std::vector<std::string>*>(k.ref(object)));
+      return take_strings(*node, path, *static_cast<std::vector<std::string>*>(k.ref(object))) ? node : nullptr;
     case KeyType::boolean: {
-      const auto* value = typed<bool>(table, k.name, path, "true or false");
-      if (value != nullptr) *static_cast<bool*>(k.ref(object)) = value->get();
+      const auto* value = node->as_boolean();
+      if (value == nullptr) type_error(*node, path, "true or false");
+      else *static_cast<bool*>(k.ref(object)) = value->get();
       return value;
     }
     case KeyType::integer: {
       std::int64_t number = 0;
-      const toml::node* good = take_integer(table, k.name, path, number, k.min, k.max, k.below_min_hint);
+      const toml::node* good = take_integer(*node, path, number, k.min, k.max, k.below_min_hint);
       if (good != nullptr) k.set(object, number);
       return good;
     }
@@ -328,7 +364,7 @@ const toml::node* Reader::take_choice(const toml::node& node, const std::string&
   }
   const auto it = std::find(k.words.begin(), k.words.end(), text->get());
   if (it == k.words.end()) {
-    error(node, path, unknown_message(k.kind, text->get(), k.words));
+    error(node, path, unknown_message(k.kind.empty() ? k.name : k.kind, text->get(), k.words));
     return nullptr;
   }
   k.set(object, it - k.words.begin());
@@ -424,28 +460,31 @@ std::string value_text(const KeySpec& k, const void* object) {
 void Reader::record(const toml::table& table, const std::string& path, KeyTable spec, const void* object) {
   for (const auto& k : spec) {
     if (k.type == KeyType::custom && k.format == nullptr) continue;
-    note(table, k.name, child_path(path, k.name), value_text(k, object), k.reload);
+    const toml::node* node = table.get(k.name);
+    keys_.push_back({child_path(path, k.name), value_text(k, object), k.reload,
+                     node != nullptr ? location_of(*node) : SourceLocation{}});
   }
 }
 
-void Reader::note(const toml::table& table, std::string_view key, const std::string& path, std::string value,
-                  Reload reload) {
-  const toml::node* node = table.get(key);
-  keys_.push_back({path, std::move(value), reload, node != nullptr ? location_of(*node) : SourceLocation{}});
+bool Reader::take_string(const toml::node& node, const std::string& path, std::string& out,
+                         std::string_view expected) {
+  const auto* value = node.as_string();
+  if (value == nullptr) type_error(node, path, expected);
+  else out = value->get();
+  return value != nullptr;
 }
 
-const toml::node* Reader::take_string(const toml::table& table, std::string_view key, const std::string& path,
-                                      std::string& out) {
-  const auto* value = typed<std::string>(table, key, path, "a string");
-  if (value != nullptr) out = value->get();
-  return value;
+void parse_string(Reader& r, const toml::node& node, const std::string& path, std::string& out) {
+  r.take_string(node, path, out);
 }
 
-const toml::node* Reader::take_integer(const toml::table& table, std::string_view key, const std::string& path,
-                                       std::int64_t& out, std::int64_t min, std::int64_t max,
-                                       std::string_view below_min_hint) {
-  const auto* value = typed<std::int64_t>(table, key, path, "an integer");
-  if (value == nullptr) return nullptr;
+const toml::node* Reader::take_integer(const toml::node& node, const std::string& path, std::int64_t& out,
+                                       std::int64_t min, std::int64_t max, std::string_view below_min_hint) {
+  const auto* value = node.as_integer();
+  if (value == nullptr) {
+    type_error(node, path, "an integer");
+    return nullptr;
+  }
   const std::int64_t number = value->get();
   if (number < min || number > max) {
     error(*value, path,
@@ -457,14 +496,11 @@ const toml::node* Reader::take_integer(const toml::table& table, std::string_vie
   return value;
 }
 
-const toml::node* Reader::take_strings(const toml::table& table, std::string_view key, const std::string& path,
-                                       std::vector<std::string>& out) {
-  const toml::node* node = table.get(key);
-  if (node == nullptr) return nullptr;
-  const auto* array = node->as_array();
+bool Reader::take_strings(const toml::node& node, const std::string& path, std::vector<std::string>& out) {
+  const auto* array = node.as_array();
   if (array == nullptr) {
-    type_error(*node, path, "an array of strings");
-    return nullptr;
+    type_error(node, path, "an array of strings");
+    return false;
   }
   std::vector<std::string> items;
   for (std::size_t i = 0; i < array->size(); ++i) {
@@ -475,27 +511,25 @@ const toml::node* Reader::take_strings(const toml::table& table, std::string_vie
       items.push_back(std::to_string(number->get()));  // on = [502, 503] reads naturally too
     } else {
       type_error(item, index_path(path, i), "a string");
-      return nullptr;
+      return false;
     }
   }
   out = std::move(items);
-  return node;
+  return true;
 }
 
-void Reader::read_cidrs(const toml::table& table, std::string_view key, const std::string& path, CidrSet& out) {
-  const toml::node* node = table.get(key);
-  if (node == nullptr) return;
-  const toml::array* array = node->as_array();
+void parse_cidrs(Reader& r, const toml::node& node, const std::string& path, CidrSet& out) {
+  const toml::array* array = node.as_array();
   if (array == nullptr) {
-    type_error(*node, path, "an array of addresses or ranges like [\"10.0.0.0/8\"]");
+    r.type_error(node, path, "an array of addresses or ranges like [\"10.0.0.0/8\"]");
     return;
   }
   for (std::size_t i = 0; i < array->size(); ++i) {
     const auto* text = array->get(i)->as_string();
     std::string why;
-    if (text == nullptr) type_error(*array->get(i), index_path(path, i), "a string like \"10.0.0.0/8\"");
+    if (text == nullptr) r.type_error(*array->get(i), index_path(path, i), "a string like \"10.0.0.0/8\"");
     else if (auto cidr = parse_cidr(text->get(), &why)) out.push_back(*cidr);
-    else error(*array->get(i), index_path(path, i), why);
+    else r.error(*array->get(i), index_path(path, i), why);
   }
 }
 
@@ -575,12 +609,10 @@ std::optional<std::vector<HostPort>> Reader::read_listen_addresses(const toml::n
   return addresses;
 }
 
-void Reader::read_error_pages(const toml::table& parent, const std::string& path, ErrorPages& out) {
-  const toml::node* node = parent.get("error_pages");
-  if (node == nullptr) return;
-  const toml::table* table = node->as_table();
+void parse_error_pages(Reader& r, const toml::node& node, const std::string& path, ErrorPages& out) {
+  const toml::table* table = node.as_table();
   if (table == nullptr) {
-    type_error(*node, path, "a table like { 502 = \"/etc/sluice/502.html\", \"5xx\" = \"...\" }");
+    r.type_error(node, path, "a table like { 502 = \"/etc/sluice/502.html\", \"5xx\" = \"...\" }");
     return;
   }
   for (auto&& [key, value] : *table) {
@@ -588,95 +620,71 @@ void Reader::read_error_pages(const toml::table& parent, const std::string& path
     const auto& where = key.source().begin.line != 0 ? key.source() : value.source();
     ErrorPage page;
     if (!error_page_status(key.str(), page.status)) {
-      error(where, item_path, "expected a status 400..599 or a class \"4xx\" or \"5xx\"");
+      r.error(where, item_path, "expected a status 400..599 or a class \"4xx\" or \"5xx\"");
       continue;
     }
-    const auto* file = value.as_string();
-    if (file == nullptr) {
-      type_error(value, item_path, "a file name");
-      continue;
-    }
-    page.file = file->get();
-    if (read_error_page(value, item_path, page)) out.pages.push_back(std::move(page));
+    if (r.take_string(value, item_path, page.file, "a file name") && read_error_page(r, value, item_path, page))
+      out.pages.push_back(std::move(page));
   }
 }
 
-bool Reader::read_error_page(const toml::node& node, const std::string& path, ErrorPage& page) {
-  if (const int e = read_whole_file(page.file, page.body); e != 0) {
-    error(node, path, "cannot read '" + page.file + "': " + std::system_category().message(e));
-    return false;
-  }
-  if (page.body.size() > max_error_page_bytes) {
-    error(node, path, "the page '" + page.file + "' is larger than " + format_size(max_error_page_bytes));
-    return false;
-  }
-  const auto dot = page.file.rfind('.');
-  const auto ext = dot == std::string::npos ? std::string() : lower(page.file.substr(dot + 1));
-  page.content_type = ext == "html" || ext == "htm" ? "text/html; charset=utf-8"
-                      : ext == "json"               ? "application/json"
-                      : ext == "xml"                ? "application/xml"
-                                                    : "text/plain; charset=utf-8";
-  return true;
-}
 
-void Reader::read_header_rules(const toml::table& table, std::string_view key, const std::string& path,
-                               HeaderRulesConfig& out) {
-  static constexpr std::array<std::string_view, 3> rule_keys{"set", "add", "remove"};
-  const toml::node* node = table.get(key);
-  if (node == nullptr) return;
-  if (!node->is_table()) {
-    type_error(*node, path, "a table like { set = { \"X-Env\" = \"prod\" }, remove = [\"Server\"] }");
-    return;
-  }
-  const toml::table& rules = *node->as_table();
-  check_keys(rules, path, WordList(rule_keys));
-  read_rule_pairs(rules, rule_keys[0], path + ".set", out.set);
-  read_rule_pairs(rules, rule_keys[1], path + ".add", out.add);
-  if (const auto* names = take_strings(rules, rule_keys[2], path + ".remove", out.remove)) {
-    for (std::size_t i = 0; i < out.remove.size(); ++i)
-      check_rule_name(names->as_array()->get(i)->source(), index_path(path + ".remove", i), out.remove[i]);
+namespace reader_detail {
+
+void check_rule_name(Reader& r, const toml::source_region& where, const std::string& path, std::string_view name) {
+  if (!http::is_token(name)) {
+    r.error(where, path,
+            "'" + std::string(name) + "' is not a header name (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)");
+  } else if (const auto why = http::reserved_header(name)) {
+    r.error(where, path, "header '" + std::string(name) + "' cannot be changed by a rule: it " + std::string(*why));
   }
 }
 
-void Reader::read_rule_pairs(const toml::table& rules, std::string_view key, const std::string& path,
-                             std::vector<std::pair<std::string, std::string>>& out) {
-  const toml::node* node = rules.get(key);
-  if (node == nullptr) return;
-  const toml::table* table = node->as_table();
+// { "Name" = "value template", ... } in file order.
+void parse_rule_pairs(Reader& r, const toml::node& node, const std::string& path,
+                      std::vector<std::pair<std::string, std::string>>& out) {
+  const toml::table* table = node.as_table();
   if (table == nullptr) {
-    type_error(*node, path, "a table of \"Name\" = \"value\"");
+    r.type_error(node, path, "a table of \"Name\" = \"value\"");
     return;
   }
   for (const auto& [name, value] : in_file_order(*table)) {
     const std::string item_path = path + "." + std::string(name->str());
-    check_rule_name(name->source(), item_path, name->str());
-    const auto* text = value->as_string();
-    if (text == nullptr) {
-      type_error(*value, item_path, "a string");
-      continue;
-    }
+    check_rule_name(r, name->source(), item_path, name->str());
+    std::string text;
+    if (!r.take_string(*value, item_path, text)) continue;
     std::string why;
-    if (!http::Template::parse(text->get(), http::TemplateText::field_value, &why)) error(*value, item_path, why);
-    out.emplace_back(std::string(name->str()), text->get());
+    if (!http::Template::parse(text, http::TemplateText::field_value, &why)) r.error(*value, item_path, why);
+    out.emplace_back(std::string(name->str()), std::move(text));
   }
 }
 
-void Reader::check_rule_name(const toml::source_region& where, const std::string& path, std::string_view name) {
-  if (!http::is_token(name)) {
-    error(where, path,
-          "'" + std::string(name) + "' is not a header name (RFC 9110 §5.6.2: letters, digits and !#$%&'*+-.^_`|~)");
-  } else if (const auto why = http::reserved_header(name)) {
-    error(where, path, "header '" + std::string(name) + "' cannot be changed by a rule: it " + std::string(*why));
-  }
+void parse_removed(Reader& r, const toml::node& node, const std::string& path, std::vector<std::string>& out) {
+  if (!r.take_strings(node, path, out)) return;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    check_rule_name(r, node.as_array()->get(i)->source(), index_path(path, i), out[i]);
 }
 
-void Reader::check_key_pair(const toml::node& cert_node, const toml::node& key_node, const std::string& path,
-                            std::string_view cert_key, std::string_view key_key, const std::string& cert,
-                            const std::string& key) {
-  if (const auto problem = tls::check_certified_key(cert, key)) {
-    const bool about_cert = problem->file == tls::FileProblem::File::cert;
-    error(about_cert ? cert_node : key_node, child_path(path, about_cert ? cert_key : key_key), problem->message);
+const KeySpec header_rule_rows[] = {
+    value_key<&HeaderRulesConfig::set, parse_rule_pairs>("set", "Headers set, replacing any of that name."),
+    value_key<&HeaderRulesConfig::add, parse_rule_pairs>("add", "Headers added beside any of that name."),
+    value_key<&HeaderRulesConfig::remove, parse_removed>("remove", "Headers removed."),
+};
+
+}  // namespace reader_detail
+
+void parse_header_rules(Reader& r, const toml::node& node, const std::string& path, HeaderRulesConfig& out) {
+  if (!node.is_table()) {
+    r.type_error(node, path, "a table like { set = { \"X-Env\" = \"prod\" }, remove = [\"Server\"] }");
+    return;
   }
+  r.walk(*node.as_table(), path, header_rule_rows, &out);
+}
+
+std::optional<std::pair<bool, std::string>> Reader::key_pair_problem(const std::string& cert, const std::string& key) {
+  const auto problem = tls::check_certified_key(cert, key);
+  if (!problem) return std::nullopt;
+  return std::pair{problem->file == tls::FileProblem::File::cert, problem->message};
 }
 
 // With `retry`, the items also fill its conditions; a retried status must be an error (400..599).

@@ -4,7 +4,6 @@
 
 #include <boost/json/object.hpp>
 
-#include "sluice/telemetry/metrics.hpp"
 
 namespace sluice::discovery {
 
@@ -224,25 +223,11 @@ boost::json::array Discovery::status(const std::string& upstream) const {
   return out;
 }
 
-void Discovery::metrics(telemetry::MetricsText& m) const {
-  if (followed_.empty()) return;
-  static constexpr const char* results[3] = {"ok", "empty", "failed"};
-  m.counter("sluice_dns_resolutions_total", "DNS resolutions of discovered servers, by upstream, name and result.");
-  for (const auto& f : followed_)
-    for (int r = 0; r < 3; ++r)
-      m.sample({{"upstream", f.source->upstream()}, {"name", f.source->name()}, {"result", results[r]}},
-               static_cast<double>(f.source->resolutions(static_cast<Outcome>(r))));
-  m.counter("sluice_discovery_changes_total", "Membership changes applied from DNS, by upstream and name.");
-  for (const auto& f : followed_)
-    m.sample({{"upstream", f.source->upstream()}, {"name", f.source->name()}}, static_cast<double>(f.source->changes()));
-  m.gauge("sluice_discovered_servers", "Servers a DNS name gives now, by upstream and name.");
-  for (const auto& f : followed_)
-    m.sample({{"upstream", f.source->upstream()}, {"name", f.source->name()}}, static_cast<double>(f.source->servers().size()));
-  m.gauge("sluice_dns_stale_seconds", "How long a name's servers have been kept after failed resolutions (0 = fresh).");
-  const auto now = clock_.now();
-  for (const auto& f : followed_)
-    m.sample({{"upstream", f.source->upstream()}, {"name", f.source->name()}},
-             f.source->stale_since() ? std::chrono::duration<double>(now - *f.source->stale_since()).count() : 0.0);
+std::vector<const Source*> Discovery::sources() const {
+  std::vector<const Source*> out;
+  out.reserve(followed_.size());
+  for (const auto& f : followed_) out.push_back(f.source.get());
+  return out;
 }
 
 ResolveReport resolve_once(const config::Config& config) {

@@ -83,8 +83,8 @@ json::array events_after(std::uint64_t after, Clock::time_point now) {
 }  // namespace
 
 std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
-  const auto snapshot = hooks_.snapshot();
-  const History& history = hooks_.history();
+  const auto snapshot = process_.snapshot();
+  const History& history = process_.history();
   const auto now = steady_clock().now();
   json::object root;
   root["config_version"] = snapshot->version;

@@ -5,31 +5,12 @@
 
 #include "sluice/balancer/hash.hpp"
 #include "sluice/balancer/registry.hpp"
+#include "sluice/config/key_spec.hpp"
 #include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
 
 namespace {
-
-// A route's allow/deny/rate_limit as `check --diff` shows them: " (deny 10.0.0.0/8, rate 100/1s
-// burst 200 key client_ip)", or "" without any.
-std::string admission_text(const config::RouteConfig& r) {
-  std::string out;
-  const auto list = [&](const char* name, const CidrSet& set) {
-    if (set.empty()) return;
-    out += out.empty() ? " (" : ", ";
-    out += name;
-    for (const auto& c : set) out += " " + c.to_string();
-  };
-  list("allow", r.allow);
-  list("deny", r.deny);
-  if (const auto& l = r.rate_limit) {
-    out += out.empty() ? " (" : ", ";
-    out += "rate " + std::to_string(l->count) + "/" + std::to_string(l->period.count()) + "ms burst " +
-           std::to_string(l->burst) + " key " + l->key.to_string();
-  }
-  return out.empty() ? out : out + ")";
-}
 
 const config::ServerConfig* find_server(const config::UpstreamConfig& u, const std::string& identity) {
   for (const auto& s : u.servers)
@@ -100,11 +81,8 @@ void diff_keys(const config::Config& a, const config::Config& b, std::vector<std
 
 // Keys of the routes both sides have (matched by host and path_prefix), key by key: "~ route
 // */api/ request_headers: OLD -> NEW". What the route's own line shows (its match, upstream and
-// admission) is left to the "- route" / "+ route" pair.
+// admission: the keys its table marks `in_summary`) is left to the "- route" / "+ route" pair.
 void diff_route_keys(const config::Config& a, const config::Config& b, std::vector<std::string>& out) {
-  const auto shown_by_route_line = [](std::string_view key) {
-    return key == "host" || key == "path_prefix" || key == "upstream" || key == "allow" || key == "deny";
-  };
   for (std::size_t j = 0; j < b.routes.size(); ++j) {
     const auto label = config::route_label(b.routes[j].host, b.routes[j].path_prefix);
     std::size_t i = 0;
@@ -116,7 +94,7 @@ void diff_route_keys(const config::Config& a, const config::Config& b, std::vect
       if (!nk.path.starts_with(new_prefix)) continue;
       const std::string_view key = std::string_view(nk.path).substr(new_prefix.size());
       const auto* ok = a.find_key(old_prefix + std::string(key));
-      if (ok != nullptr && ok->value != nk.value && !shown_by_route_line(key))
+      if (ok != nullptr && ok->value != nk.value && !config::in_route_summary(key))
         out.push_back("~ route " + label + " " + std::string(key) + ": " + ok->value + " -> " + nk.value);
     }
   }
@@ -221,7 +199,7 @@ std::vector<std::string> config_diff(const config::Config& a, const config::Conf
   const auto route_text = [](const config::RouteConfig& r) {
     return config::route_label(r.host, r.path_prefix) +
            (r.answer ? " -> return " + std::to_string(r.answer->status) : " -> " + r.upstream) +
-           admission_text(r);
+           config::admission_text(r);
   };
   for (const auto& r : a.routes) {
     bool kept = false;

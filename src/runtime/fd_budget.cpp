@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "sluice/upstream/pool.hpp"
 
 namespace sluice {
@@ -32,6 +34,23 @@ std::uint64_t raise_fd_limit() {
     if (setrlimit(RLIMIT_NOFILE, &raised) == 0) r = raised;
   }
   return r.rlim_cur == RLIM_INFINITY ? UINT64_MAX : static_cast<std::uint64_t>(r.rlim_cur);
+}
+
+std::uint32_t connections_per_worker(const config::Config& cfg, unsigned workers) {
+  const auto fd_limit = raise_fd_limit();
+  const auto reserved = fd_reserve + max_idle_pooled(cfg, workers);
+  const auto max_connections = connections_within(fd_limit, reserved, cfg.server.max_connections);
+  if (max_connections < cfg.server.max_connections) {
+    // The default is a ceiling that the fd limit may lower without anyone having asked for more:
+    // that is said at info. A value the operator wrote that cannot be honoured is a warning.
+    const bool is_default = cfg.server.max_connections == config::ServerSection{}.max_connections;
+    spdlog::log(is_default ? spdlog::level::info : spdlog::level::warn,
+                "max_connections {} needs about {} file descriptors, the limit is {}: accepting at "
+                "most {} connections (raise `ulimit -n` to allow more)",
+                cfg.server.max_connections, 2ULL * cfg.server.max_connections + reserved, fd_limit,
+                max_connections);
+  }
+  return (max_connections + workers - 1) / workers;
 }
 
 }  // namespace sluice

@@ -25,8 +25,9 @@ void add_slot(Totals& into, const EndpointCounters& slot) {
   const auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   for (const auto& r : slot.responses) into.requests += get(r);
   // The origin's 5xx, and sluice's own 4xx and 5xx (`return` answers are not errors).
-  into.errors += get(slot.responses[5]) + get(slot.responses[EndpointCounters::own_answer_slot(400)]) +
-                 get(slot.responses[EndpointCounters::own_answer_slot(500)]);
+  using K = EndpointCounters;
+  into.errors += get(slot.responses[K::origin_answer_slot(500)]) + get(slot.responses[K::own_answer_slot(400)]) +
+                 get(slot.responses[K::own_answer_slot(500)]);
   for (const auto& r : slot.retries) into.retries += get(r);
   for (std::size_t b = 0; b < into.durations.size(); ++b) into.durations[b] += get(slot.duration_counts[b]);
 }

@@ -112,7 +112,8 @@ namespace {
 void add_answers(TrafficCount& into, const EndpointCounters& slot) {
   const auto get = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
   for (const auto& r : slot.responses) into.requests += get(r);
-  into.failed += get(slot.responses[5]) + get(slot.responses[EndpointCounters::own_answer_slot(500)]);
+  using K = EndpointCounters;
+  into.failed += get(slot.responses[K::origin_answer_slot(500)]) + get(slot.responses[K::own_answer_slot(500)]);
 }
 
 }  // namespace

@@ -98,18 +98,18 @@ std::string format_metric_value(double value) {
 }
 
 MetricsText& MetricsText::counter(std::string_view name, std::string_view help) {
-  return declare(name, help, MetricType::counter);
+  return family(name, help, MetricType::counter);
 }
 
 MetricsText& MetricsText::gauge(std::string_view name, std::string_view help) {
-  return declare(name, help, MetricType::gauge);
+  return family(name, help, MetricType::gauge);
 }
 
 MetricsText& MetricsText::histogram(std::string_view name, std::string_view help) {
-  return declare(name, help, MetricType::histogram);
+  return family(name, help, MetricType::histogram);
 }
 
-MetricsText& MetricsText::declare(std::string_view name, std::string_view help, MetricType type) {
+MetricsText& MetricsText::family(std::string_view name, std::string_view help, MetricType type) {
   const auto it = std::find_if(families_.begin(), families_.end(),
                                [&](const Family& f) { return f.name == name; });
   if (it != families_.end()) {

@@ -16,8 +16,6 @@
 #include <boost/asio/ip/udp.hpp>
 #include <gtest/gtest.h>
 
-#include "sluice/telemetry/metrics.hpp"
-
 namespace sluice::discovery {
 namespace {
 
@@ -305,7 +303,7 @@ TEST_F(DiscoveryTest, AFailedReloadConfiguredBackLosesNothingAndAsksNothingAgain
   EXPECT_TRUE(discovery->status("app").size() == 1u) << "the dropped name is gone after prune()";
 }
 
-TEST_F(DiscoveryTest, StatusAndMetricsDescribeEachName) {
+TEST_F(DiscoveryTest, StatusAndSourcesDescribeEachName) {
   upstream("app", {resolved("app.test", 8080)});
   start();
   ASSERT_TRUE(run_until([&] { return discovery->settled(); }));
@@ -319,15 +317,14 @@ TEST_F(DiscoveryTest, StatusAndMetricsDescribeEachName) {
   EXPECT_EQ(s.at("next_query_ms").to_number<double>(), 30'000.0) << "on the manual clock, at the TTL";
   EXPECT_FALSE(s.at("stale").as_bool());
 
-  telemetry::MetricsText m;
-  discovery->metrics(m);
-  const auto text = m.str();
-  EXPECT_NE(text.find("sluice_dns_resolutions_total{upstream=\"app\",name=\"app.test\",result=\"ok\"} 1\n"),
-            std::string::npos) << text;
-  EXPECT_NE(text.find("sluice_discovered_servers{upstream=\"app\",name=\"app.test\"} 2\n"), std::string::npos)
-      << text;
-  EXPECT_NE(text.find("sluice_discovery_changes_total{upstream=\"app\",name=\"app.test\"} 1\n"), std::string::npos)
-      << text;
+  const auto sources = discovery->sources();
+  ASSERT_EQ(sources.size(), 1u);
+  EXPECT_EQ(sources[0]->upstream(), "app");
+  EXPECT_EQ(sources[0]->name(), "app.test");
+  EXPECT_EQ(sources[0]->resolutions(Outcome::ok), 1u);
+  EXPECT_EQ(sources[0]->resolutions(Outcome::failed), 0u);
+  EXPECT_EQ(sources[0]->servers().size(), 2u);
+  EXPECT_EQ(sources[0]->changes(), 1u);
 }
 
 TEST_F(DiscoveryTest, StopLeavesNothingToRunAndNoCallback) {

@@ -1,7 +1,7 @@
-// RuntimeControl: the admin API's view of a running process, over a real snapshot and hooks the
-// test sets. A drain reaches the named server only (and its hook), the status and the metrics sum
-// each server's per-worker counters over the running workers, and what the hooks report appears
-// under its own name.
+// RuntimeControl: the admin API's view of a running process, over a real snapshot and a process
+// the test fakes. A drain reaches the named server only (and the process), the status and the
+// metrics sum each server's per-worker counters over the running workers, and what the process
+// reports appears under its own name.
 #include "sluice/runtime/control.hpp"
 
 #include <string>
@@ -12,6 +12,8 @@
 
 #include "sluice/config/loader.hpp"
 #include "sluice/runtime/snapshot.hpp"
+
+#include "fake_process.hpp"
 
 namespace sluice {
 namespace {
@@ -42,30 +44,17 @@ name = "api-1"
 
 struct ControlTest : ::testing::Test {
   EndpointDirectory directory{steady_clock()};
-  std::shared_ptr<const Snapshot> snapshot;
-  std::vector<std::string> drained;  // "upstream server on|off", as the hook saw them
-  unsigned workers = 2;
+  test::FakeProcess process;
+  std::shared_ptr<const Snapshot>& snapshot = process.current;
+  std::vector<std::string>& drained = process.drains;
+  unsigned& workers = process.worker_count;
   std::unique_ptr<RuntimeControl> control;
 
   ControlTest() {
     auto result = config::load_string(std::string(two_servers), "test.toml");
     if (!result.ok()) throw std::runtime_error(result.errors.at(0).message);
     snapshot = build_snapshot(std::make_shared<const config::Config>(std::move(*result.config)), directory, 7);
-    RuntimeControl::Hooks hooks;
-    hooks.snapshot = [this] { return snapshot; };
-    hooks.workers = [this] { return workers; };
-    hooks.loaded_at = [] { return steady_clock().now(); };
-    hooks.reload = [](bool) { return admin::ReloadOutcome{true, {}, 8}; };
-    hooks.ready = [] { return true; };
-    hooks.reloads_ok = [] { return std::uint64_t{3}; };
-    hooks.reloads_failed = [] { return std::uint64_t{1}; };
-    hooks.client_connections = [] { return std::size_t{12}; };
-    hooks.parked_connections = [] { return std::size_t{5}; };
-    hooks.upstream_connections = [] { return std::optional<std::size_t>{}; };
-    hooks.drained = [this](const std::string& u, Endpoint& ep, bool on) {
-      drained.push_back(u + " " + ep.identity() + (on ? " on" : " off"));
-    };
-    control = std::make_unique<RuntimeControl>(std::move(hooks));
+    control = std::make_unique<RuntimeControl>(process);
   }
 
   Endpoint& server(std::size_t upstream, std::size_t index) {
@@ -88,7 +77,7 @@ struct ControlTest : ::testing::Test {
   }
 };
 
-TEST_F(ControlTest, ADrainReachesTheNamedServerOnlyAndItsHook) {
+TEST_F(ControlTest, ADrainReachesTheNamedServerOnlyAndTheProcess) {
   EXPECT_EQ(control->set_drain("app", "app-2", true), admin::DrainOutcome::done);
   EXPECT_FALSE(server(0, 0).draining());
   EXPECT_TRUE(server(0, 1).draining());
@@ -167,7 +156,7 @@ TEST_F(ControlTest, TheStatusNamesTheSnapshotAndItsServers) {
   EXPECT_EQ(s.at("in_flight").to_number<int>(), 0);
 }
 
-TEST_F(ControlTest, WhatTheHooksReportIsInTheMetrics) {
+TEST_F(ControlTest, WhatTheProcessReportsIsInTheMetrics) {
   EXPECT_TRUE(has_line(R"(sluice_config_reloads_total{result="success"} 3)"));
   EXPECT_TRUE(has_line(R"(sluice_config_reloads_total{result="failure"} 1)"));
   EXPECT_TRUE(has_line(R"(sluice_connections{side="client"} 12)"));

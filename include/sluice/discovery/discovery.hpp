@@ -19,8 +19,6 @@
 #include "sluice/discovery/resolver.hpp"
 #include "sluice/discovery/source.hpp"
 
-namespace sluice::telemetry { class MetricsText; }
-
 namespace sluice::discovery {
 
 struct ResolveReport;
@@ -50,7 +48,8 @@ public:
 
   // For /api/status: the sources of `upstream`, with their TTL, refresh times and staleness.
   boost::json::array status(const std::string& upstream) const;
-  void metrics(telemetry::MetricsText& m) const;
+  // Every name followed, for /metrics (runtime/metric_table.cpp).
+  std::vector<const Source*> sources() const;
 
 private:
   friend ResolveReport resolve_once(const config::Config& config);

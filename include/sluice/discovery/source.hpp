@@ -27,6 +27,7 @@ struct Record {
 };
 
 enum class Outcome { ok, empty, failed };
+inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::failed) + 1;
 
 struct Answer {
   Outcome outcome = Outcome::failed;
@@ -100,7 +101,7 @@ private:
   std::string last_error_;
   std::chrono::seconds ttl_{0};
   bool answered_ = false;
-  std::uint64_t counts_[3] = {0, 0, 0};
+  std::uint64_t counts_[outcome_count] = {};
   std::uint64_t changes_ = 0;
 };
 

@@ -4,6 +4,7 @@
 // machinery, the drain API and the forwarder (in_flight). The object's identity (name, else the
 // address) is stable: a reload that keeps the identity keeps this object, so health state,
 // counters and pooled connections survive the reload.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "sluice/core/per_worker.hpp"
 #include "sluice/config/config.hpp"
 #include "sluice/config/failure.hpp"
+#include "sluice/endpoint/outcomes.hpp"
 
 namespace sluice {
 
@@ -33,33 +35,36 @@ namespace health { class ServerHealth; }
 // (a plain load + store, no locked instruction), summed by the control thread at scrape.
 struct alignas(64) EndpointCounters {
   static constexpr std::size_t buckets = 15;  // request duration histogram, see duration_bounds
-  // By source and status class: [1]..[5] the origin's 1xx..5xx, [6] cut: the origin's head went
-  // to the client but its body broke off; [7]..[11] sluice's own answers (errors, `return`,
-  // idempotency refusals), 1xx..5xx: own_answer_slot(); [0] cut by the client: it left, or
-  // stopped reading for idle_timeout, before the answer was whole.
+  // By source and status class: [1]..[5] the origin's 1xx..5xx: origin_answer_slot(); [6] cut:
+  // the origin's head went to the client but its body broke off; [7]..[11] sluice's own answers
+  // (errors, `return`, idempotency refusals), 1xx..5xx: own_answer_slot(); [0] cut by the
+  // client: it left, or stopped reading for idle_timeout, before the answer was whole.
+  static constexpr std::size_t status_classes = 5;  // 1xx..5xx
   static constexpr std::size_t client_cut_slot = 0;
-  static constexpr std::size_t cut_slot = 6;
-  static constexpr std::size_t response_slots = 12;
+  static constexpr std::size_t origin_answer_slot(unsigned status) noexcept { return status / 100; }
+  static constexpr std::size_t cut_slot = client_cut_slot + status_classes + 1;
   static constexpr std::size_t own_answer_slot(unsigned status) noexcept { return cut_slot + status / 100; }
+  static constexpr std::size_t response_slots = cut_slot + status_classes + 1;
   std::atomic<std::uint64_t> responses[response_slots]{};
   std::atomic<std::uint64_t> failures{};      // attempts that failed (connect, reset, timeout, bad response)
   // Retries made after an attempt here failed, by health::FailureKind ([0]: a status in `on`).
   std::atomic<std::uint64_t> retries[health::failure_kind_count]{};
-  // Retries not made, by proxy::RetrySkip; tunnels_closed by proxy::TunnelWatch::Verdict (both
-  // sizes are checked against their enums in src/proxy/downstream_exchange.hpp: this module sits
-  // below proxy/).
-  std::atomic<std::uint64_t> retry_skips[9]{};
+  // Retries not made, by RetrySkip (endpoint/outcomes.hpp; [0] `none` stays 0).
+  std::atomic<std::uint64_t> retry_skips[retry_skip_count]{};
   std::atomic<std::uint64_t> duration_counts[buckets + 1]{};
   std::atomic<std::uint64_t> duration_sum_us{};
-  // Upgrade tunnels ended, by proxy::TunnelWatch::Verdict: [0] by a peer (close or error),
-  // [1] tunnel_idle_timeout, [2] tunnel_drain_timeout.
-  std::atomic<std::uint64_t> tunnels_closed[3]{};
+  // Upgrade tunnels ended, by TunnelVerdict (endpoint/outcomes.hpp): [keep] by a peer (close or
+  // error), [idle] tunnel_idle_timeout, [drained] tunnel_drain_timeout.
+  std::atomic<std::uint64_t> tunnels_closed[tunnel_verdict_count]{};
 
   // One worker writes each slot: core/per_worker.hpp's single-writer increment.
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept { add_own(c, by); }
   // An exchange ended: its answer's slot in `responses` and its duration.
   void count_exchange(std::size_t response_slot, std::chrono::microseconds duration) noexcept;
 };
+// Every status class of both sources has its slot, the last one ends the array.
+static_assert(EndpointCounters::origin_answer_slot(599) < EndpointCounters::cut_slot);
+static_assert(EndpointCounters::own_answer_slot(599) + 1 == EndpointCounters::response_slots);
 // Upper bounds (seconds) of the duration buckets; one more bucket holds the rest.
 // Up to past the default response_timeout (30 s), so that a request that ran into it lands in a
 // bucket of its own rather than in +Inf with every other slow one.
@@ -124,6 +129,14 @@ public:
   static constexpr unsigned max_worker_slots = 64;
   EndpointCounters& counters(unsigned worker) noexcept { return counters_[worker % max_worker_slots]; }
   const EndpointCounters& counters(unsigned worker) const noexcept { return counters_[worker % max_worker_slots]; }
+  // One counter, `get(slot)`, summed over the slots of the first `workers` workers (a scrape).
+  template <class Get>
+  std::uint64_t sum_counters(unsigned workers, Get get) const {
+    std::uint64_t total = 0;
+    for (unsigned w = 0; w < std::min(workers, max_worker_slots); ++w)
+      total += get(counters_[w]).load(std::memory_order_relaxed);
+    return total;
+  }
 
   // Drain source, for the admin API: set through the API (survives reloads) or by the file.
   bool drained_by_api() const noexcept { return drained_by_api_.load(std::memory_order_relaxed); }

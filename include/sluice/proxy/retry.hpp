@@ -21,22 +21,14 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/endpoint/outcomes.hpp"
 #include "sluice/proxy/failure.hpp"
 
 namespace sluice::proxy {
 
-enum class RetrySkip : std::uint8_t {
-  none,               // retry allowed
-  not_retryable,      // this failure or status is not listed in `on`
-  response_started,   // the client already has part of the answer
-  not_idempotent,     // the request reached the server and may have had an effect
-  body_too_large,     // body bytes were sent and not kept for replay
-  budget_exhausted,   // the upstream's retry budget has no token left in this window
-  no_other_server,    // every available server was tried
-  deadline,           // no time left for another try
-  attempts_exhausted, // `attempts` reached
-};
-inline constexpr std::size_t retry_skip_count = static_cast<std::size_t>(RetrySkip::attempts_exhausted) + 1;
+// Why a retry was not made; declared with the counters that count it (endpoint/outcomes.hpp).
+using sluice::RetrySkip;
+using sluice::retry_skip_count;
 
 std::string_view describe(RetrySkip s);   // metric label: "budget exhausted"
 std::string_view explain(RetrySkip s);    // Sluice-Error: "retry budget exhausted"

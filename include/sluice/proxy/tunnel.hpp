@@ -23,6 +23,7 @@
 #include <boost/beast/core/stream_traits.hpp>
 
 #include "sluice/core/clock.hpp"
+#include "sluice/endpoint/outcomes.hpp"
 
 namespace sluice::proxy {
 
@@ -66,7 +67,7 @@ boost::asio::awaitable<TunnelStats> relay(ClientStream& client, OriginStream& or
 // next_check(); the verdict is final once it is not `keep`.
 class TunnelWatch {
 public:
-  enum class Verdict : std::uint8_t { keep, idle, drained };
+  using Verdict = TunnelVerdict;  // declared with the counters that count it (endpoint/outcomes.hpp)
   // How often a tunnel looks at its server's drain flag and at the config version: the precision
   // of tunnel_drain_timeout.
   static constexpr std::chrono::milliseconds check_period{250};

@@ -1,18 +1,21 @@
 #pragma once
-// admin::Control for the running process. The runtime hands it hooks into its control-thread
-// state; every call happens on the control thread.
-#include <functional>
+// admin::Control for the running process: the admin API's documents (status, dashboard,
+// metrics) rendered from what a RunningProcess reports, and its actions passed on to it. Every
+// call happens on the control thread.
+#include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 
 #include "sluice/admin/control.hpp"
 #include "sluice/runtime/history.hpp"
 #include "sluice/runtime/snapshot.hpp"
 
-namespace sluice::telemetry { class MetricsText; }
+namespace sluice::discovery { class Discovery; }
 
 namespace sluice {
 
@@ -20,51 +23,61 @@ namespace sluice {
 // does not change), else up, slow_start, down or ejected.
 const char* shown_state(const Endpoint& endpoint);
 
+// What the admin API reads and asks of the running process. The control loop implements it
+// (runtime/control_loop.hpp); tests implement it over a snapshot of their own. Control thread
+// only.
+class RunningProcess {
+public:
+  virtual ~RunningProcess() = default;
+
+  virtual std::shared_ptr<const Snapshot> snapshot() const = 0;
+  virtual unsigned workers() const = 0;  // the counter slots that are written
+  virtual Clock::time_point loaded_at() const = 0;
+  virtual bool ready() const = 0;  // /readyz: listeners open, no SIGTERM yet
+  virtual const History& history() const = 0;  // the dashboard's per-second samples
+  // Servers from DNS (discovery/); null when no upstream has any.
+  virtual const discovery::Discovery* discovery() const = 0;
+  // The last reload's watch and the files rolled back (runtime/reload_watch.hpp), for
+  // /api/status's "reload".
+  virtual boost::json::object reload_watch() const = 0;
+
+  // Counts for /metrics.
+  virtual std::uint64_t reloads_ok() const = 0;
+  virtual std::uint64_t reloads_failed() const = 0;
+  virtual std::uint64_t rollbacks() const = 0;
+  virtual std::uint64_t access_log_dropped() const = 0;  // lines lost to a full ring
+  // TLS listener handshakes across workers: completed, failed.
+  virtual std::pair<std::uint64_t, std::uint64_t> tls_handshakes() const = 0;
+  virtual std::size_t client_connections() const = 0;
+  virtual std::size_t parked_connections() const = 0;  // of client_connections
+  virtual std::optional<std::size_t> upstream_connections() const = 0;  // nullopt: not counted
+
+  // Actions.
+  virtual admin::ReloadOutcome reload(bool watched) = 0;  // watched: [reload] watch applies
+  virtual admin::UpgradeOutcome upgrade(const std::string& binary) = 0;
+  virtual std::vector<std::string> reopen_logs() = 0;  // what failed; empty: done
+  // After a drain change of `endpoint` in `upstream` (logs, records the event, closes idle pools).
+  virtual void drained(const std::string& upstream, Endpoint& endpoint, bool drain) = 0;
+};
+
 class RuntimeControl final : public admin::Control {
 public:
-  struct Hooks {
-    std::function<std::shared_ptr<const Snapshot>()> snapshot;
-    std::function<unsigned()> workers;
-    std::function<Clock::time_point()> loaded_at;
-    std::function<admin::ReloadOutcome(bool)> reload;  // true: watched ([reload] watch)
-    std::function<bool()> ready;
-    std::function<std::uint64_t()> reloads_ok;
-    std::function<std::uint64_t()> reloads_failed;
-    // TLS listener handshakes across workers: completed, failed.
-    std::function<std::pair<std::uint64_t, std::uint64_t>()> tls_handshakes;
-    std::function<std::size_t()> client_connections;
-    std::function<std::size_t()> parked_connections;  // of client_connections
-    std::function<std::optional<std::size_t>()> upstream_connections;  // nullopt: not counted
-    // After a drain change (logs, records the event, closes idle pools): upstream, server, drain.
-    std::function<void(const std::string&, Endpoint&, bool)> drained;
-    std::function<const History&()> history;       // the dashboard's per-second samples
-    std::function<admin::UpgradeOutcome(const std::string&)> upgrade;
-    std::function<std::vector<std::string>()> reopen_logs;  // what failed, "" = none
-    // Servers from DNS (discovery/): an upstream's sources for the status, and their metrics.
-    std::function<boost::json::array(const std::string&)> discovery_status;
-    std::function<void(telemetry::MetricsText&)> discovery_metrics;
-    std::function<std::uint64_t()> access_log_dropped;  // lines lost to a full ring
-    // The last reload's watch and the files rolled back (runtime/reload_watch.hpp), for
-    // /api/status's "reload"; and the number of rollbacks, for /metrics.
-    std::function<boost::json::object()> reload_watch;
-    std::function<std::uint64_t()> rollbacks;
-  };
-  explicit RuntimeControl(Hooks hooks);
+  explicit RuntimeControl(RunningProcess& process) : process_(process) {}
 
   std::string status_json() override;
   std::string dashboard_json(const admin::DashboardQuery& query) override;  // dashboard.cpp
-  std::string metrics_text() override;
-  admin::ReloadOutcome reload() override { return hooks_.reload(true); }
-  admin::ReloadOutcome reload_unwatched() override { return hooks_.reload(false); }
-  admin::UpgradeOutcome upgrade(const std::string& binary) override { return hooks_.upgrade(binary); }
-  std::vector<std::string> reopen_logs() override { return hooks_.reopen_logs(); }
+  std::string metrics_text() override;                                       // metric_table.cpp
+  admin::ReloadOutcome reload() override { return process_.reload(true); }
+  admin::ReloadOutcome reload_unwatched() override { return process_.reload(false); }
+  admin::UpgradeOutcome upgrade(const std::string& binary) override { return process_.upgrade(binary); }
+  std::vector<std::string> reopen_logs() override { return process_.reopen_logs(); }
   std::string config_text() override;
   std::string config_source() override;
   admin::DrainOutcome set_drain(const std::string& upstream, const std::string& server, bool drain) override;
-  bool ready() override;
+  bool ready() override { return process_.ready(); }
 
 private:
-  Hooks hooks_;
+  RunningProcess& process_;
 };
 
 }  // namespace sluice

@@ -28,4 +28,10 @@ std::uint32_t connections_within(std::uint64_t fd_limit, std::uint64_t reserved,
 // returns the soft limit in force afterwards.
 std::uint64_t raise_fd_limit();
 
+// Each worker's share of server.max_connections, clamped to what the descriptors can hold (the
+// soft limit raised first), so that the limit is met at accept time (the excess waits in the
+// backlog) and never mid-request (EMFILE on an upstream connect would turn into a 502 for a
+// client already accepted). Logs when it clamps.
+std::uint32_t connections_per_worker(const config::Config& cfg, unsigned workers);
+
 }  // namespace sluice

@@ -1,13 +1,15 @@
 #pragma once
-// The process: builds the first snapshot, opens listeners, runs the workers, and on the control
-// thread (the caller of run()) handles signals: SIGHUP reloads the config file, SIGTERM/SIGINT
-// shut down gracefully.
+// The process, as main() runs it: the control loop (runtime/control_loop.hpp) builds the first
+// snapshot, opens the listeners, runs the workers, and on the control thread (the caller of run())
+// handles signals: SIGHUP reloads the config file, SIGTERM/SIGINT shut down gracefully.
 #include <memory>
 #include <string>
 
 #include "sluice/config/config.hpp"
 
 namespace sluice {
+
+class ControlLoop;
 
 class Runtime {
 public:
@@ -16,10 +18,8 @@ public:
   // Blocks until shutdown; returns the process exit code.
   int run();
 
-  struct State;  // everything the control thread owns (runtime.cpp)
-
 private:
-  std::unique_ptr<State> state_;
+  std::unique_ptr<ControlLoop> loop_;
 };
 
 }  // namespace sluice

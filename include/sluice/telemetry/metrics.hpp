@@ -49,6 +49,7 @@ public:
   MetricsText& counter(std::string_view name, std::string_view help);
   MetricsText& gauge(std::string_view name, std::string_view help);
   MetricsText& histogram(std::string_view name, std::string_view help);
+  MetricsText& family(std::string_view name, std::string_view help, MetricType type);
 
   // A sample of the selected counter or gauge family.
   MetricsText& sample(double value) { return sample(std::span<const Label>{}, value); }
@@ -75,7 +76,6 @@ private:
     std::string samples;  // rendered sample lines, each ending in '\n'
   };
 
-  MetricsText& declare(std::string_view name, std::string_view help, MetricType type);
   Family& current(MetricType expected, std::string_view what);
 
   std::vector<Family> families_;
