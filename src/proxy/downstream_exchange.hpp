@@ -64,12 +64,6 @@ std::string_view view(const Buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.size()};
 }
 
-// The endpoint's counter arrays are indexed by these enums (upstream/ cannot include proxy/).
-static_assert(std::extent_v<decltype(EndpointCounters::retries)> == failure_kind_count);
-static_assert(std::extent_v<decltype(EndpointCounters::retry_skips)> == proxy::retry_skip_count);
-static_assert(std::extent_v<decltype(EndpointCounters::tunnels_closed)> ==
-              static_cast<std::size_t>(TunnelWatch::Verdict::drained) + 1);
-
 }  // namespace
 
 // Per-request state: lives on run()'s coroutine frame for the duration of one exchange. The attempt
