@@ -290,6 +290,7 @@ json::object server_status(const Endpoint& ep, const config::ServerConfig& serve
     requests += sum(ep, workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
   so["requests"] = requests;
   so["failures"] = sum(ep, workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
+  so["first_byte_ewma_ms"] = ep.first_byte_time().last() / 1e6;  // 0: never answered
   if (ep.has_health()) add_health(so, ep, now);
   return so;
 }
@@ -300,6 +301,11 @@ void server_metrics(telemetry::MetricsText& m, const Snapshot& snapshot, unsigne
   for (const auto& u : snapshot.upstreams)
     for (Endpoint* ep : u->endpoints())
       m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>(ep->in_flight()));
+  m.gauge("sluice_upstream_first_byte_ewma_seconds",
+          "A server's time to first response byte, peak EWMA (least_time's estimate); 0 = never answered.");
+  for (const auto& u : snapshot.upstreams)
+    for (Endpoint* ep : u->endpoints())
+      m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, ep->first_byte_time().last() / 1e9);
   m.gauge("sluice_tunnels", "Upgrade tunnels (WebSocket) open to a server, across workers; also counted in sluice_upstream_in_flight.");
   for (const auto& u : snapshot.upstreams)
     for (Endpoint* ep : u->endpoints())
