@@ -1,6 +1,7 @@
 #include "sluice/balancer/registry.hpp"
 
 #include <array>
+#include <random>
 #include <utility>
 
 #include "sluice/balancer/backup.hpp"
@@ -35,7 +36,9 @@ std::unique_ptr<Balancer> make_balancer(config::Balance policy, std::span<Endpoi
   return make_balancer(policy, endpoints,
                        BalancerOptions{.hash_balance_factor = config.hash_balance_factor,
                                        .slow_start = config.slow_start.count() != 0,
-                                       .workers = workers});
+                                       .workers = workers,
+                                       .seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}(),
+                                       .decay = config.decay});
 }
 
 }  // namespace sluice

@@ -152,6 +152,7 @@ const KeySpec upstream_rows[] = {
           const double f = static_cast<const U*>(u)->hash_balance_factor;
           return f == 0 || f >= 1.0 ? "" : "must be 0 (off) or at least 1.0";
         }),
+    duration_key<&U::decay>("decay", false, "least_time: how fast a server's latency estimate falls."),
     integer_key<&U::queue_size>("queue_size", 0, 1'000'000, "Requests waiting for a server; 0 = none wait."),
     duration_key<&U::queue_timeout>("queue_timeout", false, "A queued request's wait."),
     custom_key<&U::retry>("retry", read_retry, nullptr, "Retries ([upstreams.NAME.retry]).").by_default(),
@@ -194,12 +195,18 @@ void check_upstream_tls(Reader& r, const Read& read, U& u) {
 }
 
 // Keys that only one balance policy reads: accepted under another, but said to have no effect.
+template <auto Member>
+void warn_unread(Reader& r, const Read& read, const U& u, Balance reader) {
+  if (u.balance == reader || !read.present<Member>()) return;
+  r.warn(read.where<Member>(), read.path<Member>(),
+         "has no effect: balance is \"" + std::string(name_of(u.balance)) + "\", not \"" +
+             std::string(name_of(reader)) + "\"");
+}
+
 void check_balancing(Reader& r, const Read& read, const U& u) {
-  if (u.balance == Balance::hash) return;
-  const std::string message = "has no effect: balance is \"" + std::string(name_of(u.balance)) + "\", not \"hash\"";
-  if (read.present<&U::hash_key>()) r.warn(read.where<&U::hash_key>(), read.path<&U::hash_key>(), message);
-  if (read.present<&U::hash_balance_factor>())
-    r.warn(read.where<&U::hash_balance_factor>(), read.path<&U::hash_balance_factor>(), message);
+  warn_unread<&U::hash_key>(r, read, u, Balance::hash);
+  warn_unread<&U::hash_balance_factor>(r, read, u, Balance::hash);
+  warn_unread<&U::decay>(r, read, u, Balance::least_time);
 }
 
 U read_upstream(Reader& r, const toml::table& table, const std::string& name, const std::string& path) {

@@ -44,6 +44,15 @@ void report_attempt(const Upstream& upstream, Endpoint& ep, unsigned worker, con
   if (t) health::log_transition(upstream.name(), ep, *t);
 }
 
+void record_first_byte_time(const Upstream& upstream, Endpoint& ep, const AttemptRecord& record) {
+  // Only least_time reads the estimate: other policies' requests pay neither its exp() nor its
+  // compare-and-swap.
+  if (upstream.config().balance != config::Balance::least_time) return;
+  if (record.first_byte == Clock::time_point{}) return;  // no answer began: nothing to time
+  ep.first_byte_time().observe(record.first_byte - record.attempt_start, record.first_byte,
+                               upstream.config().decay);
+}
+
 namespace {
 
 // True when every server is draining (an operator took them all out, not their health).
@@ -168,6 +177,7 @@ Forwarder::Step Forwarder::begin_attempt(std::uint32_t index, bool reserved) {
 AfterAttempt Forwarder::after(Endpoint& ep, const Failure& last, bool replayable,
                               std::string_view retry_after) {
   report_attempt(upstream_, ep, worker_, last);
+  record_first_byte_time(upstream_, ep, record_);
   last_ = last;
   facts_.body_kept = replayable;
   const auto& retry = upstream_.config().retry;

@@ -93,6 +93,7 @@ json::object server_status(const Endpoint& ep, const config::ServerConfig& serve
     requests += ep.sum_counters(workers, [c](const EndpointCounters& k) -> const auto& { return k.responses[c]; });
   so["requests"] = requests;
   so["failures"] = ep.sum_counters(workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
+  so["first_byte_ewma_ms"] = ep.first_byte_time().last() / 1e6;  // 0: never answered
   if (ep.has_health()) add_health(so, ep, now);
   return so;
 }

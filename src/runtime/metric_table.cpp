@@ -262,6 +262,10 @@ constexpr MetricFamily families[] = {
    .samples = duration_samples},
   {.name = "sluice_upstream_in_flight", .type = gauge, .help = "Requests in flight to a server, across workers.",
    .per_server = [](const Scrape&, const Endpoint& ep) { return static_cast<double>(ep.in_flight()); }},
+  {.name = "sluice_upstream_first_byte_ewma_seconds", .type = gauge,
+   .help = "A least_time server's time to first response byte, peak EWMA (its estimate); 0 = none yet, or "
+           "another policy.",
+   .per_server = [](const Scrape&, const Endpoint& ep) { return ep.first_byte_time().last() / 1e9; }},
   {.name = "sluice_tunnels", .type = gauge,
    .help = "Upgrade tunnels (WebSocket) open to a server, across workers; also counted in "
            "sluice_upstream_in_flight.",

@@ -132,7 +132,7 @@ TEST_P(BackupPolicies, PanicIgnoresHealthButNotDrainingLimitsOrTried) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, BackupPolicies,
-                         ::testing::Values("round_robin", "weighted", "least_conn", "hash"));
+                         ::testing::Values("round_robin", "weighted", "least_conn", "hash", "p2c", "least_time"));
 
 TEST(Backup, RoundRobinTiersKeepTheirOwnOrder) {
   auto p = mixed_pool();
@@ -173,7 +173,7 @@ TEST(Registry, KnowsEveryPolicy) {
   const auto& words = config::Words<config::Balance>::words;
   const std::vector<std::string_view> names(words.begin(), words.end());
   EXPECT_EQ(names,
-            (std::vector<std::string_view>{"round_robin", "weighted", "least_conn", "hash"}));
+            (std::vector<std::string_view>{"round_robin", "weighted", "least_conn", "hash", "p2c", "least_time"}));
   EXPECT_EQ(config::from_name<config::Balance>("random"), std::nullopt);
   TestPool p(2);
   config::UpstreamConfig cfg;

@@ -400,7 +400,7 @@ upstream = "a"
                     "test.toml:5:11: upstreams.a.balance: unknown balance policy 'round_robbin'; "
                     "did you mean 'round_robin'?",
                     "test.toml:7:11: upstreams.b.balance: unknown balance policy 'random'; "
-                    "expected one of: round_robin, weighted, least_conn, hash"}));
+                    "expected one of: round_robin, weighted, least_conn, hash, p2c, least_time"}));
 }
 
 TEST(ConfigLoader, DuplicateServerIdentitiesInOneUpstream) {
@@ -567,7 +567,7 @@ weight = 0
           "info, warn, error",
           "test.toml:11:12: route[0].upstream: unknown upstream 'missing'; expected one of: app",
           "test.toml:14:11: upstreams.app.balance: unknown balance policy 'fastest'; expected "
-          "one of: round_robin, weighted, least_conn, hash",
+          "one of: round_robin, weighted, least_conn, hash, p2c, least_time",
           "test.toml:18:10: upstreams.app.servers[0].weight: must be between 1 and 1000, got 0; "
           "to take a server out of rotation, drain it instead of setting weight 0"}));
 }

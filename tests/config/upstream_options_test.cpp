@@ -221,3 +221,26 @@ TEST(ConfigUpstreamOptions, KeysWithoutEffectUnderThePolicyAreWarnedAbout) {
 
 }  // namespace
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(ConfigUpstreamOptions, DecayIsReadForLeastTimeAndWarnedAboutElsewhere) {
+  const auto d = load_string("[upstreams.app]\nbalance = \"least_time\"\n", "test.toml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.config->upstreams.at(0).decay, std::chrono::seconds(10));
+  const auto lt = load_string("[upstreams.app]\nbalance = \"least_time\"\ndecay = \"3s\"\n", "test.toml");
+  ASSERT_TRUE(lt.ok());
+  EXPECT_EQ(lt.config->upstreams.at(0).balance, Balance::least_time);
+  EXPECT_EQ(lt.config->upstreams.at(0).decay, std::chrono::seconds(3));
+  EXPECT_TRUE(lt.warnings.empty());
+  const auto p2c = load_string("[upstreams.app]\nbalance = \"p2c\"\ndecay = \"3s\"\n", "test.toml");
+  ASSERT_TRUE(p2c.ok());
+  ASSERT_EQ(p2c.warnings.size(), 1u);
+  EXPECT_EQ(p2c.warnings[0].to_string(),
+            "test.toml:3:9: upstreams.app.decay: has no effect: balance is \"p2c\", not \"least_time\"");
+  EXPECT_FALSE(load_string("[upstreams.app]\ndecay = \"0s\"\n", "test.toml").ok());
+}
+
+}  // namespace
+}  // namespace sluice::config

@@ -123,6 +123,7 @@ asio::awaitable<void> connection::run() {
     // SIGKILLs the origin must count a request that was read but never answered).
     if (r == route::normal && state_.exec_log_enabled()) log_execution();
     if (r == route::normal && !bad_knob && state_.take_failure()) k.close = close_mode::mid;
+    if (r == route::normal && !bad_knob) k.delay_ms += state_.take_slow_delay_ms();
 
     if (!co_await respond(r, k, bad_knob, parser_->keep_alive())) co_return;
     // A long pipelined burst would otherwise pile all of its responses up in memory.

@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
     state.set_exec_log(fd);  // open for the life of the process
   }
   state.set_fail_every(opts.fail_every);
+  state.set_slow(opts.slow_percent, opts.slow_ms);
   std::vector<std::unique_ptr<worker>> workers;
   for (unsigned i = 0; i < opts.threads; ++i)
     workers.push_back(std::make_unique<worker>(state, opts.idle_timeout));

@@ -10,7 +10,7 @@ namespace sluice::origin {
 
 const char* const usage =
     "usage: sluice-origin --listen ADDR:PORT --name NAME [--threads N] [--idle-timeout SECONDS]\n"
-    "                     [--exec-log PATH] [--fail-every N]\n"
+    "                     [--exec-log PATH] [--fail-every N] [--slow PERCENT:MS]\n"
     "  ADDR is an IP address (127.0.0.1, ::1 or [::1]); PORT 0 picks a free port.\n"
     "  Prints 'listening ADDR:PORT' once bound. See docs/origin.md for the request knobs.\n";
 
@@ -94,6 +94,14 @@ options parse_options(int argc, char** argv) {
       const auto n = parse_decimal(value);
       if (!n || *n < 1) throw std::invalid_argument("--fail-every: expected N >= 1, got '" + value + "'");
       o.fail_every = *n;
+    } else if (arg == "--slow") {
+      const auto colon = value.find(':');
+      const auto percent = parse_decimal(value.substr(0, colon));
+      const auto ms = colon == std::string::npos ? std::nullopt : parse_decimal(value.substr(colon + 1));
+      if (!percent || !ms || *percent > 100 || *ms > 86'400'000)
+        throw std::invalid_argument("--slow: expected PERCENT:MS (0..100, milliseconds <= 1 day), got '" + value + "'");
+      o.slow_percent = *percent;
+      o.slow_ms = *ms;
     } else {
       throw std::invalid_argument("unknown argument '" + std::string(arg) + "'");
     }

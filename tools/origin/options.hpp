@@ -16,6 +16,8 @@ struct options {
   std::optional<std::chrono::milliseconds> idle_timeout;
   std::string exec_log;         // "" = no execution log
   std::uint64_t fail_every = 0;  // 0 = never cut a response
+  std::uint64_t slow_percent = 0;  // --slow PERCENT:MS; 0 = no answer slowed
+  std::uint64_t slow_ms = 0;
   bool help = false;
 };
 

@@ -43,6 +43,19 @@ class origin_state {
            (answers_.fetch_add(1, std::memory_order_relaxed) + 1) % fail_every_ == 0;
   }
 
+  // --slow PERCENT:MS: that share of the requests on the normal route wait MS longer (added to
+  // any `delay` knob), spread evenly: answer n is slow when floor(n x PERCENT / 100) moves, so 25
+  // makes every 4th one slow. 0 ms for the others, and always when PERCENT is 0.
+  void set_slow(std::uint64_t percent, std::uint64_t ms) {
+    slow_percent_ = percent;
+    slow_ms_ = ms;
+  }
+  std::uint64_t take_slow_delay_ms() {
+    if (slow_percent_ == 0) return 0;
+    const auto n = slow_answers_.fetch_add(1, std::memory_order_relaxed) + 1;
+    return (n * slow_percent_) / 100 != ((n - 1) * slow_percent_) / 100 ? slow_ms_ : 0;
+  }
+
   // The /stats document, serialized.
   std::string stats_json() const;
   // Zeroes the cumulative counters; the gauges (open connections, in flight) stay true, and the
@@ -63,6 +76,9 @@ class origin_state {
   int exec_log_fd_ = -1;
   std::uint64_t fail_every_ = 0;
   std::atomic<std::uint64_t> answers_{0};
+  std::uint64_t slow_percent_ = 0;
+  std::uint64_t slow_ms_ = 0;
+  std::atomic<std::uint64_t> slow_answers_{0};
 };
 
 // Counts one request as in flight for as long as it lives, so every exit path (client gone,

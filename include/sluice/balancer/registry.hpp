@@ -10,6 +10,7 @@
 
 #include "sluice/balancer/balancer.hpp"
 #include "sluice/config/config.hpp"
+#include "sluice/core/clock.hpp"
 #include "sluice/core/per_worker.hpp"
 
 namespace sluice {
@@ -23,6 +24,12 @@ struct BalancerOptions {
   bool slow_start = false;
   // Workers that will pick (server.workers): each gets its own cursor slot (core/per_worker.hpp).
   unsigned workers = default_worker_slots;
+  // p2c, least_time: the random streams' seed (tests fix it; make_balancer from a config draws
+  // one from std::random_device).
+  std::uint64_t seed = 0;
+  // least_time: the upstream's `decay`, and the clock its estimates are read on (null: steady).
+  Clock::duration decay = std::chrono::seconds(10);
+  const Clock* clock = nullptr;
 };
 
 // One policy's factory, defined (specialized) in the policy's own file. round_robin honours

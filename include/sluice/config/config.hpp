@@ -383,7 +383,7 @@ struct RetryConfig {
 // The `balance` values: the loader accepts these, balancer/registry makes one for each. Here,
 // below balancer/, so that the loader needs no balancer code.
 // One row per policy; the policy's file defines its factory (balancer/registry.hpp).
-#define SLUICE_BALANCE_POLICIES(X) X(round_robin) X(weighted) X(least_conn) X(hash)
+#define SLUICE_BALANCE_POLICIES(X) X(round_robin) X(weighted) X(least_conn) X(hash) X(p2c) X(least_time)
 #define SLUICE_BALANCE_ENUMERATOR(name) name,
 #define SLUICE_BALANCE_WORD(name) std::string_view(#name),
 enum class Balance : std::uint8_t { SLUICE_BALANCE_POLICIES(SLUICE_BALANCE_ENUMERATOR) };
@@ -412,6 +412,9 @@ struct UpstreamConfig {
   // Balancing (see docs/balancing.md).
   HashKeySpec hash_key;                // client_ip | uri | header:NAME | cookie:NAME | query:NAME
   double hash_balance_factor = 0;      // 0 = off
+  // least_time: how fast answers lower a server's time-to-first-byte estimate (its EWMA's time
+  // constant), and how long an estimate lasts without a sample.
+  Duration decay{std::chrono::seconds(10)};
   std::uint32_t queue_size = 0;
   Duration queue_timeout{std::chrono::seconds(5)};
   RetryConfig retry;

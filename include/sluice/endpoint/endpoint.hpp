@@ -14,6 +14,7 @@
 #include <boost/asio/ip/tcp.hpp>
 
 #include "sluice/core/per_worker.hpp"
+#include "sluice/endpoint/peak_ewma.hpp"
 #include "sluice/config/config.hpp"
 #include "sluice/config/failure.hpp"
 #include "sluice/endpoint/outcomes.hpp"
@@ -174,6 +175,11 @@ public:
   void begin_tunnel() noexcept { tunnels_.fetch_add(1, std::memory_order_relaxed); }
   void end_tunnel() noexcept { tunnels_.fetch_sub(1, std::memory_order_relaxed); }
 
+  // Time to the first response byte (peak EWMA), fed by the forwarder after each attempt that
+  // got one; least_time reads it, /metrics and /api/status show it.
+  PeakEwma& first_byte_time() noexcept { return first_byte_time_; }
+  const PeakEwma& first_byte_time() const noexcept { return first_byte_time_; }
+
   // A backup server receives requests only while no primary can take them. Balancers read the
   // flag when they are built (control thread), so a change takes effect at the next snapshot.
   bool backup() const noexcept { return backup_.load(std::memory_order_relaxed); }
@@ -216,6 +222,7 @@ private:
   std::atomic<std::uint32_t> max_conns_{0};
   alignas(64) std::atomic<std::int64_t> in_flight_{0};
   std::atomic<std::int64_t> tunnels_{0};  // changes once per tunnel: shares in_flight_'s line
+  PeakEwma first_byte_time_;  // written once per answered attempt, beside in_flight_'s writes
 };
 
 }  // namespace sluice

@@ -92,6 +92,12 @@ struct AttemptRecord {
 // for a failure that is not the server's (a stale pooled connection, the client's, sluice's own).
 void report_attempt(const Upstream& upstream, Endpoint& ep, unsigned worker, const Failure& f);
 
+// The attempt's time to its first response byte, into the server's estimate (Endpoint::
+// first_byte_time(), which least_time reads), for least_time upstreams only. An
+// attempt that got no byte of an answer (refused, reset, timed out) gives no sample: passive
+// health and the in-flight count are what steer away from those.
+void record_first_byte_time(const Upstream& upstream, Endpoint& ep, const AttemptRecord& record);
+
 // Ends an in-flight count on a server (begun by Endpoint::try_begin_request or begin_request),
 // however it ends: an attempt's, or a tunnel's (TunnelHandoff), which moves with its streams.
 class InFlight {
