@@ -5,17 +5,6 @@
 
 namespace sluice::health {
 
-std::string describe(const LiveResult& result) {
-  if (!result.detail.empty()) return std::string(result.detail);
-  switch (result.kind) {
-    case LiveResult::Kind::response: return std::to_string(result.status);
-    case LiveResult::Kind::connect: return "connect";
-    case LiveResult::Kind::timeout: return "timeout";
-    case LiveResult::Kind::reset: return "reset";
-  }
-  return "unknown";
-}
-
 std::optional<FailureItem> parse_failure_item(std::string_view item, std::string* why) {
   using W = FailureItem::Word;
   constexpr std::array<std::pair<std::string_view, W>, 4> words{
@@ -40,10 +29,10 @@ std::optional<FailureItem> parse_failure_item(std::string_view item, std::string
 
 void FailOn::add(const FailureItem& item) {
   switch (item.word) {
-    case FailureItem::Word::connect: connect_ = true; break;
-    case FailureItem::Word::refused: refused_ = true; break;
-    case FailureItem::Word::reset: reset_ = true; break;
-    case FailureItem::Word::timeout: timeout_ = true; break;
+    case FailureItem::Word::connect: words_.connect = true; break;
+    case FailureItem::Word::refused: words_.refused = true; break;
+    case FailureItem::Word::reset: words_.reset = true; break;
+    case FailureItem::Word::timeout: words_.timeout = true; break;
     case FailureItem::Word::none: statuses_.merge(item.statuses); break;
   }
 }
@@ -64,17 +53,8 @@ FailOn FailOn::of(std::span<const std::string_view> items) {
   return f;
 }
 
-bool FailOn::counts(const LiveResult& result) const noexcept {
-  switch (result.kind) {
-    case LiveResult::Kind::response: return statuses_.match(result.status);
-    // The session words a refused connect "connect refused" (see describe()).
-    case LiveResult::Kind::connect: return connect_ || (refused_ && result.detail == "connect refused");
-    // A connect that timed out is a connect failure too, as for retry.on (docs/configuration.md).
-    case LiveResult::Kind::timeout:
-      return timeout_ || (connect_ && result.detail == "connect timeout");
-    case LiveResult::Kind::reset: return reset_;
-  }
-  return false;
+bool FailOn::counts(const Failure& f) const noexcept {
+  return f.failed() ? names(words_, f.kind) : statuses_.match(f.status);
 }
 
 std::string FailOn::to_string() const {
@@ -83,10 +63,10 @@ std::string FailOn::to_string() const {
     if (!out.empty()) out += ',';
     out += s;
   };
-  if (connect_) add("connect");
-  if (refused_) add("refused");
-  if (timeout_) add("timeout");
-  if (reset_) add("reset");
+  if (words_.connect) add("connect");
+  if (words_.refused) add("refused");
+  if (words_.timeout) add("timeout");
+  if (words_.reset) add("reset");
   if (!statuses_.empty()) add(statuses_.to_string());
   return out;
 }

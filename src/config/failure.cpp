@@ -24,22 +24,36 @@ bool stale_connection(const Failure& f) noexcept {
          (f.kind == FailureKind::reset_before_send || f.kind == FailureKind::reset_after_send);
 }
 
-std::optional<LiveResult> live_result(const Failure& f) noexcept {
-  if (f.source != FailureSource::upstream || stale_connection(f)) return std::nullopt;
-  switch (f.kind) {
-    case FailureKind::none: return LiveResult::response(f.status);
-    case FailureKind::connect_refused: return LiveResult::connect_failure("connect refused");
-    case FailureKind::connect_timeout: return LiveResult::timeout("connect timeout");
-    case FailureKind::connect_error: return LiveResult::connect_failure("connect failed");
-    case FailureKind::response_timeout: return LiveResult::timeout("response timeout");
-    case FailureKind::send_timeout: return LiveResult::timeout("send timeout");
-    case FailureKind::bad_response: return LiveResult::response(502);
-    case FailureKind::client_failed: return std::nullopt;
-    case FailureKind::reset_before_send:
-    case FailureKind::reset_after_send:
-    case FailureKind::tls_failed: break;
+bool tells_of_server(const Failure& f) noexcept {
+  return f.source == FailureSource::upstream && f.kind != FailureKind::client_failed && !stale_connection(f);
+}
+
+bool names(const FailureWords& w, FailureKind kind) noexcept {
+  using F = FailureKind;
+  switch (kind) {
+    case F::connect_refused: return w.connect || w.refused;
+    case F::connect_timeout: return w.connect || w.timeout;
+    case F::connect_error:
+    case F::tls_failed: return w.connect;
+    case F::reset_before_send:
+    case F::reset_after_send:
+    case F::bad_response: return w.reset;
+    case F::response_timeout:
+    case F::send_timeout: return w.timeout;
+    case F::client_failed:
+    case F::none: break;
   }
-  return LiveResult::reset("connection reset");
+  return false;
+}
+
+std::string describe_live(const Failure& f) {
+  switch (f.kind) {
+    case FailureKind::none: return std::to_string(f.status);
+    case FailureKind::reset_before_send:
+    case FailureKind::reset_after_send: return "connection reset";
+    case FailureKind::send_timeout: return "send timeout";
+    default: return std::string(describe(f.kind));
+  }
 }
 
 }  // namespace sluice::health

@@ -239,7 +239,7 @@ std::optional<Transition> ServerHealth::trial_succeeded() {
   return settle(clock_.now(), Outcome{HealthEvent::recovered, "half-open request succeeded"});
 }
 
-std::optional<Transition> ServerHealth::live_failure(const LiveResult& result) {
+std::optional<Transition> ServerHealth::live_failure(const Failure& failure) {
   std::lock_guard lock(mutex_);
   if (window_.max_fails() == 0) return std::nullopt;
   // Stragglers sent before the verdict: they tell nothing new.
@@ -250,7 +250,7 @@ std::optional<Transition> ServerHealth::live_failure(const LiveResult& result) {
   const auto now = clock_.now();
   if (ejection_.phase() == Ejection::Phase::half_open) {
     window_.record(now);
-    return settle(now, eject(now, "half-open request failed: " + describe(result)));
+    return settle(now, eject(now, "half-open request failed: " + describe_live(failure)));
   }
   if (!window_.record(now)) {
     // The first failure of a window is worth a line at info (an operator sees a server start to
@@ -258,11 +258,11 @@ std::optional<Transition> ServerHealth::live_failure(const LiveResult& result) {
     if (window_.count(now) != 1) return std::nullopt;
     return Transition{HealthEvent::failure_noted, state_, state_,
                       "failure 1 of " + std::to_string(window_.max_fails()) + " in " +
-                          format(window_.fail_timeout()) + ": " + describe(result),
+                          format(window_.fail_timeout()) + ": " + describe_live(failure),
                       now};
   }
   const auto cause = std::to_string(window_.max_fails()) + " failures in " +
-                     format(window_.fail_timeout()) + ": " + describe(result);
+                     format(window_.fail_timeout()) + ": " + describe_live(failure);
   return settle(now, eject(now, cause));
 }
 

@@ -35,12 +35,9 @@ Clock::duration pooled_idle_time(Clock::duration keepalive_timeout,
 
 
 void report_attempt(const Upstream& upstream, Endpoint& ep, unsigned worker, const Failure& f) {
-  const auto result = health::live_result(f);
-  if (!result || !ep.has_health()) return;
-  if (result->kind != health::LiveResult::Kind::response)
-    EndpointCounters::bump(ep.counters(worker).failures);
-  const auto t = upstream.fail_on().counts(*result) ? ep.health().live_failure(*result)
-                                                     : ep.health().live_success();
+  if (!health::tells_of_server(f) || !ep.has_health()) return;
+  if (f.failed()) EndpointCounters::bump(ep.counters(worker).failures);
+  const auto t = upstream.fail_on().counts(f) ? ep.health().live_failure(f) : ep.health().live_success();
   if (t) health::log_transition(upstream.name(), ep, *t);
 }
 

@@ -58,20 +58,7 @@ bool never_reached_server(const Failure& a) {
 }
 
 bool is_listed(const config::RetryConfig& p, const Failure& a) {
-  using F = FailureKind;
-  switch (a.kind) {
-    case F::connect_refused: return p.on_connect || p.on_refused;
-    case F::connect_timeout: return p.on_connect || p.on_timeout;
-    case F::connect_error:
-    case F::tls_failed: return p.on_connect;  // part of setting the connection up
-    case F::reset_before_send:
-    case F::reset_after_send: return p.on_reset;
-    case F::response_timeout:
-    case F::send_timeout: return p.on_timeout;
-    case F::bad_response: return p.on_reset;  // a broken answer is as good as a reset one
-    case F::client_failed: return false;
-    case F::none: break;
-  }
+  if (a.failed()) return health::names({p.on_connect, p.on_refused, p.on_timeout, p.on_reset}, a.kind);
   return std::find(p.on_status.begin(), p.on_status.end(), a.status) != p.on_status.end();
 }
 

@@ -45,7 +45,7 @@ TEST_F(SavedHealthTest, DownByProbesStartsDownAndNeedsRisePasses) {
 
 TEST_F(SavedHealthTest, EjectionResumesForTheTimeItHadLeft) {
   ServerHealth old(before, policy(), nullptr, clock);
-  for (int i = 0; i < 3; ++i) old.live_failure(LiveResult::response(502));
+  for (int i = 0; i < 3; ++i) old.live_failure(Failure::answered(502));
   ASSERT_EQ(before.state(), ServerState::ejected);  // level 1: 10 s
   clock.advance(4s);
   const auto saved = old.saved();
@@ -62,14 +62,14 @@ TEST_F(SavedHealthTest, EjectionResumesForTheTimeItHadLeft) {
   h.tick();
   EXPECT_EQ(h.status().passive_phase, Ejection::Phase::half_open);
   // The back-off level came along: a failed trial ejects for 20 s, not 10 s.
-  h.live_failure(LiveResult::response(502));
+  h.live_failure(Failure::answered(502));
   EXPECT_EQ(h.status().ejection_level, 2u);
   EXPECT_EQ(h.status().ejected_until, clock.now() + 20s);
 }
 
 TEST_F(SavedHealthTest, EjectionRespectsMaxEjectedPercent) {
   ServerHealth old(before, policy(), nullptr, clock);
-  for (int i = 0; i < 3; ++i) old.live_failure(LiveResult::response(502));
+  for (int i = 0; i < 3; ++i) old.live_failure(Failure::answered(502));
   auto guard = std::make_shared<EjectionGuard>(2, 0);  // max_ejected_percent = 0: none
   ServerHealth h(after, policy(), guard, clock);
   h.restore(old.saved());

@@ -51,7 +51,7 @@ protected:
     std::optional<Transition> last;
     for (int i = 0; i < n; ++i) {
       if (i != 0) clock.advance(1s);
-      last = h.live_failure(LiveResult::response(status));
+      last = h.live_failure(Failure::answered(status));
     }
     return last;
   }
@@ -140,11 +140,11 @@ TEST_F(HealthServer, ASingleServerPoolIsMarkedDownLikeAnyOther) {
 
 TEST_F(HealthServer, PassiveFailuresWithinTheWindowEject) {
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
-  EXPECT_EQ(h.live_failure(LiveResult::response(502))->event, HealthEvent::failure_noted);
+  EXPECT_EQ(h.live_failure(Failure::answered(502))->event, HealthEvent::failure_noted);
   clock.advance(5s);
-  EXPECT_FALSE(h.live_failure(LiveResult::response(502)));
+  EXPECT_FALSE(h.live_failure(Failure::answered(502)));
   clock.advance(5s);
-  const auto t = h.live_failure(LiveResult::response(502));
+  const auto t = h.live_failure(Failure::answered(502));
   ASSERT_TRUE(t);
   EXPECT_EQ(t->event, HealthEvent::ejected);
   EXPECT_EQ(t->from, ServerState::up);
@@ -157,25 +157,25 @@ TEST_F(HealthServer, PassiveFailuresWithinTheWindowEject) {
 
 TEST_F(HealthServer, PassiveFailuresSpreadOverElevenSecondsDoNot) {
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
-  EXPECT_EQ(h.live_failure(LiveResult::connect_failure("connect refused"))->event,
+  EXPECT_EQ(h.live_failure(Failure::of(FailureKind::connect_refused))->event,
             HealthEvent::failure_noted);
   clock.advance(5500ms);
-  EXPECT_FALSE(h.live_failure(LiveResult::connect_failure("connect refused")));
+  EXPECT_FALSE(h.live_failure(Failure::of(FailureKind::connect_refused)));
   clock.advance(5500ms);
-  EXPECT_FALSE(h.live_failure(LiveResult::connect_failure("connect refused")));
+  EXPECT_FALSE(h.live_failure(Failure::of(FailureKind::connect_refused)));
   EXPECT_EQ(endpoint.state(), ServerState::up);
   EXPECT_EQ(h.status().recent_failures, 2u);
   clock.advance(4s);
-  EXPECT_EQ(h.live_failure(LiveResult::connect_failure("connect refused"))->reason,
+  EXPECT_EQ(h.live_failure(Failure::of(FailureKind::connect_refused))->reason,
             "3 failures in 10s: connect refused; ejected for 10s");
 }
 
 TEST_F(HealthServer, SuccessesDoNotResetTheWindow) {
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
-  h.live_failure(LiveResult::timeout());
+  h.live_failure(Failure::of(FailureKind::response_timeout));
   for (int i = 0; i < 100; ++i) EXPECT_FALSE(h.live_success());
-  h.live_failure(LiveResult::timeout());
-  EXPECT_EQ(h.live_failure(LiveResult::timeout())->event, HealthEvent::ejected);
+  h.live_failure(Failure::of(FailureKind::response_timeout));
+  EXPECT_EQ(h.live_failure(Failure::of(FailureKind::response_timeout))->event, HealthEvent::ejected);
 }
 
 TEST_F(HealthServer, HalfOpenRequestSuccessRestores) {
@@ -212,7 +212,7 @@ TEST_F(HealthServer, HalfOpenFailureReejectsWithDoubledTimeUpToTheCap) {
   for (int i = 0; i < 6; ++i) {
     clock.set(h.next_deadline());
     ASSERT_EQ(h.tick()->event, HealthEvent::half_open);
-    const auto t = h.live_failure(LiveResult::response(503));  // one request decides
+    const auto t = h.live_failure(Failure::answered(503));  // one request decides
     ASSERT_TRUE(t);
     EXPECT_EQ(t->event, HealthEvent::reejected);
     EXPECT_EQ(t->from, ServerState::up);
@@ -236,7 +236,7 @@ TEST_F(HealthServer, LateResultsWhileEjectedAreIgnored) {
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
   fail_live(h);
   for (int i = 0; i < 10; ++i) {
-    EXPECT_FALSE(h.live_failure(LiveResult::reset()));
+    EXPECT_FALSE(h.live_failure(Failure::of(FailureKind::reset_after_send)));
     EXPECT_FALSE(h.live_success());
   }
   clock.advance(10s);
@@ -397,9 +397,9 @@ std::vector<HealthEvent> eject_all(std::size_t pool, ManualClock& clock) {
   }
   std::vector<HealthEvent> events;
   for (auto& s : servers) {
-    s->live_failure(LiveResult::response(502));
-    s->live_failure(LiveResult::response(502));
-    events.push_back(s->live_failure(LiveResult::response(502))->event);
+    s->live_failure(Failure::answered(502));
+    s->live_failure(Failure::answered(502));
+    events.push_back(s->live_failure(Failure::answered(502))->event);
   }
   std::size_t available = 0;
   for (auto& e : endpoints) available += e->available() ? 1 : 0;
@@ -434,7 +434,7 @@ TEST_F(HealthServer, RefusalIsReportedAndTheServerStaysIn) {
   EXPECT_TRUE(endpoint.available());
   EXPECT_EQ(guard->refusals(), 1u);
   // Still failing: every further failure that finds the window full is refused (and counted).
-  EXPECT_EQ(h.live_failure(LiveResult::response(502))->event, HealthEvent::ejection_refused);
+  EXPECT_EQ(h.live_failure(Failure::answered(502))->event, HealthEvent::ejection_refused);
   EXPECT_EQ(guard->refusals(), 2u);
 }
 
@@ -480,9 +480,9 @@ TEST_F(HealthServer, SlotsComeBackWhenEjectionsExpire) {
   clock.set(a.next_deadline());
   a.tick();  // a is half-open: back in service, slot released
   EXPECT_EQ(guard->ejected(), 0u);
-  EXPECT_EQ(b.live_failure(LiveResult::response(502))->event, HealthEvent::ejected);
+  EXPECT_EQ(b.live_failure(Failure::answered(502))->event, HealthEvent::ejected);
   // a's trial fails, but b holds the only slot now.
-  const auto t = a.live_failure(LiveResult::response(502));
+  const auto t = a.live_failure(Failure::answered(502));
   EXPECT_EQ(t->event, HealthEvent::ejection_refused);
   EXPECT_EQ(a.status().passive_phase, Ejection::Phase::serving);
 }
@@ -549,7 +549,7 @@ TEST_F(HealthServer, WorkersReportingConcurrentlyKeepTheInvariants) {
       started.fetch_add(1);
       for (unsigned i = 0; !stop.load(); ++i) {
         auto& s = *servers[(i + w) % servers.size()];
-        const auto t = (i % 3 == 0) ? s.live_failure(LiveResult::response(502)) : s.live_success();
+        const auto t = (i % 3 == 0) ? s.live_failure(Failure::answered(502)) : s.live_success();
         if (t) transitions.fetch_add(1);
       }
     });
@@ -593,13 +593,13 @@ TEST(HealthFailureNotice, TheFirstFailureOfAWindowIsANoticeWithoutAStateChange) 
   ManualClock clock;
   Endpoint endpoint = make_endpoint("a");
   ServerHealth h(endpoint, passive_only(), nullptr, clock);
-  const auto first = h.live_failure(LiveResult::connect_failure("connect refused"));
+  const auto first = h.live_failure(Failure::of(FailureKind::connect_refused));
   ASSERT_TRUE(first);
   EXPECT_EQ(first->event, HealthEvent::failure_noted);
   EXPECT_EQ(first->from, ServerState::up);
   EXPECT_EQ(first->to, ServerState::up);
   EXPECT_EQ(first->reason, "failure 1 of 3 in 10s: connect refused");
-  EXPECT_FALSE(h.live_failure(LiveResult::connect_failure("connect refused")));  // the second: quiet
+  EXPECT_FALSE(h.live_failure(Failure::of(FailureKind::connect_refused)));  // the second: quiet
   EXPECT_FALSE(h.status().last_event);  // a notice is not a transition of state
 }
 
@@ -614,7 +614,7 @@ TEST(HealthEjectionGuardHandOver, DownByProbesKeepsItsSlotUntilItComesUp) {
   ServerHealth hb(b, both(), guard, clock);
   const auto fail3 = [&](ServerHealth& h) {
     std::optional<Transition> last;
-    for (int i = 0; i < 3; ++i) last = h.live_failure(LiveResult::response(502));
+    for (int i = 0; i < 3; ++i) last = h.live_failure(Failure::answered(502));
     return last;
   };
   EXPECT_EQ(fail3(ha)->event, HealthEvent::ejected);

@@ -2,7 +2,8 @@
 // One failed (or answered) attempt on one server, as a value built where the I/O failed
 // (Pingora's `Error { etype, esource, retry }`, HAProxy's SF_ERR_* + PR_RE_*). What follows from
 // it is a function of it, each in one place:
-//  - whether it counts against the server (passive health): health::live_result() below;
+//  - whether it tells of the server (passive health): tells_of_server() below; whether it counts
+//    against it: the upstream's FailOn (fail_on.hpp), through names() below like `retry.on`;
 //  - whether it may be retried and why not: proxy::eligibility() (proxy/retry.hpp);
 //  - the status and Sluice-Error the client sees: proxy::status_of(), proxy::sluice_error()
 //    (proxy/failure.hpp).
@@ -10,10 +11,8 @@
 // the kinds and the prober can speak the same language. A plain value: no thread rules.
 #include <cstddef>
 #include <cstdint>
-#include <optional>
+#include <string>
 #include <string_view>
-
-#include "sluice/config/fail_on.hpp"
 
 namespace sluice::health {
 
@@ -71,9 +70,26 @@ std::string_view describe(FailureKind kind) noexcept;
 // byte, on a reset (not a timeout, not a bad answer). Not the server's failure.
 bool stale_connection(const Failure& f) noexcept;
 
-// What a passive health check hears of the attempt; nullopt when it says nothing about the
-// server (the client's failure, sluice's own, a stale pooled connection). Whether it counts
-// against the server is then the upstream's FailOn::counts().
-std::optional<LiveResult> live_result(const Failure& f) noexcept;
+// Whether the attempt tells anything of the server's health: not the client's failure, not
+// sluice's own, not a stale pooled connection. Whether it counts against the server is then the
+// upstream's FailOn::counts().
+bool tells_of_server(const Failure& f) noexcept;
+
+// The words of a `passive.fail_on` or `retry.on` list, and the one mapping from failure kinds to
+// them that both lists use: `connect` names every failure to set the connection up (refused,
+// timed out, unreachable, its TLS handshake), `refused` a refused connect, `timeout` a connect,
+// response or send timeout, `reset` a connection that broke during the exchange or an answer
+// that could not be read (a malformed head). The client's failures are named by none.
+struct FailureWords {
+  bool connect = false;
+  bool refused = false;
+  bool timeout = false;
+  bool reset = false;
+};
+bool names(const FailureWords& words, FailureKind kind) noexcept;
+
+// A live failure in a health reason ("failure 1 of 3 in 10s: connect refused"): the answer's
+// status ("502"), else the failure's words.
+std::string describe_live(const Failure& f);
 
 }  // namespace sluice::health

@@ -180,7 +180,7 @@ public:
     return trial_succeeded();
   }
   // Any worker: one live request failed (per FailOn). Takes the lock.
-  std::optional<Transition> live_failure(const LiveResult& result);
+  std::optional<Transition> live_failure(const Failure& failure);
 
   // Control thread, at next_deadline(): ends expired ejections, advances the slow-start ramp.
   std::optional<Transition> tick();

@@ -1,7 +1,8 @@
 #pragma once
 // The proxy's side of a failed attempt (health/failure.hpp holds the value): the status and the
 // Sluice-Error the client is told, each a function of the Failure alone. Retry eligibility is
-// proxy/retry.hpp's eligibility(), passive health is health::live_result().
+// proxy/retry.hpp's eligibility(), passive health is health::tells_of_server() and the upstream's
+// FailOn.
 #include <string_view>
 
 #include "sluice/config/failure.hpp"

@@ -88,7 +88,8 @@ struct AttemptRecord {
   std::string_view servers_tried(ServersText& out) const;
 };
 
-// What an attempt says of the server's health (health::live_result), counted and logged: nothing
+// What an attempt says of the server's health (health::tells_of_server, then the upstream's
+// fail_on), counted and logged: nothing
 // for a failure that is not the server's (a stale pooled connection, the client's, sluice's own).
 void report_attempt(const Upstream& upstream, Endpoint& ep, unsigned worker, const Failure& f);
 
