@@ -137,16 +137,21 @@ TEST(AccessLogText, KeepsTheOldFieldsFirstAndAddsTheNewOnes) {
 TEST(AccessLog, ClientCertificateFieldsInBothFormatsAndHeldRecords) {
   auto r = full_record();
   r.retry = {};
-  r.client_cert_verify = "FAILED:certificate has expired";
-  r.client_cert_subject = "CN=bob,O=Ex \"q\"";
-  const auto json = formatted(HeldAccessRecord(r).record(), config::AccessLogFormat::json);
+  std::string verify = "FAILED:certificate has expired", subject = "CN=bob,O=Ex \"q\"";
+  r.client_cert_verify = verify;
+  r.client_cert_subject = subject;
+  const auto text = formatted(r, config::AccessLogFormat::text);
+  const HeldAccessRecord held(r);
+  // The held record has its own copy of the text.
+  verify.assign(verify.size(), 'x');
+  subject.assign(subject.size(), 'x');
+  const auto json = formatted(held.record(), config::AccessLogFormat::json);
   EXPECT_TRUE(json.ends_with("\"client_cert_verify\":\"FAILED:certificate has expired\","
                              "\"client_cert_subject\":\"CN=bob,O=Ex \\\"q\\\"\"}"))
       << json;
-  EXPECT_TRUE(formatted(r, config::AccessLogFormat::text)
-                  .ends_with(" first_byte=12.877ms client_cert=\"FAILED:certificate has expired\" "
+  EXPECT_TRUE(text.ends_with(" first_byte=12.877ms client_cert=\"FAILED:certificate has expired\" "
                              "client_subject=\"CN=bob,O=Ex \\\"q\\\"\""))
-      << formatted(r, config::AccessLogFormat::text);
+      << text;
 }
 
 TEST(AccessLogTime, Rfc3339InUtcWithMilliseconds) {
