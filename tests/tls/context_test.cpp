@@ -1,5 +1,7 @@
 #include "sluice/tls/context.hpp"
 
+#include <algorithm>
+
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -289,6 +291,23 @@ TEST(ClientCertificates, RequiredFailsTheHandshakeOfAClientWithoutAValidOne) {
       if (version == TLS1_2_VERSION) EXPECT_TRUE(o.client);
     }
   }
+}
+
+// A certificate is the client's own text: whatever its names hold, what the variables show is a
+// valid header field value (no control byte, no space at either end), so no line is injected.
+TEST(ClientCertificates, NamesWithControlBytesAreEscaped) {
+  ClientCertCase c;
+  const auto evil = c.other.leaf("evil\r\nX-Injected: 1 ", "email:a\tb@example.com ");
+  const auto o = c.run(VerifyClient::optional, &evil);
+  ASSERT_FALSE(o.server) << o.server.message();
+  for (const auto& text : {o.seen.subject, o.seen.san, o.seen.verify}) {
+    EXPECT_FALSE(text.empty());
+    EXPECT_EQ(std::count_if(text.begin(), text.end(), [](char ch) { return ch < 0x20 || ch == 0x7f; }), 0) << text;
+    EXPECT_NE(text.front(), ' ') << text;
+    EXPECT_NE(text.back(), ' ') << text;
+  }
+  EXPECT_EQ(o.seen.san, "a\\x09b@example.com");
+  EXPECT_EQ(o.seen.subject, "CN=evil\\0D\\0AX-Injected: 1\\\\x20");  // RFC 2253 escapes, then ours
 }
 
 TEST(ClientCertificates, OffAsksForNone) {
