@@ -6,12 +6,14 @@ and a route with `require_client_cert` answering 403 to a client without a verif
 Every certificate is made by the test with the openssl CLI (test_tls.Pki); no key is checked in."""
 import http.client
 import json
+import re
+import signal
 import socket
 import ssl
 
 import pytest
 
-from conftest import sluice_config
+from conftest import metric, sluice_config, toml_table, wait_until
 from test_tls import Pki, openssl, tls_block, tls_port
 
 # Header rules that show the origin every variable of the client certificate.
@@ -69,11 +71,18 @@ def clients(tmp_path):
     return Clients(tmp_path)
 
 
+def config(o, clients, extra="", top=""):
+    return sluice_config([o], server_extra=tls_block([clients.listener], extra=extra),
+                         upstream_extra=SHOW_CERT, top=ROUTES + top, access="json")
+
+
+def asking(clients, mode):
+    return f'client_ca_file = "{clients.client_ca.ca}"\nverify_client = "{mode}"'
+
+
 def start(sluice, origins, clients, mode):
     [o] = origins(1)
-    extra = "" if mode is None else f'client_ca_file = "{clients.client_ca.ca}"\nverify_client = "{mode}"'
-    s = sluice(sluice_config([o], server_extra=tls_block([clients.listener], extra=extra),
-                             upstream_extra=SHOW_CERT, top=ROUTES, access="json"))
+    s = sluice(config(o, clients, "" if mode is None else asking(clients, mode)))
     return s, o, tls_port(s)
 
 
@@ -170,3 +179,28 @@ def test_required_ends_the_handshake_of_a_client_without_a_valid_certificate(slu
             assert alert in str(failure), (kind, failure)
     assert o.stats()["requests"] == before
     assert get(port, clients, "valid", "/secure/x")[0] == 200
+
+
+def test_a_reload_turns_verification_on_and_refuses_a_mode_without_its_ca(sluice, origins, clients):
+    """verify_client is live: a reload asking for "required" without client_ca_file is refused,
+    naming the key at its line, and the listener keeps serving as before; with the CA, the
+    reload takes effect on new connections."""
+    [o] = origins(1)
+    admin = toml_table("admin", listen="127.0.0.1:0")
+    s = sluice(config(o, clients, top=admin))
+    port = tls_port(s)
+    assert seen_at_origin(get(port, clients, "none")) == {}
+
+    s.config_path.write_text(config(o, clients, 'verify_client = "required"', top=admin))
+    s.proc.send_signal(signal.SIGHUP)
+    line = s.log.wait_for(r"reload rejected: .*verify_client")
+    assert re.search(rf'{re.escape(str(s.config_path))}:\d+:\d+: server\.tls\[0\]\.verify_client: '
+                     rf'verify_client = "required" needs client_ca_file', line), line
+    wait_until(lambda: metric(s, "sluice_config_reloads_total", result="failure") == 1, timeout=3)
+    assert seen_at_origin(get(port, clients, "none")) == {}
+
+    s.config_path.write_text(config(o, clients, asking(clients, "required"), top=admin))
+    s.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: metric(s, "sluice_config_reloads_total", result="success") == 1, timeout=3)
+    assert "CERTIFICATE_REQUIRED" in str(get(port, clients, "none"))
+    assert seen_at_origin(get(port, clients, "valid"))["X-Cert-Verify"] == "SUCCESS"
