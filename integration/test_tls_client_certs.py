@@ -86,20 +86,28 @@ def start(sluice, origins, clients, mode):
     return s, o, tls_port(s)
 
 
-def get(port, clients, kind, path="/?echo=1"):
+def get(port, clients, kind, path="/?echo=1", resume=None):
     """One request on a new TLS connection showing `kind`'s certificate: (status, headers, body),
-    or the ssl.SSLError / OSError that ended the connection instead."""
-    ctx = ssl.create_default_context(cafile=str(clients.server.ca))
-    ctx.maximum_version = clients.version
-    if clients.certs[kind] is not None:
-        ctx.load_cert_chain(*map(str, clients.certs[kind]))
+    or the ssl.SSLError / OSError that ended the connection instead. With `resume` (a dict), the
+    connection offers resume["session"] when there is one, and leaves its own session there and
+    whether it was resumed in resume["reused"]."""
+    ctx = (resume or {}).get("ctx")  # a session is resumed by the context that made it
+    if ctx is None:
+        ctx = ssl.create_default_context(cafile=str(clients.server.ca))
+        ctx.maximum_version = clients.version
+        if clients.certs[kind] is not None:
+            ctx.load_cert_chain(*map(str, clients.certs[kind]))
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
-                ctx.wrap_socket(raw, server_hostname="a.test") as tls:
+                ctx.wrap_socket(raw, server_hostname="a.test",
+                                session=(resume or {}).get("session")) as tls:
             tls.sendall(f"GET {path} HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n".encode())
             r = http.client.HTTPResponse(tls)
             r.begin()
-            return r.status, dict(r.getheaders()), r.read()
+            answer = r.status, dict(r.getheaders()), r.read()
+            if resume is not None:
+                resume.update(ctx=ctx, session=tls.session, reused=tls.session_reused)
+            return answer
     except (ssl.SSLError, OSError) as e:
         return e
 
@@ -204,3 +212,17 @@ def test_a_reload_turns_verification_on_and_refuses_a_mode_without_its_ca(sluice
     wait_until(lambda: metric(s, "sluice_config_reloads_total", result="success") == 1, timeout=3)
     assert "CERTIFICATE_REQUIRED" in str(get(port, clients, "none"))
     assert seen_at_origin(get(port, clients, "valid"))["X-Cert-Verify"] == "SUCCESS"
+
+
+@pytest.mark.parametrize("version", ["TLSv1_2", "TLSv1_3"])
+def test_a_resumed_session_keeps_the_certificate_of_its_full_handshake(sluice, origins, clients, version):
+    """A client resuming its session shows no certificate again: what the full handshake verified
+    is what the resumed connection's requests see and what require_client_cert lets through."""
+    s, o, port = start(sluice, origins, clients, "optional")
+    clients.version = getattr(ssl.TLSVersion, version)
+    resume = {}
+    first = seen_at_origin(get(port, clients, "valid", resume=resume))
+    assert resume["reused"] is False and first["X-Cert-Verify"] == "SUCCESS"
+    again = get(port, clients, "valid", "/secure/?echo=1", resume=resume)
+    assert resume["reused"] is True
+    assert seen_at_origin(again) == first
