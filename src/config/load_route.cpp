@@ -146,6 +146,7 @@ const KeySpec route_rows[] = {
     value_key<&R::response_headers, parse_header_rules, header_rules_text>("response_headers",
                                                                            "Header rules on the response."),
     bool_key<&R::strip_prefix>("strip_prefix", "path_prefix removed before forwarding."),
+    bool_key<&R::require_client_cert>("require_client_cert", "Only clients with a verified TLS certificate (403 else)."),
     string_key<&R::rewrite_prefix>("rewrite_prefix", "Replaces path_prefix before forwarding.")
         .rule([](const void* object) -> std::string {
           const auto& r = *static_cast<const R*>(object);

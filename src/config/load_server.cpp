@@ -55,6 +55,15 @@ const KeySpec tls_rows[] = {
       return tls::check_cipher_list(static_cast<const T*>(t)->ciphers).value_or("");
     }),
     bool_key<&T::proxy_protocol>("proxy_protocol", "A PROXY protocol header comes before the TLS handshake."),
+    string_key<&T::client_ca_file>("client_ca_file", "PEM CAs a client certificate must chain to.")
+        .rule([](const void* t) { return tls::check_ca_file(static_cast<const T*>(t)->client_ca_file).value_or(""); }),
+    choice_key<&T::verify_client>("verify_client", "verify_client mode", "Ask clients for a certificate: off, optional, required.")
+        .rule([](const void* t) -> std::string {
+          const auto& tls = *static_cast<const T*>(t);
+          if (tls.verify_client == tls::VerifyClient::off || !tls.client_ca_file.empty()) return {};
+          return "verify_client = \"" + std::string(name_of(tls.verify_client)) +
+                 "\" needs client_ca_file (the CAs client certificates must chain to)";
+        }),
 };
 
 // [[server.tls]]: listen addresses (claimed like plain ones), certificates loaded and checked

@@ -15,7 +15,8 @@ namespace sluice::http {
 namespace {
 
 constexpr std::array<std::string_view, variable_count> variable_names{
-    "request_id", "host", "client_ip", "upstream", "server", "config_version", "request_uri"};
+    "request_id", "host", "client_ip", "upstream", "server", "config_version", "request_uri",
+    "client_cert_subject", "client_cert_san", "client_cert_fingerprint", "client_cert_verify"};
 
 char lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
 

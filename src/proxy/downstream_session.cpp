@@ -336,6 +336,8 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   x.route = snapshot_->router.match(req.host(), http::path_of(req.target()));
   // Error answers close the connection (they say Connection: close).
   if (x.route == nullptr) return answer_error(x, {404, "no route"});
+  if (x.route->require_client_cert && (client_cert_ == nullptr || !client_cert_->verified()))
+    return answer_error(x, {403, "client certificate required"});
   x.upstream = x.route->upstream;
   if (const auto* policy = x.route->compress)
     x.compress_side = {compress::negotiate(compress::accept_encoding_of(req), policy->preference),
@@ -437,6 +439,12 @@ http::Variables DownstreamSession::rule_variables(const Exchange& x, std::span<c
   const auto r = std::to_chars(version.data(), version.data() + version.size(), snapshot_->version);
   v[V::config_version] = std::string_view(version.data(), static_cast<std::size_t>(r.ptr - version.data()));
   v[V::request_uri] = http::path_of(req.target());
+  if (client_cert_ != nullptr) {
+    v[V::client_cert_subject] = client_cert_->subject;
+    v[V::client_cert_san] = client_cert_->san;
+    v[V::client_cert_fingerprint] = client_cert_->fingerprint;
+    v[V::client_cert_verify] = client_cert_->verify;
+  }
   return v;
 }
 
@@ -558,6 +566,10 @@ AccessRecord DownstreamSession::access_record(const Exchange& x, AttemptRecord::
   r.error = x.error;
   if (x.skip != proxy::RetrySkip::none && !x.error.empty()) r.retry = proxy::log_token(x.skip);
   if (x.idem) r.idempotency = idempotency::to_string(x.idem->outcome());
+  if (client_cert_ != nullptr) {
+    r.client_cert_verify = client_cert_->verify;
+    r.client_cert_subject = client_cert_->subject;
+  }
   return r;
 }
 

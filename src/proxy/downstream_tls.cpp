@@ -29,6 +29,9 @@ net::awaitable<bool> DownstreamSession::tls_handshake() {
     co_return false;
   }
   EndpointCounters::bump(worker_.tls_handshakes);
+  if (tls_->verify_client() != tls::VerifyClient::off)
+    client_cert_ = std::make_unique<const tls::ClientCertificate>(
+        tls::read_client_certificate(client_.tls()->native_handle()));
   co_return true;
 }
 

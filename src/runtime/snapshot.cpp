@@ -27,6 +27,7 @@ Router::Route compile_route(const config::RouteConfig& r, const Upstream* upstre
   route.host = r.host;
   route.path_prefix = r.path_prefix;
   route.upstream = upstream;
+  route.require_client_cert = r.require_client_cert;
   if (upstream != nullptr) {
     apply(route.request_rules, upstream->config().request_headers);
     apply(route.response_rules, upstream->config().response_headers);
@@ -59,6 +60,8 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     tls::ServerSettings settings;
     settings.min_tls13 = listener.min_tls13;
     settings.ciphers = listener.ciphers;
+    settings.client_ca_file = listener.client_ca_file;
+    settings.verify_client = listener.verify_client;
     for (const auto& c : listener.certificates) settings.certificates.push_back({c.cert, c.key});
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
   }

@@ -102,6 +102,8 @@ void format_json(Buffer& out, const AccessRecord& r) {
   key(out, "error"); add_json_or_null(out, r.error);
   key(out, "retry"); add_json_or_null(out, r.retry);
   key(out, "idempotency"); add_json_or_null(out, r.idempotency);
+  key(out, "client_cert_verify"); add_json_or_null(out, r.client_cert_verify);
+  key(out, "client_cert_subject"); add_json_or_null(out, r.client_cert_subject);
   out.push_back('}');
 }
 
@@ -168,6 +170,10 @@ void format_text(Buffer& out, const AccessRecord& r) {
   if (!r.idempotency.empty()) {
     add(out, " idempotency=");
     add(out, r.idempotency);
+  }
+  if (!r.client_cert_verify.empty()) {
+    add_quoted(out, "client_cert", r.client_cert_verify);
+    add_quoted(out, "client_subject", r.client_cert_subject);
   }
 }
 
@@ -343,7 +349,7 @@ constexpr std::string_view AccessRecord::*held_text[] = {
     &AccessRecord::upstream,   &AccessRecord::server,     &AccessRecord::request_id,
     &AccessRecord::error,      &AccessRecord::retry,      &AccessRecord::protocol,
     &AccessRecord::host,       &AccessRecord::user_agent, &AccessRecord::route,
-    &AccessRecord::idempotency};
+    &AccessRecord::idempotency, &AccessRecord::client_cert_verify, &AccessRecord::client_cert_subject};
 
 }  // namespace
 

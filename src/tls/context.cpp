@@ -154,7 +154,101 @@ void set_common_options(SSL_CTX* ctx, bool tls13_only) {
                             SSL_MODE_RELEASE_BUFFERS);
 }
 
+// OpenSSL's verdict stands for "required" (a failure ends the handshake with an alert); for
+// "optional" every certificate is let through and SSL_get_verify_result() keeps the failure,
+// which read_client_certificate() shows.
+int accept_any_certificate(int, X509_STORE_CTX*) { return 1; }
+
+// verify_client: the CAs trusted for client certificates, their names sent in the
+// CertificateRequest (so that a client holding several certificates picks the right one), and
+// the verify mode. Set on every context of the listener: SNI may switch a connection to any.
+void ask_for_client_certificates(SSL_CTX* ctx, const ServerSettings& settings) {
+  if (settings.verify_client == VerifyClient::off) return;
+  const auto& file = settings.client_ca_file;
+  if (auto bad = check_ca_file(file)) throw std::runtime_error(*bad);
+  if (SSL_CTX_load_verify_locations(ctx, file.c_str(), nullptr) != 1)
+    throw std::runtime_error(quoted(file) + ": " + openssl_reason());
+  STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(file.c_str());
+  if (names == nullptr) throw std::runtime_error(quoted(file) + ": " + openssl_reason());
+  SSL_CTX_set_client_CA_list(ctx, names);  // takes ownership
+  if (settings.verify_client == VerifyClient::required)
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  else
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_any_certificate);
+}
+
+// Printable ASCII, other bytes (and a space at either end) as \xHH: a valid field value.
+std::string field_safe(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const bool edge = i == 0 || i + 1 == text.size();
+    if ((c > 0x20 && c < 0x7f) || (c == ' ' && !edge)) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      out.append(hex, 4);
+    }
+  }
+  return out;
+}
+
+std::string subject_text(X509* cert) {
+  Bio bio(BIO_new(BIO_s_mem()));
+  X509_NAME_print_ex(bio.get(), X509_get_subject_name(cert), 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio.get(), &data);
+  return field_safe(std::string_view(data, static_cast<std::size_t>(std::max(0L, n))));
+}
+
+// The first DNS, URI or email subjectAltName, in the certificate's order.
+std::string first_san(X509* cert) {
+  std::string out;
+  auto* sans = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (sans == nullptr) return out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(sans); ++i) {
+    const GENERAL_NAME* gn = sk_GENERAL_NAME_value(sans, i);
+    if (gn->type != GEN_DNS && gn->type != GEN_URI && gn->type != GEN_EMAIL) continue;
+    const ASN1_STRING* s = gn->d.ia5;  // dNSName, uniformResourceIdentifier, rfc822Name alike
+    out = field_safe({reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                      static_cast<std::size_t>(ASN1_STRING_length(s))});
+    break;
+  }
+  GENERAL_NAMES_free(sans);
+  return out;
+}
+
+std::string sha256_hex(X509* cert) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (X509_digest(cert, EVP_sha256(), digest, &size) != 1) return {};
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < size; ++i) {
+    out.push_back(hex[digest[i] >> 4]);
+    out.push_back(hex[digest[i] & 15]);
+  }
+  return out;
+}
+
 }  // namespace
+
+ClientCertificate read_client_certificate(SSL* ssl) {
+  ClientCertificate out;
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr) {
+    out.verify = "NONE";
+    return out;
+  }
+  out.subject = subject_text(cert);
+  out.san = first_san(cert);
+  out.fingerprint = sha256_hex(cert);
+  const long result = SSL_get_verify_result(ssl);
+  out.verify = result == X509_V_OK ? "SUCCESS" : "FAILED:" + field_safe(X509_verify_cert_error_string(result));
+  return out;
+}
 
 std::optional<FileProblem> check_certified_key(const std::string& cert, const std::string& key) {
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
@@ -239,6 +333,7 @@ ServerContext::ServerContext(const ServerSettings& settings) {
       throw std::runtime_error("ciphers: " + openssl_reason());
     if (auto problem = use_certified_key(native, c.cert, c.key)) throw std::runtime_error(problem->message);
     SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+    ask_for_client_certificates(native, settings);
     // Session resumption: stateless tickets (OpenSSL's default, keys per context, so a reload
     // starts a new ticket key) and the server-side cache for TLS 1.2 session ids.
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
@@ -248,6 +343,7 @@ ServerContext::ServerContext(const ServerSettings& settings) {
     contexts_.push_back(std::move(ctx));
   }
   if (contexts_.empty()) throw std::runtime_error("a TLS listener needs at least one certificate");
+  verify_client_ = settings.verify_client;
   // SNI: switches the connection to the context of the certificate that serves the name. Runs
   // inside the handshake on a worker's thread and reads only this (immutable) object. The
   // connection keeps its first context's session cache and ticket keys (OpenSSL's session_ctx).

@@ -100,6 +100,41 @@ TEST(ConfigTls, ListenerShapeErrors) {
             Errors{"test.toml:2:10: server.listen: at least one listen address is required"});
 }
 
+TEST(ConfigTls, ClientCertificateKeysAreRead) {
+  TestCerts certs;
+  const auto a = certs.leaf("a", "DNS:a.test");
+  auto r = load_with_upstream(listener(a.cert, a.key));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_EQ(r.config->server.tls[0].verify_client, tls::VerifyClient::off);  // today's behaviour
+  r = load_with_upstream(listener(a.cert, a.key,
+                                  "client_ca_file = \"" + certs.ca_file() + "\"\nverify_client = \"required\"\n"
+                                  "[[route]]\npath_prefix = \"/\"\nupstream = \"app\"\nrequire_client_cert = true\n"));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_EQ(r.config->server.tls[0].verify_client, tls::VerifyClient::required);
+  EXPECT_EQ(r.config->server.tls[0].client_ca_file, certs.ca_file());
+  ASSERT_EQ(r.config->routes.size(), 1u);
+  EXPECT_TRUE(r.config->routes[0].require_client_cert);
+}
+
+TEST(ConfigTls, ClientCertificateKeyErrors) {
+  TestCerts certs;
+  const auto a = certs.leaf("a", "DNS:a.test");
+  const auto missing = certs.dir() + "/missing.pem";
+  EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key, "verify_client = \"optional\"\n"))),
+            Errors{"test.toml:6:17: server.tls[0].verify_client: verify_client = \"optional\" needs "
+                   "client_ca_file (the CAs client certificates must chain to)"});
+  EXPECT_EQ(errors_of(load_with_upstream(
+                listener(a.cert, a.key, "client_ca_file = \"" + missing + "\"\nverify_client = \"required\"\n"))),
+            Errors{"test.toml:6:18: server.tls[0].client_ca_file: cannot read '" + missing +
+                   "': No such file or directory"});
+  EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key,
+                                                  "client_ca_file = \"" + a.key + "\"\nverify_client = \"required\"\n"))),
+            Errors{"test.toml:6:18: server.tls[0].client_ca_file: '" + a.key + "': no PEM certificate found"});
+  EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key, "verify_client = \"on\"\n"))),
+            Errors{"test.toml:6:17: server.tls[0].verify_client: unknown verify_client mode 'on'; expected one "
+                   "of: off, optional, required"});
+}
+
 TEST(ConfigTls, UpstreamTlsKeys) {
   TestCerts certs;
   const auto client = certs.leaf("client", "DNS:client.test");

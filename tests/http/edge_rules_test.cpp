@@ -25,6 +25,10 @@ http::Variables sample_variables() {
   v[Variable::server] = "app-1";
   v[Variable::config_version] = "3";
   v[Variable::request_uri] = "/a?b=1";
+  v[Variable::client_cert_subject] = "CN=alice";
+  v[Variable::client_cert_san] = "alice.test";
+  v[Variable::client_cert_fingerprint] = "ab12";
+  v[Variable::client_cert_verify] = "SUCCESS";
   return v;
 }
 
@@ -48,6 +52,8 @@ std::string refusal(std::string_view text, http::TemplateText kind = http::Templ
 TEST(EdgeTemplate, EveryVariableExpands) {
   EXPECT_EQ(expand("$request_id $host $client_ip $upstream $server $config_version $request_uri"),
             "id-1 example.com 192.0.2.7 app app-1 3 /a?b=1");
+  EXPECT_EQ(expand("$client_cert_subject|$client_cert_san|$client_cert_fingerprint|$client_cert_verify"),
+            "CN=alice|alice.test|ab12|SUCCESS");
 }
 
 TEST(EdgeTemplate, BracesDollarEscapeAndAdjacentVariables) {

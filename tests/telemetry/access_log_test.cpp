@@ -84,7 +84,8 @@ TEST(AccessLogJson, CarriesEveryFieldWithMillisecondTimes) {
             "\"status\":200,\"route\":\"*/api/\",\"upstream\":\"app\",\"server\":\"app-1,app-2\","
             "\"attempts\":2,\"upstream_connect_ms\":0.412,\"upstream_first_byte_ms\":12.877,"
             "\"bytes_in\":5,\"bytes_out\":1234,\"duration_ms\":13.301,\"request_id\":\"id-1\","
-            "\"error\":null,\"retry\":\"budget\",\"idempotency\":null}");
+            "\"error\":null,\"retry\":\"budget\",\"idempotency\":null,\"client_cert_verify\":null,"
+            "\"client_cert_subject\":null}");
 }
 
 // A held record owns its text: it formats exactly as the record it was made from after that
@@ -130,6 +131,27 @@ TEST(AccessLogText, KeepsTheOldFieldsFirstAndAddsTheNewOnes) {
   EXPECT_EQ(formatted(bare_record(404, "no route"), config::AccessLogFormat::text),
             "::1 \"- -\" 404 upstream=- server=- attempts=0 in=0 out=0 0.000ms id= proto=- "
             "host=\"-\" ua=\"-\" route=- connect=- first_byte=- error=\"no route\"");
+}
+
+// On a listener with verify_client on, the client certificate's verification and subject.
+TEST(AccessLog, ClientCertificateFieldsInBothFormatsAndHeldRecords) {
+  auto r = full_record();
+  r.retry = {};
+  std::string verify = "FAILED:certificate has expired", subject = "CN=bob,O=Ex \"q\"";
+  r.client_cert_verify = verify;
+  r.client_cert_subject = subject;
+  const auto text = formatted(r, config::AccessLogFormat::text);
+  const HeldAccessRecord held(r);
+  // The held record has its own copy of the text.
+  verify.assign(verify.size(), 'x');
+  subject.assign(subject.size(), 'x');
+  const auto json = formatted(held.record(), config::AccessLogFormat::json);
+  EXPECT_TRUE(json.ends_with("\"client_cert_verify\":\"FAILED:certificate has expired\","
+                             "\"client_cert_subject\":\"CN=bob,O=Ex \\\"q\\\"\"}"))
+      << json;
+  EXPECT_TRUE(text.ends_with(" first_byte=12.877ms client_cert=\"FAILED:certificate has expired\" "
+                             "client_subject=\"CN=bob,O=Ex \\\"q\\\"\""))
+      << text;
 }
 
 TEST(AccessLogTime, Rfc3339InUtcWithMilliseconds) {

@@ -1,5 +1,7 @@
 #include "sluice/tls/context.hpp"
 
+#include <algorithm>
+
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -106,6 +108,7 @@ struct Outcome {
   std::string alpn;
   const char* verify = nullptr;
   int version = 0;
+  ClientCertificate seen;  // what the server read of the client's certificate, when it shook hands
 };
 
 Outcome handshake(ServerContext& server, ClientContext& client, const std::string& name,
@@ -117,7 +120,10 @@ Outcome handshake(ServerContext& server, ClientContext& client, const std::strin
   acceptor.async_accept(s.socket(), [&](boost::system::error_code ec) {
     if (ec) return;
     s.start_tls(server.context());
-    s.async_handshake(net::ssl::stream_base::server, [&](boost::system::error_code e) { out.server = e; });
+    s.async_handshake(net::ssl::stream_base::server, [&](boost::system::error_code e) {
+      out.server = e;
+      if (!e) out.seen = read_client_certificate(s.tls()->native_handle());
+    });
   });
   c.socket().async_connect(acceptor.local_endpoint(), [&](boost::system::error_code ec) {
     if (ec) return;
@@ -211,6 +217,105 @@ TEST(Handshake, MinVersion13RefusesTls12Clients) {
   ServerContext server(cfg);
   EXPECT_TRUE(handshake(server, client, "srv.test", TLS1_2_VERSION).client);
   EXPECT_EQ(handshake(server, client, "srv.test").version, TLS1_3_VERSION);
+}
+
+// A listener asking for client certificates from `client_ca`, and a client showing `shown`.
+struct ClientCertCase {
+  TestCerts server_certs;
+  TestCerts client_certs{"client CA"};
+  TestCerts other{"other CA"};
+  TestCerts::Pair leaf = server_certs.leaf("srv", "DNS:srv.test");
+
+  Outcome run(VerifyClient mode, const TestCerts::Pair* shown, int client_max_version = 0) {
+    auto cfg = listener({leaf});
+    cfg.verify_client = mode;
+    cfg.client_ca_file = client_certs.ca_file();
+    ServerContext server(cfg);
+    ClientContext client(upstream_with_ca(server_certs.ca_file()));
+    // Straight into OpenSSL: ClientSettings refuses an expired certificate, which the test needs.
+    SSL_CTX* native = client.context().native_handle();
+    if (shown != nullptr && (SSL_CTX_use_certificate_file(native, shown->cert.c_str(), SSL_FILETYPE_PEM) != 1 ||
+                             SSL_CTX_use_PrivateKey_file(native, shown->key.c_str(), SSL_FILETYPE_PEM) != 1))
+      ADD_FAILURE() << "cannot load " << shown->cert;
+    return handshake(server, client, "srv.test", client_max_version);
+  }
+};
+
+TEST(ClientCertificates, OptionalLetsEveryClientInAndTellsWhatItShowed) {
+  ClientCertCase c;
+  const auto alice = c.client_certs.leaf("alice", "email:alice@example.com,DNS:alice.test");
+  const auto expired = c.client_certs.leaf("bob", "DNS:bob.test", -7200, -3600);
+  const auto stranger = c.other.leaf("mallory", "URI:spiffe://other/mallory");
+
+  auto o = c.run(VerifyClient::optional, &alice);
+  ASSERT_FALSE(o.server) << o.server.message();
+  EXPECT_EQ(o.seen.verify, "SUCCESS");
+  EXPECT_TRUE(o.seen.verified());
+  EXPECT_EQ(o.seen.subject, "CN=alice");
+  EXPECT_EQ(o.seen.san, "alice@example.com");  // the first of the certificate's names
+  EXPECT_EQ(o.seen.fingerprint.size(), 64u);
+  EXPECT_EQ(o.seen.fingerprint.find_first_not_of("0123456789abcdef"), std::string::npos);
+
+  o = c.run(VerifyClient::optional, &expired);
+  ASSERT_FALSE(o.server) << o.server.message();
+  EXPECT_EQ(o.seen.verify, "FAILED:certificate has expired");
+  EXPECT_FALSE(o.seen.verified());
+  EXPECT_EQ(o.seen.san, "bob.test");
+
+  o = c.run(VerifyClient::optional, &stranger);
+  ASSERT_FALSE(o.server) << o.server.message();
+  EXPECT_EQ(o.seen.verify, "FAILED:unable to verify the first certificate");
+  EXPECT_EQ(o.seen.subject, "CN=mallory");
+  EXPECT_EQ(o.seen.san, "spiffe://other/mallory");
+
+  o = c.run(VerifyClient::optional, nullptr);
+  ASSERT_FALSE(o.server) << o.server.message();
+  EXPECT_EQ(o.seen.verify, "NONE");
+  EXPECT_TRUE(o.seen.subject.empty());
+  EXPECT_TRUE(o.seen.fingerprint.empty());
+}
+
+TEST(ClientCertificates, RequiredFailsTheHandshakeOfAClientWithoutAValidOne) {
+  ClientCertCase c;
+  const auto alice = c.client_certs.leaf("alice", "DNS:alice.test");
+  const auto expired = c.client_certs.leaf("bob", "DNS:bob.test", -7200, -3600);
+  const auto stranger = c.other.leaf("mallory", "DNS:mallory.test");
+  for (const int version : {TLS1_2_VERSION, 0}) {
+    const auto ok = c.run(VerifyClient::required, &alice, version);
+    EXPECT_FALSE(ok.server) << ok.server.message();
+    EXPECT_EQ(ok.seen.verify, "SUCCESS");
+    for (const auto* shown : {&expired, &stranger, static_cast<const TestCerts::Pair*>(nullptr)}) {
+      const auto o = c.run(VerifyClient::required, shown, version);
+      EXPECT_TRUE(o.server) << (shown != nullptr ? shown->cert : "no certificate") << " TLS " << version;
+      // TLS 1.2: the client learns it in the handshake (the alert); TLS 1.3 tells it after.
+      if (version == TLS1_2_VERSION) EXPECT_TRUE(o.client);
+    }
+  }
+}
+
+// A certificate is the client's own text: whatever its names hold, what the variables show is a
+// valid header field value (no control byte, no space at either end), so no line is injected.
+TEST(ClientCertificates, NamesWithControlBytesAreEscaped) {
+  ClientCertCase c;
+  const auto evil = c.other.leaf("evil\r\nX-Injected: 1 ", "email:a\tb@example.com ");
+  const auto o = c.run(VerifyClient::optional, &evil);
+  ASSERT_FALSE(o.server) << o.server.message();
+  for (const auto& text : {o.seen.subject, o.seen.san, o.seen.verify}) {
+    EXPECT_FALSE(text.empty());
+    EXPECT_EQ(std::count_if(text.begin(), text.end(), [](char ch) { return ch < 0x20 || ch == 0x7f; }), 0) << text;
+    EXPECT_NE(text.front(), ' ') << text;
+    EXPECT_NE(text.back(), ' ') << text;
+  }
+  EXPECT_EQ(o.seen.san, "a\\x09b@example.com");
+  EXPECT_EQ(o.seen.subject, "CN=evil\\0D\\0AX-Injected: 1\\\\x20");  // RFC 2253 escapes, then ours
+}
+
+TEST(ClientCertificates, OffAsksForNone) {
+  ClientCertCase c;
+  const auto alice = c.client_certs.leaf("alice", "DNS:alice.test");
+  const auto o = c.run(VerifyClient::off, &alice);
+  ASSERT_FALSE(o.server) << o.server.message();
+  EXPECT_EQ(o.seen.verify, "NONE");  // the client was not asked, so it sent nothing
 }
 
 TEST(ServerContext, ThrowsNamingTheFile) {

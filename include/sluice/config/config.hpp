@@ -18,6 +18,7 @@
 #include "sluice/config/fail_on.hpp"
 #include "sluice/config/idempotency.hpp"
 #include "sluice/core/cidr.hpp"
+#include "sluice/tls/verify_client.hpp"
 
 namespace sluice::config {
 
@@ -98,7 +99,15 @@ struct TlsListenerConfig {
   bool min_tls13 = false;  // min_version = "1.2" (default) | "1.3"
   std::string ciphers;     // TLS 1.2 cipher list; "" = tls::default_ciphers
   bool proxy_protocol = false;  // a PROXY protocol header comes before the TLS handshake
+  // Client certificates (docs/tls.md): the CAs a client's certificate must chain to, and whether
+  // one is asked for. verify_client other than "off" needs client_ca_file.
+  std::string client_ca_file;
+  tls::VerifyClient verify_client = tls::VerifyClient::off;
   SourceLocation where;
+};
+template <>
+struct Words<tls::VerifyClient> {
+  static constexpr std::array<std::string_view, 3> words{"off", "optional", "required"};
 };
 
 // What sluice's own answers (errors it makes, not an origin's) tell the client: `status`, the
@@ -293,6 +302,8 @@ struct RouteConfig {
   ErrorPages error_pages;              // before [server] error_pages for this route's answers
   // nullopt: the upstream's `compress`; else this route's, replacing it (`compress = false`: none).
   std::optional<CompressConfig> compress;
+  // Only clients whose TLS certificate verified ([[server.tls]] verify_client); others get 403.
+  bool require_client_cert = false;
   SourceLocation where;
 };
 

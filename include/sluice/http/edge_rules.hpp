@@ -4,7 +4,7 @@
 // rewrite_prefix) and fixed answers (return). Compiled once per config snapshot on the control
 // thread (runtime/snapshot), then only read, by every worker, without locks. Applying them writes
 // straight into the head being serialised: nothing is allocated per request (a literal is copied,
-// a variable is a view of the request's own bytes).
+// a variable is a view of the request's own bytes or of its connection's state).
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -25,8 +25,15 @@ enum class Variable : std::uint8_t {
   server,          // identity of the server that took the request ("" before one was picked)
   config_version,  // the snapshot's version (1 at start, +1 per reload)
   request_uri,     // the request-target as the client sent it, in origin-form (path and query)
+  // The TLS client certificate (listeners with verify_client on; "" elsewhere): its subject
+  // (RFC 2253), first DNS/URI/email subjectAltName, SHA-256 fingerprint (hex) and the
+  // verification's result (SUCCESS, NONE, FAILED:reason).
+  client_cert_subject,
+  client_cert_san,
+  client_cert_fingerprint,
+  client_cert_verify,
 };
-inline constexpr std::size_t variable_count = 7;
+inline constexpr std::size_t variable_count = 11;
 
 // One request's values, as views into its own bytes; a value missing is empty.
 struct Variables {

@@ -197,6 +197,9 @@ private:
   WorkerContext& worker_;
   socket_type client_;
   std::shared_ptr<tls::ServerContext> tls_;
+  // What the client's certificate showed, read once after the handshake of a listener with
+  // verify_client on; null otherwise (a plain connection, or no certificate asked for).
+  std::unique_ptr<const tls::ClientCertificate> client_cert_;
   std::string client_ip_;  // the peer, or the client a PROXY protocol header named
   boost::asio::ip::address client_addr_;  // the same, parsed
   bool proxy_protocol_ = false;

@@ -40,6 +40,7 @@ public:
     // Response compression (docs/compression.md): the route's `compress`, else its upstream's, in
     // the snapshot's config; null = none.
     const compress::Policy* compress = nullptr;
+    bool require_client_cert = false;  // 403 unless the connection's client certificate verified
   };
 
   Router() = default;

@@ -45,6 +45,10 @@ struct AccessRecord {
   std::chrono::microseconds upstream_connect{-1};
   std::chrono::microseconds upstream_first_byte{-1};
   std::string_view idempotency;  // the Idempotency-Key outcome (first, replayed, ...), or ""
+  // The TLS client certificate on a listener with verify_client on ("" elsewhere): the
+  // verification's result (SUCCESS, NONE, FAILED:reason) and the subject.
+  std::string_view client_cert_verify;
+  std::string_view client_cert_subject;
 };
 
 // An AccessRecord that owns its text, for an exchange logged after the memory its views point
@@ -58,7 +62,7 @@ public:
 private:
   AccessRecord numbers_;  // every field but the text ones
   std::string text_;
-  std::array<std::pair<std::uint32_t, std::uint32_t>, 13> spans_{};  // offset, size per text field
+  std::array<std::pair<std::uint32_t, std::uint32_t>, 15> spans_{};  // offset, size per text field
 };
 
 class LogSink;

@@ -16,6 +16,8 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "sluice/tls/verify_client.hpp"
+
 namespace sluice::tls {
 
 // The TLS 1.2 cipher list used unless `ciphers` says otherwise: forward-secret AEAD suites only
@@ -72,6 +74,8 @@ struct ServerSettings {  // one [[server.tls]] listener
   std::vector<CertificateFiles> certificates;  // chosen by SNI; the first is the default
   bool min_tls13 = false;
   std::string ciphers;  // TLS 1.2 cipher list; "" = default_ciphers
+  VerifyClient verify_client = VerifyClient::off;
+  std::string client_ca_file;  // needed unless verify_client is off
 };
 struct ClientSettings {  // one upstream's tls_verify, tls_ca_file, tls_cert, tls_key
   bool verify = true;
@@ -92,11 +96,26 @@ public:
   // connection to another certificate's context during its handshake.
   boost::asio::ssl::context& context() noexcept { return *contexts_.front(); }
   const CertificateSelector& selector() const noexcept { return selector_; }
+  VerifyClient verify_client() const noexcept { return verify_client_; }
 
 private:
   std::vector<std::unique_ptr<boost::asio::ssl::context>> contexts_;
   CertificateSelector selector_;
+  VerifyClient verify_client_ = VerifyClient::off;
 };
+
+// What a client showed at the handshake of a listener with verify_client on: read once per
+// connection, after its handshake, and then only viewed ($client_cert_* in header rules, the
+// access log). Every text is printable ASCII without leading or trailing space (bytes outside it
+// are written as \xHH), so that it is always a valid header field value (RFC 9110 §5.5).
+struct ClientCertificate {
+  std::string subject;      // RFC 2253 ("CN=alice,O=Example"); "" without a certificate
+  std::string san;          // the first DNS, URI or email subjectAltName; "" when none
+  std::string fingerprint;  // SHA-256 of the DER certificate, lower-case hex
+  std::string verify;       // "SUCCESS", "NONE" (no certificate) or "FAILED:<OpenSSL's reason>"
+  bool verified() const noexcept { return verify == "SUCCESS"; }
+};
+ClientCertificate read_client_certificate(SSL* ssl);
 
 class ClientContext {
 public:
