@@ -1,6 +1,7 @@
 """One slow instance of three (every 4th answer 200 ms late: `sluice-origin --slow 25:200`)
 must not set the fleet's p99 under `least_time`: 5,000 keep-alive requests from 64 and from 4
-concurrent clients, p99 within 1.5 x the p99 of the same run with every origin healthy. The
+concurrent clients, p99 within 1.5 x the p99 of the same run with every origin healthy (or 50 ms
+above it: the machine's own noise, a quarter of the 200 ms a slow answer costs). The
 other policies' p99s on the same fleet are printed beside it (round_robin and least_conn keep
 sending the slow instance its share; p2c sees only requests in flight)."""
 import threading
@@ -74,4 +75,7 @@ def test_least_time_keeps_p99_near_healthy_with_one_slow_instance(origins, sluic
     print(f"\n{clients} clients, {REQUESTS} requests, p99 ms: healthy {healthy * 1e3:.1f}; one slow: "
           f"least_time {degraded * 1e3:.1f} {seen}; "
           + "; ".join(f"{b} {p * 1e3:.1f} {o}" for b, (p, o) in others.items()))
-    assert degraded <= 1.5 * healthy, (healthy, degraded, seen)
+    # Both p99s also carry the machine's scheduling noise (the healthy 4-client p99 goes from
+    # 0.6 ms on a quiet machine to 20 ms on a loaded one): 1.5 x, or 50 ms above it, far below the
+    # 200 ms a slow answer costs.
+    assert degraded <= max(1.5 * healthy, healthy + 0.050), (healthy, degraded, seen)

@@ -158,7 +158,7 @@ constexpr std::string_view script = R"js('use strict';
 
   // --- rendering ---------------------------------------------------------------------------
   const COLUMNS = ['server', 'state', 'weight', 'in flight', 'req/s', 'errors', 'p50 ms', 'p99 ms',
-                   'retries', 'ejections', 'pooled', ''];
+                   'first byte ms', 'retries', 'ejections', 'pooled', ''];
 
   function section(u) {
     let s = state.sections.get(u.name);
@@ -191,7 +191,7 @@ constexpr std::string_view script = R"js('use strict';
     const tr = el('tr');
     tr.dataset.upstream = upstream;
     tr.dataset.server = server.identity;
-    const cells = COLUMNS.map((c, i) => el('td', i >= 2 && i <= 10 ? 'num' : (i === 1 ? 'state' : null)));
+    const cells = COLUMNS.map((c, i) => el('td', i >= 2 && i <= 11 ? 'num' : (i === 1 ? 'state' : null)));
     const name = el('div', 'name'), address = el('div', 'address');
     cells[0].append(name, address);
     const badge = el('span', 'badge'), reason = el('span', 'reason');
@@ -199,7 +199,7 @@ constexpr std::string_view script = R"js('use strict';
     const button = el('button', 'drain');
     button.type = 'button';
     button.addEventListener('click', () => drain(upstream, server.identity, !r.draining));
-    cells[11].appendChild(button);
+    cells[12].appendChild(button);
     tr.append(...cells);
     s.body.appendChild(tr);
     r = { tr, cells, name, address, badge, reason, button, draining: false };
@@ -223,7 +223,7 @@ constexpr std::string_view script = R"js('use strict';
     setText(r.reason, stateText(sv));
     const weight = sv.effective_weight < sv.weight ? sv.effective_weight.toFixed(2) + ' / ' + sv.weight : String(sv.weight);
     const values = [weight, String(sv.in_flight), num(sv.rps, 1), num(sv.error_rate * 100, 1) + ' %',
-                    num(sv.p50_ms, 1), num(sv.p99_ms, 1), String(sv.retries),
+                    num(sv.p50_ms, 1), num(sv.p99_ms, 1), num(sv.first_byte_ewma_ms, 1), String(sv.retries),
                     sv.ejections === undefined ? '–' : String(sv.ejections), String(sv.pooled)];
     values.forEach((v, i) => setText(r.cells[i + 2], v));
     r.draining = sv.draining;

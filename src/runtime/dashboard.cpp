@@ -39,6 +39,10 @@ json::object server_row(const Endpoint& ep, const History& history, Clock::time_
   so["error_rate"] = std::round(r.error_rate * 10000.0) / 10000.0;
   so["p50_ms"] = rounded(r.p50_ms);
   so["p99_ms"] = rounded(r.p99_ms);
+  // least_time's estimate of the server's time to first byte (docs/balancing.md); none under
+  // other policies, which do not keep it.
+  const double first_byte_ns = ep.first_byte_time().last();
+  so["first_byte_ewma_ms"] = first_byte_ns > 0 ? rounded(first_byte_ns / 1e6) : json::value(nullptr);
   so["retries"] = r.retries;
   so["pooled"] = r.pooled;
   if (ep.has_health()) {
