@@ -64,6 +64,10 @@ const KeySpec tls_rows[] = {
           return "verify_client = \"" + std::string(name_of(tls.verify_client)) +
                  "\" needs client_ca_file (the CAs client certificates must chain to)";
         }),
+    string_key<&T::session_ticket_key_file>("session_ticket_key_file", "80-byte session ticket keys; the first encrypts.")
+        .rule([](const void* t) {
+          return tls::check_ticket_key_file(static_cast<const T*>(t)->session_ticket_key_file).value_or("");
+        }),
 };
 
 // [[server.tls]]: listen addresses (claimed like plain ones), certificates loaded and checked

@@ -62,6 +62,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     settings.ciphers = listener.ciphers;
     settings.client_ca_file = listener.client_ca_file;
     settings.verify_client = listener.verify_client;
+    settings.session_ticket_key_file = listener.session_ticket_key_file;
     for (const auto& c : listener.certificates) settings.certificates.push_back({c.cert, c.key});
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
   }

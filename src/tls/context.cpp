@@ -323,6 +323,9 @@ std::vector<std::string> certificate_names(const std::string& cert_file) {
 }
 
 ServerContext::ServerContext(const ServerSettings& settings) {
+  if (!settings.session_ticket_key_file.empty()) {
+    if (auto bad = ticket_keys_.read(settings.session_ticket_key_file)) throw std::runtime_error(*bad);
+  }
   const std::string ciphers = settings.ciphers.empty() ? std::string(default_ciphers) : settings.ciphers;
   for (std::size_t i = 0; i < settings.certificates.size(); ++i) {
     const auto& c = settings.certificates[i];
@@ -334,8 +337,11 @@ ServerContext::ServerContext(const ServerSettings& settings) {
     if (auto problem = use_certified_key(native, c.cert, c.key)) throw std::runtime_error(problem->message);
     SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
     ask_for_client_certificates(native, settings);
-    // Session resumption: stateless tickets (OpenSSL's default, keys per context, so a reload
-    // starts a new ticket key) and the server-side cache for TLS 1.2 session ids.
+    // Session resumption: stateless tickets and the server-side cache for TLS 1.2 session ids.
+    // Ticket keys are the file's when there is one (shared across reloads and processes), else
+    // OpenSSL's random ones per context (a reload starts new ones). Set on every context: which
+    // one OpenSSL asks depends on where the handshake is when SNI switches it.
+    if (!ticket_keys_.keys().empty()) ticket_keys_.install(native);
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
     static constexpr unsigned char session_id_context[] = "sluice";
     SSL_CTX_set_session_id_context(native, session_id_context, sizeof session_id_context - 1);

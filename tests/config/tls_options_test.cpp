@@ -135,6 +135,26 @@ TEST(ConfigTls, ClientCertificateKeyErrors) {
                    "of: off, optional, required"});
 }
 
+TEST(ConfigTls, SessionTicketKeyFileIsReadAndCheckedAtItsKey) {
+  TestCerts certs;
+  const auto a = certs.leaf("a", "DNS:a.test");
+  auto r = load_with_upstream(listener(a.cert, a.key));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_TRUE(r.config->server.tls[0].session_ticket_key_file.empty());  // OpenSSL's random keys
+  const auto keys = certs.file("ticket.key", std::string(160, 'k'));
+  r = load_with_upstream(listener(a.cert, a.key, "session_ticket_key_file = \"" + keys + "\"\n"));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_EQ(r.config->server.tls[0].session_ticket_key_file, keys);
+  const auto missing = certs.dir() + "/missing.key";
+  EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key, "session_ticket_key_file = \"" + missing + "\"\n"))),
+            Errors{"test.toml:6:27: server.tls[0].session_ticket_key_file: cannot read '" + missing +
+                   "': No such file or directory"});
+  const auto short_key = certs.file("short.key", std::string(48, 'k'));
+  EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key, "session_ticket_key_file = \"" + short_key + "\"\n"))),
+            Errors{"test.toml:6:27: server.tls[0].session_ticket_key_file: '" + short_key +
+                   "': must hold one or more 80-byte keys (openssl rand 80), got 48 bytes"});
+}
+
 TEST(ConfigTls, UpstreamTlsKeys) {
   TestCerts certs;
   const auto client = certs.leaf("client", "DNS:client.test");

@@ -103,6 +103,8 @@ struct TlsListenerConfig {
   // one is asked for. verify_client other than "off" needs client_ca_file.
   std::string client_ca_file;
   tls::VerifyClient verify_client = tls::VerifyClient::off;
+  // 80-byte session ticket keys (docs/tls.md); "" = OpenSSL's random keys, new at each reload.
+  std::string session_ticket_key_file;
   SourceLocation where;
 };
 template <>

@@ -16,6 +16,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "sluice/tls/ticket_keys.hpp"
 #include "sluice/tls/verify_client.hpp"
 
 namespace sluice::tls {
@@ -76,6 +77,7 @@ struct ServerSettings {  // one [[server.tls]] listener
   std::string ciphers;  // TLS 1.2 cipher list; "" = default_ciphers
   VerifyClient verify_client = VerifyClient::off;
   std::string client_ca_file;  // needed unless verify_client is off
+  std::string session_ticket_key_file;  // "" = OpenSSL's random ticket keys, per context
 };
 struct ClientSettings {  // one upstream's tls_verify, tls_ca_file, tls_cert, tls_key
   bool verify = true;
@@ -102,6 +104,7 @@ private:
   std::vector<std::unique_ptr<boost::asio::ssl::context>> contexts_;
   CertificateSelector selector_;
   VerifyClient verify_client_ = VerifyClient::off;
+  TicketKeys ticket_keys_;  // empty without session_ticket_key_file
 };
 
 // What a client showed at the handshake of a listener with verify_client on: read once per
