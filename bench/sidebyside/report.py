@@ -53,6 +53,11 @@ METRICS = {
     "instr": [
         Metric("ir_per_request", "instructions per request", "{:,.0f}", "lower", True),
     ],
+    "tls-resume": [
+        Metric("new_per_cpu_s", "full handshakes per proxy CPU-s", "{:,.0f}", "higher", True),
+        Metric("reuse_per_cpu_s", "resumed handshakes per proxy CPU-s", "{:,.0f}", "higher", True),
+        Metric("reuse_vs_new", "resumed ÷ full", "{:.2f}", "higher"),
+    ],
 }
 
 # Targets of issue 9, for the three-way comparison; "vs_best" = sluice ÷ the better of nginx and

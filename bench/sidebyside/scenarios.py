@@ -9,6 +9,8 @@ origins accept in steady state (a window inside each run). `idle` measures resid
 callgrind, `slow-one` the latency that balancing policies keep when one origin of three turns slow.
 """
 import os
+import re
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +76,10 @@ SPECIAL = {
                 "through each balancing policy: sluice's `round_robin`, `least_conn`, `p2c`, "
                 "`least_time`, nginx `least_conn`, HAProxy `leastconn` and `random`; p99 of "
                 "every request's latency",
+    "tls-resume": "TLS handshakes per proxy CPU-second, full and resumed: `openssl s_time` (one "
+                  "client, sequential connections, TLS 1.3, `GET /` on each so that the session "
+                  "ticket arrives) for {duration} s with `-new`, then with `-reuse`, against each "
+                  "contender's TLS listener",
     "instr": "user-space instructions per proxied request under `valgrind --tool=callgrind`: "
              "(Ir after {total:,} requests − Ir after {warm:,}) / {count:,}, sequential "
              "keep-alive requests on one client connection",
@@ -363,6 +369,49 @@ class Bench:
                  f"{clients:2d} clients: p50 {entry['p50_ms'] or 0:.1f} ms, p99 {entry['p99_ms'] or 0:.1f} ms, "
                  f"app-3 {entry['slow_share']:.1%}, errors {len(errors)}")
         return entry
+
+    # Full and resumed TLS handshakes ----------------------------------------------------------
+
+    def _tls_resume(self):
+        """Per round, each contender (rotated, started once for the scenario): s_time -new and
+        -reuse for `duration` seconds each; handshakes per proxy CPU-second for both."""
+        started = [c.start(self.s.workdir, self.origins) for c in self.contenders]
+        running = {r.name: r for r in started}
+        try:
+            rounds = []
+            for i in range(self.s.rounds):
+                row = {}
+                for c in rotation(self.contenders, i):
+                    r = running[c.name]
+                    entry = {}
+                    for mode in ("new", "reuse"):
+                        n, cpu = self._s_time(r, mode)
+                        entry[f"{mode}_per_cpu_s"] = n / cpu if cpu > 0 else 0.0
+                        entry[f"{mode}_connections"] = n
+                    entry["reuse_vs_new"] = (entry["reuse_per_cpu_s"] / entry["new_per_cpu_s"]
+                                             if entry["new_per_cpu_s"] else None)
+                    self.log(f"  tls-resume round {i + 1}/{self.s.rounds} {c.name:10s} "
+                             f"full {entry['new_per_cpu_s']:8.0f}/CPU-s ({entry['new_connections']}), "
+                             f"resumed {entry['reuse_per_cpu_s']:8.0f}/CPU-s ({entry['reuse_connections']})")
+                    row[c.name] = entry
+                rounds.append(row)
+        finally:
+            for r in started:
+                r.stop()
+        return {"kind": "tls-resume", "rounds": rounds}
+
+    def _s_time(self, running, mode):
+        """(connections made, the proxy's CPU seconds meanwhile) of one `openssl s_time` run."""
+        cpu0 = running.cpu_seconds()
+        done = subprocess.run(["taskset", "-c", self.s.client_cpus, "openssl", "s_time", "-connect",
+                               f"127.0.0.1:{running.tls_port}", f"-{mode}", "-tls1_3", "-www", "/",
+                               "-time", str(self.s.duration)],
+                              capture_output=True, text=True, timeout=self.s.duration + 60)
+        cpu = running.cpu_seconds() - cpu0
+        found = re.findall(r"(\d+) connections in [\d.]+s", done.stdout)
+        if done.returncode != 0 or not found:
+            raise RuntimeError(f"s_time -{mode} against {running.name}: {done.stdout[-300:]} {done.stderr[-300:]}")
+        return int(found[-1]), cpu
 
     # Instructions per request ---------------------------------------------------------------
 
