@@ -21,6 +21,11 @@ const KeySpec root_rows[] = {
         "The admin API; absent = none."),
     value_key<&C::dns, read_dns>("dns", "The resolver of servers from DNS.").by_default(),
     value_key<&C::reload, read_reload>("reload", "The watch after a reload.").by_default(),
+    custom_key<&C::fleet>(
+        "fleet", [](Reader& r, const toml::node& n, const std::string& p, void* c) { read_fleet(r, n, p, static_cast<C*>(c)->fleet); },
+        [](const void* c) -> std::string { return static_cast<const C*>(c)->fleet.enabled ? "on" : "off"; },
+        "Drains shared with other instances through Redis; absent = none.")
+        .restart(),
     value_key<&C::routes, read_routes>("route", "Which upstream serves a request."),
     value_key<&C::upstreams, read_upstreams>("upstreams", "The groups of servers."),
 };
@@ -76,6 +81,7 @@ std::vector<SectionSpec> all_sections() {
   static const AdminSection admin;
   static const DnsSection dns;
   static const ReloadSection reload;
+  static const FleetSection fleet;
   static const RouteConfig route;
   static const U upstream;
   static const ServerConfig entry;
@@ -90,6 +96,7 @@ std::vector<SectionSpec> all_sections() {
           {std::string(name_in<&C::admin>(root_rows)), admin_table, &admin},
           {std::string(name_in<&C::dns>(root_rows)), dns_table, &dns},
           {std::string(name_in<&C::reload>(root_rows)), reload_table, &reload},
+          {std::string(name_in<&C::fleet>(root_rows)), fleet_table, &fleet},
           {std::string(name_in<&C::routes>(root_rows)), route_table, &route, true},
           {u, upstream_table, &upstream},
           {child_path(u, name_in<&U::servers>(upstream_table)), server_entry_table, &entry, true},

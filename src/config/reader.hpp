@@ -227,6 +227,7 @@ void read_log(Reader& r, const toml::node& node, const std::string& path, LogSec
 void read_admin(Reader& r, const toml::node& node, const std::string& path, AdminSection& out);
 void read_dns(Reader& r, const toml::node& node, const std::string& path, DnsSection& out);
 void read_reload(Reader& r, const toml::node& node, const std::string& path, ReloadSection& out);
+void read_fleet(Reader& r, const toml::node& node, const std::string& path, FleetSection& out);
 void read_routes(Reader& r, const toml::node& node, const std::string& path, std::vector<RouteConfig>& out);
 void read_upstreams(Reader& r, const toml::node& node, const std::string& path, std::vector<UpstreamConfig>& out);
 void read_health(Reader& r, const toml::node& node, const std::string& path, std::optional<HealthCheckConfig>& out);
@@ -248,6 +249,7 @@ extern const KeyTable log_table;
 extern const KeyTable admin_table;
 extern const KeyTable dns_table;
 extern const KeyTable reload_table;
+extern const KeyTable fleet_table;
 extern const KeyTable route_table;
 extern const KeyTable upstream_table;
 extern const KeyTable server_entry_table;

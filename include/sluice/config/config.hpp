@@ -266,6 +266,20 @@ struct ReloadSection {
   std::uint32_t up_lost_percent = 50;
 };
 
+// [fleet]: several instances sharing drains through Redis (runtime/fleet.hpp, docs/fleet.md).
+// No section = no fleet: the instance is on its own, as before.
+struct FleetSection {
+  bool enabled = false;  // the section's presence is the switch
+  std::string redis;     // "redis://HOST:PORT/DB" or "unix:/PATH", as written
+  // Parsed from `redis`: a TCP address (host, port, db) or a Unix socket path.
+  std::string host;
+  std::uint16_t port = 6379;
+  unsigned db = 0;
+  std::string unix_path;  // not empty: the Unix socket, and host/port are unused
+  std::string name;       // "" = the host name and the first listen address
+  Duration lease_ttl{std::chrono::seconds(10)};
+};
+
 // [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).
 struct DnsSection {
   std::vector<HostPort> servers;  // name servers; empty = those of /etc/resolv.conf
@@ -487,6 +501,7 @@ struct Config {
   AdminSection admin;
   DnsSection dns;
   ReloadSection reload;
+  FleetSection fleet;
   std::vector<RouteConfig> routes;
   std::vector<UpstreamConfig> upstreams;  // in file order
   std::vector<KeyValue> keys;             // in the order the loader read them
