@@ -505,7 +505,7 @@ int await_drained(const Options& o, admin::Client& client, config::Duration time
       std::fprintf(stderr, "sluice: %s is no longer draining (undrained meanwhile)\n", who.c_str());
       return exit_failed;
     }
-    if (server->in_flight == 0) {
+    if (server->in_flight == 0 && server->unconfirmed == 0) {
       std::printf("%s: drained\n", who.c_str());
       return exit_ok;
     }

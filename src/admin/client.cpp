@@ -189,6 +189,13 @@ std::optional<ServerStatus> find_server_status(std::string_view status_json,
       status.found = true;
       status.in_flight = in_flight->to_number<std::uint64_t>();
       status.draining = draining->as_bool();
+      // Fleet mode: the fleet's count replaces this instance's own.
+      const auto* fleet = s.as_object().if_contains("fleet_in_flight");
+      const auto* unconfirmed = s.as_object().if_contains("fleet_unconfirmed");
+      if (fleet != nullptr && (fleet->is_int64() || fleet->is_uint64()))
+        status.in_flight = fleet->to_number<std::uint64_t>();
+      if (unconfirmed != nullptr && (unconfirmed->is_int64() || unconfirmed->is_uint64()))
+        status.unconfirmed = unconfirmed->to_number<std::uint64_t>();
       return status;
     }
     return ServerStatus{};

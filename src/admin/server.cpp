@@ -102,7 +102,7 @@ Reply error_reply(http::status status, std::string message) {
 }
 
 enum class Route {
-  none, status, config, drain, undrain, reload, upgrade, metrics, healthz, readyz, asset, dashboard,
+  none, status, fleet, config, drain, undrain, reload, upgrade, metrics, healthz, readyz, asset, dashboard,
   logs_reopen
 };
 
@@ -146,6 +146,8 @@ std::optional<Match> match_route(std::string_view target) {
   Match m;
   if (is({"api", "status"}))
     m.route = Route::status;
+  else if (is({"api", "fleet"}))
+    m.route = Route::fleet;
   else if (is({"api", "config"}))
     m.route = Route::config;
   else if (is({"api", "reload"})) {
@@ -585,6 +587,11 @@ Reply Server::State::call(const Match& m, const std::string& peer) {
   switch (m.route) {
     case Route::status:
       return reply(http::status::ok, json_type, control.status_json());
+    case Route::fleet: {
+      auto fleet = control.fleet_json();
+      if (fleet.empty()) return error_reply(http::status::not_found, "fleet mode is off: no [fleet] section");
+      return reply(http::status::ok, json_type, std::move(fleet));
+    }
     case Route::dashboard:
       return reply(http::status::ok, json_type, control.dashboard_json(m.query));
     case Route::asset:

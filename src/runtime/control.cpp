@@ -8,6 +8,7 @@
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
+#include "sluice/runtime/fleet.hpp"
 
 namespace sluice {
 
@@ -98,6 +99,16 @@ json::object server_status(const Endpoint& ep, const config::ServerConfig& serve
   return so;
 }
 
+// Fleet mode: a draining server's requests in flight over the fleet, and how many instances
+// have not shown it draining yet (`drain --wait` waits for both to be 0).
+void add_fleet_in_flight(json::object& so, const Fleet& fleet, const std::string& upstream,
+                         const Endpoint& ep) {
+  if (!ep.draining()) return;
+  const auto sum = fleet.in_flight(upstream, ep.identity(), ep.in_flight());
+  so["fleet_in_flight"] = sum.in_flight;
+  so["fleet_unconfirmed"] = sum.unconfirmed;
+}
+
 }  // namespace
 
 const char* shown_state(const Endpoint& endpoint) {
@@ -121,9 +132,12 @@ std::string RuntimeControl::status_json() {
     uo["queued"] = u->queue().size();
     json::array servers;
     const auto discovered = process_.discovery() ? process_.discovery()->status(u->name()) : json::array();
-    for (std::size_t i = 0; i < u->endpoints().size(); ++i)
-      servers.push_back(server_status(*u->endpoint(static_cast<std::uint32_t>(i)),
-                                      u->config().servers[i], discovered, workers, now));
+    for (std::size_t i = 0; i < u->endpoints().size(); ++i) {
+      const Endpoint& ep = *u->endpoint(static_cast<std::uint32_t>(i));
+      auto so = server_status(ep, u->config().servers[i], discovered, workers, now);
+      if (const auto* fleet = process_.fleet()) add_fleet_in_flight(so, *fleet, u->name(), ep);
+      servers.push_back(std::move(so));
+    }
     uo["servers"] = std::move(servers);
     if (const auto* g = u->idempotency()) uo["idempotency"] = idempotency_status(*g);
     if (!discovered.empty()) uo["discovery"] = discovered;
@@ -132,6 +146,11 @@ std::string RuntimeControl::status_json() {
   root["upstreams"] = std::move(upstreams);
   root["reload"] = process_.reload_watch();
   return json::serialize(root);
+}
+
+std::string RuntimeControl::fleet_json() {
+  const auto* fleet = process_.fleet();
+  return fleet ? json::serialize(fleet->status()) : std::string();
 }
 
 std::string RuntimeControl::config_text() { return process_.snapshot()->config->text; }

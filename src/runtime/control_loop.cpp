@@ -17,6 +17,7 @@
 #include "sluice/health/prober.hpp"
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/fd_budget.hpp"
+#include "sluice/runtime/fleet.hpp"
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/state_file.hpp"
 #include "sluice/runtime/upgrade.hpp"
@@ -39,6 +40,7 @@ ControlLoop::~ControlLoop() = default;
 int ControlLoop::run() {
   if (!build_first_snapshot()) return 1;
   restore_server_state();
+  start_fleet();
   // Handlers go in before anything is announced: a SIGTERM right after "started" must be a
   // graceful shutdown, not the default action.
   for (const auto& action : signal_actions) signals_.add(action.signal);
@@ -229,6 +231,7 @@ void ControlLoop::stop_loop() {
   ready_timer_.cancel();
   notifier_.stop_watchdog();
   prober_->stop();
+  if (fleet_) fleet_->stop();
   if (discovery_) discovery_->stop();
   if (admin_server_) admin_server_->stop();
   if (config_watch_) config_watch_->stop();
@@ -381,14 +384,43 @@ std::optional<std::size_t> ControlLoop::upstream_connections() const {
   return n;
 }
 
-// A drain set or lifted through the admin API: logged, recorded, and a drained server's idle
-// pooled connections closed.
+// A drain set or lifted through the admin API: its consequences here, and the fleet told.
 void ControlLoop::drained(const std::string& upstream, Endpoint& ep, bool drain) {
-  spdlog::info("server {}: {} through the admin API", ep.identity(), drain ? "draining" : "undrained");
+  note_drain(upstream, ep, drain, "admin API");
+  if (fleet_) fleet_->drained_here(upstream, ep.identity(), drain);
+}
+
+// A drain set or lifted through another instance's admin API.
+void ControlLoop::apply_fleet_drain(const std::string& upstream, Endpoint& ep, bool drain) {
+  ep.set_draining(drain);
+  ep.set_drained_by_api(drain);
+  note_drain(upstream, ep, drain, "fleet");
+}
+
+// A drain change: logged, recorded, and a drained server's idle pooled connections closed.
+void ControlLoop::note_drain(const std::string& upstream, Endpoint& ep, bool drain, std::string_view via) {
+  spdlog::info("server {}: {} through the {}", ep.identity(), drain ? "draining" : "undrained", via);
   telemetry::events().push("drain", upstream, ep.identity(),
-                           drain ? "draining (admin API)" : "undrained (admin API)", steady_clock().now());
+                           std::string(drain ? "draining (" : "undrained (") + std::string(via) + ")",
+                           steady_clock().now());
   if (drain)
     for (auto& w : workers_) w->close_idle(ep);
+}
+
+// [fleet]: the drains the fleet holds are read before the listeners open, so that the first
+// request already sees them; a Redis that does not answer within its deadline leaves this
+// instance with its own drains (the fleet syncs when Redis answers).
+void ControlLoop::start_fleet() {
+  if (!config_->fleet.enabled) return;
+  const auto name = config_->fleet.name.empty() ? default_fleet_name(*config_) : config_->fleet.name;
+  fleet_ = std::make_unique<Fleet>(
+      io_, config_->fleet, name, [this] { return snapshot_; },
+      [this](const std::string& upstream, Endpoint& ep, bool drain) { apply_fleet_drain(upstream, ep, drain); });
+  fleet_->start();
+  const auto until = std::chrono::steady_clock::now() + 2 * Fleet::op_timeout;
+  while (!fleet_->settled() && std::chrono::steady_clock::now() < until)
+    if (io_.run_one_until(until) == 0) break;
+  io_.restart();
 }
 
 std::size_t ControlLoop::client_connections() const {

@@ -21,6 +21,7 @@
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/unrouted.hpp"
 #include "sluice/runtime/control.hpp"
+#include "sluice/runtime/fleet.hpp"
 
 namespace sluice {
 
@@ -220,6 +221,8 @@ void reload_samples(const Scrape& s, MetricsText& m) {
   m.sample({{"result", "failure"}}, static_cast<double>(s.process.reloads_failed()));
 }
 
+bool in_fleet(const Scrape& s) { return s.process.fleet() != nullptr; }
+
 bool has_tls_listeners(const Scrape& s) { return !s.snapshot.config->server.tls.empty(); }
 
 bool proxy_protocol_on(const Scrape& s) {
@@ -322,6 +325,12 @@ constexpr MetricFamily families[] = {
    .help = "Reloads rolled back by their watch ([reload] watch): a clear breach of the failed share or of the "
            "servers up after the reload.",
    .value = [](const Scrape& s) { return static_cast<double>(s.process.rollbacks()); }},
+  {.name = "sluice_fleet_redis_up", .type = gauge,
+   .help = "Fleet mode: 1 while the fleet's Redis answers, 0 while this instance's drains are its own.",
+   .shown = in_fleet, .value = [](const Scrape& s) { return s.process.fleet()->redis_up() ? 1.0 : 0.0; }},
+  {.name = "sluice_fleet_redis_lost_total", .type = counter,
+   .help = "Fleet mode: times the fleet's Redis stopped answering (each outage once).",
+   .shown = in_fleet, .value = [](const Scrape& s) { return static_cast<double>(s.process.fleet()->redis_lost()); }},
   {.name = "sluice_access_log_dropped_total", .type = counter,
    .help = "Access log lines dropped because the worker's buffer was full (output too slow or blocked).",
    .value = [](const Scrape& s) { return static_cast<double>(s.process.access_log_dropped()); }},

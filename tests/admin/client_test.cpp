@@ -162,6 +162,22 @@ TEST(AdminStatus, FindsOneServer) {
   EXPECT_FALSE(find_server_status(status, "api", "app-1")->found);
 }
 
+TEST(AdminStatus, InFleetModeTheFleetsCountIsTheOneWaitedOn) {
+  constexpr std::string_view status = R"({"upstreams":[{"name":"app","servers":[
+    {"identity":"app-1","in_flight":0,"draining":true,"fleet_in_flight":3,"fleet_unconfirmed":1}]}]})";
+  const auto found = find_server_status(status, "app", "app-1");
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->in_flight, 3u);
+  EXPECT_EQ(found->unconfirmed, 1u);
+  // Without the fleet's fields: this instance's own count, nobody to wait for.
+  const auto alone = find_server_status(
+      R"({"upstreams":[{"name":"app","servers":[{"identity":"app-1","in_flight":2,"draining":true}]}]})",
+      "app", "app-1");
+  ASSERT_TRUE(alone);
+  EXPECT_EQ(alone->in_flight, 2u);
+  EXPECT_EQ(alone->unconfirmed, 0u);
+}
+
 TEST(AdminStatus, RejectsOtherShapes) {
   std::string why;
   EXPECT_FALSE(find_server_status("not json", "app", "s", &why));

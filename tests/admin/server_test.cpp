@@ -58,6 +58,10 @@ public:
     calls.push_back("metrics");
     return metrics;
   }
+  std::string fleet_json() override {
+    calls.push_back("fleet");
+    return fleet;
+  }
   ReloadOutcome reload() override {
     calls.push_back("reload");
     if (throw_on_reload) throw std::runtime_error("snapshot build failed");
@@ -86,6 +90,7 @@ public:
 
   Calls calls;
   std::string status = R"({"upstreams":[]})";
+  std::string fleet;  // "": not in a fleet
   std::string metrics = "# HELP sluice_up Up.\n# TYPE sluice_up gauge\nsluice_up 1\n";
   ReloadOutcome reload_outcome{true, {}, 7};
   bool throw_on_reload = false;
@@ -174,6 +179,19 @@ TEST_F(AdminServer, StatusIsTheControlsJson) {
   EXPECT_EQ(res[bhttp::field::cache_control], "no-store");
   EXPECT_EQ(res.body(), fake_.status);
   EXPECT_EQ(fake_.calls, Calls{"status"});
+}
+
+TEST_F(AdminServer, FleetIsTheControlsJsonOr404OutsideAFleet) {
+  start();
+  auto res = one(get("/api/fleet"));
+  EXPECT_EQ(res.result(), bhttp::status::not_found);
+  EXPECT_EQ(json::parse(res.body()), json::parse(R"({"error":"fleet mode is off: no [fleet] section"})"));
+  fake_.fleet = R"({"name":"lb-1","redis_up":true})";
+  res = one(get("/api/fleet"));
+  EXPECT_EQ(res.result(), bhttp::status::ok);
+  EXPECT_EQ(res[bhttp::field::content_type], "application/json");
+  EXPECT_EQ(res.body(), fake_.fleet);
+  EXPECT_EQ(fake_.calls, (Calls{"fleet", "fleet"}));
 }
 
 TEST_F(AdminServer, MetricsIsPrometheusText) {

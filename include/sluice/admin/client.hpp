@@ -55,10 +55,14 @@ private:
 
 // One server's entry in a GET /api/status document:
 //   {"upstreams":[{"name":U, "servers":[{"identity":S, "in_flight":N, "draining":B, ...}]}]}
+// In fleet mode a draining server also has "fleet_in_flight" (the fleet's requests in flight
+// there, which then is `in_flight`) and "fleet_unconfirmed" (instances that have not applied the
+// drain yet).
 struct ServerStatus {
   bool found = false;  // false: no such upstream or server in the document
   std::uint64_t in_flight = 0;
   bool draining = false;
+  std::uint64_t unconfirmed = 0;
 };
 
 // nullopt when the document is not of that shape (*error says what is wrong).

@@ -39,6 +39,8 @@ public:
   // The JSON document of GET /api/dashboard: status rows with rates, history, events
   // (docs/dashboard.md).
   virtual std::string dashboard_json(const DashboardQuery& query) = 0;
+  // The JSON document of GET /api/fleet (docs/fleet.md); "" = not in a fleet (404).
+  virtual std::string fleet_json() { return {}; }
   // Prometheus text exposition 0.0.4 of GET /metrics.
   virtual std::string metrics_text() = 0;
   virtual ReloadOutcome reload() = 0;

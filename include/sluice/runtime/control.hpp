@@ -16,6 +16,7 @@
 #include "sluice/runtime/snapshot.hpp"
 
 namespace sluice::discovery { class Discovery; }
+namespace sluice { class Fleet; }
 
 namespace sluice {
 
@@ -58,6 +59,8 @@ public:
   virtual std::vector<std::string> reopen_logs() = 0;  // what failed; empty: done
   // After a drain change of `endpoint` in `upstream` (logs, records the event, closes idle pools).
   virtual void drained(const std::string& upstream, Endpoint& endpoint, bool drain) = 0;
+  // Fleet mode ([fleet], runtime/fleet.hpp); null when the instance is on its own.
+  virtual const Fleet* fleet() const { return nullptr; }
 };
 
 class RuntimeControl final : public admin::Control {
@@ -65,6 +68,7 @@ public:
   explicit RuntimeControl(RunningProcess& process) : process_(process) {}
 
   std::string status_json() override;
+  std::string fleet_json() override;
   std::string dashboard_json(const admin::DashboardQuery& query) override;  // dashboard.cpp
   std::string metrics_text() override;                                       // metric_table.cpp
   admin::ReloadOutcome reload() override { return process_.reload(true); }

@@ -36,6 +36,7 @@ namespace sluice {
 
 class AccessLog;
 class ConfigWatch;
+class Fleet;
 class InheritedListeners;
 class StateFile;
 class Worker;
@@ -81,6 +82,7 @@ public:
   admin::UpgradeOutcome upgrade(const std::string& binary) override;
   std::vector<std::string> reopen_logs() override { return reopen_logs("admin API"); }
   void drained(const std::string& upstream, Endpoint& endpoint, bool drain) override;
+  const Fleet* fleet() const override { return fleet_.get(); }
 
 private:
   // A periodic job: `tick` at start, then every `period` until shutdown.
@@ -102,6 +104,9 @@ private:
   // Start-up, in order (control_loop.cpp); a false return (logged) ends run() with 1.
   bool build_first_snapshot();
   void restore_server_state();
+  void start_fleet();
+  void apply_fleet_drain(const std::string& upstream, Endpoint& endpoint, bool drain);
+  void note_drain(const std::string& upstream, Endpoint& endpoint, bool drain, std::string_view via);
   void make_workers();
   bool open_listeners(InheritedListeners& inherited);
   bool open_first_admin(std::optional<int> admin_fd);
@@ -177,6 +182,7 @@ private:
   std::unique_ptr<admin::Server> admin_server_;
   std::unique_ptr<ConfigWatch> config_watch_;  // [server] watch_config
   std::unique_ptr<health::Prober> prober_;
+  std::unique_ptr<Fleet> fleet_;  // [fleet]; restart-only
   std::vector<std::string> probed_upstreams_;
   bool shutting_down_ = false;
   bool ready_ = false;  // /readyz: listeners open, no SIGTERM yet

@@ -1,0 +1,201 @@
+"""Fleet mode (docs/fleet.md): three sluice instances on loopback share their drains through a
+real Redis (Debian's redis-server on an ephemeral port, no persistence, stopped by PID). Each
+sluice-origin counts the requests it received (`/stats`): a rule about which server gets
+traffic is asserted there."""
+import socket
+import subprocess
+import textwrap
+import threading
+import time
+
+from conftest import SLUICE, Background, Load, metric, sluice_config, timed_request, wait_until
+from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
+
+
+class SlowRedis:
+    """A TCP relay to Redis on a loopback port that holds each connection's first answer for
+    `delay` seconds: a Redis slow to answer a starting instance."""
+
+    def __init__(self, redis_port, delay):
+        self.redis_port, self.delay = redis_port, delay
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.redis_port))
+            threading.Thread(target=self._pipe, args=(client, server, 0.0), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, self.delay), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst, delay):
+        try:
+            while data := src.recv(65536):
+                time.sleep(delay)  # the first answer only: the relay's own lag, not the test's wait
+                delay = 0.0
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def close(self):
+        self.listener.close()
+
+
+def fleet_config(origins, redis_url, name):
+    top = textwrap.dedent(f"""\
+        [admin]
+        listen = "127.0.0.1:0"
+
+        [fleet]
+        redis = "{redis_url}"
+        name = "{name}"
+        """)
+    return sluice_config(origins, top=top)
+
+
+def start_fleet(sluice, origins, r, n=3, first=1):
+    return [sluice(fleet_config(origins, r.url, f"lb-{i}"), name=f"lb-{i}.toml")
+            for i in range(first, first + n)]
+
+
+def drain(s, server, verb="drain"):
+    resp = s.admin("POST", f"/api/upstreams/app/servers/{server}/{verb}")
+    assert resp.status == 200, resp
+
+
+def draining(s, server):
+    return s.server_status(server)["draining"]
+
+
+def counts(origins):
+    return {o.name: o.stats()["requests"] for o in origins}
+
+
+def send(s, n):
+    """`n` GETs through `s`, one after another; every one must be answered 200."""
+    for _ in range(n):
+        resp = timed_request(s.port, "GET", "/")[0]
+        assert resp.status == 200, resp
+
+
+def test_a_drain_through_one_instance_reaches_every_instance_within_a_second(sluice, origins, redis):
+    os_ = origins(3)
+    r = redis()
+    lbs = start_fleet(sluice, os_, r)
+    t0 = time.monotonic()
+    drain(lbs[0], "app-1")
+    wait_until(lambda: all(draining(s, "app-1") for s in lbs), timeout=1.0,
+               what="app-1 draining on every instance")
+    assert time.monotonic() - t0 <= 1.0
+    assert all(s.server_status("app-1")["drain_source"] == "api" for s in lbs)
+    # The fleet as lb-1 sees it: the drain, and the two others, each with the same config and
+    # the drain applied.
+    view = wait_until(lambda: (lambda v: v if len(v["instances"]) == 2 and all(
+        "app/app-1" in i["draining"] for i in v["instances"].values()) else None)(
+            lbs[0].admin("GET", "/api/fleet").json()), timeout=2, what="lb-2 and lb-3 in lb-1's view")
+    assert (view["name"], view["redis_up"], view["drains"]) == ("lb-1", True, ["app/app-1"])
+    assert sorted(view["instances"]) == ["lb-2", "lb-3"]
+    assert all(i["same_config"] is False for i in view["instances"].values())  # lb-N.toml differ by name
+    for o in os_:
+        o.reset_stats()
+    for s in lbs:
+        send(s, 12)
+    got = counts(os_)
+    assert got["app-1"] == 0, got
+    assert got["app-2"] + got["app-3"] == 36, got
+    # The undrain travels the same way.
+    drain(lbs[2], "app-1", "undrain")
+    wait_until(lambda: not any(draining(s, "app-1") for s in lbs), timeout=1.0,
+               what="app-1 undrained on every instance")
+    for s in lbs:
+        assert s.log.wait_for(r"server app-1: (draining|undrained) through the (admin API|fleet)")
+
+
+def test_drain_wait_through_one_instance_waits_for_a_slow_request_on_another(sluice, origins, redis):
+    os_ = origins(3)
+    r = redis()
+    lbs = start_fleet(sluice, os_, r)
+    app1 = os_[0]
+    # Three slow requests at once through instance 3: round robin gives each server one.
+    slow = Background(lbs[2].port, 3, target="/?delay=2500")
+    wait_until(lambda: app1.stats()["in_flight"] == 1, timeout=5, what="a slow request held on app-1")
+    started = time.monotonic()
+    cli = subprocess.run([str(SLUICE), "drain", "--upstream", "app", "--server", "app-1", "--wait",
+                          "--timeout", "20s", "--admin", lbs[1].admin_address],
+                         capture_output=True, text=True, timeout=30)
+    returned = time.monotonic()
+    results = slow.join()
+    assert all(not isinstance(resp, Exception) and resp.status == 200 for resp, _ in results), results
+    held_done = max(done for _, done in results)
+    assert cli.returncode == 0, cli.stderr
+    assert "app/app-1: drained" in cli.stdout
+    # It returned once the request held on instance 3 was over, not before.
+    assert returned >= held_done, (returned - started, held_done - started)
+    assert app1.stats()["in_flight"] == 0
+
+
+def test_a_fresh_instance_picks_up_the_drains_before_its_first_request(sluice, origins, redis):
+    os_ = origins(3)
+    r = redis()
+    lbs = start_fleet(sluice, os_, r, n=2)
+    drain(lbs[0], "app-2")
+    wait_until(lambda: draining(lbs[1], "app-2"), timeout=1.0, what="app-2 draining on lb-2")
+    for o in os_:
+        o.reset_stats()
+    # Its Redis answers 300 ms late: the instance must not take a request before that answer.
+    slow = SlowRedis(r.port, 0.3)
+    fresh = sluice(fleet_config(os_, slow.url, "lb-9"), name="lb-9.toml")
+    send(fresh, 12)  # at once: no wait for a sync
+    slow.close()
+    got = counts(os_)
+    assert got["app-2"] == 0, got
+    assert got["app-1"] + got["app-3"] == 12, got
+    assert fresh.server_status("app-2")["drain_source"] == "api"
+
+
+def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice, origins, redis):
+    os_ = origins(3)
+    r = redis()
+    lbs = start_fleet(sluice, os_, r)
+    drain(lbs[0], "app-1")
+    wait_until(lambda: all(draining(s, "app-1") for s in lbs), timeout=1.0, what="app-1 drained")
+    loads = [Load(s.port, rate=50, max_seconds=25, max_requests=1250).start() for s in lbs]
+    try:
+        for load in loads:
+            load.wait_for_more(50)
+        port = r.port
+        r.stop()  # SIGKILL: no persistence, Redis comes back empty
+        for s in lbs:
+            s.log.wait_for(r"fleet: Redis at .* unreachable", timeout=5)
+        for load in loads:
+            load.wait_for_more(50)
+        # A drain while Redis is gone: this instance's own until Redis is back.
+        drain(lbs[1], "app-3")
+        assert draining(lbs[1], "app-3")
+        for load in loads:
+            load.wait_for_more(50)
+        redis(port)
+        # Back: the drain made meanwhile is published, and the one from before the outage is put
+        # back by the instances that hold it (the restarted Redis lost it).
+        wait_until(lambda: all(draining(s, "app-3") and draining(s, "app-1") for s in lbs),
+                   timeout=10, what="app-3 drained on every instance after Redis came back")
+        for s in lbs:
+            s.log.wait_for(r"fleet: Redis at .* reachable again", timeout=5)
+        for load in loads:
+            load.wait_for_more(50)
+    finally:
+        records = [load.stop() for load in loads]
+    for rec in records:
+        assert [x for x in rec if x.status != 200] == []
+        assert len(rec) >= 200
+    for s in lbs:
+        assert metric(s, "sluice_fleet_redis_lost_total") == 1
+        assert metric(s, "sluice_fleet_redis_up") == 1

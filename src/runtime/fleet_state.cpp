@@ -1,0 +1,66 @@
+#include "sluice/runtime/fleet_state.hpp"
+
+#include <algorithm>
+#include <boost/json.hpp>
+
+namespace sluice::fleet {
+
+std::string instance_key(std::string_view name) {
+  return std::string(key_prefix) + "instance:" + std::string(name);
+}
+
+std::string server_field(std::string_view upstream, std::string_view server) {
+  return std::string(upstream) + "/" + std::string(server);
+}
+
+std::set<std::string> merged_drains(const std::set<std::string>& remote,
+                                    const std::map<std::string, bool>& unpublished) {
+  std::set<std::string> out = remote;
+  for (const auto& [field, drained] : unpublished) {
+    if (drained) out.insert(field);
+    else out.erase(field);
+  }
+  return out;
+}
+
+std::string encode_report(const Report& report) {
+  boost::json::object draining;
+  for (const auto& [field, count] : report.draining) draining[field] = count;
+  return boost::json::serialize(
+      boost::json::object{{"config", report.config}, {"at_ms", report.at_ms}, {"draining", std::move(draining)}});
+}
+
+Report decode_report(std::string_view text) {
+  Report out;
+  boost::system::error_code ec;
+  const auto doc = boost::json::parse(text, ec);
+  const auto* o = !ec ? doc.if_object() : nullptr;
+  if (o == nullptr) return out;
+  if (const auto* c = o->if_contains("config"); c != nullptr && c->is_string()) out.config = std::string(c->as_string());
+  if (const auto* a = o->if_contains("at_ms"); a != nullptr && a->is_int64()) out.at_ms = a->as_int64();
+  const auto* d = o->if_contains("draining");
+  if (d == nullptr || !d->is_object()) return out;
+  for (const auto& [field, count] : d->as_object())
+    if (count.is_int64()) out.draining[std::string(field)] = count.as_int64();
+  return out;
+}
+
+FleetInFlight sum_in_flight(std::string_view field, std::int64_t local,
+                            const std::vector<Report>& others) {
+  FleetInFlight out{local, 0};
+  for (const auto& r : others) {
+    const auto it = r.draining.find(std::string(field));
+    if (it == r.draining.end()) ++out.unconfirmed;
+    else out.in_flight += it->second;
+  }
+  return out;
+}
+
+std::chrono::milliseconds reconnect_delay(unsigned failures, double jitter) {
+  constexpr std::int64_t first = 100;
+  constexpr std::int64_t most = 5000;
+  const std::int64_t full = failures == 0 ? 0 : std::min(most, first << std::min(failures - 1, 10u));
+  return std::chrono::milliseconds(static_cast<std::int64_t>(static_cast<double>(full) * (1.0 - jitter / 2)));
+}
+
+}  // namespace sluice::fleet

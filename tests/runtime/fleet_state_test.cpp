@@ -1,0 +1,85 @@
+// Fleet mode's rules (runtime/fleet_state.hpp): what a sync leaves drained, the in-flight sum
+// `drain --wait` waits on, and the reconnect back-off.
+#include "sluice/runtime/fleet_state.hpp"
+
+#include <gtest/gtest.h>
+
+namespace sluice::fleet {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(FleetState, RedisStateIsTakenWhenNothingIsUnpublished) {
+  EXPECT_EQ(merged_drains({"app/a", "app/b"}, {}), (std::set<std::string>{"app/a", "app/b"}));
+  EXPECT_EQ(merged_drains({}, {}), std::set<std::string>{});
+}
+
+TEST(FleetState, ChangesNotYetWrittenWinOverTheRead) {
+  // A drain made here during an outage survives the first read after it...
+  EXPECT_EQ(merged_drains({"app/a"}, {{"app/b", true}}), (std::set<std::string>{"app/a", "app/b"}));
+  // ... and so does an undrain, over a hash that still holds the server.
+  EXPECT_EQ(merged_drains({"app/a", "app/b"}, {{"app/a", false}}), (std::set<std::string>{"app/b"}));
+  // An undrain of a server nobody drained changes nothing.
+  EXPECT_EQ(merged_drains({"app/a"}, {{"app/c", false}}), (std::set<std::string>{"app/a"}));
+}
+
+TEST(FleetState, ServerFieldAndKeys) {
+  EXPECT_EQ(server_field("app", "127.0.0.1:9001"), "app/127.0.0.1:9001");
+  EXPECT_EQ(instance_key("lb-1"), "sluice:fleet:instance:lb-1");
+}
+
+TEST(FleetState, ReportRoundTrip) {
+  Report r;
+  r.config = "9f2c";
+  r.at_ms = 1700000000123;
+  r.draining["app/a"] = 3;
+  r.draining["api/10.0.0.1:80"] = 0;
+  const auto text = encode_report(r);
+  EXPECT_EQ(text, R"({"config":"9f2c","at_ms":1700000000123,"draining":{"api/10.0.0.1:80":0,"app/a":3}})");
+  const auto back = decode_report(text);
+  EXPECT_EQ(back.config, "9f2c");
+  EXPECT_EQ(back.at_ms, 1700000000123);
+  EXPECT_EQ(back.draining, r.draining);
+}
+
+TEST(FleetState, AReportOfAnotherShapeReadsAsEmpty) {
+  EXPECT_TRUE(decode_report("app/a\t2\n").draining.empty());
+  EXPECT_TRUE(decode_report("[1,2]").draining.empty());
+  const auto r = decode_report(R"({"draining":{"app/a":2,"app/b":"x"},"at_ms":"soon"})");
+  EXPECT_EQ(r.draining, (std::map<std::string, std::int64_t>{{"app/a", 2}}));
+  EXPECT_EQ(r.at_ms, 0);
+  EXPECT_EQ(r.config, "");
+}
+
+TEST(FleetState, InFlightSumsTheInstancesThatApplyTheDrain) {
+  Report b;
+  b.draining["app/a"] = 2;
+  Report c;
+  c.draining["app/a"] = 0;
+  c.draining["app/x"] = 7;
+  const auto sum = sum_in_flight("app/a", 1, {b, c});
+  EXPECT_EQ(sum.in_flight, 3);
+  EXPECT_EQ(sum.unconfirmed, 0u);
+}
+
+TEST(FleetState, AnInstanceThatHasNotAppliedTheDrainKeepsTheWaitOpen) {
+  Report b;  // has not seen the drain yet: its count is not in the report
+  const auto sum = sum_in_flight("app/a", 0, {b});
+  EXPECT_EQ(sum.in_flight, 0);
+  EXPECT_EQ(sum.unconfirmed, 1u);
+  EXPECT_EQ(sum_in_flight("app/a", 0, {}).unconfirmed, 0u);
+}
+
+TEST(FleetState, ReconnectDelayDoublesToFiveSecondsWithJitter) {
+  EXPECT_EQ(reconnect_delay(0, 0.0), milliseconds(0));
+  EXPECT_EQ(reconnect_delay(1, 0.0), milliseconds(100));
+  EXPECT_EQ(reconnect_delay(2, 0.0), milliseconds(200));
+  EXPECT_EQ(reconnect_delay(6, 0.0), milliseconds(3200));
+  EXPECT_EQ(reconnect_delay(7, 0.0), milliseconds(5000));
+  EXPECT_EQ(reconnect_delay(100, 0.0), milliseconds(5000));
+  EXPECT_EQ(reconnect_delay(1, 0.999), milliseconds(50));
+  EXPECT_EQ(reconnect_delay(7, 0.5), milliseconds(3750));
+}
+
+}  // namespace
+}  // namespace sluice::fleet
