@@ -8,7 +8,7 @@ import textwrap
 import threading
 import time
 
-from conftest import SLUICE, Background, Load, metric, sluice_config, timed_request, wait_until
+from conftest import SLUICE, Background, Load, metric, sluice_config, timed_request, toml_table, wait_until
 from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 
 
@@ -49,7 +49,7 @@ class SlowRedis:
         self.listener.close()
 
 
-def fleet_config(origins, redis_url, name):
+def fleet_config(origins, redis_url, name, upstream_extra=""):
     top = textwrap.dedent(f"""\
         [admin]
         listen = "127.0.0.1:0"
@@ -58,7 +58,7 @@ def fleet_config(origins, redis_url, name):
         redis = "{redis_url}"
         name = "{name}"
         """)
-    return sluice_config(origins, top=top)
+    return sluice_config(origins, top=top, upstream_extra=upstream_extra)
 
 
 def start_fleet(sluice, origins, r, n=3, first=1):
@@ -199,3 +199,29 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
     for s in lbs:
         assert metric(s, "sluice_fleet_redis_lost_total") == 1
         assert metric(s, "sluice_fleet_redis_up") == 1
+
+
+def test_each_server_is_probed_by_one_instance_of_three(sluice, origins, redis):
+    os_ = origins(3)
+    r = redis()
+    health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
+    lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health), name=f"lb-{i}.toml") for i in (1, 2, 3)]
+
+    def holders():
+        held = [p for s in lbs for p in s.admin("GET", "/api/fleet").json()["probes"]]
+        return sorted(held) == ["app/app-1", "app/app-2", "app/app-3"]
+    wait_until(holders, timeout=5, what="one lease per server over the fleet")
+    for o in os_:
+        o.reset_stats()
+    t0 = time.monotonic()
+    # 12 probes of each server: one prober per server needs 12 intervals (300 ms, jitter 10%) for
+    # them; three would need a third of that.
+    wait_until(lambda: all(o.stats()["health_requests"] >= 12 for o in os_), timeout=15,
+               what="12 probes of each server")
+    elapsed = time.monotonic() - t0
+    assert elapsed >= 11 * 0.3 * 0.9, elapsed
+    # Every instance has every server's verdict, its own prober's or the holder's.
+    for s in lbs:
+        for name in ("app-1", "app-2", "app-3"):
+            st = s.server_status(name)
+            assert st["state"] == "up" and st["last_probe"] is not None, (s.port, st)

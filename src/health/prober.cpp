@@ -248,6 +248,7 @@ net::awaitable<void> Prober::run(std::shared_ptr<Server> server) {
       }
       // The next slot counts from this one's scheduled time, not from when the probe ends.
       s.due = s.schedule.next(s.due);
+      if (may_probe && !may_probe(s.target)) continue;  // another instance probes it
       // Across servers, the pacer flattens bursts: this probe may have to wait a little.
       if (const auto start = pacer_.admit(now); start > now) {
         s.wait_timer.expires_after(start - now);
@@ -287,6 +288,17 @@ void Prober::arm_deadline(std::shared_ptr<Server> server, std::uint64_t seq, con
     error_code ignored;
     server->socket.close(ignored);
   });
+}
+
+bool Prober::apply_verdict(std::string_view upstream, std::string_view server, ProbeResult result) {
+  const auto it = upstreams_.find(upstream);
+  if (it == upstreams_.end()) return false;
+  for (const auto& s : it->second) {
+    if (s->stopped || s->target.endpoint->identity() != server) continue;
+    report(*s, std::move(result));
+    return true;
+  }
+  return false;
 }
 
 void Prober::report(Server& s, ProbeResult result) {

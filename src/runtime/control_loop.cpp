@@ -142,8 +142,14 @@ void ControlLoop::start_prober() {
   };
   prober_->on_probe = [this](const health::ProbeTarget& t, const health::ProbeResult& r) {
     (r.passed ? t.endpoint->probes_passed : t.endpoint->probes_failed).fetch_add(1, std::memory_order_relaxed);
+    if (fleet_) fleet_->probed(t.upstream, t.endpoint->identity(), r);
     if (!notified_ready_ && first_probe_round_done()) notify_ready("first health probes done");
   };
+  // Fleet mode: a server is probed by the one instance that holds its lease.
+  if (fleet_)
+    prober_->may_probe = [this](const health::ProbeTarget& t) {
+      return fleet_->may_probe(t.upstream, t.endpoint->identity());
+    };
   update_probes();
 }
 
@@ -415,7 +421,11 @@ void ControlLoop::start_fleet() {
   const auto name = config_->fleet.name.empty() ? default_fleet_name(*config_) : config_->fleet.name;
   fleet_ = std::make_unique<Fleet>(
       io_, config_->fleet, name, [this] { return snapshot_; },
-      [this](const std::string& upstream, Endpoint& ep, bool drain) { apply_fleet_drain(upstream, ep, drain); });
+      [this](const std::string& upstream, Endpoint& ep, bool drain) { apply_fleet_drain(upstream, ep, drain); },
+      [this](const fleet::Verdict& v) {
+        const auto latency = std::chrono::microseconds(v.latency_us);
+        if (prober_) prober_->apply_verdict(v.upstream, v.server, {v.passed, v.detail, latency});
+      });
   fleet_->start();
   const auto until = std::chrono::steady_clock::now() + 2 * Fleet::op_timeout;
   while (!fleet_->settled() && std::chrono::steady_clock::now() < until)

@@ -53,11 +53,12 @@ std::string default_fleet_name(const config::Config& config) {
 }
 
 Fleet::Fleet(net::io_context& io, const config::FleetSection& config, std::string name,
-             SnapshotSource snapshot, ApplyDrain apply)
+             SnapshotSource snapshot, ApplyDrain apply, ApplyVerdict verdict)
     : config_(config),
       name_(std::move(name)),
       snapshot_(std::move(snapshot)),
       apply_(std::move(apply)),
+      verdict_(std::move(verdict)),
       link_(io.get_executor(), config_),
       subscriber_(io.get_executor(), config_),
       tick_(io),
@@ -107,6 +108,8 @@ void Fleet::lost(error_code ec) {
   settled_ = true;
   up_ = false;
   others_.clear();
+  leases_.clear();  // unknown until Redis answers: every server is probed here meanwhile
+  verdicts_.clear();
   if (reported_down_) return;
   reported_down_ = true;
   ++lost_;
@@ -153,7 +156,7 @@ net::awaitable<void> Fleet::run_subscriber() {
   while (!stopped_) {
     if (failures > 0) co_await pause(sub_backoff_, fleet::reconnect_delay(failures, jitter()));
     if (stopped_) break;
-    const std::array<std::string_view, 2> subscribe{"SUBSCRIBE", fleet::drains_channel};
+    const std::array<std::string_view, 3> subscribe{"SUBSCRIBE", fleet::drains_channel, fleet::verdicts_channel};
     bool subscribed = false;
     if (const auto ec = co_await subscriber_.connect(steady_clock().exact() + op_timeout); !ec) {
       const auto reply = co_await subscriber_.command(subscribe, steady_clock().exact() + op_timeout);
@@ -170,7 +173,7 @@ net::awaitable<void> Fleet::run_subscriber() {
     while (!stopped_) {
       const auto message = co_await subscriber_.next_reply(steady_clock().exact() + std::chrono::hours(1));
       if (!message) break;
-      wake();
+      on_message(*message);
     }
   }
 }
@@ -184,7 +187,9 @@ net::awaitable<error_code> Fleet::sync_once() {
   if (const auto ec = co_await publish_changes(deadline)) co_return ec;
   if (const auto ec = co_await read_drains(deadline)) co_return ec;
   apply(fleet::merged_drains(remote_, unpublished_));
-  co_return co_await exchange_reports(deadline);
+  if (const auto ec = co_await exchange_reports(deadline)) co_return ec;
+  if (const auto ec = co_await keep_leases(deadline)) co_return ec;
+  co_return co_await publish_verdicts(deadline);
 }
 
 // A hash that was never written or that Redis lost (restarted without persistence): this
@@ -307,6 +312,89 @@ net::awaitable<error_code> Fleet::exchange_reports(Clock::time_point deadline) {
   co_return error_code{};
 }
 
+// A drain changed: read the hash now. A verdict of another instance's prober: applied here as
+// this prober's own, unless this instance holds that server's lease.
+void Fleet::on_message(const fleet::Reply& message) {
+  const auto& e = message.elements;
+  if (e.size() != 3 || e[0].str != "message" || e[1].str != fleet::verdicts_channel) return wake();
+  const auto v = fleet::decode_verdict(e[2].str);
+  if (!v || v->from == name_ || !up_ || leases_.contains(fleet::server_field(v->upstream, v->server))) return;
+  verdict_(*v);
+}
+
+std::set<std::string> Fleet::probed_servers() const {
+  std::set<std::string> out;
+  const auto snapshot = snapshot_();
+  for (const auto& u : snapshot->upstreams)
+    if (u->config().health)
+      for (const Endpoint* ep : u->endpoints()) out.insert(fleet::server_field(u->name(), ep->identity()));
+  return out;
+}
+
+bool Fleet::may_probe(const std::string& upstream, const std::string& server) const {
+  return !up_ || leases_.contains(fleet::server_field(upstream, server));
+}
+
+void Fleet::probed(const std::string& upstream, const std::string& server, const health::ProbeResult& result) {
+  if (!up_ || !leases_.contains(fleet::server_field(upstream, server))) return;
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(result.latency).count();
+  verdicts_.push_back(fleet::encode_verdict({name_, upstream, server, result.passed, result.detail, us}));
+}
+
+// Each probed server's lease: renewed when due, released when this instance holds more than
+// its share (another takes it at its next sync), taken when free and within the share.
+net::awaitable<error_code> Fleet::keep_leases(Clock::time_point deadline) {
+  const auto servers = probed_servers();
+  std::erase_if(leases_, [&](const auto& l) { return !servers.contains(l.first); });
+  const auto share = fleet::fair_share(servers.size(), others_.size() + 1);
+  for (const auto& field : servers)
+    if (const auto ec = co_await keep_lease(field, share, deadline)) co_return ec;
+  co_return error_code{};
+}
+
+net::awaitable<error_code> Fleet::keep_lease(const std::string& field, std::size_t share,
+                                             Clock::time_point deadline) {
+  // Only the holder renews or releases: a lease that expired meanwhile may be another's.
+  constexpr std::string_view renew =
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+  constexpr std::string_view release =
+      "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+  const auto key = fleet::lease_key(field);
+  const auto ttl = milliseconds_text(config_.lease_ttl);
+  const auto now = steady_clock().exact();
+  const auto held = leases_.find(field);
+  if (held != leases_.end() && now < held->second) co_return error_code{};
+  const bool excess = held != leases_.end() && leases_.size() > share;
+  if (held == leases_.end() && leases_.size() >= share) co_return error_code{};
+  const std::array<std::string_view, 5> drop{"EVAL", release, "1", key, name_};
+  const std::array<std::string_view, 6> extend{"EVAL", renew, "1", key, name_, ttl};
+  const std::array<std::string_view, 6> take{"SET", key, name_, "NX", "PX", ttl};
+  auto r = co_await link_.command(held == leases_.end() ? std::span<const std::string_view>(take)
+                                  : excess             ? std::span<const std::string_view>(drop)
+                                                       : std::span<const std::string_view>(extend),
+                                  deadline);
+  if (!r) co_return r.error();
+  const bool ours = !excess && (r->type == fleet::Reply::Type::status || r->integer == 1);
+  if (!ours) {
+    if (held != leases_.end()) leases_.erase(held);
+    co_return error_code{};
+  }
+  const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl);
+  leases_[field] = now + fleet::renew_after(ttl_ms, jitter());
+  co_return error_code{};
+}
+
+net::awaitable<error_code> Fleet::publish_verdicts(Clock::time_point deadline) {
+  auto verdicts = std::move(verdicts_);
+  verdicts_.clear();
+  for (const auto& v : verdicts) {
+    const std::array<std::string_view, 3> publish{"PUBLISH", fleet::verdicts_channel, v};
+    const auto r = co_await link_.command(publish, deadline);
+    if (!r) co_return r.error();
+  }
+  co_return error_code{};
+}
+
 fleet::FleetInFlight Fleet::in_flight(const std::string& upstream, const std::string& server,
                                       std::int64_t local) const {
   std::vector<fleet::Report> reports;
@@ -328,6 +416,9 @@ json::object Fleet::status() const {
     unpublished.push_back(json::object{{"server", field}, {"drain", drained}});
   o["unpublished"] = std::move(unpublished);
   o["config"] = config_version();
+  json::array probes;
+  for (const auto& [field, renew] : leases_) probes.push_back(json::string(field));
+  o["probes"] = std::move(probes);  // the servers whose lease this instance holds
   json::object instances;
   const auto now = unix_ms();
   for (const auto& [name, r] : others_) {

@@ -1,6 +1,7 @@
 #include "sluice/runtime/fleet_state.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <boost/json.hpp>
 
 namespace sluice::fleet {
@@ -54,6 +55,45 @@ FleetInFlight sum_in_flight(std::string_view field, std::int64_t local,
     else out.in_flight += it->second;
   }
   return out;
+}
+
+std::string lease_key(std::string_view field) { return std::string(key_prefix) + "lease:" + std::string(field); }
+
+std::size_t fair_share(std::size_t servers, std::size_t instances) {
+  return instances == 0 ? servers : (servers + instances - 1) / instances;
+}
+
+std::chrono::milliseconds renew_after(std::chrono::milliseconds ttl, double jitter) {
+  return std::chrono::milliseconds(std::llround(static_cast<double>(ttl.count()) * (1.0 / 3.0 - jitter / 10.0)));
+}
+
+std::string encode_verdict(const Verdict& v) {
+  return boost::json::serialize(boost::json::object{{"from", v.from},       {"upstream", v.upstream},
+                                                    {"server", v.server},   {"passed", v.passed},
+                                                    {"detail", v.detail},   {"latency_us", v.latency_us}});
+}
+
+std::optional<Verdict> decode_verdict(std::string_view text) {
+  boost::system::error_code ec;
+  const auto doc = boost::json::parse(text, ec);
+  const auto* o = !ec ? doc.if_object() : nullptr;
+  if (o == nullptr) return std::nullopt;
+  const auto text_of = [o](std::string_view key, std::string& out) {
+    const auto* v = o->if_contains(key);
+    if (v == nullptr || !v->is_string()) return false;
+    out = std::string(v->as_string());
+    return true;
+  };
+  Verdict v;
+  const auto* passed = o->if_contains("passed");
+  const auto* latency = o->if_contains("latency_us");
+  if (!text_of("from", v.from) || !text_of("upstream", v.upstream) || !text_of("server", v.server) ||
+      !text_of("detail", v.detail) || passed == nullptr || !passed->is_bool() || latency == nullptr ||
+      !latency->is_int64())
+    return std::nullopt;
+  v.passed = passed->as_bool();
+  v.latency_us = latency->as_int64();
+  return v;
 }
 
 std::chrono::milliseconds reconnect_delay(unsigned failures, double jitter) {

@@ -81,5 +81,29 @@ TEST(FleetState, ReconnectDelayDoublesToFiveSecondsWithJitter) {
   EXPECT_EQ(reconnect_delay(7, 0.5), milliseconds(3750));
 }
 
+TEST(FleetState, LeasesSpreadOverTheInstances) {
+  EXPECT_EQ(fair_share(3, 3), 1u);
+  EXPECT_EQ(fair_share(4, 3), 2u);
+  EXPECT_EQ(fair_share(3, 1), 3u);
+  EXPECT_EQ(fair_share(2, 5), 1u);
+  EXPECT_EQ(fair_share(0, 2), 0u);
+  EXPECT_EQ(lease_key("app/a"), "sluice:fleet:lease:app/a");
+}
+
+TEST(FleetState, LeasesAreRenewedAtAThirdOfTheirTtlLessJitter) {
+  EXPECT_EQ(renew_after(milliseconds(9000), 0.0), milliseconds(3000));
+  EXPECT_EQ(renew_after(milliseconds(9000), 0.5), milliseconds(2550));
+}
+
+TEST(FleetState, VerdictRoundTripAndBadShapes) {
+  const Verdict v{"lb-1", "app", "app-2", false, "status 503 not in 200-399", 1500};
+  const auto back = decode_verdict(encode_verdict(v));
+  ASSERT_TRUE(back);
+  EXPECT_EQ((std::tuple{back->from, back->upstream, back->server, back->passed, back->detail, back->latency_us}),
+            (std::tuple{v.from, v.upstream, v.server, v.passed, v.detail, v.latency_us}));
+  EXPECT_FALSE(decode_verdict("nope"));
+  EXPECT_FALSE(decode_verdict(R"({"from":"a","upstream":"u","server":"s","passed":"yes","detail":"","latency_us":1})"));
+}
+
 }  // namespace
 }  // namespace sluice::fleet

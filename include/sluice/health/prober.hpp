@@ -37,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -90,11 +91,19 @@ public:
   // Servers being probed, across all upstreams.
   std::size_t server_count() const noexcept;
 
+  // A verdict from another prober (fleet mode: the instance that holds the server's probe
+  // lease): fed to the server's health and reported through the callbacks exactly as this
+  // prober's own. False when `upstream` has no such server here. Control thread.
+  bool apply_verdict(std::string_view upstream, std::string_view server, ProbeResult result);
+
   // Every transition a probe caused (the runtime logs and counts it). Control thread.
   std::function<void(const ProbeTarget&, const Transition&)> on_transition;
   // Every probe result, after it was fed to the server's health (metrics:
   // sluice_health_checks_total{result}). Control thread.
   std::function<void(const ProbeTarget&, const ProbeResult&)> on_probe;
+  // Asked before each scheduled probe; false skips that slot (fleet mode: another instance
+  // holds the server's probe lease and its verdicts come through apply_verdict). Unset: probe.
+  std::function<bool(const ProbeTarget&)> may_probe;
 
 private:
   struct Settings;  // one upstream's [health], parsed

@@ -19,6 +19,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -26,6 +27,7 @@
 #include <boost/json/object.hpp>
 
 #include "sluice/config/config.hpp"
+#include "sluice/health/server_health.hpp"
 #include "sluice/runtime/fleet_redis.hpp"
 #include "sluice/runtime/fleet_state.hpp"
 #include "sluice/runtime/snapshot.hpp"
@@ -37,12 +39,14 @@ public:
   // The servers now (the current snapshot), and how a drain from the fleet is applied to one.
   using SnapshotSource = std::function<std::shared_ptr<const Snapshot>()>;
   using ApplyDrain = std::function<void(const std::string& upstream, Endpoint& endpoint, bool drain)>;
+  // A probe verdict from the instance that holds the server's lease, for this instance's prober.
+  using ApplyVerdict = std::function<void(const fleet::Verdict& verdict)>;
 
   static constexpr std::chrono::milliseconds sync_period{250};
   static constexpr std::chrono::milliseconds op_timeout{1000};
 
   Fleet(boost::asio::io_context& io, const config::FleetSection& config, std::string name,
-        SnapshotSource snapshot, ApplyDrain apply);
+        SnapshotSource snapshot, ApplyDrain apply, ApplyVerdict verdict);
   ~Fleet();
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
@@ -62,6 +66,11 @@ public:
   // `server`'s requests in flight over the fleet, this instance's `local` count included.
   fleet::FleetInFlight in_flight(const std::string& upstream, const std::string& server,
                                  std::int64_t local) const;
+  // Probe leases: whether this instance probes the server now (it holds the lease, or Redis is
+  // gone and every instance probes on its own), and a verdict of its own prober, published when
+  // it holds the lease.
+  bool may_probe(const std::string& upstream, const std::string& server) const;
+  void probed(const std::string& upstream, const std::string& server, const health::ProbeResult& result);
   // GET /api/fleet: this instance, Redis, the drains and the other instances' reports.
   boost::json::object status() const;
 
@@ -73,6 +82,12 @@ private:
   boost::asio::awaitable<boost::system::error_code> publish_changes(Clock::time_point deadline);
   boost::asio::awaitable<boost::system::error_code> read_drains(Clock::time_point deadline);
   boost::asio::awaitable<boost::system::error_code> exchange_reports(Clock::time_point deadline);
+  boost::asio::awaitable<boost::system::error_code> keep_leases(Clock::time_point deadline);
+  boost::asio::awaitable<boost::system::error_code> keep_lease(const std::string& field, std::size_t share,
+                                                               Clock::time_point deadline);
+  boost::asio::awaitable<boost::system::error_code> publish_verdicts(Clock::time_point deadline);
+  void on_message(const fleet::Reply& message);
+  std::set<std::string> probed_servers() const;
   boost::asio::awaitable<void> pause(boost::asio::steady_timer& timer, std::chrono::milliseconds d);
   boost::asio::awaitable<void> until_next_sync();
   void apply(const std::set<std::string>& drained);
@@ -87,6 +102,7 @@ private:
   std::string name_;
   SnapshotSource snapshot_;
   ApplyDrain apply_;
+  ApplyVerdict verdict_;
   fleet::RedisLink link_;        // commands
   fleet::RedisLink subscriber_;  // SUBSCRIBE drains_channel
   boost::asio::steady_timer tick_;      // the sync period; cut short by wake()
@@ -104,6 +120,8 @@ private:
   std::map<std::string, bool> unpublished_;
   std::set<std::string> remote_;                      // the drains hash as last read
   std::map<std::string, fleet::Report> others_;       // live instances' reports, by name
+  std::map<std::string, Clock::time_point> leases_;  // held: field -> when to renew
+  std::vector<std::string> verdicts_;                // this prober's, to publish
   mutable std::shared_ptr<const config::Config> fingerprinted_;  // the config of fingerprint_
   mutable std::string fingerprint_;
 };

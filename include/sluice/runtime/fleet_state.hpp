@@ -55,6 +55,29 @@ struct FleetInFlight {
 FleetInFlight sum_in_flight(std::string_view field, std::int64_t local,
                             const std::vector<Report>& others);
 
+// Probe leases: "sluice:fleet:lease:FIELD" holds the name of the one instance that probes the
+// server; its verdicts go out on verdicts_channel and every other instance applies them.
+std::string lease_key(std::string_view field);
+inline constexpr std::string_view verdicts_channel = "sluice:fleet:verdicts";
+// How many leases one of `instances` live instances takes at most, so that they spread: an
+// instance holding more releases the excess, and the others take it.
+std::size_t fair_share(std::size_t servers, std::size_t instances);
+// A lease is renewed after a third of its TTL, less up to a tenth of it (`jitter` in [0, 1)),
+// so that the renewals of many leases do not fall together.
+std::chrono::milliseconds renew_after(std::chrono::milliseconds ttl, double jitter);
+
+// One probe verdict as published by the lease holder.
+struct Verdict {
+  std::string from;  // the instance that probed
+  std::string upstream;
+  std::string server;
+  bool passed = false;
+  std::string detail;
+  std::int64_t latency_us = 0;
+};
+std::string encode_verdict(const Verdict& v);
+std::optional<Verdict> decode_verdict(std::string_view text);
+
 // The wait before the next connection attempt after `failures` failed ones in a row: 100 ms
 // doubling up to 5 s, times a jitter factor in [0.5, 1] (`jitter` in [0, 1)), so that instances
 // that lost Redis together do not all come back in the same millisecond.
