@@ -1,6 +1,6 @@
 #pragma once
 // Fleet mode ([fleet], docs/fleet.md): the instances behind one L4 balancer share their drains
-// through Redis. A drain or undrain through any instance's admin API is written to the drains
+// and their health probes (one prober per server, chosen by a lease) through Redis. A drain or undrain through any instance's admin API is written to the drains
 // hash and published on its channel; every instance reads the hash when a message arrives and
 // every sync period (250 ms), and applies it as if its own API had been asked. Each instance also
 // writes a report, refreshed every sync with a TTL of lease_ttl: the servers it holds draining
