@@ -49,7 +49,7 @@ class SlowRedis:
         self.listener.close()
 
 
-def fleet_config(origins, redis_url, name, upstream_extra=""):
+def fleet_config(origins, redis_url, name, upstream_extra="", fleet_extra=""):
     top = textwrap.dedent(f"""\
         [admin]
         listen = "127.0.0.1:0"
@@ -57,6 +57,7 @@ def fleet_config(origins, redis_url, name, upstream_extra=""):
         [fleet]
         redis = "{redis_url}"
         name = "{name}"
+        {fleet_extra}
         """)
     return sluice_config(origins, top=top, upstream_extra=upstream_extra)
 
@@ -225,3 +226,27 @@ def test_each_server_is_probed_by_one_instance_of_three(sluice, origins, redis):
         for name in ("app-1", "app-2", "app-3"):
             st = s.server_status(name)
             assert st["state"] == "up" and st["last_probe"] is not None, (s.port, st)
+
+
+def test_the_lease_holder_killed_another_instance_probes_its_server_within_lease_ttl(sluice, origins, redis):
+    os_ = origins(3)
+    r = redis()
+    health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
+    lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health, 'lease_ttl = "2s"'), name=f"lb-{i}.toml")
+           for i in (1, 2, 3)]
+
+    def holder_of(field):
+        found = [s for s in lbs if s.proc.poll() is None and field in s.admin("GET", "/api/fleet").json()["probes"]]
+        return found[0] if len(found) == 1 else None
+    holder = wait_until(lambda: holder_of("app/app-1"), timeout=5, what="app-1's lease holder")
+    others = [s for s in lbs if s is not holder]
+    holder.proc.kill()  # SIGKILL: its lease is not released, it expires
+    holder.proc.wait()
+    killed = time.monotonic()
+    os_[0].set_health(503)
+    # Another instance takes the lease after lease_ttl (2 s) and its next sync (250 ms), and its
+    # fall (3) probes 300 ms apart mark app-1 down; every survivor applies that verdict.
+    wait_until(lambda: all(s.server_status("app-1")["state"] == "down" for s in others), timeout=10,
+               what="app-1 down on the surviving instances")
+    assert time.monotonic() - killed <= 2.0 + 0.25 + 4 * 0.3 + 1.0
+    assert wait_until(lambda: holder_of("app/app-1"), timeout=2, what="a new holder") in others
