@@ -8,7 +8,7 @@ import textwrap
 import threading
 import time
 
-from conftest import SLUICE, Background, Load, metric, sluice_config, timed_request, toml_table, wait_until
+from conftest import SLUICE, Background, Load, metric, metric_samples, sluice_config, timed_request, toml_table, wait_until
 from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 
 
@@ -162,10 +162,21 @@ def test_a_fresh_instance_picks_up_the_drains_before_its_first_request(sluice, o
     assert fresh.server_status("app-2")["drain_source"] == "api"
 
 
+def probes(s, server):
+    return sum(metric_samples(s, "sluice_health_checks_total", upstream="app", server=server))
+
+
+def one_lease_per_server(lbs):
+    held = [p for s in lbs for p in s.admin("GET", "/api/fleet").json()["probes"]]
+    return sorted(held) == ["app/app-1", "app/app-2", "app/app-3"]
+
+
 def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice, origins, redis):
     os_ = origins(3)
     r = redis()
-    lbs = start_fleet(sluice, os_, r)
+    health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
+    lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health), name=f"lb-{i}.toml") for i in (1, 2, 3)]
+    wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one lease per server")
     drain(lbs[0], "app-1")
     wait_until(lambda: all(draining(s, "app-1") for s in lbs), timeout=1.0, what="app-1 drained")
     loads = [Load(s.port, rate=50, max_seconds=25, max_requests=1250).start() for s in lbs]
@@ -176,6 +187,10 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
         r.stop()  # SIGKILL: no persistence, Redis comes back empty
         for s in lbs:
             s.log.wait_for(r"fleet: Redis at .* unreachable", timeout=5)
+        # Every instance probes every server on its own now (no verdict comes through Redis).
+        before = {(s.port, o.name): probes(s, o.name) for s in lbs for o in os_}
+        wait_until(lambda: all(probes(s, o.name) >= before[(s.port, o.name)] + 3 for s in lbs for o in os_),
+                   timeout=5, what="three probes of each server by each instance")
         for load in loads:
             load.wait_for_more(50)
         # A drain while Redis is gone: this instance's own until Redis is back.
@@ -190,6 +205,7 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
                    timeout=10, what="app-3 drained on every instance after Redis came back")
         for s in lbs:
             s.log.wait_for(r"fleet: Redis at .* reachable again", timeout=5)
+        wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one prober per server again")
         for load in loads:
             load.wait_for_more(50)
     finally:
@@ -208,10 +224,7 @@ def test_each_server_is_probed_by_one_instance_of_three(sluice, origins, redis):
     health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
     lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health), name=f"lb-{i}.toml") for i in (1, 2, 3)]
 
-    def holders():
-        held = [p for s in lbs for p in s.admin("GET", "/api/fleet").json()["probes"]]
-        return sorted(held) == ["app/app-1", "app/app-2", "app/app-3"]
-    wait_until(holders, timeout=5, what="one lease per server over the fleet")
+    wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one lease per server over the fleet")
     for o in os_:
         o.reset_stats()
     t0 = time.monotonic()
