@@ -225,6 +225,12 @@ def test_each_server_is_probed_by_one_instance_of_three(sluice, origins, redis):
     lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health), name=f"lb-{i}.toml") for i in (1, 2, 3)]
 
     wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one lease per server over the fleet")
+
+    def who_probes_what_in_lb1s_view():
+        view = lbs[0].admin("GET", "/api/fleet").json()
+        return sorted(view["probes"] + [p for i in view["instances"].values() for p in i["probes"]])
+    wait_until(lambda: who_probes_what_in_lb1s_view() == ["app/app-1", "app/app-2", "app/app-3"], timeout=2,
+               what="every lease in lb-1's /api/fleet")
     for o in os_:
         o.reset_stats()
     t0 = time.monotonic()

@@ -273,6 +273,7 @@ fleet::Report Fleet::own_report() const {
   fleet::Report r;
   r.config = config_version();
   r.at_ms = unix_ms();
+  for (const auto& [field, renew] : leases_) r.probes.push_back(field);
   const auto snapshot = snapshot_();
   for (const auto& u : snapshot->upstreams)
     for (const Endpoint* ep : u->endpoints())
@@ -429,6 +430,9 @@ json::object Fleet::status() const {
     i["config"] = r.config;
     i["same_config"] = r.config == config_version();
     i["draining"] = std::move(draining);
+    json::array held;
+    for (const auto& field : r.probes) held.push_back(json::string(field));
+    i["probes"] = std::move(held);
     instances[name] = std::move(i);
   }
   o["instances"] = std::move(instances);

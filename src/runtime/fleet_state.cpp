@@ -27,8 +27,12 @@ std::set<std::string> merged_drains(const std::set<std::string>& remote,
 std::string encode_report(const Report& report) {
   boost::json::object draining;
   for (const auto& [field, count] : report.draining) draining[field] = count;
-  return boost::json::serialize(
-      boost::json::object{{"config", report.config}, {"at_ms", report.at_ms}, {"draining", std::move(draining)}});
+  boost::json::array probes;
+  for (const auto& field : report.probes) probes.emplace_back(field);
+  return boost::json::serialize(boost::json::object{{"config", report.config},
+                                                    {"at_ms", report.at_ms},
+                                                    {"draining", std::move(draining)},
+                                                    {"probes", std::move(probes)}});
 }
 
 Report decode_report(std::string_view text) {
@@ -39,6 +43,9 @@ Report decode_report(std::string_view text) {
   if (o == nullptr) return out;
   if (const auto* c = o->if_contains("config"); c != nullptr && c->is_string()) out.config = std::string(c->as_string());
   if (const auto* a = o->if_contains("at_ms"); a != nullptr && a->is_int64()) out.at_ms = a->as_int64();
+  if (const auto* p = o->if_contains("probes"); p != nullptr && p->is_array())
+    for (const auto& field : p->as_array())
+      if (field.is_string()) out.probes.emplace_back(field.as_string());
   const auto* d = o->if_contains("draining");
   if (d == nullptr || !d->is_object()) return out;
   for (const auto& [field, count] : d->as_object())

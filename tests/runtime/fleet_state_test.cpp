@@ -34,12 +34,15 @@ TEST(FleetState, ReportRoundTrip) {
   r.at_ms = 1700000000123;
   r.draining["app/a"] = 3;
   r.draining["api/10.0.0.1:80"] = 0;
+  r.probes = {"app/a", "app/b"};
   const auto text = encode_report(r);
-  EXPECT_EQ(text, R"({"config":"9f2c","at_ms":1700000000123,"draining":{"api/10.0.0.1:80":0,"app/a":3}})");
+  EXPECT_EQ(text, R"({"config":"9f2c","at_ms":1700000000123,"draining":{"api/10.0.0.1:80":0,"app/a":3},)"
+                  R"("probes":["app/a","app/b"]})");
   const auto back = decode_report(text);
   EXPECT_EQ(back.config, "9f2c");
   EXPECT_EQ(back.at_ms, 1700000000123);
   EXPECT_EQ(back.draining, r.draining);
+  EXPECT_EQ(back.probes, r.probes);
 }
 
 TEST(FleetState, AReportOfAnotherShapeReadsAsEmpty) {

@@ -35,13 +35,15 @@ std::set<std::string> merged_drains(const std::set<std::string>& remote,
                                     const std::map<std::string, bool>& unpublished);
 
 // One instance's report, refreshed every sync, as a JSON object
-// {"config": FINGERPRINT, "at_ms": UNIX_MS, "draining": {FIELD: IN_FLIGHT, ...}}: the config it
-// serves, when it wrote the report (its own clock), and each server it holds draining with its
-// requests in flight there. A document that is not of that shape reads as an empty report.
+// {"config": FINGERPRINT, "at_ms": UNIX_MS, "draining": {FIELD: IN_FLIGHT, ...},
+// "probes": [FIELD, ...]}: the config it serves, when it wrote the report (its own clock), each
+// server it holds draining with its requests in flight there, and the servers whose probe lease
+// it holds. A document that is not of that shape reads as an empty report.
 struct Report {
   std::string config;
   std::int64_t at_ms = 0;
   std::map<std::string, std::int64_t> draining;  // field -> in flight
+  std::vector<std::string> probes;
 };
 std::string encode_report(const Report& report);
 Report decode_report(std::string_view text);
