@@ -62,9 +62,13 @@ def fleet_config(origins, redis_url, name, upstream_extra="", fleet_extra=""):
     return sluice_config(origins, top=top, upstream_extra=upstream_extra)
 
 
-def start_fleet(sluice, origins, r, n=3, first=1):
-    return [sluice(fleet_config(origins, r.url, f"lb-{i}"), name=f"lb-{i}.toml")
-            for i in range(first, first + n)]
+# Active probes every 300 ms: the tests about probe leases.
+HEALTH = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
+
+
+def start_fleet(sluice, origins, r, n=3, upstream_extra="", fleet_extra=""):
+    return [sluice(fleet_config(origins, r.url, f"lb-{i}", upstream_extra, fleet_extra), name=f"lb-{i}.toml")
+            for i in range(1, n + 1)]
 
 
 def drain(s, server, verb="drain"):
@@ -174,8 +178,7 @@ def one_lease_per_server(lbs):
 def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice, origins, redis):
     os_ = origins(3)
     r = redis()
-    health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
-    lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health), name=f"lb-{i}.toml") for i in (1, 2, 3)]
+    lbs = start_fleet(sluice, os_, r, upstream_extra=HEALTH)
     wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one lease per server")
     drain(lbs[0], "app-1")
     wait_until(lambda: all(draining(s, "app-1") for s in lbs), timeout=1.0, what="app-1 drained")
@@ -221,9 +224,7 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
 def test_each_server_is_probed_by_one_instance_of_three(sluice, origins, redis):
     os_ = origins(3)
     r = redis()
-    health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
-    lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health), name=f"lb-{i}.toml") for i in (1, 2, 3)]
-
+    lbs = start_fleet(sluice, os_, r, upstream_extra=HEALTH)
     wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one lease per server over the fleet")
 
     def who_probes_what_in_lb1s_view():
@@ -250,9 +251,7 @@ def test_each_server_is_probed_by_one_instance_of_three(sluice, origins, redis):
 def test_the_lease_holder_killed_another_instance_probes_its_server_within_lease_ttl(sluice, origins, redis):
     os_ = origins(3)
     r = redis()
-    health = toml_table("upstreams.app.health", interval="300ms", timeout="200ms")
-    lbs = [sluice(fleet_config(os_, r.url, f"lb-{i}", health, 'lease_ttl = "2s"'), name=f"lb-{i}.toml")
-           for i in (1, 2, 3)]
+    lbs = start_fleet(sluice, os_, r, upstream_extra=HEALTH, fleet_extra='lease_ttl = "2s"')
 
     def holder_of(field):
         found = [s for s in lbs if s.proc.poll() is None and field in s.admin("GET", "/api/fleet").json()["probes"]]
