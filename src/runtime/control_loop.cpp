@@ -229,6 +229,7 @@ void ControlLoop::stop_loop() {
   ready_timer_.cancel();
   notifier_.stop_watchdog();
   prober_->stop();
+  ocsp_stapler_.stop();
   if (discovery_) discovery_->stop();
   if (admin_server_) admin_server_->stop();
   if (config_watch_) config_watch_->stop();
