@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from conftest import sluice_config, wait_until
-from test_tls import Pki, openssl, tls_block, tls_port
+from conftest import metric, metric_samples, sluice_config, wait_until
+from test_tls import ADMIN, Pki, openssl, tls_block, tls_port
 
 
 class Responder:
@@ -99,11 +99,15 @@ def test_a_certificate_with_a_responder_is_stapled_good_then_revoked_and_kept_th
         cert = leaf_with_responder(pki, "leaf.test", f"http://127.0.0.1:{responder.port}/")
         responder.record(cert[0], "V")
         [o] = origins(1)
-        s = sluice(sluice_config([o], server_extra=tls_block([cert])))  # stapling is on by default
+        s = sluice(sluice_config([o], server_extra=tls_block([cert]), top=ADMIN))  # stapling is on by default
         port = tls_port(s)
         wait_until(lambda: stapled(s_client_status(port, pki)[1]) == "good", timeout=20,
                    what="a good staple")
         s.log.wait_for(r"OCSP: '.*leaf\.test\.chain\.pem' is good, stapled")
+        # The responder's answers are valid for a minute (-nmin 1).
+        assert 0 < metric(s, "sluice_tls_ocsp_staple_expiry_seconds", cert=str(cert[0]), status="good") <= 60
+        assert 0 <= metric(s, "sluice_tls_ocsp_staple_age_seconds", cert=str(cert[0])) <= 60
+        assert metric(s, "sluice_tls_ocsp_fetch_failures_total", cert=str(cert[0])) == 0
 
         # The certificate is revoked: sluice's next fetch (half-way to nextUpdate, 30 s) staples
         # the revocation instead of the good answer it had.
@@ -111,12 +115,15 @@ def test_a_certificate_with_a_responder_is_stapled_good_then_revoked_and_kept_th
         wait_until(lambda: stapled(s_client_status(port, pki)[1]) == "revoked", timeout=60,
                    interval=1, what="the revocation stapled")
         s.log.wait_for(r"OCSP: '.*leaf\.test\.chain\.pem' is REVOKED")
+        assert metric_samples(s, "sluice_tls_ocsp_staple_expiry_seconds", status="good") == []
+        assert 0 < metric(s, "sluice_tls_ocsp_staple_expiry_seconds", cert=str(cert[0]), status="revoked") <= 60
 
         # The responder goes away: handshakes go on, with the last answer while it is valid.
         responder.stop()
         took, out = s_client_status(port, pki)
         assert stapled(out) == "revoked"
         assert "Verify return code: 0 (ok)" in out
+        assert took < 2.0, f"handshake took {took:.2f} s"
     finally:
         responder.stop()
 
