@@ -8,6 +8,7 @@ when it changes), answering with a nextUpdate one minute ahead (-nmin 1), so tha
 again after 30 s. Every certificate is made by the test with the openssl CLI."""
 import os
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -92,7 +93,7 @@ def pki(tmp_path):
     return Pki(tmp_path / "pki", "ocsp test CA")
 
 
-def test_a_certificate_with_a_responder_is_stapled_good_then_revoked_and_kept_through_an_outage(
+def test_a_certificate_with_a_responder_is_stapled_good_then_revoked_and_kept_through_an_outage_and_reload(
         sluice, origins, pki):
     responder = Responder(pki)
     try:
@@ -124,6 +125,10 @@ def test_a_certificate_with_a_responder_is_stapled_good_then_revoked_and_kept_th
         assert stapled(out) == "revoked"
         assert "Verify return code: 0 (ok)" in out
         assert took < 2.0, f"handshake took {took:.2f} s"
+        # A reload builds new listener contexts: the certificate keeps its response.
+        s.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: metric(s, "sluice_config_reloads_total", result="success") == 1, timeout=5)
+        assert stapled(s_client_status(port, pki)[1]) == "revoked"
     finally:
         responder.stop()
 
