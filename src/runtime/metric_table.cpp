@@ -227,7 +227,7 @@ bool staples_ocsp(const Scrape& s) {
 }
 
 // Each OCSP-stapled certificate once (listeners may share a file), by its cert file: f(staple,
-// its current response or null, now in seconds since the epoch).
+// the response stapled now or null, now in seconds since the epoch).
 template <class F>
 void ocsp_samples(const Scrape& s, F f) {
   std::vector<const tls::OcspStaple*> seen;
@@ -236,14 +236,15 @@ void ocsp_samples(const Scrape& s, F f) {
     for (const auto& staple : listener->staples()) {
       if (std::ranges::find(seen, staple.get()) != seen.end()) continue;
       seen.push_back(staple.get());
-      f(*staple, staple->current(), now);
+      const auto current = staple->current();
+      f(*staple, current && tls::ocsp::stapleable(*current, now) ? current.get() : nullptr, now);
     }
 }
 
 // Seconds the stapled response has left, and its status (only while one is stapled).
 void ocsp_expiry_samples(const Scrape& s, MetricsText& m) {
-  ocsp_samples(s, [&m](const tls::OcspStaple& staple, const auto& r, tls::ocsp::UnixTime now) {
-    if (r && tls::ocsp::stapleable(*r, now))
+  ocsp_samples(s, [&m](const tls::OcspStaple& staple, const tls::ocsp::Response* r, tls::ocsp::UnixTime now) {
+    if (r != nullptr)
       m.sample({{"cert", staple.cert_file()}, {"status", tls::ocsp::status_name(r->status)}},
                static_cast<double>(r->expires() - now));
   });
@@ -366,8 +367,8 @@ constexpr MetricFamily families[] = {
    .help = "Age of the stapled OCSP response (since its thisUpdate), by certificate file.",
    .shown = staples_ocsp,
    .samples = [](const Scrape& s, MetricsText& m) {
-     ocsp_samples(s, [&m](const tls::OcspStaple& staple, const auto& r, tls::ocsp::UnixTime now) {
-       if (r && tls::ocsp::stapleable(*r, now))
+     ocsp_samples(s, [&m](const tls::OcspStaple& staple, const tls::ocsp::Response* r, tls::ocsp::UnixTime now) {
+       if (r != nullptr)
          m.sample({{"cert", staple.cert_file()}}, static_cast<double>(now - r->this_update));
      });
    }},
@@ -376,7 +377,7 @@ constexpr MetricFamily families[] = {
            "file.",
    .shown = staples_ocsp,
    .samples = [](const Scrape& s, MetricsText& m) {
-     ocsp_samples(s, [&m](const tls::OcspStaple& staple, const auto&, tls::ocsp::UnixTime) {
+     ocsp_samples(s, [&m](const tls::OcspStaple& staple, const tls::ocsp::Response*, tls::ocsp::UnixTime) {
        m.sample({{"cert", staple.cert_file()}}, static_cast<double>(staple.failures()));
      });
    }},

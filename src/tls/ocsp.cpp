@@ -239,7 +239,7 @@ std::variant<Response, std::string> Subject::verify(std::string_view der, UnixTi
 
 UnixTime refresh_after(const Response& r, UnixTime now) noexcept {
   const UnixTime half = r.next_update ? (*r.next_update - now) / 2 : refresh_without_next_update;
-  return std::max(min_refresh, std::min(half, refresh_without_next_update * 24));
+  return std::max(min_refresh, std::min(half, max_refresh));
 }
 
 UnixTime retry_after(unsigned failures, const Response* current, UnixTime now) noexcept {

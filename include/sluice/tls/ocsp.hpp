@@ -90,10 +90,12 @@ private:
 };
 
 // The schedule: when the next fetch is due, in seconds from `now`.
-// After a usable response: half of the time left to its nextUpdate (an hour without one),
-// never sooner than min_refresh (a responder with minute-long answers is not hammered).
+// After a usable response: half of the time left to its nextUpdate (an hour without one), at
+// most a day, and never sooner than min_refresh (a responder with very short-lived answers is not
+// hammered).
 inline constexpr UnixTime min_refresh = 10;
 inline constexpr UnixTime refresh_without_next_update = 3600;
+inline constexpr UnixTime max_refresh = 24 * 3600;
 UnixTime refresh_after(const Response& r, UnixTime now) noexcept;
 // After the `failures`-th failure in a row (1, 2, ...): 5 s doubling up to 10 minutes, and never
 // later than the middle of what the current staple (if any) has left, so that a staple about to
