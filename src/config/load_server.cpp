@@ -4,6 +4,7 @@
 #include "reader.hpp"
 #include "sluice/config/units.hpp"
 #include "sluice/tls/context.hpp"
+#include "sluice/tls/ocsp.hpp"
 
 namespace sluice::config {
 
@@ -22,6 +23,13 @@ using C = CertificateConfig;
 const KeySpec certificate_rows[] = {
     string_key<&C::cert>("cert", "The PEM certificate chain file.").needed("the PEM certificate chain file"),
     string_key<&C::key>("key", "The PEM private key file.").needed("the PEM private key file"),
+    string_key<&C::ocsp_responder>("ocsp_responder", "OCSP responder URL instead of the certificate's.")
+        .rule([](const void* c) -> std::string {
+          const auto& url = static_cast<const C*>(c)->ocsp_responder;
+          std::string why;
+          if (url.empty() || tls::ocsp::parse_http_url(url, &why)) return {};
+          return "'" + url + "' " + why;
+        }),
 };
 
 void read_certificates(Reader& r, const toml::node& node, const std::string& path, std::vector<C>& out) {
@@ -68,6 +76,7 @@ const KeySpec tls_rows[] = {
         .rule([](const void* t) {
           return tls::check_ticket_key_file(static_cast<const T*>(t)->session_ticket_key_file).value_or("");
         }),
+    bool_key<&T::ocsp_stapling>("ocsp_stapling", "Staple the OCSP status of certificates with a responder."),
 };
 
 // [[server.tls]]: listen addresses (claimed like plain ones), certificates loaded and checked

@@ -238,6 +238,7 @@ void ControlLoop::stop_loop() {
   notifier_.stop_watchdog();
   prober_->stop();
   if (fleet_) fleet_->stop();
+  ocsp_stapler_.stop();
   if (discovery_) discovery_->stop();
   if (admin_server_) admin_server_->stop();
   if (config_watch_) config_watch_->stop();

@@ -154,7 +154,7 @@ std::shared_ptr<const Snapshot> ControlLoop::build(const std::shared_ptr<const c
                                       std::uint64_t version) {
   // The snapshot being replaced hands each kept route its rate limiter (proxy/admission).
   return build_snapshot(discovery_ ? discovery_->expand(cfg) : cfg, directory_, version,
-                        snapshot_.get());
+                        snapshot_.get(), &ocsp_stapler_);
 }
 
 // Endpoints of `old` that `now` does not have (removed from the file or gone from DNS): no new

@@ -225,6 +225,34 @@ bool in_fleet(const Scrape& s) { return s.process.fleet() != nullptr; }
 
 bool has_tls_listeners(const Scrape& s) { return !s.snapshot.config->server.tls.empty(); }
 
+bool staples_ocsp(const Scrape& s) {
+  return std::ranges::any_of(s.snapshot.tls, [](const auto& listener) { return !listener->staples().empty(); });
+}
+
+// Each OCSP-stapled certificate once (listeners may share a file), by its cert file: f(staple,
+// the response stapled now or null, now in seconds since the epoch).
+template <class F>
+void ocsp_samples(const Scrape& s, F f) {
+  std::vector<const tls::OcspStaple*> seen;
+  const auto now = static_cast<tls::ocsp::UnixTime>(std::time(nullptr));
+  for (const auto& listener : s.snapshot.tls)
+    for (const auto& staple : listener->staples()) {
+      if (std::ranges::find(seen, staple.get()) != seen.end()) continue;
+      seen.push_back(staple.get());
+      const auto current = staple->current();
+      f(*staple, current && tls::ocsp::stapleable(*current, now) ? current.get() : nullptr, now);
+    }
+}
+
+// Seconds the stapled response has left, and its status (only while one is stapled).
+void ocsp_expiry_samples(const Scrape& s, MetricsText& m) {
+  ocsp_samples(s, [&m](const tls::OcspStaple& staple, const tls::ocsp::Response* r, tls::ocsp::UnixTime now) {
+    if (r != nullptr)
+      m.sample({{"cert", staple.cert_file()}, {"status", tls::ocsp::status_name(r->status)}},
+               static_cast<double>(r->expires() - now));
+  });
+}
+
 bool proxy_protocol_on(const Scrape& s) {
   const auto& server = s.snapshot.config->server;
   return server.proxy_protocol ||
@@ -341,6 +369,27 @@ constexpr MetricFamily families[] = {
    .help = "TLS handshakes on TLS listeners that failed or timed out (logged at debug).",
    .shown = has_tls_listeners,
    .value = [](const Scrape& s) { return static_cast<double>(s.process.tls_handshakes().second); }},
+  {.name = "sluice_tls_ocsp_staple_expiry_seconds", .type = gauge,
+   .help = "Seconds until the stapled OCSP response's nextUpdate, by certificate file and status.",
+   .shown = staples_ocsp, .samples = ocsp_expiry_samples},
+  {.name = "sluice_tls_ocsp_staple_age_seconds", .type = gauge,
+   .help = "Age of the stapled OCSP response (since its thisUpdate), by certificate file.",
+   .shown = staples_ocsp,
+   .samples = [](const Scrape& s, MetricsText& m) {
+     ocsp_samples(s, [&m](const tls::OcspStaple& staple, const tls::ocsp::Response* r, tls::ocsp::UnixTime now) {
+       if (r != nullptr)
+         m.sample({{"cert", staple.cert_file()}}, static_cast<double>(now - r->this_update));
+     });
+   }},
+  {.name = "sluice_tls_ocsp_fetch_failures_total", .type = counter,
+   .help = "OCSP fetches that failed (no answer, an answer that does not verify, status unknown), by certificate "
+           "file.",
+   .shown = staples_ocsp,
+   .samples = [](const Scrape& s, MetricsText& m) {
+     ocsp_samples(s, [&m](const tls::OcspStaple& staple, const tls::ocsp::Response*, tls::ocsp::UnixTime) {
+       m.sample({{"cert", staple.cert_file()}}, static_cast<double>(staple.failures()));
+     });
+   }},
   {.name = "sluice_proxy_protocol_rejected_total", .type = counter,
    .help = "Connections closed on a proxy_protocol listener, by reason (untrusted peer, malformed header, header "
            "timeout).",

@@ -52,7 +52,7 @@ Router::Route compile_route(const config::RouteConfig& r, const Upstream* upstre
 
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
                                                EndpointDirectory& directory, std::uint64_t version,
-                                               const Snapshot* previous) {
+                                               const Snapshot* previous, tls::OcspStapler* ocsp) {
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->config = config;
   snapshot->version = version;
@@ -63,7 +63,10 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     settings.client_ca_file = listener.client_ca_file;
     settings.verify_client = listener.verify_client;
     settings.session_ticket_key_file = listener.session_ticket_key_file;
-    for (const auto& c : listener.certificates) settings.certificates.push_back({c.cert, c.key});
+    settings.ocsp_stapling = listener.ocsp_stapling;
+    settings.ocsp = ocsp;
+    for (const auto& c : listener.certificates)
+      settings.certificates.push_back({c.cert, c.key, c.ocsp_responder});
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
   }
   for (const auto& u : config->upstreams) {

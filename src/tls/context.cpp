@@ -345,6 +345,12 @@ ServerContext::ServerContext(const ServerSettings& settings) {
     SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
     static constexpr unsigned char session_id_context[] = "sluice";
     SSL_CTX_set_session_id_context(native, session_id_context, sizeof session_id_context - 1);
+    if (settings.ocsp != nullptr && settings.ocsp_stapling) {
+      if (auto staple = settings.ocsp->watch(c.cert, c.ocsp_responder)) {
+        staple_from(native, staple.get());
+        staples_.push_back(std::move(staple));
+      }
+    }
     for (const auto& name : certificate_names(c.cert)) selector_.add(name, i);
     contexts_.push_back(std::move(ctx));
   }

@@ -155,6 +155,33 @@ TEST(ConfigTls, SessionTicketKeyFileIsReadAndCheckedAtItsKey) {
                    "': must hold one or more 80-byte keys (openssl rand 80), got 48 bytes"});
 }
 
+TEST(ConfigTls, OcspStaplingIsOnByDefaultAndAResponderMustBeHttp) {
+  TestCerts certs;
+  const auto a = certs.leaf("a", "DNS:a.test");
+  auto r = load_with_upstream(listener(a.cert, a.key));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_TRUE(r.config->server.tls[0].ocsp_stapling);
+  EXPECT_EQ(r.config->server.tls[0].certificates[0].ocsp_responder, "");  // the certificate's AIA
+  r = load_with_upstream(listener(a.cert, a.key, "ocsp_stapling = false\n"));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_FALSE(r.config->server.tls[0].ocsp_stapling);
+
+  const auto with_responder = [&](const std::string& url) {
+    return "[server]\nlisten = [\"127.0.0.1:0\"]\n[[server.tls]]\nlisten = [\"127.0.0.1:8443\"]\n"
+           "certificates = [ { cert = \"" + a.cert + "\", key = \"" + a.key + "\", ocsp_responder = \"" + url +
+           "\" } ]\n";
+  };
+  r = load_with_upstream(with_responder("http://ocsp.internal:8080/"));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_EQ(r.config->server.tls[0].certificates[0].ocsp_responder, "http://ocsp.internal:8080/");
+  const std::string text = with_responder("https://ocsp.internal/");
+  const auto line = text.substr(text.find("certificates"));
+  const auto column = std::to_string(line.find("\"https") + 1);
+  EXPECT_EQ(errors_of(load_with_upstream(text)),
+            Errors{"test.toml:5:" + column + ": server.tls[0].certificates[0].ocsp_responder: 'https://ocsp.internal/' "
+                   "must be an http:// URL (OCSP responses are signed; https:// is not supported)"});
+}
+
 TEST(ConfigTls, UpstreamTlsKeys) {
   TestCerts certs;
   const auto client = certs.leaf("client", "DNS:client.test");

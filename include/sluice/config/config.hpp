@@ -88,6 +88,7 @@ struct HostPort {
 struct CertificateConfig {
   std::string cert;
   std::string key;
+  std::string ocsp_responder;  // http:// URL asked instead of the certificate's AIA; "" = AIA
   SourceLocation where;
 };
 
@@ -105,6 +106,8 @@ struct TlsListenerConfig {
   tls::VerifyClient verify_client = tls::VerifyClient::off;
   // 80-byte session ticket keys (docs/tls.md); "" = OpenSSL's random keys, new at each reload.
   std::string session_ticket_key_file;
+  // OCSP stapling (docs/tls.md) of the certificates that name a responder.
+  bool ocsp_stapling = true;
   SourceLocation where;
 };
 template <>

@@ -30,6 +30,7 @@
 #include "sluice/runtime/listeners.hpp"
 #include "sluice/runtime/reload_watch.hpp"
 #include "sluice/runtime/systemd.hpp"
+#include "sluice/tls/ocsp_stapler.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice {
@@ -177,6 +178,7 @@ private:
   std::vector<std::unique_ptr<Worker>> workers_;
   // Everything below that holds handlers or sockets of the loop is destroyed before it.
   boost::asio::io_context io_;
+  tls::OcspStapler ocsp_stapler_{io_};  // the listener certificates' OCSP staples
   Listeners listeners_;
   RuntimeControl admin_api_{*this};  // what the admin listener serves
   std::unique_ptr<admin::Server> admin_server_;

@@ -15,9 +15,10 @@ Router::Route compile_route(const config::RouteConfig& route, const Upstream* up
 // Control thread only. `directory` carries endpoint state across reloads; `previous` (the
 // snapshot being replaced, if any) carries each kept route's rate limiter and counters. Throws
 // std::runtime_error (e.g. a host name that does not resolve, a certificate that cannot be
-// loaded any more).
+// loaded any more). `ocsp`, when given, staples the listener certificates' OCSP status.
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
                                                EndpointDirectory& directory, std::uint64_t version,
-                                               const Snapshot* previous = nullptr);
+                                               const Snapshot* previous = nullptr,
+                                               tls::OcspStapler* ocsp = nullptr);
 
 }  // namespace sluice

@@ -16,6 +16,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "sluice/tls/ocsp_stapler.hpp"
 #include "sluice/tls/ticket_keys.hpp"
 #include "sluice/tls/verify_client.hpp"
 
@@ -70,6 +71,7 @@ std::vector<std::string> certificate_names(const std::string& cert_file);
 struct CertificateFiles {
   std::string cert;
   std::string key;
+  std::string ocsp_responder;  // "" = the certificate's own (AIA)
 };
 struct ServerSettings {  // one [[server.tls]] listener
   std::vector<CertificateFiles> certificates;  // chosen by SNI; the first is the default
@@ -78,6 +80,8 @@ struct ServerSettings {  // one [[server.tls]] listener
   VerifyClient verify_client = VerifyClient::off;
   std::string client_ca_file;  // needed unless verify_client is off
   std::string session_ticket_key_file;  // "" = OpenSSL's random ticket keys, per context
+  bool ocsp_stapling = true;  // for the certificates with a responder, when `ocsp` is given
+  OcspStapler* ocsp = nullptr;  // the process's stapler; null = no stapling (tests, tools)
 };
 struct ClientSettings {  // one upstream's tls_verify, tls_ca_file, tls_cert, tls_key
   bool verify = true;
@@ -99,12 +103,15 @@ public:
   boost::asio::ssl::context& context() noexcept { return *contexts_.front(); }
   const CertificateSelector& selector() const noexcept { return selector_; }
   VerifyClient verify_client() const noexcept { return verify_client_; }
+  // The OCSP staples of its certificates that have one (metrics).
+  const std::vector<std::shared_ptr<OcspStaple>>& staples() const noexcept { return staples_; }
 
 private:
   std::vector<std::unique_ptr<boost::asio::ssl::context>> contexts_;
   CertificateSelector selector_;
   VerifyClient verify_client_ = VerifyClient::off;
   TicketKeys ticket_keys_;  // empty without session_ticket_key_file
+  std::vector<std::shared_ptr<OcspStaple>> staples_;  // what the contexts' status callbacks read
 };
 
 // What a client showed at the handshake of a listener with verify_client on: read once per
