@@ -8,6 +8,7 @@
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
+#include "sluice/tls/acme_slot.hpp"
 
 namespace sluice {
 
@@ -98,6 +99,25 @@ json::object server_status(const Endpoint& ep, const config::ServerConfig& serve
   return so;
 }
 
+// Each ACME certificate: its domains, expiry, and the last failure with the next attempt.
+json::array acme_status() {
+  json::array out;
+  const auto seconds = [](tls::acme::SystemTime t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  };
+  for (const auto& slot : tls::acme::all_slots()) {
+    const auto status = slot->status();
+    json::object o;
+    o["domains"] = json::value_from(slot->domains());
+    o["not_after"] = status.not_after ? json::value(seconds(*status.not_after)) : json::value(nullptr);
+    o["failures"] = status.failures;
+    o["last_error"] = status.last_error;
+    o["next_attempt"] = status.next_attempt ? json::value(seconds(*status.next_attempt)) : json::value(nullptr);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* shown_state(const Endpoint& endpoint) {
@@ -131,6 +151,7 @@ std::string RuntimeControl::status_json() {
   }
   root["upstreams"] = std::move(upstreams);
   root["reload"] = process_.reload_watch();
+  if (auto acme = acme_status(); !acme.empty()) root["acme"] = std::move(acme);
   return json::serialize(root);
 }
 

@@ -64,6 +64,8 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     settings.verify_client = listener.verify_client;
     settings.session_ticket_key_file = listener.session_ticket_key_file;
     for (const auto& c : listener.certificates) settings.certificates.push_back({c.cert, c.key});
+    if (listener.acme)
+      settings.acme = tls::AcmeSettings{listener.acme->domains, config->acme.storage, listener.acme->challenge};
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
   }
   for (const auto& u : config->upstreams) {

@@ -1,0 +1,145 @@
+"""ACME certificates ([[server.tls]] acme): sluice orders its listener's certificate from Debian's
+pebble (a test ACME CA) on loopback, proves the domain over TLS-ALPN-01 on the listener itself,
+and serves the issued certificate; a restart serves the stored certificate without a new order.
+
+pebble resolves the domain through a DNS server the test runs (dns_responder.py, -dnsserver) and
+validates on the port its config names (tlsPort): sluice's TLS listener, on a port the test picks.
+pebble's own HTTPS certificate is made by the test; curl verifies the issued certificate against
+pebble's root, fetched from pebble's management API."""
+import json
+import os
+import re
+import ssl
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import LogReader, closed_port, sluice_config, wait_until
+from dns_responder import DnsResponder
+from test_tls import openssl
+
+DOMAIN = "app.sluice.test"
+
+
+class Pebble:
+    def __init__(self, tmp_path, tls_port, http_port, dns_port):
+        self.dir = tmp_path / "pebble"
+        self.dir.mkdir()
+        self.cert, key = self.dir / "cert.pem", self.dir / "key.pem"
+        openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", key, "-out", self.cert, "-days", "2", "-subj", "/CN=pebble",
+                "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost")
+        self.port, self.management_port = closed_port(), closed_port()
+        config = {"pebble": {"listenAddress": f"127.0.0.1:{self.port}",
+                             "managementListenAddress": f"127.0.0.1:{self.management_port}",
+                             "certificate": str(self.cert), "privateKey": str(key),
+                             "httpPort": http_port, "tlsPort": tls_port,
+                             "ocspResponderURL": "", "externalAccountBindingRequired": False}}
+        (self.dir / "config.json").write_text(json.dumps(config))
+        env = {k: v for k, v in os.environ.items() if k != "PEBBLE_VA_ALWAYS_VALID"}
+        env["PEBBLE_VA_NOSLEEP"] = "1"
+        self.proc = subprocess.Popen(["pebble", "-config", str(self.dir / "config.json"),
+                                      "-dnsserver", f"127.0.0.1:{dns_port}"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+        self.log = LogReader(self.proc, self.proc.stdout)
+        self.log.wait_for(r"Listening on: 127\.0\.0\.1:%d" % self.port, timeout=20)
+        self.directory = f"https://127.0.0.1:{self.port}/dir"
+
+    def root(self, path):
+        """pebble's root certificate (a new one each run), written to `path`."""
+        context = ssl.create_default_context(cafile=str(self.cert))
+        with urllib.request.urlopen(f"https://127.0.0.1:{self.management_port}/roots/0",
+                                    context=context, timeout=10) as r:
+            path.write_bytes(r.read())
+        return path
+
+    def orders(self):
+        """Orders pebble has been asked for, from its log."""
+        self.log.poll()
+        return sum(1 for line in self.log.lines if "POST /order-plz" in line)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def dns():
+    d = DnsResponder()
+    d.set(DOMAIN, a=["127.0.0.1"], ttl=60)
+    yield d
+    d.close()
+
+
+@pytest.fixture
+def pebble_for(tmp_path, dns):
+    started = []
+
+    def start(tls_port, http_port=0):
+        p = Pebble(tmp_path, tls_port, http_port or closed_port(), dns.port)
+        started.append(p)
+        return p
+    yield start
+    for p in started:
+        p.stop()
+
+
+def acme_config(origin, tls_port, pebble, storage, challenge="tls-alpn-01"):
+    listener = (f'\n[[server.tls]]\nlisten = ["127.0.0.1:{tls_port}"]\n'
+                f'acme = {{ domains = ["{DOMAIN}"], directory = "{pebble.directory}", '
+                f'email = "ops@sluice.test", challenge = "{challenge}", ca_file = "{pebble.cert}" }}\n')
+    return sluice_config([origin], server_extra=listener, top=f'[acme]\nstorage = "{storage}"\n')
+
+
+def curl(tls_port, root):
+    """Status and the issuer of the certificate curl verified, over TLS to DOMAIN."""
+    p = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10",
+                        "--cacert", str(root), "--resolve", f"{DOMAIN}:{tls_port}:127.0.0.1",
+                        f"https://{DOMAIN}:{tls_port}/"], capture_output=True, timeout=20)
+    return p.stdout.decode(), p.stderr.decode()
+
+
+def test_certificate_is_ordered_over_tls_alpn_and_served(origins, sluice, pebble_for, tmp_path):
+    [o] = origins(1)
+    tls_port = closed_port()
+    pebble = pebble_for(tls_port)
+    storage = tmp_path / "acme"
+    s = sluice(acme_config(o, tls_port, pebble, storage))
+    s.log.wait_for(r"acme: certificate for app\.sluice\.test issued", timeout=60)
+    root = pebble.root(tmp_path / "pebble-root.pem")
+    assert curl(tls_port, root) == ("200", "")
+    assert pebble.orders() == 1
+    # Account key and certificate key readable by sluice's user only.
+    assert os.stat(storage / "account.key").st_mode & 0o777 == 0o600
+    assert os.stat(storage / DOMAIN / "key.pem").st_mode & 0o777 == 0o600
+    cert_mtime = os.stat(storage / DOMAIN / "cert.pem").st_mtime_ns
+
+    # A restart serves the stored certificate at once and orders nothing.
+    s.stop()
+    s = sluice(acme_config(o, tls_port, pebble, storage))
+    assert curl(tls_port, root) == ("200", "")
+    assert pebble.orders() == 1
+    assert os.stat(storage / DOMAIN / "cert.pem").st_mtime_ns == cert_mtime
+    assert not any("acme: ordered" in line for line in s.log.lines)
+
+
+def test_until_issued_the_listener_shows_a_placeholder(origins, sluice, tmp_path, dns):
+    """No CA to reach: the listener still accepts TLS with a self-signed certificate (which a
+    verifying client refuses), the failure is logged with its retry, and nothing is served as if
+    it were the real certificate."""
+    [o] = origins(1)
+    tls_port = closed_port()
+
+    class Nowhere:
+        directory = f"https://127.0.0.1:{closed_port()}/dir"
+        cert = ""
+    s = sluice(acme_config(o, tls_port, Nowhere, tmp_path / "acme").replace(', ca_file = ""', ""))
+    s.log.wait_for(r"acme: certificate for app\.sluice\.test not obtained: .*; retry in 60s", timeout=30)
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{tls_port}", "-servername", DOMAIN],
+                       input=b"", capture_output=True, timeout=15)
+    out = p.stdout.decode(errors="replace")
+    assert "self-signed certificate" in out or "self signed certificate" in out, out
+    assert f"CN = {DOMAIN}" in out

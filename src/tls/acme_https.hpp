@@ -1,0 +1,35 @@
+#pragma once
+// The ACME client's HTTPS requests to the CA (private to src/tls/acme_*.cpp): one connection per
+// request, verified against the order's ca_file (or the system's CAs), each step under a timeout,
+// run to completion on the calling thread's own io_context.
+#include <string>
+#include <string_view>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+
+namespace sluice::tls::acme {
+
+struct Reply {
+  unsigned status = 0;
+  std::string body;
+  std::string location;      // Location
+  std::string nonce;         // Replay-Nonce
+  std::string retry_after;   // Retry-After, as sent
+};
+
+class Https {
+public:
+  explicit Https(const std::string& ca_file);  // throws std::runtime_error
+  // `body` empty with GET and HEAD. Throws std::runtime_error on any transport failure.
+  Reply get(const std::string& url, bool head = false);
+  Reply post(const std::string& url, const std::string& body, std::string_view content_type);
+
+private:
+  Reply exchange(const std::string& url, int verb, const std::string& body, std::string_view content_type);
+
+  boost::asio::io_context io_;
+  boost::asio::ssl::context context_;
+};
+
+}  // namespace sluice::tls::acme
