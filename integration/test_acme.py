@@ -16,9 +16,9 @@ import urllib.request
 
 import pytest
 
-from conftest import LogReader, closed_port, sluice_config, wait_until
+from conftest import LogReader, closed_port, metric, sluice_config
 from dns_responder import DnsResponder
-from test_tls import openssl
+from test_tls import ADMIN, openssl
 
 DOMAIN = "app.sluice.test"
 
@@ -87,11 +87,12 @@ def pebble_for(tmp_path, dns):
         p.stop()
 
 
-def acme_config(origin, tls_port, pebble, storage, challenge="tls-alpn-01"):
+def acme_config(origin, tls_port, pebble, storage, challenge="tls-alpn-01", http_port=0):
     listener = (f'\n[[server.tls]]\nlisten = ["127.0.0.1:{tls_port}"]\n'
                 f'acme = {{ domains = ["{DOMAIN}"], directory = "{pebble.directory}", '
                 f'email = "ops@sluice.test", challenge = "{challenge}", ca_file = "{pebble.cert}" }}\n')
-    return sluice_config([origin], server_extra=listener, top=f'[acme]\nstorage = "{storage}"\n')
+    text = sluice_config([origin], server_extra=listener, top=f'[acme]\nstorage = "{storage}"\n\n{ADMIN}')
+    return text.replace('listen = ["127.0.0.1:0"]', f'listen = ["127.0.0.1:{http_port}"]', 1)
 
 
 def curl(tls_port, root):
@@ -112,6 +113,10 @@ def test_certificate_is_ordered_over_tls_alpn_and_served(origins, sluice, pebble
     root = pebble.root(tmp_path / "pebble-root.pem")
     assert curl(tls_port, root) == ("200", "")
     assert pebble.orders() == 1
+    [status] = s.status()["acme"]
+    assert status["domains"] == [DOMAIN] and status["failures"] == 0 and status["last_error"] == ""
+    # pebble's certificates last five years.
+    assert 5 * 365 - 2 < metric(s, "sluice_acme_certificate_expiry_days", domain=DOMAIN) < 5 * 366
     # Account key and certificate key readable by sluice's user only.
     assert os.stat(storage / "account.key").st_mode & 0o777 == 0o600
     assert os.stat(storage / DOMAIN / "key.pem").st_mode & 0o777 == 0o600
@@ -126,6 +131,18 @@ def test_certificate_is_ordered_over_tls_alpn_and_served(origins, sluice, pebble
     assert not any("acme: ordered" in line for line in s.log.lines)
 
 
+def test_certificate_is_ordered_over_http_01_on_the_plain_listener(origins, sluice, pebble_for, tmp_path):
+    """HTTP-01: pebble fetches /.well-known/acme-challenge/TOKEN from the plain listener (its
+    httpPort); the answer comes from sluice, not from the origin behind the catch-all route."""
+    [o] = origins(1)
+    tls_port, http_port = closed_port(), closed_port()
+    pebble = pebble_for(tls_port, http_port)
+    s = sluice(acme_config(o, tls_port, pebble, tmp_path / "acme", challenge="http-01", http_port=http_port))
+    s.log.wait_for(r"acme: certificate for app\.sluice\.test issued", timeout=60)
+    assert curl(tls_port, pebble.root(tmp_path / "pebble-root.pem")) == ("200", "")
+    assert o.stats().get("requests", 0) == 1  # curl's request only: no challenge reached the origin
+
+
 def test_until_issued_the_listener_shows_a_placeholder(origins, sluice, tmp_path, dns):
     """No CA to reach: the listener still accepts TLS with a self-signed certificate (which a
     verifying client refuses), the failure is logged with its retry, and nothing is served as if
@@ -138,6 +155,9 @@ def test_until_issued_the_listener_shows_a_placeholder(origins, sluice, tmp_path
         cert = ""
     s = sluice(acme_config(o, tls_port, Nowhere, tmp_path / "acme").replace(', ca_file = ""', ""))
     s.log.wait_for(r"acme: certificate for app\.sluice\.test not obtained: .*; retry in 60s", timeout=30)
+    [status] = s.status()["acme"]
+    assert status["failures"] == 1 and "Connection refused" in status["last_error"] and status["next_attempt"]
+    assert metric(s, "sluice_acme_failures", domain=DOMAIN) == 1
     p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{tls_port}", "-servername", DOMAIN],
                        input=b"", capture_output=True, timeout=15)
     out = p.stdout.decode(errors="replace")

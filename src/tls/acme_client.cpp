@@ -283,24 +283,27 @@ SystemTime AcmeService::attend(const OrderSettings& order, Slot& slot) {
     const SystemTime renew = renewal_time(window->first, window->second);
     if (renew > now) return renew;
   }
+  std::string outcome;
   try {
     obtain_certificate(order, storage_, slot, [this](auto d) { return wait_for(d); }, log_);
     status = slot.status();
     status.failures = 0;
     status.last_error.clear();
     status.next_attempt.reset();
-    log_("certificate for " + order.domains.front() + " issued, valid until " +
-         std::to_string(std::chrono::system_clock::to_time_t(*status.not_after)));
+    outcome = "certificate for " + order.domains.front() + " issued, valid until " +
+              std::to_string(std::chrono::system_clock::to_time_t(*status.not_after));
   } catch (const std::exception& e) {
     slot.clear_challenges();
     status = slot.status();
     status.failures += 1;
     status.last_error = e.what();
     status.next_attempt = now + retry_delay(status.failures);
-    log_("certificate for " + order.domains.front() + " not obtained: " + status.last_error + "; retry in " +
-         std::to_string(retry_delay(status.failures).count()) + "s");
+    outcome = "certificate for " + order.domains.front() + " not obtained: " + status.last_error + "; retry in " +
+              std::to_string(retry_delay(status.failures).count()) + "s";
   }
+  // The status first: whoever reads the log line then finds it in /api/status.
   slot.set_status(status);
+  log_(outcome);
   return status.next_attempt.value_or(now);
 }
 
