@@ -9,6 +9,7 @@ pebble's root, fetched from pebble's management API."""
 import json
 import os
 import re
+import socket
 import ssl
 import subprocess
 import time
@@ -24,7 +25,7 @@ DOMAIN = "app.sluice.test"
 
 
 class Pebble:
-    def __init__(self, tmp_path, tls_port, http_port, dns_port):
+    def __init__(self, tmp_path, tls_port, http_port, dns_port, validity=0):
         self.dir = tmp_path / "pebble"
         self.dir.mkdir()
         self.cert, key = self.dir / "cert.pem", self.dir / "key.pem"
@@ -37,6 +38,8 @@ class Pebble:
                              "certificate": str(self.cert), "privateKey": str(key),
                              "httpPort": http_port, "tlsPort": tls_port,
                              "ocspResponderURL": "", "externalAccountBindingRequired": False}}
+        if validity:
+            config["pebble"]["certificateValidityPeriod"] = validity
         (self.dir / "config.json").write_text(json.dumps(config))
         env = {k: v for k, v in os.environ.items() if k != "PEBBLE_VA_ALWAYS_VALID"}
         env["PEBBLE_VA_NOSLEEP"] = "1"
@@ -78,8 +81,8 @@ def dns():
 def pebble_for(tmp_path, dns):
     started = []
 
-    def start(tls_port, http_port=0):
-        p = Pebble(tmp_path, tls_port, http_port or closed_port(), dns.port)
+    def start(tls_port, http_port=0, validity=0):
+        p = Pebble(tmp_path, tls_port, http_port or closed_port(), dns.port, validity)
         started.append(p)
         return p
     yield start
@@ -141,6 +144,67 @@ def test_certificate_is_ordered_over_http_01_on_the_plain_listener(origins, slui
     s.log.wait_for(r"acme: certificate for app\.sluice\.test issued", timeout=60)
     assert curl(tls_port, pebble.root(tmp_path / "pebble-root.pem")) == ("200", "")
     assert o.stats().get("requests", 0) == 1  # curl's request only: no challenge reached the origin
+
+
+class KeptConnection:
+    """One TLS keep-alive connection to DOMAIN on sluice's listener, verifying pebble's root."""
+
+    def __init__(self, tls_port, root):
+        context = ssl.create_default_context(cafile=str(root))
+        self.sock = context.wrap_socket(socket.create_connection(("127.0.0.1", tls_port), timeout=10),
+                                        server_hostname=DOMAIN)
+        self.certificate = self.sock.getpeercert(binary_form=True)
+
+    def get(self):
+        self.sock.sendall(f"GET / HTTP/1.1\r\nHost: {DOMAIN}\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += self.sock.recv(65536)
+        head, body = data.split(b"\r\n\r\n", 1)
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+        while len(body) < length:
+            body += self.sock.recv(65536)
+        return int(head.split(b" ", 2)[1])
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_short_lived_certificate_is_renewed_without_dropping_connections(origins, sluice, pebble_for, tmp_path):
+    """pebble issues 30-second certificates: sluice renews with a third of the lifetime left. A
+    connection made before the renewal keeps its certificate and keeps being served; a new one
+    gets the new certificate."""
+    [o] = origins(1)
+    tls_port = closed_port()
+    pebble = pebble_for(tls_port, validity=30)
+    s = sluice(acme_config(o, tls_port, pebble, tmp_path / "acme"))
+    s.log.wait_for(r"acme: certificate for app\.sluice\.test issued", timeout=60)
+    root = pebble.root(tmp_path / "pebble-root.pem")
+    kept = KeptConnection(tls_port, root)
+    assert kept.get() == 200
+    issued_at = time.monotonic()
+    line = s.log.wait_for(r"acme: certificate for app\.sluice\.test issued.*", timeout=1)
+    # The second issue: not before two thirds of the lifetime (20 s), well before the end.
+    renewed = wait_second_issue(s, timeout=40)
+    assert 15 < time.monotonic() - issued_at < 30, (line, renewed)
+    assert pebble.orders() == 2
+    assert kept.get() == 200  # the connection from before the swap is still served
+    fresh = KeptConnection(tls_port, root)
+    assert fresh.certificate != kept.certificate
+    assert fresh.get() == 200
+    kept.close()
+    fresh.close()
+
+
+def wait_second_issue(s, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s.log.poll()
+        issued = [line for line in s.log.lines if "acme: certificate for app.sluice.test issued" in line]
+        if len(issued) >= 2:
+            return issued[1]
+        time.sleep(0.1)
+    raise AssertionError(f"no renewal within {timeout}s: {s.log.lines[-5:]}")
 
 
 def test_until_issued_the_listener_shows_a_placeholder(origins, sluice, tmp_path, dns):

@@ -238,7 +238,8 @@ void obtain_certificate(const OrderSettings& order, const std::string& storage, 
   write_file(slot.cert_file(), chain, 0644);
   const auto window = certificate_window(slot.cert_file());
   if (!window) throw std::runtime_error(slot.cert_file() + ": cannot read the issued certificate");
-  slot.install(window->second);
+  if (auto refused = slot.install(window->second); !refused.empty())
+    throw std::runtime_error("the issued certificate does not load: " + refused);
 }
 
 AcmeService::AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log)

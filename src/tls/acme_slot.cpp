@@ -89,10 +89,13 @@ bool Slot::issued() const {
 
 // The listeners rebuild their contexts under the lock: one that is being destroyed waits in
 // unsubscribe() until this is done with it.
-void Slot::install(SystemTime not_after) {
+std::string Slot::install(SystemTime not_after) {
   std::lock_guard lock(mutex_);
   status_.not_after = not_after;
-  for (const auto& l : listeners_) l.second();
+  std::string refused;
+  for (const auto& l : listeners_)
+    if (auto why = l.second(); refused.empty()) refused = std::move(why);
+  return refused;
 }
 
 void Slot::set_challenge(const std::string& domain, std::shared_ptr<boost::asio::ssl::context> context) {

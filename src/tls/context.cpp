@@ -371,16 +371,18 @@ void ServerContext::add_acme_certificate() {
   }
   if (settings_.acme->challenge == AcmeChallenge::tls_alpn_01)
     acme::answer_challenges(contexts_.front()->native_handle(), acme_.get());
-  acme_->subscribe(this, [this] {
+  acme_->subscribe(this, [this]() -> std::string {
     // Runs on the ACME client's thread (or here): a certificate that does not load leaves the
-    // one served before in place; the client reports the failure.
+    // one served before in place, and the client reports why.
     try {
       std::shared_ptr<ssl::context> issued = make_context([&](SSL_CTX* native) {
         if (auto problem = use_certified_key(native, acme_->cert_file(), acme_->key_file()))
           throw std::runtime_error(problem->message);
       });
       acme_context_.store(std::move(issued));
-    } catch (const std::exception&) {
+      return {};
+    } catch (const std::exception& e) {
+      return e.what();
     }
   });
 }

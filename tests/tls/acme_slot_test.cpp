@@ -48,9 +48,12 @@ TEST_F(AcmeSlotTest, StoredValidCertificateIsServedAtStart) {
   EXPECT_TRUE(slot.issued());
   EXPECT_EQ(slot.cert_file(), storage + "/app.test/cert.pem");
   int installs = 0;
-  slot.subscribe(this, [&] { ++installs; });
+  slot.subscribe(this, [&] {
+    ++installs;
+    return std::string();
+  });
   EXPECT_EQ(installs, 1);  // a listener made now shows it at once
-  slot.install(std::chrono::system_clock::now() + 24h);
+  EXPECT_EQ(slot.install(std::chrono::system_clock::now() + 24h), "");
   EXPECT_EQ(installs, 2);
   slot.unsubscribe(this);
   slot.install(std::chrono::system_clock::now() + 24h);

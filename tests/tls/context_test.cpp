@@ -212,7 +212,7 @@ TEST(Handshake, AcmeCertificateIsSwappedInAndChallengesAnswered) {
   std::filesystem::create_directories(slot->directory());
   std::filesystem::copy_file(issued.cert, slot->cert_file());
   std::filesystem::copy_file(issued.key, slot->key_file());
-  slot->install(std::chrono::system_clock::now() + std::chrono::hours(24));
+  ASSERT_EQ(slot->install(std::chrono::system_clock::now() + std::chrono::hours(24)), "");
   const auto swapped = handshake(server, client, "swap.acme.test");
   EXPECT_FALSE(swapped.client) << swapped.client.message();
   EXPECT_EQ(swapped.served_cn, "issued");

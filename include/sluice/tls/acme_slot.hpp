@@ -48,13 +48,14 @@ public:
   std::string key_file() const { return directory() + "/key.pem"; }
 
   // A listener context showing this certificate: called now when one is issued, and at every
-  // install() after, until unsubscribed.
-  using Listener = std::function<void()>;
+  // install() after, until unsubscribed. It returns "" or why it could not load the files.
+  using Listener = std::function<std::string()>;
   void subscribe(const void* owner, Listener on_install);
   void unsubscribe(const void* owner);
   bool issued() const;
-  // The files at cert_file()/key_file() hold a new certificate valid until `not_after`.
-  void install(SystemTime not_after);
+  // The files at cert_file()/key_file() hold a new certificate valid until `not_after`: every
+  // listener loads it. Returns "" or the first listener's reason for refusing it.
+  std::string install(SystemTime not_after);
 
   // TLS-ALPN-01 (RFC 8737): the certificate a validation handshake for `domain` gets.
   void set_challenge(const std::string& domain, std::shared_ptr<boost::asio::ssl::context> context);
