@@ -59,9 +59,10 @@ class Pebble:
         return path
 
     def orders(self):
-        """Orders pebble has been asked for, from its log."""
+        """Orders pebble created, from its log (a request it refused for a bad nonce, which it
+        does to 5 % of them on purpose, and which sluice sends again, is not one)."""
         self.log.poll()
-        return sum(1 for line in self.log.lines if "POST /order-plz" in line)
+        return sum(1 for line in self.log.lines if "Added order" in line)
 
     def stop(self):
         if self.proc.poll() is None:
