@@ -223,7 +223,10 @@ void reload_samples(const Scrape& s, MetricsText& m) {
 
 bool has_tls_listeners(const Scrape& s) { return !s.snapshot.config->server.tls.empty(); }
 
-bool has_acme(const Scrape&) { return !tls::acme::all_slots().empty(); }
+bool has_acme(const Scrape& s) {
+  const auto& listeners = s.snapshot.config->server.tls;
+  return std::any_of(listeners.begin(), listeners.end(), [](const auto& t) { return t.acme.has_value(); });
+}
 
 void acme_expiry_samples(const Scrape&, MetricsText& m) {
   const auto now = std::chrono::system_clock::now();
