@@ -9,6 +9,7 @@ pebble's root, fetched from pebble's management API."""
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
@@ -17,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from conftest import LogReader, closed_port, metric, sluice_config
+from conftest import LogReader, closed_port, metric, sluice_config, wait_until
 from dns_responder import DnsResponder
 from test_tls import ADMIN, openssl
 
@@ -125,6 +126,11 @@ def test_certificate_is_ordered_over_tls_alpn_and_served(origins, sluice, pebble
     assert os.stat(storage / "account.key").st_mode & 0o777 == 0o600
     assert os.stat(storage / DOMAIN / "key.pem").st_mode & 0o777 == 0o600
     cert_mtime = os.stat(storage / DOMAIN / "cert.pem").st_mtime_ns
+
+    # A reload builds new listener contexts: they serve the issued certificate at once.
+    s.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: metric(s, "sluice_config_reloads_total", result="success") == 1, timeout=5)
+    assert curl(tls_port, root) == ("200", "")
 
     # A restart serves the stored certificate at once and orders nothing.
     s.stop()
