@@ -234,3 +234,26 @@ def test_until_issued_the_listener_shows_a_placeholder(origins, sluice, tmp_path
     out = p.stdout.decode(errors="replace")
     assert "self-signed certificate" in out or "self signed certificate" in out, out
     assert f"CN = {DOMAIN}" in out
+
+
+def test_a_ca_that_never_answers_does_not_hold_up_shutdown(origins, sluice, tmp_path, dns):
+    """The CA accepts the connection and says nothing (each request step may take 30 s): SIGTERM
+    still stops sluice at once, the order abandoned."""
+    [o] = origins(1)
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # connections complete in the kernel and are never read
+
+    class Silent:
+        directory = f"https://127.0.0.1:{silent.getsockname()[1]}/dir"
+        cert = ""
+    s = sluice(acme_config(o, closed_port(), Silent, tmp_path / "acme").replace(', ca_file = ""', ""))
+    silent.settimeout(10)
+    held, _ = silent.accept()  # the client's request is under way
+    started = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    s.proc.wait(timeout=10)
+    assert time.monotonic() - started < 3
+    held.close()
+    silent.close()
+

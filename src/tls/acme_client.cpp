@@ -84,7 +84,10 @@ std::chrono::milliseconds poll_interval(const Reply& reply, std::chrono::millise
 class Session {
 public:
   Session(const OrderSettings& order, const std::string& storage, const Wait& wait)
-      : order_(order), https_(order.ca_file), key_(account_key(storage)), wait_(wait) {}
+      : order_(order),
+        https_(order.ca_file, [&wait] { return wait(std::chrono::milliseconds(0)); }),
+        key_(account_key(storage)),
+        wait_(wait) {}
 
   void open_account();
   std::pair<std::string, json::value> new_order();

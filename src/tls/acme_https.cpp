@@ -76,7 +76,8 @@ net::awaitable<Reply> run(net::ssl::context& context, Target target, http::reque
 
 }  // namespace
 
-Https::Https(const std::string& ca_file) : context_(net::ssl::context::tls_client) {
+Https::Https(const std::string& ca_file, std::function<bool()> running)
+    : context_(net::ssl::context::tls_client), running_(std::move(running)) {
   boost::system::error_code ec;
   if (ca_file.empty()) context_.set_default_verify_paths(ec);
   else context_.load_verify_file(ca_file, ec);
@@ -102,7 +103,10 @@ Reply Https::exchange(const std::string& url, int verb, const std::string& body,
   request.prepare_payload();
   auto future = net::co_spawn(io_, run(context_, std::move(target), std::move(request)), net::use_future);
   io_.restart();
-  io_.run();
+  while (!io_.stopped()) {
+    io_.run_for(std::chrono::milliseconds(100));
+    if (!io_.stopped() && !running_()) throw std::runtime_error("stopped");
+  }
   try {
     return future.get();
   } catch (const boost::system::system_error& e) {
