@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <stdexcept>
 
 #include <boost/json.hpp>
@@ -169,6 +170,15 @@ json::value Session::poll(const std::string& url) {
   throw std::runtime_error(url + ": still not done after " + std::to_string(max_polls) + " polls");
 }
 
+std::string utc_text(SystemTime t) {
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
 const json::object* challenge_of(const json::value& authorization, std::string_view type) {
   const auto* challenges = authorization.as_object().if_contains("challenges");
   if (challenges == nullptr || !challenges->is_array()) return nullptr;
@@ -294,8 +304,7 @@ SystemTime AcmeService::attend(const OrderSettings& order, Slot& slot) {
     status.failures = 0;
     status.last_error.clear();
     status.next_attempt.reset();
-    outcome = "certificate for " + order.domains.front() + " issued, valid until " +
-              std::to_string(std::chrono::system_clock::to_time_t(*status.not_after));
+    outcome = "certificate for " + order.domains.front() + " issued, valid until " + utc_text(*status.not_after);
   } catch (const std::exception& e) {
     slot.clear_challenges();
     status = slot.status();
