@@ -228,6 +228,11 @@ TEST(Handshake, AcmeCertificateIsSwappedInAndChallengesAnswered) {
   EXPECT_FALSE(answer.client) << answer.client.message();
   EXPECT_EQ(answer.alpn, "acme-tls/1");
   EXPECT_EQ(answer.served_cn, "swap.acme.test");  // the self-signed challenge certificate
+  // TLS 1.2 chooses the certificate before ALPN: the switch in the ClientHello callback holds.
+  const auto answer12 = handshake(server, validator, "swap.acme.test", TLS1_2_VERSION, std::string_view("\x0a" "acme-tls/1"));
+  EXPECT_FALSE(answer12.client) << answer12.client.message();
+  EXPECT_EQ(answer12.alpn, "acme-tls/1");
+  EXPECT_EQ(answer12.served_cn, "swap.acme.test");
   // An ordinary client meanwhile still gets the issued certificate.
   EXPECT_EQ(handshake(server, client, "swap.acme.test").served_cn, "issued");
   slot->clear_challenges();
