@@ -22,7 +22,7 @@ MAX_REPEATED = 0
 # Literals that happen to equal a key's name but are a value or a message's noun there, and the
 # files where they are that.
 VALUE_WORDS = {
-    "on": {"loader.cpp", "load_upstream.cpp"},  # a switch's effective value ("admin: off -> on")
+    "on": {"loader.cpp", "load_upstream.cpp", "load_server.cpp"},  # a switch's effective value ("admin: off -> on")
     "off": {"loader.cpp", "load_upstream.cpp", "load_server.cpp"},  # ... and forwarded_header's
     "add": {"load_server.cpp"},  # forwarded_header = "add", not the header rules' `add`
     "timeout": {"fail_on.cpp", "load_retry.cpp"},  # a failure word of fail_on / retry.on

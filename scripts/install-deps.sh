@@ -31,6 +31,7 @@ test=(
   build-essential openssl
   python3-dnslib python3-yaml  # the test DNS responder (integration/dns_responder.py), deploy/ manifests' check
   python3-zstandard python3-brotli  # decoding compressed answers (integration/test_compression.py)
+  pebble  # the test ACME CA (integration/test_acme.py)
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   python3 python3-pytest python3-prometheus-client
   systemd  # systemd-analyze verify of deploy/systemd (integration/test_deploy.py)

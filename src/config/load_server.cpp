@@ -52,12 +52,46 @@ void read_listen(Reader& r, const toml::node& node, const std::string& path, std
   if (auto addresses = r.read_listen_addresses(node, path, EmptyAllowed)) out = std::move(*addresses);
 }
 
+using A = AcmeConfig;
+
+const KeySpec acme_rows[] = {
+    strings_key<&A::domains>("domains", "The names the certificate is ordered for.")
+        .restart()
+        .needed("the names to order a certificate for")
+        .rule([](const void* a) -> std::string {
+          return static_cast<const A*>(a)->domains.empty() ? "at least one domain is required" : "";
+        }),
+    string_key<&A::directory>("directory", "The ACME CA's directory URL (https://).")
+        .restart()
+        .needed("the CA's directory URL")
+        .rule([](const void* a) -> std::string {
+          const auto& url = static_cast<const A*>(a)->directory;
+          return url.starts_with("https://") ? "" : "must be an https:// URL, got '" + url + "'";
+        }),
+    string_key<&A::email>("email", "The ACME account's contact address.").restart(),
+    choice_key<&A::challenge>("challenge", "ACME challenge", "How the domains are proven: tls-alpn-01, http-01.")
+        .restart(),
+    string_key<&A::ca_file>("ca_file", "PEM CAs of the directory's HTTPS certificate; \"\" = the system's.")
+        .restart()
+        .rule([](const void* a) { return tls::check_ca_file(static_cast<const A*>(a)->ca_file).value_or(""); }),
+};
+
+void read_acme(Reader& r, const toml::node& node, const std::string& path, std::optional<A>& out) {
+  const toml::table* table = r.table_at(&node, path);
+  if (table == nullptr) return;
+  A acme;
+  acme.where = location_of(*table);
+  r.walk(*table, path, acme_rows, &acme);
+  r.record(*table, path, acme_rows, &acme);
+  out = std::move(acme);
+}
+
 const KeySpec tls_rows[] = {
     value_key<&T::listen, read_listen<false>, addresses_text>("listen", "Where clients connect with TLS.")
         .docs("array of addresses")
         .needed("the addresses to accept TLS on"),
     value_key<&T::certificates, read_certificates>("certificates", "PEM certificates and keys, chosen by SNI.")
-        .needed("at least one { cert, key } pair"),
+        .docs("array of tables", "", "required unless acme"),
     choice_key<&T::min_tls13>("min_version", "TLS version", tls_versions, "Lowest TLS version accepted."),
     string_key<&T::ciphers>("ciphers", "TLS 1.2 cipher list.").rule([](const void* t) {
       return tls::check_cipher_list(static_cast<const T*>(t)->ciphers).value_or("");
@@ -77,6 +111,10 @@ const KeySpec tls_rows[] = {
           return tls::check_ticket_key_file(static_cast<const T*>(t)->session_ticket_key_file).value_or("");
         }),
     bool_key<&T::ocsp_stapling>("ocsp_stapling", "Staple the OCSP status of certificates with a responder."),
+    value_key<&T::acme, read_acme, [](const std::optional<A>& a) { return a ? "on" : "off"; }>(
+        "acme", "A certificate from an ACME CA ([[server.tls]] acme = { ... }).")
+        .restart()
+        .docs("table"),
 };
 
 // [[server.tls]]: listen addresses (claimed like plain ones), certificates loaded and checked
@@ -86,7 +124,11 @@ void read_tls_listeners(Reader& r, const toml::node& node, const std::string& pa
               [&](const toml::table& table, const std::string& p) {
                 T tls;
                 tls.where = location_of(table);
-                r.walk(table, p, tls_rows, &tls);
+                const Read read = r.walk(table, p, tls_rows, &tls);
+                // A listener needs a certificate from somewhere: its files, or its ACME CA.
+                if (!read.present<&T::certificates>() && !read.present<&T::acme>())
+                  r.error(table, read.path<&T::certificates>(),
+                          "required key is missing (at least one { cert, key } pair, or acme = { ... })");
                 r.record(table, p, tls_rows, &tls);
                 out.push_back(std::move(tls));
               });
@@ -156,6 +198,7 @@ void check_edge(Reader& r, const Read& read, const ServerSection& out) {
 
 const KeyTable server_table = server_section::server_rows;
 const KeyTable tls_listener_table = server_section::tls_rows;
+const KeyTable acme_listener_table = server_section::acme_rows;
 
 void read_server(Reader& r, const toml::node& node, const std::string& path, ServerSection& out) {
   using namespace server_section;

@@ -20,6 +20,7 @@ const KeySpec root_rows[] = {
         [](const void* c) -> std::string { return static_cast<const C*>(c)->admin.enabled ? "on" : "off"; },
         "The admin API; absent = none."),
     value_key<&C::dns, read_dns>("dns", "The resolver of servers from DNS.").by_default(),
+    value_key<&C::acme, read_acme_section>("acme", "Storage of ACME certificates.").by_default(),
     value_key<&C::reload, read_reload>("reload", "The watch after a reload.").by_default(),
     custom_key<&C::fleet>(
         "fleet", [](Reader& r, const toml::node& n, const std::string& p, void* c) { read_fleet(r, n, p, static_cast<C*>(c)->fleet); },
@@ -77,9 +78,11 @@ std::vector<SectionSpec> all_sections() {
   using U = UpstreamConfig;
   static const ServerSection server;
   static const TlsListenerConfig tls;
+  static const AcmeConfig acme_listener;
   static const LogSection log;
   static const AdminSection admin;
   static const DnsSection dns;
+  static const AcmeSection acme;
   static const ReloadSection reload;
   static const FleetSection fleet;
   static const RouteConfig route;
@@ -92,9 +95,12 @@ std::vector<SectionSpec> all_sections() {
   const std::string c = child_path(u, name_in<&U::compress>(upstream_table));
   return {{s, server_table, &server},
           {child_path(s, name_in<&ServerSection::tls>(server_table)), tls_listener_table, &tls, true},
+          {child_path(child_path(s, name_in<&ServerSection::tls>(server_table)), name_in<&TlsListenerConfig::acme>(tls_listener_table)),
+           acme_listener_table, &acme_listener},
           {std::string(name_in<&C::log>(root_rows)), log_table, &log},
           {std::string(name_in<&C::admin>(root_rows)), admin_table, &admin},
           {std::string(name_in<&C::dns>(root_rows)), dns_table, &dns},
+          {std::string(name_in<&C::acme>(root_rows)), acme_table, &acme},
           {std::string(name_in<&C::reload>(root_rows)), reload_table, &reload},
           {std::string(name_in<&C::fleet>(root_rows)), fleet_table, &fleet},
           {std::string(name_in<&C::routes>(root_rows)), route_table, &route, true},

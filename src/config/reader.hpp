@@ -226,6 +226,7 @@ void read_server(Reader& r, const toml::node& node, const std::string& path, Ser
 void read_log(Reader& r, const toml::node& node, const std::string& path, LogSection& out);
 void read_admin(Reader& r, const toml::node& node, const std::string& path, AdminSection& out);
 void read_dns(Reader& r, const toml::node& node, const std::string& path, DnsSection& out);
+void read_acme_section(Reader& r, const toml::node& node, const std::string& path, AcmeSection& out);
 void read_reload(Reader& r, const toml::node& node, const std::string& path, ReloadSection& out);
 void read_fleet(Reader& r, const toml::node& node, const std::string& path, FleetSection& out);
 void read_routes(Reader& r, const toml::node& node, const std::string& path, std::vector<RouteConfig>& out);
@@ -248,6 +249,8 @@ extern const KeyTable tls_listener_table;
 extern const KeyTable log_table;
 extern const KeyTable admin_table;
 extern const KeyTable dns_table;
+extern const KeyTable acme_table;
+extern const KeyTable acme_listener_table;
 extern const KeyTable reload_table;
 extern const KeyTable fleet_table;
 extern const KeyTable route_table;

@@ -4,6 +4,7 @@
 // downstream_response.cpp.
 #include "downstream_exchange.hpp"
 #include "sluice/proxy/unrouted.hpp"
+#include "sluice/tls/acme_slot.hpp"
 
 namespace sluice::proxy {
 
@@ -333,6 +334,10 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   // 413, CONNECT (501), a bad absolute-form target (400), found by the index (its admission);
   // an absolute-form target's authority is the host.
   if (refused_.status != 0) return answer_error(x, refused_);
+  // RFC 8555 §8.3: a pending ACME HTTP-01 challenge is answered on plain listeners, before routing.
+  if (tls_ == nullptr)
+    if (auto key_authorization = tls::acme::http_challenge_answer(http::path_of(req.target())))
+      return send_acme_answer(x, *key_authorization);
   x.route = snapshot_->router.match(req.host(), http::path_of(req.target()));
   // Error answers close the connection (they say Connection: close).
   if (x.route == nullptr) return answer_error(x, {404, "no route"});
@@ -510,6 +515,18 @@ net::awaitable<bool> DownstreamSession::send_fixed_answer(Exchange& x) {
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
   if (n > 0) x.head_sent = true;
   co_return !timed(ec) && keep;
+}
+
+// The key authorization, as the CA expects it (RFC 8555 §8.3); the connection then closes.
+net::awaitable<bool> DownstreamSession::send_acme_answer(Exchange& x, std::string key_authorization) {
+  x.status = 200;
+  head_out_ = "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: " +
+              std::to_string(key_authorization.size()) + "\r\nConnection: close\r\n\r\n" + key_authorization;
+  x.bytes_out = head_out_.size();
+  expire_after(snapshot_->config->server.idle_timeout);
+  auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
+  if (n > 0) x.head_sent = true;
+  co_return false;
 }
 
 void DownstreamSession::log_exchange(const Exchange& x) {

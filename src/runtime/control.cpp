@@ -9,6 +9,7 @@
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/runtime/fleet.hpp"
+#include "sluice/tls/acme_slot.hpp"
 
 namespace sluice {
 
@@ -109,6 +110,25 @@ void add_fleet_in_flight(json::object& so, const Fleet& fleet, const std::string
   so["fleet_unconfirmed"] = sum.unconfirmed;
 }
 
+// Each ACME certificate: its domains, expiry, and the last failure with the next attempt.
+json::array acme_status() {
+  json::array out;
+  const auto seconds = [](tls::acme::SystemTime t) {
+    return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  };
+  for (const auto& slot : tls::acme::all_slots()) {
+    const auto status = slot->status();
+    json::object o;
+    o["domains"] = json::value_from(slot->domains());
+    o["not_after"] = status.not_after ? json::value(seconds(*status.not_after)) : json::value(nullptr);
+    o["failures"] = status.failures;
+    o["last_error"] = status.last_error;
+    o["next_attempt"] = status.next_attempt ? json::value(seconds(*status.next_attempt)) : json::value(nullptr);
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* shown_state(const Endpoint& endpoint) {
@@ -145,6 +165,7 @@ std::string RuntimeControl::status_json() {
   }
   root["upstreams"] = std::move(upstreams);
   root["reload"] = process_.reload_watch();
+  if (auto acme = acme_status(); !acme.empty()) root["acme"] = std::move(acme);
   return json::serialize(root);
 }
 

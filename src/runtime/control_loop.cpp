@@ -13,6 +13,7 @@
 
 #include "sluice/admin/server.hpp"
 #include "sluice/discovery/discovery.hpp"
+#include "sluice/tls/acme_client.hpp"
 #include "sluice/health/log.hpp"
 #include "sluice/health/prober.hpp"
 #include "sluice/runtime/config_watch.hpp"
@@ -54,6 +55,7 @@ int ControlLoop::run() {
 
   io_.run();
   for (auto& w : workers_) w->join();
+  acme_.reset();  // an order in progress is abandoned (a request to the CA finishes first)
   if (state_file_) state_file_->write(*snapshot_);
   access_log_->flush();
   spdlog::info("sluice stopped");
@@ -207,6 +209,7 @@ bool ControlLoop::start_serving() {
   loaded_at_ = steady_clock().now();
   ready_ = true;
   start_prober();
+  start_acme();
   // The pid is in the line because sluice writes no pid file: a supervisor (systemd's MainPID)
   // or this line is where a signal's target comes from.
   spdlog::info("sluice {} started: pid {}, {} worker(s), config {} (version {})", SLUICE_VERSION,

@@ -22,6 +22,7 @@
 #include "sluice/proxy/unrouted.hpp"
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/fleet.hpp"
+#include "sluice/tls/acme_slot.hpp"
 
 namespace sluice {
 
@@ -253,6 +254,25 @@ void ocsp_expiry_samples(const Scrape& s, MetricsText& m) {
   });
 }
 
+bool has_acme(const Scrape& s) {
+  const auto& listeners = s.snapshot.config->server.tls;
+  return std::any_of(listeners.begin(), listeners.end(), [](const auto& t) { return t.acme.has_value(); });
+}
+
+void acme_expiry_samples(const Scrape&, MetricsText& m) {
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& slot : tls::acme::all_slots()) {
+    const auto status = slot->status();
+    if (!status.not_after) continue;
+    m.sample({{"domain", slot->domains().front()}}, std::chrono::duration<double>(*status.not_after - now).count() / 86400);
+  }
+}
+
+void acme_failure_samples(const Scrape&, MetricsText& m) {
+  for (const auto& slot : tls::acme::all_slots())
+    m.sample({{"domain", slot->domains().front()}}, static_cast<double>(slot->status().failures));
+}
+
 bool proxy_protocol_on(const Scrape& s) {
   const auto& server = s.snapshot.config->server;
   return server.proxy_protocol ||
@@ -362,6 +382,12 @@ constexpr MetricFamily families[] = {
   {.name = "sluice_access_log_dropped_total", .type = counter,
    .help = "Access log lines dropped because the worker's buffer was full (output too slow or blocked).",
    .value = [](const Scrape& s) { return static_cast<double>(s.process.access_log_dropped()); }},
+  {.name = "sluice_acme_certificate_expiry_days", .type = gauge,
+   .help = "Days until an ACME certificate expires, by its first domain (absent until one is issued).",
+   .shown = has_acme, .samples = acme_expiry_samples},
+  {.name = "sluice_acme_failures", .type = gauge,
+   .help = "Consecutive failed attempts to obtain an ACME certificate, by its first domain (0 after a success).",
+   .shown = has_acme, .samples = acme_failure_samples},
   {.name = "sluice_tls_handshakes_total", .type = counter, .help = "TLS handshakes on TLS listeners, completed.",
    .shown = has_tls_listeners,
    .value = [](const Scrape& s) { return static_cast<double>(s.process.tls_handshakes().first); }},

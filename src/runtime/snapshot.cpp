@@ -67,6 +67,8 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     settings.ocsp = ocsp;
     for (const auto& c : listener.certificates)
       settings.certificates.push_back({c.cert, c.key, c.ocsp_responder});
+    if (listener.acme)
+      settings.acme = tls::AcmeSettings{listener.acme->domains, config->acme.storage, listener.acme->challenge};
     snapshot->tls.push_back(std::make_shared<tls::ServerContext>(settings));
   }
   for (const auto& u : config->upstreams) {

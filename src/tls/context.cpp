@@ -15,6 +15,9 @@
 #include <boost/asio/ip/address.hpp>
 
 #include "sluice/core/file.hpp"
+#include "sluice/tls/acme_challenge.hpp"
+#include "sluice/tls/acme_crypto.hpp"
+#include "sluice/tls/acme_slot.hpp"
 
 namespace sluice::tls {
 
@@ -322,48 +325,100 @@ std::vector<std::string> certificate_names(const std::string& cert_file) {
   return names;
 }
 
-ServerContext::ServerContext(const ServerSettings& settings) {
-  if (!settings.session_ticket_key_file.empty()) {
-    if (auto bad = ticket_keys_.read(settings.session_ticket_key_file)) throw std::runtime_error(*bad);
-  }
-  const std::string ciphers = settings.ciphers.empty() ? std::string(default_ciphers) : settings.ciphers;
-  for (std::size_t i = 0; i < settings.certificates.size(); ++i) {
-    const auto& c = settings.certificates[i];
-    auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
-    SSL_CTX* native = ctx->native_handle();
-    set_common_options(native, settings.min_tls13);
-    if (SSL_CTX_set_cipher_list(native, ciphers.c_str()) != 1)
-      throw std::runtime_error("ciphers: " + openssl_reason());
-    if (auto problem = use_certified_key(native, c.cert, c.key)) throw std::runtime_error(problem->message);
-    SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
-    ask_for_client_certificates(native, settings);
-    // Session resumption: stateless tickets and the server-side cache for TLS 1.2 session ids.
-    // Ticket keys are the file's when there is one (shared across reloads and processes), else
-    // OpenSSL's random ones per context (a reload starts new ones). Set on every context: which
-    // one OpenSSL asks depends on where the handshake is when SNI switches it.
-    if (!ticket_keys_.keys().empty()) ticket_keys_.install(native);
-    SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
-    static constexpr unsigned char session_id_context[] = "sluice";
-    SSL_CTX_set_session_id_context(native, session_id_context, sizeof session_id_context - 1);
-    if (settings.ocsp != nullptr && settings.ocsp_stapling) {
-      if (auto staple = settings.ocsp->watch(c.cert, c.ocsp_responder)) {
-        staple_from(native, staple.get());
+std::unique_ptr<ssl::context> ServerContext::make_context(const std::function<void(SSL_CTX*)>& use_certificate) const {
+  const std::string ciphers = settings_.ciphers.empty() ? std::string(default_ciphers) : settings_.ciphers;
+  auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
+  SSL_CTX* native = ctx->native_handle();
+  set_common_options(native, settings_.min_tls13);
+  if (SSL_CTX_set_cipher_list(native, ciphers.c_str()) != 1) throw std::runtime_error("ciphers: " + openssl_reason());
+  use_certificate(native);
+  SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+  ask_for_client_certificates(native, settings_);
+  // Session resumption: stateless tickets and the server-side cache for TLS 1.2 session ids.
+  // Ticket keys are the file's when there is one (shared across reloads and processes), else
+  // OpenSSL's random ones per context (a reload starts new ones). Set on every context: which
+  // one OpenSSL asks depends on where the handshake is when SNI switches it.
+  if (!ticket_keys_.keys().empty()) ticket_keys_.install(native);
+  SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
+  static constexpr unsigned char session_id_context[] = "sluice";
+  SSL_CTX_set_session_id_context(native, session_id_context, sizeof session_id_context - 1);
+  return ctx;
+}
+
+void ServerContext::add_file_certificates() {
+  for (std::size_t i = 0; i < settings_.certificates.size(); ++i) {
+    const auto& c = settings_.certificates[i];
+    contexts_.push_back(make_context([&](SSL_CTX* native) {
+      if (auto problem = use_certified_key(native, c.cert, c.key)) throw std::runtime_error(problem->message);
+    }));
+    if (settings_.ocsp != nullptr && settings_.ocsp_stapling) {
+      if (auto staple = settings_.ocsp->watch(c.cert, c.ocsp_responder)) {
+        staple_from(contexts_.back()->native_handle(), staple.get());
         staples_.push_back(std::move(staple));
       }
     }
     for (const auto& name : certificate_names(c.cert)) selector_.add(name, i);
-    contexts_.push_back(std::move(ctx));
   }
+}
+
+// The ACME certificate once issued (now, when the slot has one, or when the client installs
+// one); until then a listener without certificate files shows a self-signed placeholder, as
+// Traefik does: a client gets a handshake it can refuse, not a connection reset.
+void ServerContext::add_acme_certificate() {
+  if (!settings_.acme) return;
+  acme_ = acme::slot_for(settings_.acme->domains, settings_.acme->storage);
+  if (contexts_.empty()) {
+    const auto key = acme::new_p256_key();
+    const auto cert = acme::placeholder_certificate(key.get(), settings_.acme->domains);
+    contexts_.push_back(make_context([&](SSL_CTX* native) {
+      if (SSL_CTX_use_certificate(native, cert.get()) != 1 || SSL_CTX_use_PrivateKey(native, key.get()) != 1)
+        throw std::runtime_error("ACME placeholder certificate: " + openssl_reason());
+    }));
+  }
+  if (settings_.acme->challenge == AcmeChallenge::tls_alpn_01)
+    acme::answer_challenges(contexts_.front()->native_handle(), acme_.get());
+  acme_->subscribe(this, [this]() -> std::string {
+    // Runs on the ACME client's thread (or here): a certificate that does not load leaves the
+    // one served before in place, and the client reports why.
+    try {
+      std::shared_ptr<ssl::context> issued = make_context([&](SSL_CTX* native) {
+        if (auto problem = use_certified_key(native, acme_->cert_file(), acme_->key_file()))
+          throw std::runtime_error(problem->message);
+      });
+      acme_context_.store(std::move(issued));
+      return {};
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  });
+}
+
+bool ServerContext::use_acme_certificate(SSL* ssl, const char* server_name) const {
+  if (server_name == nullptr ? !settings_.certificates.empty() : !acme_->serves(server_name)) return false;
+  const auto issued = acme_context_.load();
+  if (issued == nullptr) return false;
+  SSL_set_SSL_CTX(ssl, issued->native_handle());  // takes its own reference
+  return true;
+}
+
+ServerContext::ServerContext(const ServerSettings& settings) : settings_(settings) {
+  if (!settings.session_ticket_key_file.empty()) {
+    if (auto bad = ticket_keys_.read(settings.session_ticket_key_file)) throw std::runtime_error(*bad);
+  }
+  add_file_certificates();
+  add_acme_certificate();
   if (contexts_.empty()) throw std::runtime_error("a TLS listener needs at least one certificate");
   verify_client_ = settings.verify_client;
   // SNI: switches the connection to the context of the certificate that serves the name. Runs
-  // inside the handshake on a worker's thread and reads only this (immutable) object. The
-  // connection keeps its first context's session cache and ticket keys (OpenSSL's session_ctx).
+  // inside the handshake on a worker's thread and reads only this object (immutable but for the
+  // ACME context, an atomic). The connection keeps its first context's session cache and ticket
+  // keys (OpenSSL's session_ctx).
   SSL_CTX* first = contexts_.front()->native_handle();
   SSL_CTX_set_tlsext_servername_arg(first, this);
   SSL_CTX_set_tlsext_servername_callback(first, +[](SSL* ssl, int*, void* arg) -> int {
     const auto* self = static_cast<const ServerContext*>(arg);
     const char* name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    if (self->acme_ != nullptr && self->use_acme_certificate(ssl, name)) return SSL_TLSEXT_ERR_OK;
     if (name == nullptr) return SSL_TLSEXT_ERR_OK;  // no SNI: the default certificate
     const auto index = self->selector_.pick(name);
     if (index != 0) SSL_set_SSL_CTX(ssl, self->contexts_[index]->native_handle());
@@ -371,7 +426,9 @@ ServerContext::ServerContext(const ServerSettings& settings) {
   });
 }
 
-ServerContext::~ServerContext() = default;
+ServerContext::~ServerContext() {
+  if (acme_ != nullptr) acme_->unsubscribe(this);
+}
 
 ClientContext::ClientContext(const ClientSettings& settings)
     : context_(ssl::context::tls_client), verify_(settings.verify) {

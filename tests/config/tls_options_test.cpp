@@ -86,7 +86,7 @@ TEST(ConfigTls, ListenerShapeErrors) {
             Errors{"test.toml:6:11: server.tls[0].ciphers: no cipher in 'NOPE' is known to OpenSSL"});
   EXPECT_EQ(errors_of(load_with_upstream("[[server.tls]]\nlisten = \"127.0.0.1:8443\"\n")),
             Errors{"test.toml:1:1: server.tls[0].certificates: required key is missing (at least "
-                   "one { cert, key } pair)"});
+                   "one { cert, key } pair, or acme = { ... })"});
   EXPECT_EQ(errors_of(load_with_upstream(
                 "[[server.tls]]\nlisten = \"127.0.0.1:8443\"\ncertificates = [ { cert = \"" + a.cert + "\" } ]\n")),
             Errors{"test.toml:3:18: server.tls[0].certificates[0].key: required key is missing (the "
@@ -234,6 +234,29 @@ TEST(ConfigTls, UpstreamTlsFileErrors) {
                    "': no PEM private key found (an encrypted key is not supported)"});
   EXPECT_EQ(errors_of(load(head + "tls_server_name = \"bad name\"\n" + servers)),
             Errors{"test.toml:3:19: upstreams.app.tls_server_name: invalid server name 'bad name'"});
+}
+
+// acme = { ... } instead of certificates, and [acme] storage: read, defaulted, and each bad
+// value an error at its key.
+TEST(ConfigTls, AcmeTableStandsInForCertificates) {
+  const std::string head = "[acme]\nstorage = \"/tmp/acme\"\n[[server.tls]]\nlisten = \"127.0.0.1:8443\"\n";
+  auto r = load_with_upstream(head + "acme = { domains = [\"a.test\"], directory = \"https://ca.test/dir\" }\n");
+  ASSERT_TRUE(r.ok()) << errors_of(r).front();
+  const auto& acme = *r.config->server.tls[0].acme;
+  EXPECT_EQ(acme.domains, std::vector<std::string>{"a.test"});
+  EXPECT_EQ(acme.challenge, tls::AcmeChallenge::tls_alpn_01);
+  EXPECT_EQ(r.config->acme.storage, "/tmp/acme");
+  EXPECT_EQ(errors_of(load_with_upstream(head + "acme = { domains = [], directory = \"http://ca.test/dir\", "
+                                                "challenge = \"dns-01\" }\n")),
+            (Errors{"test.toml:5:20: server.tls[0].acme.domains: at least one domain is required",
+                    "test.toml:5:36: server.tls[0].acme.directory: must be an https:// URL, got 'http://ca.test/dir'",
+                    "test.toml:5:70: server.tls[0].acme.challenge: unknown ACME challenge 'dns-01'; expected one "
+                    "of: tls-alpn-01, http-01"}));
+  EXPECT_EQ(errors_of(load_with_upstream(head + "acme = { directory = \"https://ca.test/dir\" }\n")),
+            Errors{"test.toml:5:8: server.tls[0].acme.domains: required key is missing (the names to order a "
+                   "certificate for)"});
+  EXPECT_EQ(errors_of(load_with_upstream("[acme]\nstorage = \"acme\"\n")),
+            Errors{"test.toml:2:11: acme.storage: must be an absolute directory path, got 'acme'"});
 }
 
 }  // namespace

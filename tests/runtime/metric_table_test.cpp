@@ -101,10 +101,11 @@ TEST_F(MetricTableTest, FamiliesComeInTableOrderAndHiddenOnesHaveNoLine) {
   const auto text = render();
   std::vector<std::string> expected;
   for (const auto& f : metric_families()) {
-    // Not shown here: no DNS names, no TLS or PROXY protocol listener, no route admission, no
-    // fleet, and no process figures.
+    // Not shown here: no DNS names, no TLS (or ACME) or PROXY protocol listener, no route
+    // admission, no fleet, and no process figures.
     if (f.name.starts_with("process_") || f.name.starts_with("sluice_dns_") || f.name.starts_with("sluice_fleet_") ||
         f.name.starts_with("sluice_discover") || f.name.starts_with("sluice_tls_") ||
+        f.name.starts_with("sluice_acme_") ||
         f.name == "sluice_proxy_protocol_rejected_total" || f.name == "sluice_admission_denied_total" ||
         f.name == "sluice_rate_limited_total")
       continue;

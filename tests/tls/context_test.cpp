@@ -1,6 +1,7 @@
 #include "sluice/tls/context.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -10,6 +11,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
+#include "sluice/tls/acme_challenge.hpp"
+#include "sluice/tls/acme_crypto.hpp"
+#include "sluice/tls/acme_slot.hpp"
 #include "sluice/tls/stream.hpp"
 #include "test_certs.hpp"
 
@@ -112,7 +116,7 @@ struct Outcome {
 };
 
 Outcome handshake(ServerContext& server, ClientContext& client, const std::string& name,
-                  int client_max_version = 0) {
+                  int client_max_version = 0, std::string_view alpn_wire = {}) {
   net::io_context io;
   tcp::acceptor acceptor(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
   Stream s(io), c(io);
@@ -130,6 +134,9 @@ Outcome handshake(ServerContext& server, ClientContext& client, const std::strin
     c.start_tls(client.context());
     SSL* ssl = c.tls()->native_handle();
     if (client_max_version != 0) SSL_set_max_proto_version(ssl, client_max_version);
+    if (!alpn_wire.empty())
+      SSL_set_alpn_protos(ssl, reinterpret_cast<const unsigned char*>(alpn_wire.data()),
+                          static_cast<unsigned>(alpn_wire.size()));
     client.prepare(ssl, name);
     c.async_handshake(net::ssl::stream_base::client, [&, ssl](boost::system::error_code e) {
       out.client = e;
@@ -182,6 +189,53 @@ TEST(Handshake, SniPicksTheCertificateAndAlpnIsHttp11) {
   EXPECT_TRUE(unknown.client);
   ASSERT_NE(unknown.verify, nullptr);
   EXPECT_STREQ(unknown.verify, "hostname mismatch");
+}
+
+// An ACME listener: its own certificate files serve their names; the ACME domain gets the
+// placeholder until a certificate is installed, then that one, in the same ServerContext (no
+// reload); a ClientHello offering "acme-tls/1" for a pending challenge gets the challenge
+// certificate and that protocol.
+TEST(Handshake, AcmeCertificateIsSwappedInAndChallengesAnswered) {
+  TestCerts certs;
+  const auto first = certs.leaf("first", "DNS:first.test");
+  ServerSettings settings = listener({first});
+  settings.acme = AcmeSettings{{"swap.acme.test"}, certs.dir() + "/acme", AcmeChallenge::tls_alpn_01};
+  ServerContext server(settings);
+  ClientContext client(upstream_with_ca(certs.ca_file()));
+  // Nothing issued yet: the default certificate, which does not carry the name.
+  const auto before = handshake(server, client, "swap.acme.test");
+  ASSERT_NE(before.verify, nullptr);
+  EXPECT_STREQ(before.verify, "hostname mismatch");
+
+  const auto issued = certs.leaf("issued", "DNS:swap.acme.test");
+  const auto slot = acme::slot_for({"swap.acme.test"}, certs.dir() + "/acme");
+  std::filesystem::create_directories(slot->directory());
+  std::filesystem::copy_file(issued.cert, slot->cert_file());
+  std::filesystem::copy_file(issued.key, slot->key_file());
+  ASSERT_EQ(slot->install(std::chrono::system_clock::now() + std::chrono::hours(24)), "");
+  const auto swapped = handshake(server, client, "swap.acme.test");
+  EXPECT_FALSE(swapped.client) << swapped.client.message();
+  EXPECT_EQ(swapped.served_cn, "issued");
+  EXPECT_EQ(handshake(server, client, "first.test").served_cn, "first");
+
+  const auto key = acme::new_p256_key();
+  const auto challenge = acme::challenge_certificate(key.get(), "swap.acme.test", "tok.thumb");
+  slot->set_challenge("swap.acme.test", acme::challenge_context(key.get(), challenge.get()));
+  ClientSettings no_verify;
+  no_verify.verify = false;
+  ClientContext validator(no_verify);
+  const auto answer = handshake(server, validator, "swap.acme.test", 0, std::string_view("\x0a" "acme-tls/1"));
+  EXPECT_FALSE(answer.client) << answer.client.message();
+  EXPECT_EQ(answer.alpn, "acme-tls/1");
+  EXPECT_EQ(answer.served_cn, "swap.acme.test");  // the self-signed challenge certificate
+  // TLS 1.2 chooses the certificate before ALPN: the switch in the ClientHello callback holds.
+  const auto answer12 = handshake(server, validator, "swap.acme.test", TLS1_2_VERSION, std::string_view("\x0a" "acme-tls/1"));
+  EXPECT_FALSE(answer12.client) << answer12.client.message();
+  EXPECT_EQ(answer12.alpn, "acme-tls/1");
+  EXPECT_EQ(answer12.served_cn, "swap.acme.test");
+  // An ordinary client meanwhile still gets the issued certificate.
+  EXPECT_EQ(handshake(server, client, "swap.acme.test").served_cn, "issued");
+  slot->clear_challenges();
 }
 
 TEST(Handshake, VerificationFailsClosedWithTheReason) {

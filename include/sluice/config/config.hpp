@@ -18,6 +18,7 @@
 #include "sluice/config/fail_on.hpp"
 #include "sluice/config/idempotency.hpp"
 #include "sluice/core/cidr.hpp"
+#include "sluice/tls/acme_challenge_kind.hpp"
 #include "sluice/tls/verify_client.hpp"
 
 namespace sluice::config {
@@ -92,6 +93,26 @@ struct CertificateConfig {
   SourceLocation where;
 };
 
+// [[server.tls]] acme = { ... }: the listener's certificate obtained from an ACME CA (RFC 8555,
+// docs/tls.md) instead of, or beside, `certificates`.
+struct AcmeConfig {
+  std::vector<std::string> domains;  // the names of the one certificate ordered
+  std::string directory;             // the CA's directory URL (https)
+  std::string email;                 // the account's contact; "" = none
+  tls::AcmeChallenge challenge = tls::AcmeChallenge::tls_alpn_01;
+  std::string ca_file;  // the CAs the directory's HTTPS certificate chains to; "" = the system's
+  SourceLocation where;
+};
+template <>
+struct Words<tls::AcmeChallenge> {
+  static constexpr std::array<std::string_view, 2> words{"tls-alpn-01", "http-01"};
+};
+
+// [acme]: where the account key and issued certificates are kept.
+struct AcmeSection {
+  std::string storage = "/var/lib/sluice/acme";
+};
+
 // [[server.tls]]: listeners that terminate TLS (see docs/tls.md).
 struct TlsListenerConfig {
   std::vector<HostPort> listen;
@@ -108,6 +129,7 @@ struct TlsListenerConfig {
   std::string session_ticket_key_file;
   // OCSP stapling (docs/tls.md) of the certificates that name a responder.
   bool ocsp_stapling = true;
+  std::optional<AcmeConfig> acme;  // a certificate from an ACME CA; nullopt = none
   SourceLocation where;
 };
 template <>
@@ -503,6 +525,7 @@ struct Config {
   LogSection log;
   AdminSection admin;
   DnsSection dns;
+  AcmeSection acme;
   ReloadSection reload;
   FleetSection fleet;
   std::vector<RouteConfig> routes;

@@ -176,6 +176,7 @@ private:
   void write_request_head(const Exchange& x);
   void write_response_head(const Exchange& x, const http::ResponsePlan& plan, const compress::Plan& coding);
   boost::asio::awaitable<bool> send_fixed_answer(Exchange& x);
+  boost::asio::awaitable<bool> send_acme_answer(Exchange& x, std::string key_authorization);
   void log_exchange(const Exchange& x);
   // `servers`: where the record's list of servers tried is written (it refers to it).
   AccessRecord access_record(const Exchange& x, AttemptRecord::ServersText& servers) const;

@@ -43,6 +43,7 @@ class StateFile;
 class Worker;
 namespace admin { class Server; }
 namespace discovery { class Discovery; }
+namespace tls::acme { class AcmeService; }
 namespace health { class Prober; }
 
 class ControlLoop final : public RunningProcess {
@@ -200,6 +201,9 @@ private:
   std::string binary_;           // what SIGUSR2 starts again
   // Servers from DNS; made when a config first asks for them ([dns] is restart-only).
   std::unique_ptr<discovery::Discovery> discovery_;
+  // The ACME client's thread; null without acme tables (src/runtime/acme.cpp).
+  std::unique_ptr<tls::acme::AcmeService> acme_;
+  void start_acme();
   bool membership_pending_ = false;  // a rebuild for DNS changes is posted
   // The watch after a reload ([reload], runtime/reload_watch.hpp).
   ReloadWatch reload_watch_{steady_clock()};

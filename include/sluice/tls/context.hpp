@@ -7,7 +7,9 @@
 // TLS servers) are immutable once built and shared by every worker through the config snapshot:
 // OpenSSL contexts are safe to use from several threads once set up. A reload builds new ones;
 // connections made before it keep the context they started with (they hold a reference).
+#include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +18,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "sluice/tls/acme_challenge_kind.hpp"
 #include "sluice/tls/ocsp_stapler.hpp"
 #include "sluice/tls/ticket_keys.hpp"
 #include "sluice/tls/verify_client.hpp"
@@ -73,8 +76,20 @@ struct CertificateFiles {
   std::string key;
   std::string ocsp_responder;  // "" = the certificate's own (AIA)
 };
+// A listener's certificate from an ACME CA: its domains, served by the slot the ACME client
+// fills (acme_slot.hpp), and where the slot keeps it.
+struct AcmeSettings {
+  std::vector<std::string> domains;
+  std::string storage;
+  AcmeChallenge challenge = AcmeChallenge::tls_alpn_01;
+};
+namespace acme {
+class Slot;
+}
+
 struct ServerSettings {  // one [[server.tls]] listener
   std::vector<CertificateFiles> certificates;  // chosen by SNI; the first is the default
+  std::optional<AcmeSettings> acme;            // the ACME certificate, chosen for its domains
   bool min_tls13 = false;
   std::string ciphers;  // TLS 1.2 cipher list; "" = default_ciphers
   VerifyClient verify_client = VerifyClient::off;
@@ -107,11 +122,25 @@ public:
   const std::vector<std::shared_ptr<OcspStaple>>& staples() const noexcept { return staples_; }
 
 private:
-  std::vector<std::unique_ptr<boost::asio::ssl::context>> contexts_;
+  using Context = boost::asio::ssl::context;
+  // A context with the listener's options and the certificate `use_certificate` puts in it.
+  std::unique_ptr<Context> make_context(const std::function<void(SSL_CTX*)>& use_certificate) const;
+  void add_file_certificates();
+  void add_acme_certificate();
+  // Switches `ssl` to the issued ACME certificate when it serves `server_name` (nullptr: no SNI,
+  // on a listener without certificate files); false when another certificate answers.
+  bool use_acme_certificate(SSL* ssl, const char* server_name) const;
+
+  ServerSettings settings_;
+  std::vector<std::unique_ptr<Context>> contexts_;
   CertificateSelector selector_;
   VerifyClient verify_client_ = VerifyClient::off;
   TicketKeys ticket_keys_;  // empty without session_ticket_key_file
   std::vector<std::shared_ptr<OcspStaple>> staples_;  // what the contexts' status callbacks read
+  // The ACME certificate: the slot's issued one, swapped in by the ACME client's thread while
+  // handshakes read it (a connection holds its SSL_CTX by reference, so a swap drops none).
+  std::shared_ptr<acme::Slot> acme_;
+  std::atomic<std::shared_ptr<Context>> acme_context_;
 };
 
 // What a client showed at the handshake of a listener with verify_client on: read once per
