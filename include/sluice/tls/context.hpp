@@ -78,6 +78,7 @@ struct ServerSettings {  // one [[server.tls]] listener
   VerifyClient verify_client = VerifyClient::off;
   std::string client_ca_file;  // needed unless verify_client is off
   std::string session_ticket_key_file;  // "" = OpenSSL's random ticket keys, per context
+  bool http2 = false;  // ALPN offers h2 first, then http/1.1
 };
 struct ClientSettings {  // one upstream's tls_verify, tls_ca_file, tls_cert, tls_key
   bool verify = true;

@@ -1,0 +1,257 @@
+"""HTTP/2 to clients (docs/http2.md): h2c with prior knowledge on a plain listener with
+[server] h2c = true, ALPN h2 on TLS listeners; every stream forwarded to an HTTP/1.1 origin as a
+well-formed HTTP/1.1 request (the origin's view asserted byte for byte), malformed streams
+refused with nothing forwarded, Rapid Reset answered with GOAWAY(ENHANCE_YOUR_CALM).
+
+Real clients: curl (--http2-prior-knowledge, --http2 over TLS), nghttp, h2load; hand-made frames
+with python3-h2 (its outbound validation off, so that it sends what a hostile client would)."""
+import re
+import socket
+import subprocess
+import time
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import pytest
+
+from conftest import sluice_config, wait_until
+from test_tls import pki, tls_block, tls_port  # noqa: F401 (pki is a fixture)
+
+H2C = "h2c = true"
+
+
+def curl_h2(*args, timeout=20):
+    p = subprocess.run(["curl", "-sS", "--max-time", str(timeout), "-w", "\n%{http_code} %{http_version}",
+                        *map(str, args)], capture_output=True, timeout=timeout + 5)
+    assert p.returncode == 0, p.stderr
+    body, _, tail = p.stdout.rpartition(b"\n")
+    code, version = tail.decode().split()
+    return int(code), version, body
+
+
+def requests_seen(origin, n):
+    wait_until(lambda: len(origin.requests) >= n, what=f"{n} requests at the origin")
+    origin.settle()
+    return origin.requests
+
+
+def header(req, name):
+    return [v for k, v in req["headers"] if k == name]
+
+
+def test_h2c_prior_knowledge_get_and_post_reach_the_origin_as_http11(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    assert curl_h2("--http2-prior-knowledge", f"http://t.test:{s.port}/a?x=1",
+                   "--resolve", f"t.test:{s.port}:127.0.0.1") == (200, "2", b"seen /a?x=1\n")
+    body = b"hello, origin\n" * 100
+    code, version, answer = curl_h2("--http2-prior-knowledge", "--data-binary", body.decode(), s.url("/b"),
+                                    "-H", "Cookie: a=1", "-H", "Cookie: b=2")
+    assert (code, version, answer) == (200, "2", b"seen /b\n")
+    get, post = requests_seen(o, 2)
+    assert (get["method"], get["target"], header(get, "host")) == ("GET", "/a?x=1", [f"t.test:{s.port}"])
+    assert header(get, "content-length") == [] and header(get, "transfer-encoding") == []
+    assert (post["method"], post["target"], post["body"]) == ("POST", "/b", body)
+    assert header(post, "content-length") == [str(len(body))]
+    # RFC 9113 §8.2.3: the cookie crumbs arrive as one field.
+    assert header(post, "cookie") == ["a=1; b=2"]
+    assert header(post, "x-forwarded-proto") == ["http"]
+    assert o.errors == [] and o.unparsed() == {}
+
+
+def test_h2c_is_off_by_default(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address]))
+    p = subprocess.run(["curl", "-sS", "--max-time", "5", "--http2-prior-knowledge", s.url("/")],
+                       capture_output=True, timeout=10)
+    assert p.returncode != 0
+    o.settle()
+    assert o.accepted == 0
+
+
+def test_tls_listener_offers_h2_by_alpn_and_http11_only_when_told(raw_origin, sluice, pki):
+    o = raw_origin()
+    cert = pki.leaf("a.test", "DNS:a.test")
+    s = sluice(sluice_config([o.address], server_extra=tls_block([cert])))
+    port = tls_port(s)
+    common = ["--cacert", pki.ca, "--resolve", f"a.test:{port}:127.0.0.1"]
+    assert curl_h2("--http2", *common, f"https://a.test:{port}/tls") == (200, "2", b"seen /tls\n")
+    [req] = requests_seen(o, 1)
+    assert header(req, "x-forwarded-proto") == ["https"] and header(req, "host") == [f"a.test:{port}"]
+    off = sluice(sluice_config([o.address], server_extra=tls_block([cert], extra='alpn = ["http/1.1"]')))
+    port = tls_port(off)
+    common = ["--cacert", pki.ca, "--resolve", f"a.test:{port}:127.0.0.1"]
+    assert curl_h2("--http2", *common, f"https://a.test:{port}/one") == (200, "1.1", b"seen /one\n")
+
+
+def test_concurrent_streams_on_one_connection_nghttp(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    urls = [s.url(f"/n{i}") for i in range(8)]
+    p = subprocess.run(["nghttp", "-n", "--stat", *urls], capture_output=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.decode().count(" 200 ") == 8, p.stdout
+    seen = requests_seen(o, 8)
+    assert sorted(r["target"] for r in seen) == sorted(f"/n{i}" for i in range(8))
+    assert o.errors == [] and o.unparsed() == {}
+
+
+def test_h2load_bounded_run_all_succeed(origins, sluice):
+    [o] = origins(1)
+    s = sluice(sluice_config([o], server_extra=H2C))
+    p = subprocess.run(["h2load", "-n", "200", "-c", "2", "-m", "10", s.url("/")],
+                       capture_output=True, timeout=60)
+    out = p.stdout.decode()
+    assert p.returncode == 0, out + p.stderr.decode()
+    assert re.search(r"requests: 200 total, 200 started, 200 done, 200 succeeded, 0 failed, 0 errored", out), out
+    assert re.search(r"status codes: 200 2xx", out), out
+
+
+# ---- hand-made frames (python3-h2)
+
+def h2_client(port):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    config = h2.config.H2Configuration(client_side=True, validate_outbound_headers=False,
+                                       normalize_outbound_headers=False, validate_inbound_headers=False)
+    c = h2.connection.H2Connection(config=config)
+    c.initiate_connection()
+    sock.sendall(c.data_to_send())
+    return sock, c
+
+
+def events_until(sock, c, done, timeout=5.0):
+    events, deadline = [], time.monotonic() + timeout
+    while not done(events):
+        assert time.monotonic() < deadline, events
+        try:
+            data = sock.recv(65536)
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        events += c.receive_data(data)
+        out = c.data_to_send()
+        if out:
+            sock.sendall(out)
+    return events
+
+
+def ended(stream_id):
+    def done(events):
+        return any(isinstance(e, (h2.events.StreamEnded, h2.events.StreamReset)) and e.stream_id == stream_id
+                   for e in events) or any(isinstance(e, h2.events.ConnectionTerminated) for e in events)
+    return done
+
+
+def base(port, path="/ok"):
+    return [(":method", "GET"), (":scheme", "http"), (":authority", f"t.test:{port}"), (":path", path)]
+
+
+def refusal_cases(port):
+    b = base(port)
+    return {
+        "uppercase name": b + [("X-Upper", "1")],
+        "connection field": b + [("connection", "close")],
+        "keep-alive field": b + [("keep-alive", "5")],
+        "transfer-encoding": b + [("transfer-encoding", "chunked")],
+        "upgrade field": b + [("upgrade", "websocket")],
+        "te other than trailers": b + [("te", "gzip")],
+        "no :path": b[:3],
+        "no :method": b[1:],
+        "no :scheme": [b[0]] + b[2:],
+        "duplicate :path": b + [(":path", "/other")],
+        "pseudo after regular": b[:3] + [("x-a", "1"), b[3]],
+        "unknown pseudo": b + [(":foo", "bar")],
+        "CR in value": b + [("x-a", "1\r\nx-injected: 1")],
+        "LF in value": b + [("x-a", "1\nx-injected: 1")],
+        "NUL in value": b + [("x-a", "1\x00")],
+        "space in name": b + [("x a", "1")],
+        "Host differs from :authority": b + [("host", "evil.test")],
+        "empty :path": b[:3] + [(":path", "")],
+    }
+
+
+@pytest.mark.parametrize("case", list(refusal_cases(0)))
+def test_malformed_stream_is_reset_and_nothing_reaches_the_origin(raw_origin, sluice, case):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    c.send_headers(1, refusal_cases(s.port)[case], end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1))
+    resets = [e for e in events if isinstance(e, h2.events.StreamReset)]
+    assert [e.error_code for e in resets] == [h2.errors.ErrorCodes.PROTOCOL_ERROR], events
+    # The connection still serves a good stream.
+    c.send_headers(3, base(s.port, "/after"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(3))
+    assert [e.headers for e in events if isinstance(e, h2.events.ResponseReceived)][0][0] == (b":status", b"200")
+    [req] = requests_seen(o, 1)
+    assert req["target"] == "/after"
+    assert o.unparsed() == {}
+    sock.close()
+
+
+def test_content_length_mismatch_resets_and_forwards_nothing(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    post = base(s.port, "/post")
+    post[0] = (":method", "POST")
+    c.send_headers(1, post + [("content-length", "10")])
+    c.send_data(1, b"12345", end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1))
+    assert [e.error_code for e in events if isinstance(e, h2.events.StreamReset)] == \
+        [h2.errors.ErrorCodes.PROTOCOL_ERROR], events
+    c.send_headers(3, post + [("content-length", "20")])
+    c.send_data(3, b"x" * 21, end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(3))
+    assert [e.error_code for e in events if isinstance(e, h2.events.StreamReset)] == \
+        [h2.errors.ErrorCodes.PROTOCOL_ERROR], events
+    o.settle()
+    assert o.accepted == 0
+    sock.close()
+
+
+def test_connect_is_refused_with_501(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    c.send_headers(1, [(":method", "CONNECT"), (":authority", "example.test:443")])
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1))
+    [resp] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+    assert dict(resp.headers)[b":status"] == b"501"
+    o.settle()
+    assert o.accepted == 0
+    sock.close()
+
+
+def test_rapid_reset_gets_goaway_enhance_your_calm(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C + "\nhttp2_max_early_resets = 50"))
+    sock, c = h2_client(s.port)
+    for i in range(60):
+        sid = 1 + 2 * i
+        c.send_headers(sid, base(s.port, f"/r{i}"), end_stream=True)
+        c.reset_stream(sid)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, lambda ev: any(isinstance(e, h2.events.ConnectionTerminated) for e in ev))
+    [goaway] = [e for e in events if isinstance(e, h2.events.ConnectionTerminated)]
+    assert goaway.error_code == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    o.settle()
+    # Every stream was reset in the same read as it opened: none reached the origin.
+    assert o.accepted == 0
+    sock.close()
+
+
+def test_access_log_says_http2(origins, sluice):
+    [o] = origins(1)
+    s = sluice(sluice_config([o], server_extra=H2C, access="json"))
+    assert curl_h2("--http2-prior-knowledge", s.url("/logged"))[0] == 200
+    [record] = s.access_records(1)
+    assert (record["protocol"], record["status"], record["target"]) == ("HTTP/2.0", 200, "/logged")
