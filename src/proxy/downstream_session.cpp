@@ -268,7 +268,8 @@ bool DownstreamSession::alpn_h2() noexcept {
 void DownstreamSession::hand_to_http2() noexcept {
   end_exchange_memory();
   http2_ = std::make_unique<Http2Handoff>(
-      Http2Handoff{std::move(client_), client_addr_, client_ip_, std::move(tls_), std::string(view(in_))});
+      Http2Handoff{std::move(client_), client_addr_, client_ip_, std::move(tls_), std::string(view(in_)),
+                   std::move(client_cert_)});
   in_.clear();
   closed_ = true;  // the stream is the HTTP/2 session's now
   deadline = Clock::time_point::max();

@@ -256,6 +256,10 @@ AccessRecord Http2Stream::access_record(AttemptRecord::ServersText& servers) con
   if (record_.first_byte != Clock::time_point{})
     r.upstream_first_byte = std::chrono::duration_cast<std::chrono::microseconds>(record_.first_byte - record_.attempt_start);
   r.error = error_;
+  if (const auto* cert = session_.client_cert()) {
+    r.client_cert_verify = cert->verify;
+    r.client_cert_subject = cert->subject;
+  }
   return r;
 }
 

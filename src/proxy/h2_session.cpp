@@ -66,7 +66,7 @@ int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t error_code,
 Http2Session::Http2Session(WorkerContext& worker, Http2Handoff handoff)
     : worker_(worker), client_(std::move(handoff.client)), client_address_(handoff.client_address),
       client_ip_(std::move(handoff.client_ip)), tls_(std::move(handoff.tls)),
-      received_(std::move(handoff.received)), write_wake_(worker.io), done_wake_(worker.io) {
+      received_(std::move(handoff.received)), client_cert_(std::move(handoff.client_cert)), write_wake_(worker.io), done_wake_(worker.io) {
   worker_.sessions.push_back(*this);
 }
 

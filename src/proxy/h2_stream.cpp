@@ -76,7 +76,7 @@ void Http2Stream::begin_head() {
   if (method_ == "CONNECT") return refuse({501, "CONNECT not supported over HTTP/2"});
   head_.reserve(256);
   head_.append(method_).append(" ").append(path_).append(" HTTP/1.1\r\n");
-  if (!authority_.empty()) append_field("host", authority_);
+  if (!authority_.empty()) append_field("Host", authority_);
 }
 
 void Http2Stream::append_field(std::string_view name, std::string_view value) {
@@ -186,7 +186,8 @@ ProxyError Http2Stream::route_request() {
   const auto& req = *request_;
   route_ = snapshot_->router.match(req.host(), http::path_of(req.target()));
   if (route_ == nullptr) return {404, "no route"};
-  if (route_->require_client_cert) return {403, "client certificate required"};
+  const auto* cert = session_.client_cert();
+  if (route_->require_client_cert && (cert == nullptr || !cert->verified())) return {403, "client certificate required"};
   upstream_ = route_->upstream;
   const auto client = resolve_client(req, session_.client_ip(), session_.client_address(),
                                      snapshot_->config->server.trusted_proxies);
@@ -273,6 +274,12 @@ http::Variables Http2Stream::rule_variables(std::span<char, 24> version) const {
   const auto r = std::to_chars(version.data(), version.data() + version.size(), snapshot_->version);
   v[V::config_version] = std::string_view(version.data(), static_cast<std::size_t>(r.ptr - version.data()));
   v[V::request_uri] = http::path_of(req.target());
+  if (const auto* cert = session_.client_cert()) {
+    v[V::client_cert_subject] = cert->subject;
+    v[V::client_cert_san] = cert->san;
+    v[V::client_cert_fingerprint] = cert->fingerprint;
+    v[V::client_cert_verify] = cert->verify;
+  }
   return v;
 }
 

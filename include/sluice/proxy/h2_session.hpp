@@ -43,6 +43,8 @@ struct Http2Handoff {
   std::string client_ip;
   std::shared_ptr<tls::ServerContext> tls;
   std::string received;
+  // What the client's certificate showed (a listener with verify_client on), else null.
+  std::unique_ptr<const tls::ClientCertificate> client_cert;
 };
 
 class Http2Session final : public SessionLink {
@@ -65,6 +67,7 @@ public:
   const std::string& client_ip() const noexcept { return client_ip_; }
   const boost::asio::ip::address& client_address() const noexcept { return client_address_; }
   bool is_tls() const noexcept { return client_.is_tls(); }
+  const tls::ClientCertificate* client_cert() const noexcept { return client_cert_.get(); }
   // nghttp2 has frames to send: the writer wakes.
   void want_write() noexcept;
 
@@ -93,6 +96,7 @@ private:
   std::string client_ip_;
   std::shared_ptr<tls::ServerContext> tls_;
   std::string received_;
+  std::unique_ptr<const tls::ClientCertificate> client_cert_;
   nghttp2_session* session_ = nullptr;
   SessionList streams_;  // every Http2Stream of the connection
   std::string out_;      // frames gathered for one write
