@@ -6,6 +6,7 @@ refused with nothing forwarded, Rapid Reset answered with GOAWAY(ENHANCE_YOUR_CA
 Real clients: curl (--http2-prior-knowledge, --http2 over TLS), nghttp, h2load; hand-made frames
 with python3-h2 (its outbound validation off, so that it sends what a hostile client would)."""
 import re
+import signal
 import socket
 import subprocess
 import time
@@ -14,6 +15,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.settings
 import pytest
 
 from conftest import sluice_config, wait_until
@@ -255,3 +257,35 @@ def test_access_log_says_http2(origins, sluice):
     assert curl_h2("--http2-prior-knowledge", s.url("/logged"))[0] == 200
     [record] = s.access_records(1)
     assert (record["protocol"], record["status"], record["target"]) == ("HTTP/2.0", 200, "/logged")
+
+
+def test_settings_announce_the_limits(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    events = events_until(sock, c, lambda ev: any(isinstance(e, h2.events.RemoteSettingsChanged) for e in ev))
+    [changed] = [e for e in events if isinstance(e, h2.events.RemoteSettingsChanged)]
+    got = {k: v.new_value for k, v in changed.changed_settings.items()}
+    S = h2.settings.SettingCodes
+    assert (got[S.MAX_CONCURRENT_STREAMS], got[S.INITIAL_WINDOW_SIZE], got[S.MAX_HEADER_LIST_SIZE],
+            got[S.ENABLE_PUSH]) == (128, 65535, 16 * 1024, 0)
+    sock.close()
+
+
+def test_graceful_shutdown_sends_goaway_and_lets_the_open_stream_finish(scripted, sluice):
+    """SIGTERM while a stream waits for its origin: GOAWAY(NO_ERROR) naming that stream as the
+    last, and the stream's answer whole. (nghttp as the client: python3-h2 takes a GOAWAY for
+    the connection's end.)"""
+    o = scripted("slow", delay=1.0)
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    client = subprocess.Popen(["nghttp", "-v", s.url("/slow")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    wait_until(lambda: o.connections == 1, what="the request at the origin")
+    s.proc.send_signal(signal.SIGTERM)
+    out, err = client.communicate(timeout=20)
+    out = out.decode()
+    assert client.returncode == 0, out + err.decode()
+    assert re.search(r"recv GOAWAY frame .*\n.*\(last_stream_id=13, error_code=NO_ERROR", out), out
+    assert re.search(r"recv \(stream_id=13\) :status: 200", out), out
+    assert re.search(r"recv DATA frame <length=\d+, flags=0x01, stream_id=13>", out), out
+    assert s.proc.wait(timeout=10) == 0
+    assert o.count() == 1
