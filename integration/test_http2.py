@@ -289,3 +289,19 @@ def test_graceful_shutdown_sends_goaway_and_lets_the_open_stream_finish(scripted
     assert re.search(r"recv DATA frame <length=\d+, flags=0x01, stream_id=13>", out), out
     assert s.proc.wait(timeout=10) == 0
     assert o.count() == 1
+
+
+def test_a_stream_reset_while_at_the_origin_cancels_its_upstream_request(scripted, sluice):
+    """The client resets a stream whose request the origin holds: sluice closes that origin
+    connection (the origin's work for it stops being awaited) and the client connection goes on."""
+    o = scripted("hang", behaviour="hang")
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    c.send_headers(1, base(s.port, "/held"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    wait_until(lambda: o.count() == 1, what="the request at the origin")
+    c.reset_stream(1)
+    sock.sendall(c.data_to_send())
+    record = o.wait_closed(0)
+    assert record.eof or record.reset
+    sock.close()
