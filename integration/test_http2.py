@@ -305,3 +305,30 @@ def test_a_stream_reset_while_at_the_origin_cancels_its_upstream_request(scripte
     record = o.wait_closed(0)
     assert record.eof or record.reset
     sock.close()
+
+
+def test_a_client_that_never_opens_its_window_is_reset_then_closed(origins, sluice):
+    """A zero-window reader (RFC 9113 §6.9.2: SETTINGS_INITIAL_WINDOW_SIZE 0, never a
+    WINDOW_UPDATE): its stream is reset (CANCEL) after idle_timeout without progress, the idle
+    connection then gets GOAWAY and is closed; the access log says why."""
+    [o] = origins(1)
+    s = sluice(sluice_config([o], server_extra=H2C + '\nidle_timeout = "1s"', access="json"))
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    config = h2.config.H2Configuration(client_side=True)
+    c = h2.connection.H2Connection(config=config)
+    c.local_settings = h2.settings.Settings(client=True, initial_values={
+        h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    c.initiate_connection()
+    c.send_headers(1, base(s.port, "/big?size=100000"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1), timeout=10)
+    assert [e.error_code for e in events if isinstance(e, h2.events.StreamReset)] == \
+        [h2.errors.ErrorCodes.CANCEL], events
+    [record] = s.access_records(1)
+    assert (record["protocol"], record["status"], record["error"]) == ("HTTP/2.0", 200, "client write timeout")
+    events = events_until(sock, c, lambda ev: any(isinstance(e, h2.events.ConnectionTerminated) for e in ev),
+                          timeout=10)
+    sock.settimeout(5)
+    while sock.recv(65536):
+        pass  # until sluice closes it
+    sock.close()

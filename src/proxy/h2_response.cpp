@@ -171,10 +171,22 @@ net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
     }
     if (!plan.chunked_in && !plan.until_close) left -= piece.bytes.size();
     const bool last = eof || (plan.chunked_in ? up_.chunked().done() : (!plan.until_close && left == 0));
-    if (!co_await offer(piece.bytes, last)) co_return false;
+    if (!co_await offer(piece.bytes, last)) {
+      client_gone();
+      co_return false;
+    }
     if (piece.buffered) up_.in().consume(piece.bytes.size());
     if (last) co_return true;
   }
+}
+
+// The client reset the stream, or did not take its answer for idle_timeout (then the stream is
+// reset: its window, or the connection's, stayed shut).
+void Http2Stream::client_gone() {
+  error_ = closed_ ? "client closed" : "client write timeout";
+  if (closed_) return;
+  nghttp2_submit_rst_stream(session_.native(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_CANCEL);
+  session_.want_write();
 }
 
 // The answer broke off: the stream is reset with `error_code`.

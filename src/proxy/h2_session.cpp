@@ -4,6 +4,8 @@
 // early-reset budget).
 #include "sluice/proxy/h2_session.hpp"
 
+#include <utility>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -201,7 +203,8 @@ void Http2Session::arm_idle() noexcept {
 }
 
 // While streams are open the connection is looked at every tick and each stream's own deadline
-// enforced; idle (no stream) past idle_timeout, it says GOAWAY and closes.
+// enforced (a stream whose client does not take its answer for idle_timeout is reset); idle (no
+// stream) past idle_timeout, it says GOAWAY and closes.
 void Http2Session::expire() {
   if (!streams_.empty()) {
     const auto now = worker_.clock.now();
@@ -211,8 +214,10 @@ void Http2Session::expire() {
     }
     return;
   }
-  deadline = Clock::time_point::max();
-  timed_out_ = true;
+  // A client that does not take the GOAWAY within a second (its window, or its socket, full)
+  // is closed outright.
+  if (std::exchange(timed_out_, true)) return close();
+  deadline = worker_.clock.now() + std::chrono::seconds(1);
   nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
   want_write();
 }

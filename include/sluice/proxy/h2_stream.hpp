@@ -103,6 +103,7 @@ private:
   boost::asio::awaitable<bool> wait_taken();
   boost::asio::awaitable<bool> wait_for(Clock::duration d);
   void cut(std::uint32_t error_code);
+  void client_gone();
   void log_exchange();
   AccessRecord access_record(AttemptRecord::ServersText& servers) const;
   void arm(Clock::duration d) noexcept;
