@@ -18,10 +18,11 @@ import h2.events
 import h2.settings
 import pytest
 
-from conftest import sluice_config, wait_until
+from conftest import metric, sluice_config, toml_table, wait_until
 from test_tls import pki, tls_block, tls_port  # noqa: F401 (pki is a fixture)
 
 H2C = "h2c = true"
+ADMIN = toml_table("admin", listen="127.0.0.1:0")
 
 
 def curl_h2(*args, timeout=20):
@@ -235,7 +236,7 @@ def test_connect_is_refused_with_501(raw_origin, sluice):
 
 def test_rapid_reset_gets_goaway_enhance_your_calm(raw_origin, sluice):
     o = raw_origin()
-    s = sluice(sluice_config([o.address], server_extra=H2C + "\nhttp2_max_early_resets = 50"))
+    s = sluice(sluice_config([o.address], server_extra=H2C + "\nhttp2_max_early_resets = 50", top=ADMIN))
     sock, c = h2_client(s.port)
     for i in range(60):
         sid = 1 + 2 * i
@@ -249,6 +250,9 @@ def test_rapid_reset_gets_goaway_enhance_your_calm(raw_origin, sluice):
     # Every stream was reset in the same read as it opened: none reached the origin.
     assert o.accepted == 0
     sock.close()
+    # The streams after the 50th are not looked at: the connection was closing.
+    assert [metric(s, f"sluice_http2_{name}_total") for name in ("connections", "streams", "early_resets", "calm_closes")] \
+        == [1, 50, 50, 1]
 
 
 def test_access_log_says_http2(origins, sluice):

@@ -13,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sluice/core/per_worker.hpp"
 #include "sluice/proxy/h2_stream.hpp"
 
 namespace sluice::proxy {
@@ -25,6 +26,13 @@ namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t read_size = 16 * 1024;
 constexpr std::size_t write_gather = 64 * 1024;  // frames gathered into one write at most
+
+PerWorker<Http2Counters>& counters() noexcept {
+  static PerWorker<Http2Counters> per_worker;
+  return per_worker;
+}
+
+void bump(std::atomic<std::uint64_t>& c) noexcept { add_own(c, std::uint64_t{1}); }
 
 Http2Session& self(void* user_data) { return *static_cast<Http2Session*>(user_data); }
 
@@ -64,6 +72,14 @@ int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t error_code,
 }
 
 }  // namespace
+
+Http2Counters& http2_counters(unsigned worker) noexcept { return counters()[worker]; }
+
+std::uint64_t http2_total(std::atomic<std::uint64_t> Http2Counters::*field) noexcept {
+  std::uint64_t total = 0;
+  std::as_const(counters()).for_each([&](const Http2Counters& c) { total += (c.*field).load(std::memory_order_relaxed); });
+  return total;
+}
 
 Http2Session::Http2Session(WorkerContext& worker, Http2Handoff handoff)
     : worker_(worker), client_(std::move(handoff.client)), client_address_(handoff.client_address),
@@ -110,6 +126,7 @@ void Http2Session::open_session() {
 
 net::awaitable<void> Http2Session::run() {
   open_session();
+  bump(http2_counters(worker_.index).connections);
   // A connection accepted while shutting down is told at once (its first stream still served).
   if (worker_.is_stopping()) close_if_idle();
   deadline = worker_.clock.now() + worker_.snapshot->config->server.header_timeout;
@@ -252,6 +269,7 @@ bool Http2Session::holds_upstream() const noexcept {
 
 int Http2Session::begin_headers(const nghttp2_frame& frame) {
   if (frame.hd.type != NGHTTP2_HEADERS || frame.headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  bump(http2_counters(worker_.index).streams);
   auto* s = new Http2Stream(*this, frame.hd.stream_id);
   streams_.push_back(*s);
   nghttp2_session_set_stream_user_data(session_, frame.hd.stream_id, s);
@@ -291,7 +309,10 @@ int Http2Session::stream_closed(std::int32_t id, std::uint32_t) {
 // Rapid Reset (CVE-2023-44487): streams opened and reset before their answer cost the origin
 // work and the client nothing; past the budget the connection is closed.
 void Http2Session::early_reset() {
-  if (++early_resets_ < max_early_resets_) return;
+  auto& counted = http2_counters(worker_.index);
+  bump(counted.early_resets);
+  if (++early_resets_ != max_early_resets_) return;
+  bump(counted.calm_closes);
   spdlog::debug("client {}: HTTP/2: {} streams reset before their answer: GOAWAY", client_ip_, early_resets_);
   nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
   want_write();

@@ -13,6 +13,7 @@
 // GOAWAY(ENHANCE_YOUR_CALM) and the connection closes.
 //
 // One worker's thread; owned by the worker's coroutine that runs run().
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,6 +31,19 @@
 namespace sluice::proxy {
 
 class Http2Stream;
+
+// What the HTTP/2 connections did, for /metrics. One set per worker, written by that worker alone
+// (add_own); /metrics sums them.
+struct Http2Counters {
+  std::atomic<std::uint64_t> connections{0};  // turned HTTP/2 (ALPN h2 or h2c)
+  std::atomic<std::uint64_t> streams{0};      // request streams the clients opened
+  std::atomic<std::uint64_t> early_resets{0};  // streams the client reset before their answer
+  std::atomic<std::uint64_t> calm_closes{0};  // connections closed with GOAWAY(ENHANCE_YOUR_CALM)
+};
+// Worker `worker`'s counters (default_worker_slots slots; see core/per_worker.hpp).
+Http2Counters& http2_counters(unsigned worker) noexcept;
+// The sum over every worker of one field (the control thread, at scrape).
+std::uint64_t http2_total(std::atomic<std::uint64_t> Http2Counters::*field) noexcept;
 
 // The client's HTTP/2 connection preface (RFC 9113 §3.4) starts with this line.
 inline constexpr std::string_view h2_preface_line = "PRI * HTTP/2.0\r\n";
