@@ -336,3 +336,17 @@ def test_a_client_that_never_opens_its_window_is_reset_then_closed(origins, slui
     while sock.recv(65536):
         pass  # until sluice closes it
     sock.close()
+
+
+def test_a_head_over_max_header_bytes_is_answered_431_and_not_forwarded(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C + '\nmax_header_bytes = "4KiB"'))
+    sock, c = h2_client(s.port)
+    c.send_headers(1, base(s.port, "/big-head") + [("x-big", "a" * 5000)], end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1))
+    [resp] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+    assert dict(resp.headers)[b":status"] == b"431"
+    o.settle()
+    assert o.accepted == 0
+    sock.close()
