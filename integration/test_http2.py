@@ -277,10 +277,10 @@ def test_settings_announce_the_limits(raw_origin, sluice):
 
 
 def test_graceful_shutdown_sends_goaway_and_lets_the_open_stream_finish(scripted, sluice):
-    """SIGTERM while a stream waits for its origin: GOAWAY(NO_ERROR) naming that stream as the
-    last, and the stream's answer whole. (nghttp as the client: python3-h2 takes a GOAWAY for
+    """SIGTERM while a stream waits for its origin: a GOAWAY(NO_ERROR) with the largest stream
+    id, then one naming that stream as the last, and the stream's answer whole. (nghttp as the client: python3-h2 takes a GOAWAY for
     the connection's end.)"""
-    o = scripted("slow", delay=1.0)
+    o = scripted("slow", delay=2.0)  # past the second GOAWAY, 1 s after the first
     s = sluice(sluice_config([o.address], server_extra=H2C))
     client = subprocess.Popen(["nghttp", "-v", s.url("/slow")], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     wait_until(lambda: o.connections == 1, what="the request at the origin")
@@ -288,7 +288,9 @@ def test_graceful_shutdown_sends_goaway_and_lets_the_open_stream_finish(scripted
     out, err = client.communicate(timeout=20)
     out = out.decode()
     assert client.returncode == 0, out + err.decode()
-    assert re.search(r"recv GOAWAY frame .*\n.*\(last_stream_id=13, error_code=NO_ERROR", out), out
+    # RFC 9113 §6.8: first the largest stream id (open no more), then the last stream taken.
+    goaways = re.findall(r"recv GOAWAY frame .*\n\s*\(last_stream_id=(\d+), error_code=NO_ERROR", out)
+    assert goaways == ["2147483647", "13"], out
     assert re.search(r"recv \(stream_id=13\) :status: 200", out), out
     assert re.search(r"recv DATA frame <length=\d+, flags=0x01, stream_id=13>", out), out
     assert s.proc.wait(timeout=10) == 0

@@ -26,6 +26,9 @@ namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t read_size = 16 * 1024;
 constexpr std::size_t write_gather = 64 * 1024;  // frames gathered into one write at most
+// Between the shutdown notice and the GOAWAY naming the last stream: a round trip on any network
+// the client may be on (nghttpx and Envoy wait about as long).
+constexpr auto goaway_delay = std::chrono::seconds(1);
 
 PerWorker<Http2Counters>& counters() noexcept {
   static PerWorker<Http2Counters> per_worker;
@@ -84,7 +87,8 @@ std::uint64_t http2_total(std::atomic<std::uint64_t> Http2Counters::*field) noex
 Http2Session::Http2Session(WorkerContext& worker, Http2Handoff handoff)
     : worker_(worker), client_(std::move(handoff.client)), client_address_(handoff.client_address),
       client_ip_(std::move(handoff.client_ip)), tls_(std::move(handoff.tls)),
-      received_(std::move(handoff.received)), client_cert_(std::move(handoff.client_cert)), write_wake_(worker.io), done_wake_(worker.io) {
+      received_(std::move(handoff.received)), client_cert_(std::move(handoff.client_cert)), write_wake_(worker.io),
+      done_wake_(worker.io), goaway_timer_(worker.io) {
   worker_.sessions.push_back(*this);
 }
 
@@ -239,13 +243,28 @@ void Http2Session::expire() {
   want_write();
 }
 
-// Graceful shutdown (RFC 9113 §6.8): GOAWAY with the last stream we took; those streams finish,
-// nghttp2 refuses any later one, and the connection ends when the last closes.
+// Graceful shutdown (RFC 9113 §6.8): a first GOAWAY with the largest stream id tells the client
+// to open no more streams; a second later (final_goaway()), once streams the client opened
+// meanwhile have arrived, names the last stream we took. Those streams finish, nghttp2 refuses
+// any later one, and the connection ends when the last closes.
 void Http2Session::close_if_idle() {
-  if (session_ == nullptr || closed_) return;
-  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
-                        NGHTTP2_NO_ERROR, nullptr, 0);
+  if (session_ == nullptr || closed_ || draining_) return;
+  draining_ = true;
+  nghttp2_submit_shutdown_notice(session_);
   want_write();
+  ++running_;
+  net::co_spawn(worker_.io, final_goaway(), net::detached);
+}
+
+net::awaitable<void> Http2Session::final_goaway() {
+  goaway_timer_.expires_after(goaway_delay);
+  co_await goaway_timer_.async_wait(nothrow);
+  if (!closed_) {
+    nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(session_),
+                          NGHTTP2_NO_ERROR, nullptr, 0);
+    want_write();
+  }
+  if (--running_ == 0) done_wake_.cancel();
 }
 
 void Http2Session::close() {
@@ -256,6 +275,7 @@ void Http2Session::close() {
     client_.close(ignored);
   }
   write_wake_.cancel();
+  goaway_timer_.cancel();
   for (auto& s : streams_) s.close();
 }
 

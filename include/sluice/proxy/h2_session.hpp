@@ -97,6 +97,7 @@ private:
   boost::asio::awaitable<void> write_loop();
   boost::asio::awaitable<void> serve_stream(Http2Stream& stream);
   boost::asio::awaitable<void> wait_streams();
+  boost::asio::awaitable<void> final_goaway();
   bool feed(std::string_view bytes);
   void start_ready(Http2Stream& stream);
   void forget(Http2Stream& stream);
@@ -116,10 +117,12 @@ private:
   std::string out_;      // frames gathered for one write
   boost::asio::steady_timer write_wake_;
   boost::asio::steady_timer done_wake_;
+  boost::asio::steady_timer goaway_timer_;
   unsigned running_ = 0;  // stream coroutines not yet ended
   std::uint32_t early_resets_ = 0;
   std::uint32_t max_early_resets_ = 0;
   Clock::duration idle_timeout_{};
+  bool draining_ = false;  // the shutdown's GOAWAYs are on their way
   bool writing_ = false, writer_done_ = false, finishing_ = false, closed_ = false, timed_out_ = false;
 };
 
