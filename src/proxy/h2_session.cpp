@@ -26,6 +26,7 @@ namespace {
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 constexpr std::size_t read_size = 16 * 1024;
 constexpr std::size_t write_gather = 64 * 1024;  // frames gathered into one write at most
+constexpr std::size_t small_write = 4 * 1024;    // kept between writes
 // Between the shutdown notice and the GOAWAY naming the last stream: a round trip on any network
 // the client may be on (nghttpx and Envoy wait about as long).
 constexpr auto goaway_delay = std::chrono::seconds(1);
@@ -190,6 +191,8 @@ net::awaitable<void> Http2Session::write_loop() {
       check_done();
       if (finishing_ || closed_) break;
       writing_ = false;
+      // A connection waiting for more to send keeps no large write buffer (a big answer's).
+      if (out_.capacity() > small_write) out_ = std::string();
       write_wake_.expires_at(net::steady_timer::time_point::max());
       co_await write_wake_.async_wait(nothrow);
       continue;
