@@ -352,3 +352,42 @@ def test_a_head_over_max_header_bytes_is_answered_431_and_not_forwarded(raw_orig
     o.settle()
     assert o.accepted == 0
     sock.close()
+
+
+def test_a_large_body_streams_to_the_origin_with_its_length(raw_origin, sluice, tmp_path):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    body = bytes(range(256)) * 4096  # 1 MiB
+    f = tmp_path / "body"
+    f.write_bytes(body)
+    assert curl_h2("--http2-prior-knowledge", "--data-binary", f"@{f}", s.url("/up")) == (200, "2", b"seen /up\n")
+    [req] = requests_seen(o, 1)
+    assert (req["method"], header(req, "content-length"), req["body"] == body) == ("POST", [str(len(body))], True)
+    assert o.errors == [] and o.unparsed() == {}
+
+
+def test_a_body_without_content_length_streams_chunked(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    post = base(s.port, "/chunks")
+    post[0] = (":method", "POST")
+    c.send_headers(1, post)
+    sock.sendall(c.data_to_send())
+    body = b""
+    for i in range(20):
+        piece = bytes([65 + i]) * 10000
+        body += piece
+        # Within the windows: sluice opens them as the origin takes the bytes.
+        events_until(sock, c, lambda ev: c.local_flow_control_window(1) >= len(piece) or
+                     any(isinstance(e, h2.events.StreamReset) for e in ev))
+        c.send_data(1, piece, end_stream=i == 19)
+        sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1), timeout=10)
+    [resp] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+    assert dict(resp.headers)[b":status"] == b"200"
+    [req] = requests_seen(o, 1)
+    assert header(req, "transfer-encoding") == ["chunked"] and header(req, "content-length") == []
+    assert req["body"] == body
+    assert o.errors == [] and o.unparsed() == {}
+    sock.close()

@@ -258,7 +258,7 @@ AccessRecord Http2Stream::access_record(AttemptRecord::ServersText& servers) con
   r.upstream = upstream_ != nullptr ? std::string_view(upstream_->name()) : std::string_view();
   r.server = record_.servers_tried(servers);
   r.attempts = record_.attempts;
-  r.bytes_in = body_.size();
+  r.bytes_in = received_;
   r.bytes_out = bytes_out_;
   r.duration = std::chrono::duration_cast<std::chrono::microseconds>(worker_.clock.now() - start_);
   r.request_id = request_id_;

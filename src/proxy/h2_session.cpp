@@ -60,6 +60,14 @@ int on_header(nghttp2_session* session, const nghttp2_frame* frame, const std::u
 int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data,
                   std::size_t len, void*) {
   if (auto* s = stream_of(session, id)) s->on_data({reinterpret_cast<const char*>(data), len});
+  else nghttp2_session_consume_connection(session, len);  // a stream gone: the window comes back
+  return 0;
+}
+
+// nghttp2 found the stream malformed (a field, or content-length against the DATA) and queued
+// its RST_STREAM(PROTOCOL_ERROR): the stream must not start, or stops.
+int on_invalid_frame(nghttp2_session* session, const nghttp2_frame* frame, int, void*) {
+  if (auto* s = stream_of(session, frame->hd.stream_id)) s->invalid();
   return 0;
 }
 
@@ -115,8 +123,15 @@ void Http2Session::open_session() {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
   const auto& server = worker_.snapshot->config->server;
-  nghttp2_session_server_new(&session_, cb, this);
+  // Windows open as the streams hand their bytes on (Http2Stream::consume()), not as they
+  // arrive: a client can have no more in sluice's memory than its windows.
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_session_server_new2(&session_, cb, this, opt);
+  nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, server.http2_max_concurrent_streams},
@@ -170,11 +185,7 @@ bool Http2Session::feed(std::string_view bytes) {
       return false;
     }
   }
-  want_write();
-  for (auto it = streams_.begin(); it != streams_.end();) {
-    auto& s = static_cast<Http2Stream&>(*it++);
-    if (s.ready()) start_ready(s);
-  }
+  want_write();  // and the streams whose requests came start then (start_streams())
   return nghttp2_session_want_read(session_) != 0 || nghttp2_session_want_write(session_) != 0;
 }
 
@@ -187,6 +198,7 @@ net::awaitable<void> Http2Session::write_loop() {
       if (n <= 0) break;
       out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
     }
+    start_streams();
     if (out_.empty()) {
       check_done();
       if (finishing_ || closed_) break;
@@ -343,8 +355,19 @@ void Http2Session::early_reset() {
 
 // ---- streams
 
+// The streams whose requests came start once nghttp2 has sent what it queued (after a
+// mem_send pass): a stream it reset as malformed (content-length against the DATA, a bad field
+// found late) is closed by then, and never starts.
+void Http2Session::start_streams() {
+  for (auto it = streams_.begin(); it != streams_.end();) {
+    auto& s = static_cast<Http2Stream&>(*it++);
+    if (s.ready()) start_ready(s);
+  }
+}
+
 void Http2Session::start_ready(Http2Stream& stream) {
   ++running_;
+  stream.begin();  // running from now on: nghttp2 closing it meanwhile leaves it to serve_stream()
   net::co_spawn(worker_.io, serve_stream(stream), net::detached);
 }
 

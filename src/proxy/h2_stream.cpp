@@ -4,6 +4,10 @@
 #include "sluice/proxy/h2_stream.hpp"
 
 #include <charconv>
+#include <cstring>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <boost/beast/core/string.hpp>
 
@@ -18,8 +22,6 @@ namespace net = boost::asio;
 
 namespace {
 constexpr std::string_view crlf = "\r\n";
-// A request body is buffered whole before the first attempt, up to this (413 beyond).
-constexpr std::size_t max_buffered_body = relay_block_size;
 }  // namespace
 
 Http2Stream::Http2Stream(Http2Session& session, std::int32_t id)
@@ -99,36 +101,61 @@ void Http2Stream::refuse(ProxyError error) {
   ready_ = true;
 }
 
+// The head is in: the stream starts once the bytes read with it are taken (feed()). A body that
+// ended by then goes whole; else it is streamed (next_piece()).
 void Http2Stream::on_headers_end(bool end_stream) {
   begin_head();
+  ready_ = true;
   if (end_stream) on_request_end();
 }
 
 void Http2Stream::on_data(std::string_view data) {
-  if (bad_ || refused_.status != 0) return;
-  if (body_.size() + data.size() > max_buffered_body) return refuse({413, "body too large"});
+  received_ += data.size();
+  if (bad_ || refused_.status != 0 || finished_) return consume(data.size());
   const auto max_body = session_.worker().snapshot->config->server.max_body_bytes;
-  if (max_body != 0 && body_.size() + data.size() > max_body) return refuse({413, "body too large"});
+  if (max_body != 0 && received_ > max_body) {
+    consume(data.size());
+    too_large_ = true;
+    wake_.cancel();
+    if (!started_) refuse({413, "body too large"});
+    return;
+  }
+  // Unconsumed, so bounded by the stream's window (http2_initial_window_bytes).
   body_.append(data);
+  wake_.cancel();
 }
 
 void Http2Stream::on_request_end() {
   if (bad_ || request_done_) return;
   request_done_ = true;
-  if (refused_.status == 0) finish_head();
+  if (refused_.status == 0 && !started_) finish_head();
   ready_ = true;
+  wake_.cancel();
 }
 
-// The head's last lines: the cookie, the body's length (when it has one, or one was declared),
-// the empty line.
+// The head's last lines: the cookie, the body's framing, the empty line. A body in hand goes with
+// its length; a streamed one with the length the client declared, else chunked.
 void Http2Stream::finish_head() {
   if (!cookie_.empty()) append_field("cookie", cookie_);
-  if (!body_.empty() || declared_length_) {
+  std::optional<std::uint64_t> length;
+  if (streamed_) length = declared_length_;
+  else if (!body_.empty() || declared_length_) length = body_.size();
+  if (length) {
     char digits[24];
-    const auto r = std::to_chars(digits, digits + sizeof digits, body_.size());
+    const auto r = std::to_chars(digits, digits + sizeof digits, *length);
     append_field("content-length", {digits, static_cast<std::size_t>(r.ptr - digits)});
+  } else if (streamed_) {
+    append_field("transfer-encoding", "chunked");
   }
   head_.append(crlf);
+}
+
+// Body bytes taken: the client's windows open by as much.
+void Http2Stream::consume(std::size_t n) {
+  if (n == 0) return;
+  if (nghttp2_session_consume(session_.native(), id_, n) != 0)
+    nghttp2_session_consume_connection(session_.native(), n);
+  session_.want_write();
 }
 
 void Http2Stream::on_close() {
@@ -140,6 +167,7 @@ void Http2Stream::on_close() {
 }
 
 void Http2Stream::expire() {
+  if (up_.upload_progressing()) return;
   deadline = Clock::time_point::max();
   timed_out_ = true;
   up_.cancel();
@@ -151,10 +179,24 @@ void Http2Stream::arm(Clock::duration d) noexcept {
   timed_out_ = false;
 }
 
+void Http2Stream::invalid() {
+  bad_ = true;
+  up_.close();
+  wake_.cancel();
+}
+
 net::awaitable<void> Http2Stream::run() {
-  started_ = true;
+  if (closed_ || bad_) {  // reset before it began
+    finished_ = true;
+    co_return;
+  }
   snapshot_ = worker_.snapshot;
+  if (!request_done_ && refused_.status == 0 && !bad_) {
+    streamed_ = true;
+    finish_head();
+  }
   co_await serve();
+  consume(std::exchange(body_, std::string()).size());
   if (!bad_) log_exchange();
   up_.end();
   up_.release_buffer();
@@ -203,7 +245,7 @@ struct Http2Stream::ForwardHooks {
   net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
     auto f = co_await s.up_.attempt(s, ep, try_until);
     // The client reset the stream meanwhile: no retry, no answer.
-    if (s.closed_) co_return Failure::of(FailureKind::client_failed);
+    if (s.closed_ || s.bad_) co_return Failure::of(FailureKind::client_failed);
     co_return f;
   }
   net::awaitable<bool> tunnel(Endpoint&) {
@@ -221,7 +263,7 @@ struct Http2Stream::ForwardHooks {
   void drop() { s.up_.drop(); }
   net::awaitable<void> fail(const ProxyError& error) { return s.send_error(error); }
   net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
-  bool replayable() const { return true; }
+  bool replayable() const { return !s.body_consumed_; }
   std::string_view retry_after() const { return s.up_.retry_after(); }
   double uniform() { return s.worker_.uniform(); }
 };
@@ -231,6 +273,7 @@ net::awaitable<void> Http2Stream::forward() {
   const auto& retry = upstream_->config().retry;
   RequestFacts facts;
   facts.idempotent_method = http::is_idempotent(req.verb());
+  facts.body_kept = !streamed_;
   facts.has_idempotency_key = !retry.idempotency_header.empty() &&
                               req.count(retry.idempotency_header, upstream_->idempotency_field()) != 0;
   const auto& server = snapshot_->config->server;
@@ -248,7 +291,8 @@ std::string_view Http2Stream::forward_head() {
   head_out_.clear();
   http::RequestSplice edits{{session_.client_ip(), session_.is_tls() ? "https" : "http", request_id_, false,
                              snapshot_->config->server.forwarded_header},
-                            false, route.rewrite ? &*route.rewrite : nullptr, nullptr, nullptr, std::nullopt};
+                            streamed_ && !declared_length_, route.rewrite ? &*route.rewrite : nullptr, nullptr,
+                            nullptr, std::nullopt};
   if (route.request_rules.empty()) {
     http::splice_request_head(head_out_, *request_, edits);
     return head_out_;
@@ -283,15 +327,41 @@ http::Variables Http2Stream::rule_variables(std::span<char, 24> version) const {
   return v;
 }
 
-// The whole body, buffered: one write, repeatable on a retry.
-RequestBody Http2Stream::request_body() { return {.kept = body_}; }
+// A body that came whole before the stream started: one write, repeatable on a retry; else
+// streamed as it comes (next_piece()).
+RequestBody Http2Stream::request_body() {
+  if (streamed_) return {.kept = {}, .streamed = true, .chunked = !declared_length_, .done = false};
+  return {.kept = body_};
+}
 
-bool Http2Stream::resendable() const { return http::is_idempotent(request_->verb()); }
+bool Http2Stream::resendable() const { return http::is_idempotent(request_->verb()) && !body_consumed_; }
 
 // Interim answers (103 Early Hints and the like) are not passed on over HTTP/2 yet.
 net::awaitable<bool> Http2Stream::interim(const http::ResponseHead&) { co_return !closed_; }
 
-// Never asked: the body is not streamed.
-net::awaitable<UploadPiece> Http2Stream::next_piece() { co_return UploadPiece::ends(FailureKind::client_failed); }
+// A streamed body's next piece: what came, moved into the relay block (body_ grows as DATA
+// arrives meanwhile), within send_timeout (the upload's deadline); its window opens once the
+// origin took it (piece_sent()).
+net::awaitable<UploadPiece> Http2Stream::next_piece() {
+  up_.arm_body_read(snapshot_->config->server.idle_timeout);
+  while (body_.empty() && !request_done_ && !closed_ && !bad_ && !timed_out_ && !too_large_) {
+    wake_.expires_at(net::steady_timer::time_point::max());
+    co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
+  }
+  up_.body_read_done();
+  if (too_large_) co_await send_error({413, "body too large"});
+  if (closed_ || bad_ || timed_out_ || too_large_) co_return UploadPiece::ends(FailureKind::client_failed);
+  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
+  const auto n = std::min(body_.size(), relay_block_size);
+  std::memcpy(relay_, body_.data(), n);
+  body_.erase(0, n);
+  body_consumed_ = true;
+  UploadPiece piece;
+  piece.bytes = {relay_, n};
+  piece.last = request_done_ && body_.empty();
+  co_return piece;
+}
+
+void Http2Stream::piece_sent(std::string_view piece) { consume(piece.size()); }
 
 }  // namespace sluice::proxy

@@ -99,6 +99,7 @@ private:
   boost::asio::awaitable<void> wait_streams();
   boost::asio::awaitable<void> final_goaway();
   bool feed(std::string_view bytes);
+  void start_streams();
   void start_ready(Http2Stream& stream);
   void forget(Http2Stream& stream);
   void check_done() noexcept;

@@ -57,7 +57,10 @@ public:
 
   // Whether the request is complete enough to be served (or refused) and run() was not started:
   // the session starts it once.
-  bool ready() const noexcept { return ready_ && !started_; }
+  bool ready() const noexcept { return ready_ && !started_ && !bad_; }
+  void begin() noexcept { started_ = true; }
+  // nghttp2 reset the stream as malformed (its RST_STREAM queued).
+  void invalid();
   bool running() const noexcept { return started_ && !finished_; }
   bool closed() const noexcept { return closed_; }
   // The answer's HEADERS were submitted (a reset before it counts as an early reset).
@@ -79,6 +82,7 @@ private:
   void malformed(const char* why);
   void refuse(ProxyError error);
   void finish_head();
+  void consume(std::size_t n);
   boost::asio::awaitable<void> serve();
   ProxyError route_request();
   http::Variables rule_variables(std::span<char, 24> version) const;
@@ -92,7 +96,7 @@ private:
   bool accepts_switch(const http::ResponseHead&) const override { return false; }
   boost::asio::awaitable<bool> interim(const http::ResponseHead&) override;
   boost::asio::awaitable<UploadPiece> next_piece() override;
-  void piece_sent(std::string_view) override {}
+  void piece_sent(std::string_view piece) override;
   void cancel_read() override {}
   // The answer (h2_response.cpp).
   boost::asio::awaitable<bool> respond();
@@ -121,6 +125,10 @@ private:
   bool head_begun_ = false;
   bool ready_ = false, started_ = false, finished_ = false, closed_ = false;
   bool answered_ = false, bad_ = false, request_done_ = false;
+  // The body streams (it had not ended when the stream started); bytes of it went to an origin
+  // (no replay); it passed max_body_bytes.
+  bool streamed_ = false, body_consumed_ = false, too_large_ = false;
+  std::uint64_t received_ = 0;  // body bytes received
   ProxyError refused_;
   // The request's index over head_ (in the arena), its route and its record.
   Arena arena_;
