@@ -4,9 +4,11 @@
 # Any crash, sanitizer report, timeout or broken invariant fails the script and leaves the input in
 # build/fuzz/artifacts/<t>/. See docs/fuzzing.md.
 #
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: 30 s, every target; 0: replay)
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   (default: 30 s, every target; 0: replay;
+#        build: only build the targets)
 # Env:   SLUICE_FUZZ_SEED (default 1), BUILD_DIR (default build/fuzz), FUZZ_JOBS (default 1:
-#        parallel fuzzing processes per target, each with its own seed; for long runs).
+#        parallel fuzzing processes per target, each with its own seed; for long runs),
+#        FUZZ_TARGETS_AT_ONCE (default: the number of cores; targets fuzzed side by side).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -16,6 +18,7 @@ targets=("$@")
 build_dir=${BUILD_DIR:-build/fuzz}
 seed=${SLUICE_FUZZ_SEED:-1}
 jobs=${FUZZ_JOBS:-1}
+at_once=${FUZZ_TARGETS_AT_ONCE:-$(nproc)}
 
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   generator=()
@@ -24,12 +27,14 @@ if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
     -DSLUICE_FUZZ=ON -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF
 fi
 cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
+[[ $seconds != build ]] || exit 0
 
 # Leaks are real bugs here too; a slow input (> 10 s) counts as a hang.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-status=0
-for t in "${targets[@]}"; do
+# One target: its checked-in inputs replayed, then fuzzed; what it prints goes to its own file.
+fuzz_one() {
+  local t=$1
   dict=fuzz/http.dict
   max_len=16384
   [[ $t == config ]] && dict=fuzz/toml.dict && max_len=8192
@@ -51,11 +56,10 @@ for t in "${targets[@]}"; do
   if ! "$bin" "${inputs[@]}" >"$build_dir/replay-$t.log" 2>&1; then
     tail -40 "$build_dir/replay-$t.log"
     echo "fuzz_$t: a checked-in input fails" >&2
-    status=1
-    continue
+    return 1
   fi
 
-  ((seconds > 0)) || continue  # 0: replay only (libFuzzer would take 0 as "no limit")
+  ((seconds > 0)) || return 0  # 0: replay only (libFuzzer would take 0 as "no limit")
   echo "== fuzz_$t: fuzzing for ${seconds}s (seed $seed, $jobs job(s))"
   fuzz_args=(-max_total_time="$seconds" -seed="$seed" -dict="$dict" -max_len="$max_len" -timeout=10
              -rss_limit_mb=2048 -artifact_prefix="$artifacts" -print_final_stats=1 -print_pcs=0)
@@ -63,9 +67,29 @@ for t in "${targets[@]}"; do
   if ! "$bin" "${fuzz_args[@]}" "$work" "${seeds[@]}" >"$build_dir/fuzz-$t.log" 2>&1; then
     tail -60 "$build_dir/fuzz-$t.log"
     echo "fuzz_$t FAILED: reproduce with $bin $artifacts<file>; see docs/fuzzing.md" >&2
-    status=1
-    continue
+    return 1
   fi
   grep -E "^stat::number_of_executed_units|^stat::new_units_added|cov: .*ft:" "$build_dir/fuzz-$t.log" | tail -3
+}
+
+# Targets run side by side, each printing its report when it ends, in the order they end.
+status=0
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= at_once)); then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  (
+    rc=0
+    fuzz_one "$t" >"$build_dir/report-$t.log" 2>&1 || rc=$?
+    cat "$build_dir/report-$t.log"
+    exit "$rc"
+  ) &
+  running=$((running + 1))
+done
+while ((running > 0)); do
+  wait -n || status=1
+  running=$((running - 1))
 done
 exit "$status"

@@ -225,7 +225,7 @@ def main(argv):
                             connections=a.connections,
                             idle_steps=(a.idle_connections, a.idle_connections),
                             instr_requests=a.instr_requests, instr_warm=a.instr_warm,
-                            instr_connections=a.instr_connections, workdir=workdir,
+                            instr_connections=a.instr_connections, workdir=workdir, bin_dir=bin_dir,
                             client_cpus=CLIENT_CPUS if a.workers == 1 else f"{CLIENT_CPUS},{PROXY_CPUS}")
         bench = Bench(settings, contenders, origins, log)
         doc["scenarios"] = {}

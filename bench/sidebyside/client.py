@@ -140,3 +140,48 @@ def request_loop(port, count, path="/"):
                 raise RuntimeError(f"request loop got status {status}")
     finally:
         conn.close()
+
+
+def latency_run(port, requests, clients, timeout=180.0):
+    """`requests` keep-alive `GET /`s shared by `clients` threads, each on its own connection.
+    Returns (every request's latency in seconds, answers per body — the origin's name with
+    sluice-origin —, errors). Bounded: `timeout` seconds in all."""
+    import threading
+    latencies, bodies, errors = [], {}, []
+    lock = threading.Lock()
+    deadline = time.monotonic() + timeout
+    share = [requests // clients + (1 if i < requests % clients else 0) for i in range(clients)]
+
+    def run(n):
+        mine, seen = [], {}
+        try:
+            conn = Connection(port, timeout=30.0)
+            try:
+                for _ in range(n):
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"latency run past {timeout} s")
+                    start = time.perf_counter()
+                    status, body = conn.get("/")
+                    mine.append(time.perf_counter() - start)
+                    if status != 200:
+                        raise RuntimeError(f"status {status}")
+                    key = body.decode("latin-1").strip()
+                    seen[key] = seen.get(key, 0) + 1
+            finally:
+                conn.close()
+        except Exception as e:  # counted with the others'
+            with lock:
+                errors.append(repr(e))
+        with lock:
+            latencies.extend(mine)
+            for k, v in seen.items():
+                bodies[k] = bodies.get(k, 0) + v
+
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in share]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=max(1.0, deadline + 10 - time.monotonic()))
+    if any(t.is_alive() for t in threads):
+        errors.append("client threads still running")
+    return latencies, bodies, errors

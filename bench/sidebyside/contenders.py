@@ -1,5 +1,6 @@
 """The proxies under test, configured equivalently: one worker/thread, no access log, round robin
-over the same three origins, keep-alive upstream connections, a plain and a TLS listener (the
+(or the policy a contender is made with: `balance`, each in its own words) over the same three
+origins, keep-alive upstream connections, a plain and a TLS listener (the
 same throw-away ECDSA certificate for all, TLS 1.2-1.3, their default ciphers and session
 tickets); each start gets a fresh directory, fresh free ports, and is pinned to its CPUs.
 Templates: bench/conf/.
@@ -91,18 +92,19 @@ class Contender:
 class Sluice(Contender):
     product = "sluice"
 
-    def __init__(self, bin_dir, cpus, workers=1, name="sluice"):
+    def __init__(self, bin_dir, cpus, workers=1, name="sluice", balance="round_robin"):
         super().__init__(cpus)
         self.binary = Path(bin_dir) / "sluice"
         self.workers = workers
         self.name = name
+        self.balance = balance
 
     def prepare(self, directory, port, origins, under_valgrind, tls_port):
         servers = "\n".join(
             f'[[upstreams.app.servers]]\naddress = "{a}"\nname = "app-{i}"\n'
             for i, a in enumerate(origins.addresses, 1))
         conf = render("sluice.toml.in", directory / "sluice.toml", port=port,
-                      workers=self.workers, servers=servers, tls_port=tls_port,
+                      workers=self.workers, servers=servers, tls_port=tls_port, balance=self.balance,
                       cert=self.certs / "cert.pem", key=self.certs / "key.pem")
         return [str(self.binary), "run", "--config", str(conf)]
 
@@ -114,11 +116,12 @@ class Nginx(Contender):
     product = "nginx"
     defer_accept = False  # --others-defer-accept: `listen ... deferred`
 
-    def __init__(self, cpus, keepalive=96, workers=1, name="nginx"):
+    def __init__(self, cpus, keepalive=96, workers=1, name="nginx", balance=""):
         super().__init__(cpus)
         self.keepalive = keepalive
         self.workers = workers
         self.name = name
+        self.balance = balance  # "" (round robin) or an upstream directive such as "least_conn"
 
     def prepare(self, directory, port, origins, under_valgrind, tls_port):
         o1, o2, o3 = origins.addresses
@@ -126,6 +129,7 @@ class Nginx(Contender):
         # with no fork for valgrind to follow.
         conf = render("nginx.conf.in", directory / "nginx.conf", dir=directory, port=port,
                       origin1=o1, origin2=o2, origin3=o3, keepalive=self.keepalive,
+                      balance=f"{self.balance};" if self.balance else "",
                       workers=1 if under_valgrind else self.workers,
                       master_process="off" if under_valgrind else "on", tls_port=tls_port,
                       cert=self.certs / "cert.pem", key=self.certs / "key.pem",
@@ -158,10 +162,11 @@ class Haproxy(Contender):
     product = "haproxy"
     defer_accept = False  # --others-defer-accept: `bind ... defer-accept`
 
-    def __init__(self, cpus, threads=1, name="haproxy"):
+    def __init__(self, cpus, threads=1, name="haproxy", balance="roundrobin"):
         super().__init__(cpus)
         self.threads = threads
         self.name = name
+        self.balance = balance
 
     def prepare(self, directory, port, origins, under_valgrind, tls_port):
         o1, o2, o3 = origins.addresses
@@ -169,7 +174,7 @@ class Haproxy(Contender):
         pem = directory / "cert+key.pem"
         pem.write_bytes((self.certs / "cert.pem").read_bytes() + (self.certs / "key.pem").read_bytes())
         conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
-                      origin1=o1, origin2=o2, origin3=o3, threads=self.threads,
+                      origin1=o1, origin2=o2, origin3=o3, threads=self.threads, balance=self.balance,
                       tls_port=tls_port, pem=pem,
                       defer=" defer-accept" if self.defer_accept else "")
         return ["haproxy", "-db", "-f", str(conf)]

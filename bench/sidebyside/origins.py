@@ -22,13 +22,16 @@ class OriginSet:
     """Three running origins; `counters()` sums their accepted-connection and request counters,
     read over one kept-open connection per origin so that reading them does not add to them."""
 
-    def __init__(self, kind, bin_dir, workdir, cpus="0"):
+    def __init__(self, kind, bin_dir, workdir, cpus="0", slow=None):
+        """`slow` ("PERCENT:MS", sluice-origin only): the third origin adds MS milliseconds to
+        PERCENT % of its answers (`sluice-origin --slow`)."""
         self.kind = kind
         self.children, self.addresses, self.pids = [], [], []
         for i in (1, 2, 3):
             name = f"app-{i}"
             if kind == "sluice-origin":
-                child, port = _start_sluice_origin(bin_dir, name, cpus)
+                extra = ("--slow", slow) if slow and i == 3 else ()
+                child, port = _start_sluice_origin(bin_dir, name, cpus, extra)
                 pid = child.pid
             else:
                 child, port, pid = _start_nginx_origin(Path(workdir) / f"origin-{i}", name, cpus)
@@ -70,8 +73,8 @@ def _counters(kind, body):
     return int(m.group(1)), int(m.group(2))
 
 
-def _start_sluice_origin(bin_dir, name, cpus):
-    child = Child([str(Path(bin_dir) / "sluice-origin"), "--listen", "127.0.0.1:0", "--name", name],
+def _start_sluice_origin(bin_dir, name, cpus, extra=()):
+    child = Child([str(Path(bin_dir) / "sluice-origin"), "--listen", "127.0.0.1:0", "--name", name, *extra],
                   name=name, cpus=cpus, stdout=subprocess.PIPE)
     line = child.read_line(timeout=10)
     m = re.fullmatch(r"listening 127\.0\.0\.1:(\d+)", line)

@@ -53,6 +53,11 @@ METRICS = {
     "instr": [
         Metric("ir_per_request", "instructions per request", "{:,.0f}", "lower", True),
     ],
+    "tls-resume": [
+        Metric("new_per_cpu_s", "full handshakes per proxy CPU-s", "{:,.0f}", "higher", True),
+        Metric("reuse_per_cpu_s", "resumed handshakes per proxy CPU-s", "{:,.0f}", "higher", True),
+        Metric("reuse_vs_new", "resumed ÷ full", "{:.2f}", "higher"),
+    ],
 }
 
 # Targets of issue 9, for the three-way comparison; "vs_best" = sluice ÷ the better of nginx and
@@ -115,9 +120,73 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
+# slow-one: least_time's p99 with one slow origin against its p99 on the healthy fleet.
+LATENCY_BOUND = 1.5
+
+
+def summarize_latency(result):
+    """slow-one: per client count and policy variant, medians over the rounds (p99 on each fleet,
+    the per-round ratio slow ÷ healthy, the slow origin's share of answers), and the targets."""
+    rounds, out, targets = result["rounds"], {}, []
+    for clients in result["clients"]:
+        rows = {}
+        for v in result["variants"]:
+            h = [r[f"{v}|healthy|{clients}"] for r in rounds]
+            s = [r[f"{v}|slow|{clients}"] for r in rounds]
+            rows[v] = {"p99_healthy_ms": _median([x["p99_ms"] for x in h]),
+                       "p99_slow_ms": _median([x["p99_ms"] for x in s]),
+                       "p50_slow_ms": _median([x["p50_ms"] for x in s]),
+                       "slow_vs_healthy": _median([_ratio(a["p99_ms"], b["p99_ms"]) for a, b in zip(s, h)]),
+                       "slow_share": _median([x["slow_share"] for x in s]),
+                       "errors": sum(x["errors"] for x in h + s)}
+        out[str(clients)] = rows
+        mine = {v: r for v, r in rows.items() if result["products"][v] == "sluice"}
+        theirs = {v: r for v, r in rows.items() if result["products"][v] != "sluice"}
+        lt = next((r for v, r in mine.items() if v.endswith("-least_time")), None)
+        if lt is not None:
+            value = lt["slow_vs_healthy"]
+            targets.append({"label": f"{clients} clients: least_time p99, one slow ÷ healthy",
+                            "target": f"≤ {LATENCY_BOUND:.2f}", "value": value,
+                            "met": None if value is None else value <= LATENCY_BOUND})
+        if mine and theirs:
+            best_mine = min(mine.items(), key=lambda kv: kv[1]["p99_slow_ms"] or float("inf"))
+            best_theirs = min(theirs.items(), key=lambda kv: kv[1]["p99_slow_ms"] or float("inf"))
+            targets.append({"label": f"{clients} clients: sluice's best p99 with one slow, the lowest of all",
+                            "target": f"< {best_theirs[0]} ({best_theirs[1]['p99_slow_ms']:.1f} ms)",
+                            "value": best_mine[1]["p99_slow_ms"], "best": best_mine[0],
+                            "met": best_mine[1]["p99_slow_ms"] < best_theirs[1]["p99_slow_ms"]})
+    return {"per_clients": out, "targets": targets}
+
+
+def latency_markdown(name, sc):
+    summ = sc["summary"]
+    out = [f"## {name}", "", sc["description"][:1].upper() + sc["description"][1:] + ".", ""]
+    for clients, rows in summ["per_clients"].items():
+        out += [f"{clients} concurrent clients (medians over the rounds):", "",
+                "| policy | p99 healthy, ms | p99 one slow, ms | slow ÷ healthy | p50 one slow, ms "
+                "| answers from the slow origin | errors |", "|---|---|---|---|---|---|---|"]
+        for v, r in rows.items():
+            out.append(f"| {v} | {_fmt_ms(r['p99_healthy_ms'])} | {_fmt_ms(r['p99_slow_ms'])} | "
+                       f"{_fmt_ratio(r['slow_vs_healthy'])} | {_fmt_ms(r['p50_slow_ms'])} | "
+                       f"{r['slow_share']:.1%} | {r['errors']} |")
+        out.append("")
+    out += ["| check | target | sluice | met |", "|---|---|---|---|"]
+    for t in summ["targets"]:
+        value = _fmt_ratio(t["value"]) if "÷" in t["label"] else f"{_fmt_ms(t['value'])} ms ({t['best']})"
+        met = "yes" if t["met"] else "no" if t["met"] is not None else "—"
+        out.append(f"| {t['label']} | {t['target']} | {value} | {met} |")
+    return out
+
+
+def _fmt_ms(x):
+    return "—" if x is None else f"{x:.1f}"
+
+
 def summarize(result, names):
     """Per-contender medians of every metric, per-pair medians of per-round ratios, and for the
     first contender its per-round ratio to the best of the others."""
+    if result["kind"] == "latency":
+        return summarize_latency(result)
     metrics = METRICS[result["kind"]]
     rounds = result["rounds"]
     medians = {n: {m.key: _median([r[n].get(m.key) for r in rounds]) for m in metrics} for n in names}
@@ -265,6 +334,8 @@ def _calibration_text(origin):
 
 
 def scenario_markdown(name, sc, names):
+    if sc["kind"] == "latency":
+        return latency_markdown(name, sc)
     metrics = METRICS[sc["kind"]]
     summ = sc["summary"]
     out = [f"## {name}", "", sc["description"][:1].upper() + sc["description"][1:] + ".", "",

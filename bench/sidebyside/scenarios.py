@@ -6,14 +6,18 @@ Load scenarios (wrk, one thread, on CPU 0) count requests per second of the prox
 (utime + stime from /proc/PID/stat, before and after the run) and count the connections the
 origins accept in steady state (a window inside each run). `idle` measures resident memory per idle client connection,
 `startup` the time to the first proxied 200, `instr` user-space instructions per request under
-callgrind.
+callgrind, `slow-one` the latency that balancing policies keep when one origin of three turns slow.
 """
 import os
+import re
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import client, profile, wrk
+from .contenders import Haproxy, Nginx, Sluice
+from .origins import OriginSet
 from .processes import rss_kib, settled_rss_kib
 
 
@@ -29,6 +33,7 @@ class Settings:
     workdir: Path
     instr_connections: int = 1  # 1: sequential requests on one connection; more: wrk
     client_cpus: str = "0"      # the load side's CPUs (wrk, the origins, the harness)
+    bin_dir: Path = None        # sluice-origin's directory (the slow-one scenario's origins)
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,16 @@ SPECIAL = {
               "request; VmRSS after each burst once it is steady (two readings 1.1 s apart), and "
               "its growth from burst 1 to burst {bursts}, KiB",
     "startup": "a fresh proxy each round: spawn to first proxied 200 (`GET /`), and VmRSS then",
+    "slow-one": "three sluice-origins, the third adding 200 ms to 25 % of its answers (`--slow "
+                "25:200`), and the same three all healthy; {slow_requests:,} keep-alive `GET /`s "
+                "from 64 and from 4 concurrent clients (Python threads on the load side's core) "
+                "through each balancing policy: sluice's `round_robin`, `least_conn`, `p2c`, "
+                "`least_time`, nginx `least_conn`, HAProxy `leastconn` and `random`; p99 of "
+                "every request's latency",
+    "tls-resume": "TLS handshakes per proxy CPU-second, full and resumed: `openssl s_time` (one "
+                  "client, sequential connections, TLS 1.3, `GET /` on each so that the session "
+                  "ticket arrives) for {duration} s with `-new`, then with `-reuse`, against each "
+                  "contender's TLS listener",
     "instr": "user-space instructions per proxied request under `valgrind --tool=callgrind`: "
              "(Ir after {total:,} requests − Ir after {warm:,}) / {count:,}, sequential "
              "keep-alive requests on one client connection",
@@ -86,12 +101,22 @@ def describe(name, settings):
     warm, count = settings["instr_warm"], settings["instr_requests"]
     step = settings["idle_connections_per_step"]
     return text.format(n=settings["connections"], first=step, second=step, warm=warm,
-                       bursts=BURSTS, burst=step,
+                       bursts=BURSTS, burst=step, slow_requests=SLOW_REQUESTS,
                        count=count, total=warm + count, conns=conns, duration=settings.get("duration", 5))
 
 
 ALL = list(LOADS) + list(SPECIAL)
 BURSTS = 10  # bursts per round of `bursts`, each of idle_steps[0] connections
+SLOW_REQUESTS = 5000  # per run of `slow-one`
+SLOW_CLIENTS = (64, 4)
+SLOW_ORIGIN = "25:200"
+# The policies `slow-one` compares, per product: (name in the report, the product's own word).
+POLICIES = {
+    "sluice": [("round_robin", "round_robin"), ("least_conn", "least_conn"), ("p2c", "p2c"),
+               ("least_time", "least_time")],
+    "nginx": [("least_conn", "least_conn")],
+    "haproxy": [("leastconn", "leastconn"), ("random", "random")],
+}
 
 
 def steady_rss_kib(pid):
@@ -129,7 +154,7 @@ class Bench:
     def run(self, name):
         if name in LOADS:
             return self._load(name, LOADS[name])
-        return getattr(self, f"_{name}")()
+        return getattr(self, f"_{name.replace('-', '_')}")()
 
     # Load scenarios -------------------------------------------------------------------------
 
@@ -292,6 +317,101 @@ class Bench:
             return {"startup_ms": r.startup_s * 1000.0, "rss_kib": rss}
 
         return self._fresh_rounds("startup", measure)
+
+    # One slow origin of three ----------------------------------------------------------------
+
+    def _policy_variants(self):
+        """Each contender once per policy of its product, on its CPUs."""
+        out = []
+        for c in self.contenders:
+            for label, word in POLICIES.get(c.product, []):
+                name = f"{c.name}-{label}"
+                if c.product == "sluice":
+                    out.append(Sluice(c.binary.parent, c.cpus, workers=c.workers, name=name, balance=word))
+                elif c.product == "nginx":
+                    out.append(Nginx(c.cpus, c.keepalive, workers=c.workers, name=name, balance=word))
+                else:
+                    out.append(Haproxy(c.cpus, threads=c.threads, name=name, balance=word))
+        return out
+
+    def _slow_one(self):
+        """Per client count and fleet (healthy, one slow), rounds rotating the policy variants,
+        each started anew on that fleet: p50, p99 and the share of answers from the slow origin."""
+        variants = self._policy_variants()
+        rounds = []
+        for i in range(self.s.rounds):
+            row = {}
+            for fleet, slow in (("healthy", None), ("slow", SLOW_ORIGIN)):
+                og = OriginSet("sluice-origin", self.s.bin_dir, Path(self.s.workdir) / f"slow-{i}-{fleet}",
+                               cpus=self.s.client_cpus.split(",")[0], slow=slow)
+                try:
+                    for clients in SLOW_CLIENTS:
+                        for v in rotation(variants, i):
+                            row[f"{v.name}|{fleet}|{clients}"] = self._latency(v, og, fleet, clients, i)
+                finally:
+                    og.stop()
+            rounds.append(row)
+        return {"kind": "latency", "rounds": rounds, "variants": [v.name for v in variants],
+                "products": {v.name: v.product for v in variants}, "clients": list(SLOW_CLIENTS)}
+
+    def _latency(self, variant, og, fleet, clients, i):
+        r = variant.start(self.s.workdir, og)
+        try:
+            lat, bodies, errors = client.latency_run(r.port, SLOW_REQUESTS, clients)
+        finally:
+            r.stop()
+        lat.sort()
+        entry = {"p50_ms": lat[len(lat) // 2] * 1e3 if lat else None,
+                 "p99_ms": lat[int(len(lat) * 0.99) - 1] * 1e3 if lat else None,
+                 "requests": len(lat), "errors": len(errors), "error_kinds": errors[:3],
+                 "slow_share": bodies.get("app-3", 0) / max(1, len(lat))}
+        self.log(f"  slow-one round {i + 1}/{self.s.rounds} {variant.name:22s} {fleet:7s} "
+                 f"{clients:2d} clients: p50 {entry['p50_ms'] or 0:.1f} ms, p99 {entry['p99_ms'] or 0:.1f} ms, "
+                 f"app-3 {entry['slow_share']:.1%}, errors {len(errors)}")
+        return entry
+
+    # Full and resumed TLS handshakes ----------------------------------------------------------
+
+    def _tls_resume(self):
+        """Per round, each contender (rotated, started once for the scenario): s_time -new and
+        -reuse for `duration` seconds each; handshakes per proxy CPU-second for both."""
+        started = [c.start(self.s.workdir, self.origins) for c in self.contenders]
+        running = {r.name: r for r in started}
+        try:
+            rounds = []
+            for i in range(self.s.rounds):
+                row = {}
+                for c in rotation(self.contenders, i):
+                    r = running[c.name]
+                    entry = {}
+                    for mode in ("new", "reuse"):
+                        n, cpu = self._s_time(r, mode)
+                        entry[f"{mode}_per_cpu_s"] = n / cpu if cpu > 0 else 0.0
+                        entry[f"{mode}_connections"] = n
+                    entry["reuse_vs_new"] = (entry["reuse_per_cpu_s"] / entry["new_per_cpu_s"]
+                                             if entry["new_per_cpu_s"] else None)
+                    self.log(f"  tls-resume round {i + 1}/{self.s.rounds} {c.name:10s} "
+                             f"full {entry['new_per_cpu_s']:8.0f}/CPU-s ({entry['new_connections']}), "
+                             f"resumed {entry['reuse_per_cpu_s']:8.0f}/CPU-s ({entry['reuse_connections']})")
+                    row[c.name] = entry
+                rounds.append(row)
+        finally:
+            for r in started:
+                r.stop()
+        return {"kind": "tls-resume", "rounds": rounds}
+
+    def _s_time(self, running, mode):
+        """(connections made, the proxy's CPU seconds meanwhile) of one `openssl s_time` run."""
+        cpu0 = running.cpu_seconds()
+        done = subprocess.run(["taskset", "-c", self.s.client_cpus, "openssl", "s_time", "-connect",
+                               f"127.0.0.1:{running.tls_port}", f"-{mode}", "-tls1_3", "-www", "/",
+                               "-time", str(self.s.duration)],
+                              capture_output=True, text=True, timeout=self.s.duration + 60)
+        cpu = running.cpu_seconds() - cpu0
+        found = re.findall(r"(\d+) connections in [\d.]+s", done.stdout)
+        if done.returncode != 0 or not found:
+            raise RuntimeError(f"s_time -{mode} against {running.name}: {done.stdout[-300:]} {done.stderr[-300:]}")
+        return int(found[-1]), cpu
 
     # Instructions per request ---------------------------------------------------------------
 

@@ -114,6 +114,9 @@ struct DownstreamSession::Exchange : AttemptRecord {
   // The attempt loop's state (handle_request()), here so that it outlives forward_attempts()
   // without a frame of handle_request's to hold it. Last: it refers to the record above.
   std::optional<Forwarder> forwarder;
+
+  // The request's body can go again: kept whole, or none of it taken from the client yet.
+  bool replayable() const noexcept { return body_kept || !body_consumed; }
 };
 
 // What the attempt loop (forward_attempts(), forwarder.hpp) asks of the HTTP/1 session: one try
@@ -133,7 +136,7 @@ struct DownstreamSession::ForwardHooks {
   void drop() { s.up_.drop(); }
   net::awaitable<void> fail(const ProxyError& error) { return s.send_error(&x, error); }
   net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
-  bool replayable() const { return x.body_kept || !x.body_consumed; }
+  bool replayable() const { return x.replayable(); }
   std::string_view retry_after() const { return s.up_.retry_after(); }
   double uniform() { return s.worker_.uniform(); }
   // forward_attempts()'s frame comes from the worker's FramePool, like the session's own.

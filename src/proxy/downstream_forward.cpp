@@ -138,7 +138,7 @@ RequestBody DownstreamSession::request_body() {
 // Resending on a new connection cannot duplicate work when the request is idempotent and its body
 // (if any) is still at hand.
 bool DownstreamSession::resendable() const {
-  return http::is_idempotent(request_->verb()) && (x_->body_kept || !x_->body_consumed);
+  return http::is_idempotent(request_->verb()) && x_->replayable();
 }
 
 bool DownstreamSession::accepts_switch(const http::ResponseHead& head) const {

@@ -7,12 +7,12 @@ namespace sluice::proxy {
 
 // An interim head: other 1xx than 100 go to HTTP/1.1 clients as they are (the exchange keeps 100,
 // which answered the origin's own framing). False when the client is gone.
-net::awaitable<bool> DownstreamSession::interim(const http::ResponseHead& head) {
-  if (x_->client_version != 11) co_return true;
+net::awaitable<InterimFate> DownstreamSession::interim(const http::ResponseHead& head) {
+  if (x_->client_version != 11) co_return InterimFate::withheld;
   write_interim_head(head);
   expire_after(snapshot_->config->server.idle_timeout);
   auto [ec, n] = co_await net::async_write(client_, net::buffer(head_out_), nothrow);
-  co_return !timed(ec);
+  co_return timed(ec) ? InterimFate::client_gone : InterimFate::written;
 }
 
 // An interim head towards the client, in head_out_ (hop-by-hop fields stripped as in any head).

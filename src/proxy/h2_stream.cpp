@@ -337,7 +337,9 @@ RequestBody Http2Stream::request_body() {
 bool Http2Stream::resendable() const { return http::is_idempotent(request_->verb()) && !body_consumed_; }
 
 // Interim answers (103 Early Hints and the like) are not passed on over HTTP/2 yet.
-net::awaitable<bool> Http2Stream::interim(const http::ResponseHead&) { co_return !closed_; }
+net::awaitable<InterimFate> Http2Stream::interim(const http::ResponseHead&) {
+  co_return closed_ ? InterimFate::client_gone : InterimFate::withheld;
+}
 
 // A streamed body's next piece: what came, moved into the relay block (body_ grows as DATA
 // arrives meanwhile), within send_timeout (the upload's deadline); its window opens once the

@@ -168,9 +168,9 @@ struct UpstreamExchange::HeadHooks {
 net::awaitable<bool> UpstreamExchange::pass_interim(ClientSide& client, const http::ResponseHead& head,
                                                     Clock::time_point try_until) {
   if (head.status() != 100) {  // a 100 answered the origin's own framing: nothing to pass on
-    const bool passed = co_await client.interim(head);  // not inside the if: GCC 12 miscompiles it
-    if (!passed || (upload_ != nullptr && upload_->client_failed)) co_return false;
-    arm_response(try_until);
+    const auto fate = co_await client.interim(head);  // not inside the if: GCC 12 miscompiles it
+    if (fate == InterimFate::client_gone || (upload_ != nullptr && upload_->client_failed)) co_return false;
+    if (fate == InterimFate::written) arm_response(try_until);
   }
   response_ = nullptr;
   co_return true;

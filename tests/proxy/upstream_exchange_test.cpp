@@ -31,9 +31,9 @@ struct TestSide final : ClientSide {
   }
   bool resendable() const override { return pieces.empty(); }
   bool accepts_switch(const http::ResponseHead&) const override { return false; }
-  net::awaitable<bool> interim(const http::ResponseHead& h) override {
+  net::awaitable<InterimFate> interim(const http::ResponseHead& h) override {
     interims.push_back(h.status());
-    co_return true;
+    co_return InterimFate::written;
   }
   net::awaitable<UploadPiece> next_piece() override {
     const auto& p = pieces.at(next++);

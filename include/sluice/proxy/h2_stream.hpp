@@ -94,7 +94,7 @@ private:
   RequestBody request_body() override;
   bool resendable() const override;
   bool accepts_switch(const http::ResponseHead&) const override { return false; }
-  boost::asio::awaitable<bool> interim(const http::ResponseHead&) override;
+  boost::asio::awaitable<InterimFate> interim(const http::ResponseHead&) override;
   boost::asio::awaitable<UploadPiece> next_piece() override;
   void piece_sent(std::string_view piece) override;
   void cancel_read() override {}

@@ -42,6 +42,13 @@ struct RequestBody {
 };
 
 // What an upstream exchange asks of the side that serves the client.
+// What the client side did with an interim 1xx head.
+enum class InterimFate : unsigned char {
+  written,      // it reached the client (the write took the deadline: the exchange re-arms its own)
+  withheld,     // the client cannot take one (HTTP/1.0): nothing was written
+  client_gone,  // the write failed: the client is gone
+};
+
 class ClientSide {
 public:
   // The request head as it goes to the origin on this attempt (written for its server).
@@ -52,8 +59,8 @@ public:
   virtual bool resendable() const = 0;
   // A final 101 that answers the request's upgrade, to a protocol it offered.
   virtual bool accepts_switch(const http::ResponseHead& head) const = 0;
-  // An interim 1xx head: passed on to the client, or not; false: the client is gone.
-  virtual boost::asio::awaitable<bool> interim(const http::ResponseHead& head) = 0;
+  // An interim 1xx head, passed on to the client if it can take one.
+  virtual boost::asio::awaitable<InterimFate> interim(const http::ResponseHead& head) = 0;
   // A streamed body's next piece (its reads, limits and answers to the client are the client
   // side's), or why the upload ends.
   virtual boost::asio::awaitable<UploadPiece> next_piece() = 0;
