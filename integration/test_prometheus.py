@@ -24,7 +24,7 @@ upstream = "app"
 path_prefix = "/moved"
 return = { status = 301, location = "https://example.com/" }
 """
-METRIC_NAME = re.compile(r"\b((?:sluice|process)_[a-z_]+)\b")
+METRIC_NAME = re.compile(r"\b((?:sluice|process)_[a-z][a-z0-9_]*)\b")
 
 
 def get(target="/", host="a"):

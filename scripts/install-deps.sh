@@ -24,6 +24,7 @@ build=(
   libc-ares-dev  # asynchronous DNS of discovered servers (src/discovery/resolver.cpp)
   libhiredis-dev  # the Redis protocol codec of the idempotency store (src/idempotency/resp.cpp)
   zlib1g-dev libzstd-dev libbrotli-dev  # response compression (src/compress): gzip, zstd, br
+  libnghttp2-dev  # HTTP/2 to clients (src/proxy/h2_session.cpp): framing, HPACK, flow control
   curl
 )
 # test: the unit tests, integration tests, sanitizer and fuzz builds, packaging (scripts/test.sh).
@@ -40,6 +41,7 @@ test=(
   debootstrap systemd-container
   dpkg-dev lintian man-db  # scripts/package.sh (dpkg-shlibdeps), its lint and `man -l` in the tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
+  nghttp2-client python3-h2 python3-hyperframe  # HTTP/2 clients and hand-made frames (integration/test_http2.py)
   redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)
   valgrind  # allocations per request, checked by scripts/test.sh (bench/allocs_per_request.py)

@@ -86,6 +86,39 @@ void read_acme(Reader& r, const toml::node& node, const std::string& path, std::
   out = std::move(acme);
 }
 
+std::string alpn_text(const std::vector<Alpn>& alpn) {
+  std::vector<std::string> items;
+  for (const Alpn a : alpn) items.push_back(toml_string(name_of(a)));
+  return "[" + join_strings(items) + "]";
+}
+
+// alpn = ["h2", "http/1.1"]: the protocols offered, preferred first; http/1.1 must be among them
+// (a client without ALPN speaks it).
+void read_alpn(Reader& r, const toml::node& node, const std::string& p, std::vector<Alpn>& out) {
+  std::vector<std::string> words;
+  if (!r.take_strings(node, p, words)) return;
+  std::vector<Alpn> order;
+  bool good = true;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const auto* item = node.as_array()->get(i);
+    const auto a = from_name<Alpn>(words[i]);
+    if (!a) {
+      r.error(*item, index_path(p, i), unknown_message("protocol", words[i], Words<Alpn>::words));
+      good = false;
+    } else if (std::find(order.begin(), order.end(), *a) != order.end()) {
+      r.error(*item, index_path(p, i), "'" + words[i] + "' is listed twice");
+      good = false;
+    } else {
+      order.push_back(*a);
+    }
+  }
+  if (good && std::find(order.begin(), order.end(), Alpn::http11) == order.end()) {
+    r.error(node, p, "must include \"http/1.1\" (clients without ALPN speak it); [\"http/1.1\"] turns HTTP/2 off");
+    good = false;
+  }
+  if (good) out = std::move(order);
+}
+
 const KeySpec tls_rows[] = {
     value_key<&T::listen, read_listen<false>, addresses_text>("listen", "Where clients connect with TLS.")
         .docs("array of addresses")
@@ -115,6 +148,8 @@ const KeySpec tls_rows[] = {
         "acme", "A certificate from an ACME CA ([[server.tls]] acme = { ... }).")
         .restart()
         .docs("table"),
+    value_key<&T::alpn, read_alpn, alpn_text>("alpn", "Protocols offered by ALPN, preferred first (h2, http/1.1).")
+        .docs("array of strings"),
 };
 
 // [[server.tls]]: listen addresses (claimed like plain ones), certificates loaded and checked
@@ -181,6 +216,14 @@ const KeySpec server_rows[] = {
     choice_key<&S::error_detail>("error_detail", "", "What sluice's own answers tell the client."),
     value_key<&S::error_pages, parse_error_pages, error_pages_text>("error_pages",
                                                                     "Bodies of sluice's own answers, by status or class."),
+    // HTTP/2 (docs/http2.md): read when a connection starts.
+    bool_key<&S::h2c>("h2c", "Plain listeners also take HTTP/2 with prior knowledge."),
+    integer_key<&S::http2_max_concurrent_streams>("http2_max_concurrent_streams", 1, 65536,
+                                                  "Open HTTP/2 streams per connection (SETTINGS)."),
+    integer_key<&S::http2_initial_window_bytes>("http2_initial_window_bytes", 1024, 2147483647,
+                                                "HTTP/2 stream flow-control window (SETTINGS)."),
+    integer_key<&S::http2_max_early_resets>("http2_max_early_resets", 1, 1000000,
+                                            "Streams a client may reset before their answer (then GOAWAY)."),
 };
 
 void check_edge(Reader& r, const Read& read, const ServerSection& out) {

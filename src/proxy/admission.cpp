@@ -126,4 +126,18 @@ std::uint64_t RouteAdmission::total(std::atomic<std::uint64_t> AdmissionCounters
   return sum;
 }
 
+ProxyError admit_request(const RouteAdmission* admission, const ClientAddress& client,
+                         const http::RequestHead& head, std::string_view target, Clock::time_point now,
+                         unsigned worker) noexcept {
+  if (admission == nullptr) return {};
+  const auto result = admission->admit(client, head, target, now, worker);
+  switch (result.verdict) {
+    case RouteAdmission::Verdict::pass: return {};
+    case RouteAdmission::Verdict::forbidden: return {403, "forbidden by route allow/deny"};
+    case RouteAdmission::Verdict::limited:
+      return {429, "rate limited", {}, {}, retry_after_seconds(result.retry_after)};
+  }
+  return {};
+}
+
 }  // namespace sluice::proxy

@@ -78,15 +78,7 @@ ClientAddress DownstreamSession::client_of(const http::RequestHead& req) const n
 // The answer for a request the route turns away, or status 0 to let it in.
 ProxyError DownstreamSession::admit(const RouteAdmission* admission, const http::RequestHead& req,
                           std::string_view target, const ClientAddress& client) const noexcept {
-  if (admission == nullptr) return {};
-  const auto result = admission->admit(client, req, target, worker_.clock.now(), worker_.index);
-  switch (result.verdict) {
-    case RouteAdmission::Verdict::pass: return {};
-    case RouteAdmission::Verdict::forbidden: return {403, "forbidden by route allow/deny"};
-    case RouteAdmission::Verdict::limited:
-      return {429, "rate limited", {}, {}, retry_after_seconds(result.retry_after)};
-  }
-  return {};
+  return admit_request(admission, client, req, target, worker_.clock.now(), worker_.index);
 }
 
 }  // namespace sluice::proxy

@@ -74,14 +74,7 @@ bool DownstreamSession::keeps_content_body(const Exchange& x) const {
 
 // The balancer's context of this request: the hash of its key, for hash upstreams.
 PickContext DownstreamSession::pick_context(const Exchange& x) const {
-  PickContext ctx;
-  if (const auto& key = x.upstream->hash_key()) {
-    if (const auto bytes = key->extract(*request_, request_->target(), x.client_ip)) {
-      ctx.hash = hash_key_bytes(*bytes);
-      ctx.has_hash = true;
-    }
-  }
-  return ctx;
+  return request_pick_context(*x.upstream, *request_, x.client_ip);
 }
 
 // After the answer went to the client: the body's failure reported, the connection pooled when

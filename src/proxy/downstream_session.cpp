@@ -73,6 +73,7 @@ ParkedClient DownstreamSession::take_parked() noexcept {
 
 void DownstreamSession::resumed() noexcept {
   first_request_ = false;
+  spoke_http1_ = true;
   proxy_protocol_ = false;  // read before it was parked
 }
 
@@ -115,12 +116,14 @@ net::awaitable<void> DownstreamSession::run() {
     close();
     co_return;
   }
+  if (client_.is_tls() && alpn_h2()) co_return hand_to_http2();
   bool nothing_unread = false;  // the last exchange's client asked to close and was read to the end
   ProxyError error;
   std::optional<Exchange> x;  // the request being served
   auto head = HeadResult::closed;
   if (!closed_) head = co_await serve_requests(error, nothing_unread, x);  // no co_await in ?: (GCC 12)
   // Not at shutdown: graceful shutdown closes idle connections instead.
+  if (head == HeadResult::http2) co_return hand_to_http2();
   if (head == HeadResult::parked) parked_ = !closed_ && !worker_.is_stopping();
   if (head == HeadResult::error) co_await send_error(nullptr, error);
   end_exchange_memory();
@@ -209,6 +212,7 @@ HeadResult DownstreamSession::start_request(const http::HeadVerdict& verdict) {
   head.rebase({request_bytes_, bytes.size()});
   in_.consume(verdict.head_start + verdict.head_size);
   request_ = &head;
+  spoke_http1_ = true;
   refused_ = verdict.admission ? ProxyError{verdict.rejection.status, verdict.rejection.reason} : ProxyError{};
   return HeadResult::ok;
 }
@@ -225,7 +229,8 @@ std::optional<HeadResult> DownstreamSession::look_at_head(const HeadLimits& limi
   if (!ends_head && buffered.find("\r\n\r\n", start) == std::string_view::npos) {
     const auto step = http::next_head(buffered, limits.max_header_bytes, limits.max_uri_bytes);
     in_.consume(step.skipped);  // the empty lines before a head (RFC 9112 §2.2)
-    if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
+ if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
+    if (h2c_preface(buffered)) return HeadResult::http2;
     error = {http::status_for(step.scan.violation), http::describe(step.scan.violation)};
     return HeadResult::error;
   }
@@ -235,11 +240,40 @@ std::optional<HeadResult> DownstreamSession::look_at_head(const HeadLimits& limi
       request_index());
   if (verdict.result == http::HeadScan::Result::complete || verdict.admission) return start_request(verdict);
   if (verdict.result == http::HeadScan::Result::invalid) {
+    if (h2c_preface(buffered)) return HeadResult::http2;
     error = {verdict.rejection.status, verdict.rejection.reason};
     return HeadResult::error;
   }
   in_.consume(verdict.head_start);
   return std::nullopt;
+}
+
+// HTTP/2 with prior knowledge (RFC 9113 §3.3) on a plain listener with [server] h2c: the
+// connection's first bytes are the client preface. Looked at only for a head the HTTP/1.1 scanner
+// refused (its version), so that HTTP/1.1 requests pay nothing for it.
+bool DownstreamSession::h2c_preface(std::string_view buffered) const noexcept {
+  return !spoke_http1_ && !client_.is_tls() && buffered.starts_with(h2_preface_line) &&
+         worker_.snapshot->config->server.h2c;
+}
+
+// ALPN chose h2 in the handshake (tls/context.cpp offers it when the listener's alpn lists it).
+bool DownstreamSession::alpn_h2() noexcept {
+  const unsigned char* data = nullptr;
+  unsigned int size = 0;
+  SSL_get0_alpn_selected(client_.tls()->native_handle(), &data, &size);
+  return std::string_view(reinterpret_cast<const char*>(data), size) == h2_alpn;
+}
+
+// The connection, what was read of it and who the client is, to an Http2Session: run() ends and
+// the worker starts it (take_http2()).
+void DownstreamSession::hand_to_http2() noexcept {
+  end_exchange_memory();
+  http2_ = std::make_unique<Http2Handoff>(
+      Http2Handoff{std::move(client_), client_addr_, client_ip_, std::move(tls_), std::string(view(in_)),
+                   std::move(client_cert_)});
+  in_.clear();
+  closed_ = true;  // the stream is the HTTP/2 session's now
+  deadline = Clock::time_point::max();
 }
 
 // read_request_head()'s hooks (request_head.hpp) for the client's next request head: the look at
@@ -415,18 +449,7 @@ net::awaitable<void> DownstreamSession::send_error(Exchange* x, const ProxyError
 // server's error page for it), with the Date of this second.
 ErrorStyle DownstreamSession::error_style(const config::Config& config, const Router::Route* route,
                                           unsigned status) {
-  ErrorStyle style;
-  style.detail = config.server.error_detail == config::ErrorDetail::full;
-  style.date = worker_.date.now();
-  const config::ErrorPage* page = route != nullptr && route->error_pages != nullptr
-                                      ? route->error_pages->find(status)
-                                      : nullptr;
-  if (page == nullptr) page = config.server.error_pages.find(status);
-  if (page != nullptr) {
-    style.page = page->body;
-    style.page_type = page->content_type;
-  }
-  return style;
+  return error_style_of(config, route != nullptr ? route->error_pages : nullptr, status, worker_.date.now());
 }
 
 // ---- edge rules (docs/edge.md): applied while a head is written, in plain functions so that

@@ -1,5 +1,7 @@
 #include "sluice/proxy/error_response.hpp"
 
+#include "sluice/config/config.hpp"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -81,6 +83,20 @@ std::size_t body_bytes_sent(std::string_view response, std::size_t written) {
   if (end == std::string_view::npos) return 0;
   const auto head = end + 4;
   return written > head ? written - head : 0;
+}
+
+ErrorStyle error_style_of(const config::Config& config, const config::ErrorPages* route_pages,
+                          unsigned status, std::string_view date) {
+  ErrorStyle style;
+  style.detail = config.server.error_detail == config::ErrorDetail::full;
+  style.date = date;
+  const config::ErrorPage* page = route_pages != nullptr ? route_pages->find(status) : nullptr;
+  if (page == nullptr) page = config.server.error_pages.find(status);
+  if (page != nullptr) {
+    style.page = page->body;
+    style.page_type = page->content_type;
+  }
+  return style;
 }
 
 }  // namespace sluice::proxy

@@ -1,5 +1,7 @@
 #include "sluice/proxy/forwarder.hpp"
 
+#include "sluice/balancer/hash.hpp"
+
 #include <charconv>
 #include <utility>
 
@@ -262,6 +264,18 @@ void Forwarder::note_skip(RetrySkip skip) {
   record_.skip = skip;
   if (record_.server != nullptr)
     EndpointCounters::bump(record_.server->counters(worker_).retry_skips[static_cast<std::size_t>(skip)]);
+}
+
+PickContext request_pick_context(const Upstream& upstream, const http::RequestHead& req,
+                                 std::string_view client_ip) {
+  PickContext ctx;
+  if (const auto& key = upstream.hash_key()) {
+    if (const auto bytes = key->extract(req, req.target(), client_ip)) {
+      ctx.hash = hash_key_bytes(*bytes);
+      ctx.has_hash = true;
+    }
+  }
+  return ctx;
 }
 
 }  // namespace sluice::proxy

@@ -17,6 +17,7 @@
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
+#include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/proxy_protocol.hpp"
 #include "sluice/proxy/retry.hpp"
 #include "sluice/proxy/unrouted.hpp"
@@ -416,6 +417,17 @@ constexpr MetricFamily families[] = {
        m.sample({{"cert", staple.cert_file()}}, static_cast<double>(staple.failures()));
      });
    }},
+  {.name = "sluice_http2_connections_total", .type = counter,
+   .help = "Client connections served as HTTP/2 (ALPN h2, or h2c with prior knowledge).",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::connections)); }},
+  {.name = "sluice_http2_streams_total", .type = counter, .help = "HTTP/2 request streams the clients opened.",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::streams)); }},
+  {.name = "sluice_http2_early_resets_total", .type = counter,
+   .help = "HTTP/2 streams the client reset before their answer was sent.",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::early_resets)); }},
+  {.name = "sluice_http2_calm_closes_total", .type = counter,
+   .help = "HTTP/2 connections closed with GOAWAY(ENHANCE_YOUR_CALM): http2_max_early_resets reached.",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::calm_closes)); }},
   {.name = "sluice_proxy_protocol_rejected_total", .type = counter,
    .help = "Connections closed on a proxy_protocol listener, by reason (untrusted peer, malformed header, header "
            "timeout).",

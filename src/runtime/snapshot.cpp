@@ -1,5 +1,6 @@
 #include "sluice/runtime/snapshot.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include "sluice/idempotency/guard.hpp"
 
@@ -63,6 +64,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     settings.client_ca_file = listener.client_ca_file;
     settings.verify_client = listener.verify_client;
     settings.session_ticket_key_file = listener.session_ticket_key_file;
+    settings.http2 = std::find(listener.alpn.begin(), listener.alpn.end(), config::Alpn::h2) != listener.alpn.end();
     settings.ocsp_stapling = listener.ocsp_stapling;
     settings.ocsp = ocsp;
     for (const auto& c : listener.certificates)

@@ -249,6 +249,9 @@ void Worker::session_ended(proxy::DownstreamSession& session) {
   if (session.parked()) {
     parking_.park(session.take_parked());  // still open: still counted in active_
     parked_.store(parking_.size(), std::memory_order_relaxed);
+  } else if (session.speaks_http2()) {
+    // Still open as an HTTP/2 connection, without the HTTP/1.1 session: still counted in active_.
+    net::co_spawn(io_, serve_http2(session.take_http2()), net::detached);
   } else if (session.tunneled()) {
     // Still open as a tunnel, without the session: still counted in active_.
     net::co_spawn(io_, serve_tunnel(session.take_tunnel()), net::detached);
@@ -262,6 +265,18 @@ net::awaitable<void> Worker::serve_tunnel(std::unique_ptr<proxy::TunnelHandoff> 
     proxy::TunnelSession tunnel(ctx_, std::move(*handoff));
     handoff.reset();
     co_await tunnel.run();
+  } catch (const std::exception& e) {
+    session_failed(e);
+    co_return;
+  }
+  connection_ended();
+}
+
+net::awaitable<void> Worker::serve_http2(std::unique_ptr<proxy::Http2Handoff> handoff) {
+  try {
+    proxy::Http2Session session(ctx_, std::move(*handoff));
+    handoff.reset();
+    co_await session.run();
   } catch (const std::exception& e) {
     session_failed(e);
     co_return;

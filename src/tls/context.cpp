@@ -132,16 +132,20 @@ std::optional<FileProblem> use_certified_key(SSL_CTX* ctx, const std::string& ce
   return std::nullopt;
 }
 
-// Offered protocols in ALPN wire format (RFC 7301 §3.1): HTTP/1.1 only.
+// Offered protocols in ALPN wire format (RFC 7301 §3.1): HTTP/1.1 only, or h2 first.
 constexpr unsigned char alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+constexpr unsigned char alpn_h2_http11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
 
-// Server side of ALPN: http/1.1 when the client offers it. A client offering only other
-// protocols (h2 alone) gets no ALPN answer rather than an alert: it may still speak HTTP/1.1.
+// Server side of ALPN: the first of ours the client offers (`arg` non-null: h2 is offered). A
+// client offering none of them gets no ALPN answer rather than an alert: it may still speak
+// HTTP/1.1.
 int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
+                unsigned int inlen, void* arg) {
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, outlen, alpn_http11, sizeof alpn_http11, in, inlen) ==
-      OPENSSL_NPN_NEGOTIATED) {
+  const bool h2 = arg != nullptr;
+  const unsigned char* ours = h2 ? alpn_h2_http11 : alpn_http11;
+  const unsigned ours_size = h2 ? sizeof alpn_h2_http11 : sizeof alpn_http11;
+  if (SSL_select_next_proto(&selected, outlen, ours, ours_size, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
   }
@@ -332,7 +336,8 @@ std::unique_ptr<ssl::context> ServerContext::make_context(const std::function<vo
   set_common_options(native, settings_.min_tls13);
   if (SSL_CTX_set_cipher_list(native, ciphers.c_str()) != 1) throw std::runtime_error("ciphers: " + openssl_reason());
   use_certificate(native);
-  SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+  // Any non-null argument turns h2 on (select_alpn reads only whether there is one).
+  SSL_CTX_set_alpn_select_cb(native, select_alpn, settings_.http2 ? const_cast<ServerContext*>(this) : nullptr);
   ask_for_client_certificates(native, settings_);
   // Session resumption: stateless tickets and the server-side cache for TLS 1.2 session ids.
   // Ticket keys are the file's when there is one (shared across reloads and processes), else

@@ -120,7 +120,7 @@ std::map<std::string, std::string> documented_reload_classes(const fs::path& fil
       continue;
     }
     if (reload_column < 0 || static_cast<int>(cells.size()) <= reload_column) continue;
-    const std::regex name("`([a-z_]+)`");
+    const std::regex name("`([a-z][a-z0-9_]*)`");
     for (std::sregex_iterator it(cells[0].begin(), cells[0].end(), name), end; it != end; ++it)
       out[prefix + (*it)[1].str()] = cells[static_cast<std::size_t>(reload_column)];
   }

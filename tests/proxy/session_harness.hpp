@@ -31,6 +31,7 @@
 #include "sluice/config/loader.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/proxy/downstream_session.hpp"
+#include "sluice/proxy/h2_session.hpp"
 #include "sluice/runtime/snapshot.hpp"
 #include "sluice/telemetry/access_log.hpp"
 #include "sluice/tls/edge_io.hpp"
@@ -389,6 +390,7 @@ protected:
   int parked_ = 0;  // of those, parked ones
   int tunnels_started_ = 0, tunnels_ended_ = 0;  // TunnelSessions after a 101
   bool drop_tunnels_ = false;  // handoffs end without a TunnelSession
+  int http2_ended_ = 0;  // Http2Sessions whose run() returned
 
 private:
   net::awaitable<void> serve(tcp::socket socket, net::ip::address peer, int tls_listener) {
@@ -411,9 +413,18 @@ private:
       }
       // As Worker::session_ended: the tunnel runs on without its session.
       if (session.tunneled()) net::co_spawn(io_, serve_tunnel(session.take_tunnel()), net::detached);
+      // As Worker::session_ended: an HTTP/2 connection goes on in an Http2Session.
+      if (session.speaks_http2()) net::co_spawn(io_, serve_http2(session.take_http2()), net::detached);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "session ended by exception: " << e.what();
     }
+  }
+
+  net::awaitable<void> serve_http2(std::unique_ptr<Http2Handoff> handoff) {
+    Http2Session session(worker_, std::move(*handoff));
+    handoff.reset();
+    co_await session.run();
+    ++http2_ended_;
   }
 
   net::awaitable<void> serve_tunnel(std::unique_ptr<TunnelHandoff> handoff) {

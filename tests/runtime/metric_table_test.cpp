@@ -71,7 +71,7 @@ TEST(MetricTable, EachFamilyOnceWithHelpAndOneReader) {
   std::set<std::string_view> names;
   for (const auto& f : metric_families()) {
     EXPECT_TRUE(names.insert(f.name).second) << f.name << " twice";
-    EXPECT_TRUE(std::regex_match(std::string(f.name), std::regex("(sluice|process)_[a-z_]+"))) << f.name;
+    EXPECT_TRUE(std::regex_match(std::string(f.name), std::regex("(sluice|process)_[a-z][a-z0-9_]*"))) << f.name;
     EXPECT_FALSE(f.help.empty()) << f.name;
     const int readers = (f.value != nullptr) + (f.per_upstream != nullptr) + (f.per_server != nullptr) +
                         (f.samples != nullptr);
@@ -85,7 +85,7 @@ TEST(MetricTable, EveryFamilyIsInTheOperatorsTableAndNoOther) {
   std::ifstream in(std::string(SLUICE_FUZZ_DIR) + "/../docs/admin.md");
   ASSERT_TRUE(in) << "docs/admin.md";
   std::set<std::string> documented;
-  const std::regex row(R"(^\| `((?:sluice|process)_[a-z_]+)` \| (counter|gauge|histogram) \|)");
+  const std::regex row(R"(^\| `((?:sluice|process)_[a-z][a-z0-9_]*)` \| (counter|gauge|histogram) \|)");
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
     if (std::regex_search(line, m, row)) documented.insert(m[1].str() + " " + m[2].str());

@@ -85,6 +85,13 @@ struct HostPort {
   HostPort reachable() const;
 };
 
+// A protocol a TLS listener offers through ALPN: "h2" (HTTP/2) or "http/1.1".
+enum class Alpn : std::uint8_t { h2, http11 };
+template <>
+struct Words<Alpn> {
+  static constexpr std::array<std::string_view, 2> words{"h2", "http/1.1"};
+};
+
 // One certificate of a TLS listener: a PEM file with the certificate and its chain, and its key.
 struct CertificateConfig {
   std::string cert;
@@ -130,6 +137,9 @@ struct TlsListenerConfig {
   // OCSP stapling (docs/tls.md) of the certificates that name a responder.
   bool ocsp_stapling = true;
   std::optional<AcmeConfig> acme;  // a certificate from an ACME CA; nullopt = none
+  // ALPN (RFC 7301): the protocols offered to clients, the server's preference first. Without
+  // Alpn::h2 (the default: HTTP/2 is opted into, docs/http2.md) the listener speaks HTTP/1.1 only.
+  std::vector<Alpn> alpn{Alpn::http11};
   SourceLocation where;
 };
 template <>
@@ -198,6 +208,14 @@ struct ServerSection {
   bool forwarded_header = false;  // forwarded_header = "off" | "add" (RFC 7239 Forwarded)
   ErrorDetail error_detail = ErrorDetail::status;
   ErrorPages error_pages;
+  // HTTP/2 (docs/http2.md): h2c with prior knowledge on the plain listeners (TLS listeners offer
+  // h2 through ALPN), and the per-connection limits announced in SETTINGS and enforced.
+  bool h2c = false;
+  std::uint32_t http2_max_concurrent_streams = 128;
+  std::uint32_t http2_initial_window_bytes = 65535;  // RFC 9113 §6.9.2's default
+  // A client that resets this many streams before their answer (Rapid Reset, CVE-2023-44487)
+  // has its connection closed with GOAWAY(ENHANCE_YOUR_CALM).
+  std::uint32_t http2_max_early_resets = 100;
 };
 
 enum class AccessLogFormat : std::uint8_t { text, json, off };

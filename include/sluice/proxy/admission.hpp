@@ -27,6 +27,7 @@
 #include "sluice/core/per_worker.hpp"
 #include "sluice/http/message.hpp"
 #include "sluice/balancer/hash_key.hpp"
+#include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/rate_limit.hpp"
 
 namespace sluice::proxy {
@@ -92,5 +93,11 @@ private:
 
 // Retry-After delay-seconds (RFC 9110 §10.2.3): whole seconds, rounded up, at least 1.
 unsigned retry_after_seconds(Clock::duration d) noexcept;
+
+// The answer for a request the route's admission turns away (403, 429 with Retry-After), or
+// status 0 to let it in; no admission lets every request in.
+ProxyError admit_request(const RouteAdmission* admission, const ClientAddress& client,
+                         const http::RequestHead& head, std::string_view target, Clock::time_point now,
+                         unsigned worker) noexcept;
 
 }  // namespace sluice::proxy

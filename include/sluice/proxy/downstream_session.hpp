@@ -29,6 +29,7 @@
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/failure.hpp"
 #include "sluice/proxy/forwarder.hpp"
+#include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/request_head.hpp"
 #include "sluice/proxy/request_relay.hpp"
@@ -75,6 +76,10 @@ public:
   // Upgrade: run() ended after a 101; take_tunnel() hands both streams to a TunnelSession.
   bool tunneled() const noexcept { return tunnel_ != nullptr; }
   std::unique_ptr<TunnelHandoff> take_tunnel() noexcept { return std::move(tunnel_); }
+  // HTTP/2: run() ended because the connection speaks it (ALPN h2, or h2c's preface);
+  // take_http2() hands it to an Http2Session (h2_session.hpp).
+  bool speaks_http2() const noexcept { return http2_ != nullptr; }
+  std::unique_ptr<Http2Handoff> take_http2() noexcept { return std::move(http2_); }
 
   // read_request_head()'s hooks (request_head.hpp) for a client's next head, forward_attempts()'s
   // (forwarder.hpp) for one request and relay_response()'s, defined in the session's files
@@ -240,6 +245,12 @@ private:
   bool timed_out_ = false;  // expire() cancelled the operation under way
   // After a 101: what run()'s end leaves to the worker's TunnelSession (take_tunnel()).
   std::unique_ptr<TunnelHandoff> tunnel_;
+  // The connection turned out to speak HTTP/2: what run()'s end leaves to an Http2Session.
+  std::unique_ptr<Http2Handoff> http2_;
+  bool spoke_http1_ = false;  // a request was read: an HTTP/2 preface can no longer come
+  bool alpn_h2() noexcept;
+  bool h2c_preface(std::string_view buffered) const noexcept;
+  void hand_to_http2() noexcept;
 };
 
 // Called around every read and write, from each of the session's files: inline.

@@ -8,6 +8,11 @@
 #include <span>
 #include <string_view>
 
+namespace sluice::config {
+struct Config;
+struct ErrorPages;
+}  // namespace sluice::config
+
 namespace sluice::proxy {
 
 struct ProxyError {
@@ -33,6 +38,11 @@ struct ErrorStyle {
 // Connection: close. `request_id` may be empty. `out` must hold 1 KiB.
 std::size_t format_error(std::span<char> out, const ProxyError& error, std::string_view request_id,
                          bool keep_alive, const ErrorStyle& style = {});
+
+// How sluice's own answer with `status` is told ([server] error_detail, the route's pages
+// `route_pages` (may be null) or the server's for it), with `date` as its Date.
+ErrorStyle error_style_of(const config::Config& config, const config::ErrorPages* route_pages,
+                          unsigned status, std::string_view date);
 
 // Of the first `written` bytes of an answer that starts with `response` (a head, and perhaps
 // some or all of its body, as format_error() or an idempotency answer makes it), how many were

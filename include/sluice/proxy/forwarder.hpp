@@ -19,6 +19,7 @@
 
 #include "sluice/balancer/balancer.hpp"
 #include "sluice/config/config.hpp"
+#include "sluice/http/head_index.hpp"
 #include "sluice/core/clock.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/failure.hpp"
@@ -87,6 +88,11 @@ struct AttemptRecord {
   // "app-1,app-2" into `out` (bounded by its capacity).
   std::string_view servers_tried(ServersText& out) const;
 };
+
+// The balancer's context of a request: the hash of the upstream's key (hash upstreams), read
+// from the request head and the client's address.
+PickContext request_pick_context(const Upstream& upstream, const http::RequestHead& req,
+                                 std::string_view client_ip);
 
 // What an attempt says of the server's health (health::tells_of_server, then the upstream's
 // fail_on), counted and logged: nothing

@@ -50,7 +50,8 @@ namespace sluice::proxy {
 
 // ok: a complete head (the session took it); error: answered with what hooks.refuse() or the look
 // set (408, 400, 431, ...); closed, parked: nothing to answer.
-enum class HeadResult { ok, closed, error, parked };
+// http2: the connection opened with HTTP/2's preface (h2c with prior knowledge).
+enum class HeadResult { ok, closed, error, parked, http2 };
 
 // Room to read a request head into: an empty buffer takes a small block first (most heads fit in
 // 1 KiB, and a partial head should not pin more), a buffer with room fills it, a full small one

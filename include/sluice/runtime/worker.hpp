@@ -19,6 +19,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "sluice/core/pooled_frame.hpp"
+#include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/tunnel_session.hpp"
 #include "sluice/proxy/worker_context.hpp"
@@ -95,6 +96,7 @@ private:
   boost::asio::awaitable<void> serve_parked(proxy::ParkedClient client);
   // After a 101: the connection as a byte tunnel, without its HTTP session (tunnel_session.hpp).
   boost::asio::awaitable<void> serve_tunnel(std::unique_ptr<proxy::TunnelHandoff> handoff);
+  boost::asio::awaitable<void> serve_http2(std::unique_ptr<proxy::Http2Handoff> handoff);
   // After run(): a session that parked keeps its connection (and its slot); any other end frees it.
   void session_ended(proxy::DownstreamSession& session);
   // run() or the setup before it threw: log it and free the slot.

@@ -97,6 +97,7 @@ struct ServerSettings {  // one [[server.tls]] listener
   std::string session_ticket_key_file;  // "" = OpenSSL's random ticket keys, per context
   bool ocsp_stapling = true;  // for the certificates with a responder, when `ocsp` is given
   OcspStapler* ocsp = nullptr;  // the process's stapler; null = no stapling (tests, tools)
+  bool http2 = false;  // ALPN offers h2 first, then http/1.1
 };
 struct ClientSettings {  // one upstream's tls_verify, tls_ca_file, tls_cert, tls_key
   bool verify = true;
