@@ -191,6 +191,7 @@ bool Http2Session::feed(std::string_view bytes) {
 
 net::awaitable<void> Http2Session::write_loop() {
   while (!closed_) {
+    write_wanted_ = false;
     out_.clear();
     while (out_.size() < write_gather) {
       const std::uint8_t* data = nullptr;
@@ -200,6 +201,9 @@ net::awaitable<void> Http2Session::write_loop() {
     }
     start_streams();
     if (out_.empty()) {
+      // A stream started just now (start_streams() runs its coroutine at once) may have
+      // submitted its answer after the pass above: another pass, not a wait.
+      if (std::exchange(write_wanted_, false)) continue;
       check_done();
       if (finishing_ || closed_) break;
       writing_ = false;
@@ -222,6 +226,7 @@ net::awaitable<void> Http2Session::write_loop() {
 }
 
 void Http2Session::want_write() noexcept {
+  write_wanted_ = true;
   if (!writing_) write_wake_.cancel();
 }
 

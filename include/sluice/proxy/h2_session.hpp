@@ -124,6 +124,8 @@ private:
   std::uint32_t max_early_resets_ = 0;
   Clock::duration idle_timeout_{};
   bool draining_ = false;  // the shutdown's GOAWAYs are on their way
+  // want_write() was called since the writer's last nghttp2_session_mem_send() pass.
+  bool write_wanted_ = false;
   bool writing_ = false, writer_done_ = false, finishing_ = false, closed_ = false, timed_out_ = false;
 };
 
