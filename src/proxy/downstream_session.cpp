@@ -229,31 +229,35 @@ std::optional<HeadResult> DownstreamSession::look_at_head(const HeadLimits& limi
   if (!ends_head && buffered.find("\r\n\r\n", start) == std::string_view::npos) {
     const auto step = http::next_head(buffered, limits.max_header_bytes, limits.max_uri_bytes);
     in_.consume(step.skipped);  // the empty lines before a head (RFC 9112 §2.2)
- if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
-    if (h2c_preface(buffered)) return HeadResult::http2;
-    error = {http::status_for(step.scan.violation), http::describe(step.scan.violation)};
-    return HeadResult::error;
+    if (step.scan.result != http::HeadScan::Result::invalid) return std::nullopt;
+    return refuse_head(buffered, {http::status_for(step.scan.violation), http::describe(step.scan.violation)}, error);
   }
   begin_exchange_memory();
   const auto verdict = http::index_request_head(
       buffered, {limits.max_header_bytes, limits.max_uri_bytes, worker_.snapshot->config->server.max_body_bytes},
       request_index());
   if (verdict.result == http::HeadScan::Result::complete || verdict.admission) return start_request(verdict);
-  if (verdict.result == http::HeadScan::Result::invalid) {
-    if (h2c_preface(buffered)) return HeadResult::http2;
-    error = {verdict.rejection.status, verdict.rejection.reason};
-    return HeadResult::error;
-  }
+  if (verdict.result == http::HeadScan::Result::invalid)
+    return refuse_head(buffered, {verdict.rejection.status, verdict.rejection.reason}, error);
   in_.consume(verdict.head_start);
   return std::nullopt;
 }
 
+// A head the HTTP/1.1 scanner refused: answered with `why`, unless it is HTTP/2's preface.
+HeadResult DownstreamSession::refuse_head(std::string_view buffered, const ProxyError& why, ProxyError& error) const {
+  if (h2c_preface(buffered)) return HeadResult::http2;
+  error = why;
+  return HeadResult::error;
+}
+
 // HTTP/2 with prior knowledge (RFC 9113 §3.3) on a plain listener with [server] h2c: the
-// connection's first bytes are the client preface. Looked at only for a head the HTTP/1.1 scanner
-// refused (its version), so that HTTP/1.1 requests pay nothing for it.
+// connection's first bytes are the client preface, or its start (the scanner refuses
+// "PRI * HTTP/2" already; the rest of the preface is nghttp2's to check). Looked at only for a
+// head the HTTP/1.1 scanner refused (its version), so that HTTP/1.1 requests pay nothing for it.
 bool DownstreamSession::h2c_preface(std::string_view buffered) const noexcept {
-  return !spoke_http1_ && !client_.is_tls() && buffered.starts_with(h2_preface_line) &&
-         worker_.snapshot->config->server.h2c;
+  const bool preface = buffered.size() < h2_preface_line.size() ? h2_preface_line.starts_with(buffered)
+                                                                : buffered.starts_with(h2_preface_line);
+  return preface && !spoke_http1_ && !client_.is_tls() && worker_.snapshot->config->server.h2c;
 }
 
 // ALPN chose h2 in the handshake (tls/context.cpp offers it when the listener's alpn lists it).

@@ -133,6 +133,23 @@ TEST_F(Http2SessionTest, ConcurrentStreamsAreEachAnswered) {
   EXPECT_EQ(origin_.requests(), 5u);
 }
 
+// The preface split by the network before "HTTP/2.0": its first bytes are refused by the
+// HTTP/1.1 scanner already, yet they are HTTP/2's start, not a bad request.
+TEST_F(Http2SessionTest, APrefaceThatComesInTwoPiecesIsHttp2) {
+  configure("h2c = true");
+  auto& client = connect();
+  H2Client h2;
+  const auto id = h2.request(get("/split"));
+  auto bytes = h2.output();
+  client.send(bytes.substr(0, 12));  // "PRI * HTTP/2"
+  settle();
+  EXPECT_FALSE(client.received.starts_with("HTTP/1.1")) << client.received;
+  client.send(bytes.substr(12));
+  ASSERT_TRUE(exchange(client, h2, [&] { return h2.streams[id].closed; }));
+  EXPECT_EQ(h2.streams[id].headers[":status"], "200");
+  EXPECT_EQ(origin_.requests(), 1u);
+}
+
 TEST_F(Http2SessionTest, MalformedStreamsAreResetAndNothingReachesTheOrigin) {
   configure("h2c = true");
   auto& client = connect();

@@ -249,6 +249,7 @@ private:
   std::unique_ptr<Http2Handoff> http2_;
   bool spoke_http1_ = false;  // a request was read: an HTTP/2 preface can no longer come
   bool alpn_h2() noexcept;
+  HeadResult refuse_head(std::string_view buffered, const ProxyError& why, ProxyError& error) const;
   bool h2c_preface(std::string_view buffered) const noexcept;
   void hand_to_http2() noexcept;
 };
