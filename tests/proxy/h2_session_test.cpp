@@ -117,6 +117,21 @@ TEST_F(Http2SessionTest, AStreamReachesTheOriginAsTheHttp11HeadOfAnHttp11Client)
   EXPECT_EQ(origin_.connections[0]->received, forwarded_head("GET /x?y=1 HTTP/1.1", "h2-1"));
 }
 
+// Each answer is read whole from the origin, so its connection goes back to the pool: streams
+// one after the other take the same one.
+TEST_F(Http2SessionTest, StreamsOneAfterTheOtherReuseTheOriginConnection) {
+  configure("h2c = true");
+  auto& client = connect();
+  H2Client h2;
+  for (int i = 0; i < 3; ++i) {
+    const auto id = h2.request(get("/r" + std::to_string(i)));
+    ASSERT_TRUE(exchange(client, h2, [&] { return h2.streams[id].closed; }));
+    EXPECT_EQ(h2.streams[id].body, "ok") << i;
+  }
+  EXPECT_EQ(origin_.requests(), 3u);
+  EXPECT_EQ(origin_.accepted(), 1u);
+}
+
 TEST_F(Http2SessionTest, ConcurrentStreamsAreEachAnswered) {
   configure("h2c = true");
   auto& client = connect();
