@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import client, profile, wrk
+from . import client, h2load, profile, wrk
 from .contenders import Haproxy, Nginx, Sluice
 from .origins import OriginSet
 from .processes import rss_kib, settled_rss_kib
@@ -42,6 +42,7 @@ class Load:
     path: str
     headers: tuple = ()
     tls: bool = False  # through each contender's TLS listener (same certificate for all)
+    h2: bool = False   # HTTP/2 through h2load: h2c on the contender's h2c listener, or ALPN h2 with tls
 
 
 # Descriptions are formatted with the run's settings: {n} wrk connections, {first} and {second}
@@ -60,7 +61,12 @@ LOADS = {
     "tls-handshake": Load("{n} connections sending `Connection: close` over TLS: a full TLS "
                           "handshake (TLS 1.3, ECDSA P-256, no resumption: wrk does not resume) "
                           "per request, tiny body", "/", ("Connection: close",), tls=True),
+    "h2c": Load("HTTP/2 with prior knowledge (h2c), {n} connections × {streams} concurrent streams "
+                "(h2load), `GET /`, tiny body; the origins are HTTP/1.1", "/", h2=True),
+    "h2-tls": Load("HTTP/2 over TLS (ALPN h2, TLS 1.3), {n} connections × {streams} concurrent streams "
+                   "(h2load), `GET /`, tiny body; the origins are HTTP/1.1", "/", tls=True, h2=True),
 }
+H2_STREAMS = 10  # concurrent streams per connection in the HTTP/2 loads
 SPECIAL = {
     "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
             "client connections, each idle after one request; VmRSS growth per connection, KiB "
@@ -100,7 +106,7 @@ def describe(name, settings):
         text = LOADS[name].description if name in LOADS else SPECIAL[name]
     warm, count = settings["instr_warm"], settings["instr_requests"]
     step = settings["idle_connections_per_step"]
-    return text.format(n=settings["connections"], first=step, second=step, warm=warm,
+    return text.format(n=settings["connections"], streams=H2_STREAMS, first=step, second=step, warm=warm,
                        bursts=BURSTS, burst=step, slow_requests=SLOW_REQUESTS,
                        count=count, total=warm + count, conns=conns, duration=settings.get("duration", 5))
 
@@ -192,16 +198,24 @@ class Bench:
         (user0, sys0), ocpu0 = running.cpu_split(), self.origins.cpu_seconds()
         load0 = cpu_busy_ticks(self.s.client_cpus)
         t0 = time.monotonic()
-        child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
-                          connections=self.s.connections, duration=duration,
-                          headers=load.headers, scheme="https" if load.tls else "http")
+        scheme = "https" if load.tls else "http"
+        if load.h2:
+            generator = h2load
+            child = h2load.start(running.tls_port if load.tls else running.h2c_port, path=load.path,
+                                 connections=self.s.connections, streams=H2_STREAMS, duration=duration,
+                                 scheme=scheme)
+        else:
+            generator = wrk
+            child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
+                              connections=self.s.connections, duration=duration,
+                              headers=load.headers, scheme=scheme)
         try:
             time.sleep(min(1.0, duration / 4))
             conns0, reqs0 = self.origins.counters()
             time.sleep(max(0.0, t0 + duration - min(0.5, duration / 4) - time.monotonic()))
             conns1, reqs1 = self.origins.counters()
         finally:
-            w = wrk.finish(child)
+            w = generator.finish(child)
         wall = time.monotonic() - t0
         load1 = cpu_busy_ticks(self.s.client_cpus)
         (user1, sys1), ocpu = running.cpu_split(), self.origins.cpu_seconds() - ocpu0
