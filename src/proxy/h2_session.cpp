@@ -24,7 +24,6 @@ using boost::system::error_code;
 namespace {
 
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
-constexpr std::size_t read_size = 16 * 1024;
 constexpr std::size_t write_gather = 64 * 1024;  // frames gathered into one write at most
 constexpr std::size_t small_write = 4 * 1024;    // kept between writes
 // Between the shutdown notice and the GOAWAY naming the last stream: a round trip on any network
@@ -165,12 +164,24 @@ net::awaitable<void> Http2Session::run() {
   deadline = Clock::time_point::max();
 }
 
+// An idle connection holds no read buffer: a plain one waits for bytes first, then reads them
+// into one of the worker's blocks, given back once nghttp2 has them. (With TLS the engine may
+// hold decrypted bytes the kernel does not show: the read itself waits, its block taken.)
 net::awaitable<void> Http2Session::read_loop() {
-  std::string buffer(read_size, '\0');
+  auto& blocks = worker_.arena_blocks;
   while (!closed_ && !finishing_) {
-    auto [ec, n] = co_await client_.async_read_some(net::buffer(buffer), nothrow);
-    if (ec || n == 0) break;
-    if (!feed({buffer.data(), n})) break;
+    error_code ec;
+    if (!client_.is_tls()) {
+      co_await client_.readable(ec);
+      if (ec || closed_ || finishing_) break;
+    }
+    char* block = blocks.acquire();
+    const auto buffer = net::buffer(block, blocks.block_size());
+    std::size_t n = client_.try_read_some(buffer);
+    if (n == 0) std::tie(ec, n) = co_await client_.async_read_some(buffer, nothrow);
+    const bool more = !ec && n > 0 && feed({block, n});
+    blocks.release(block);
+    if (!more) break;
     if (streams_.empty()) arm_idle();
   }
 }
@@ -207,8 +218,9 @@ net::awaitable<void> Http2Session::write_loop() {
       check_done();
       if (finishing_ || closed_) break;
       writing_ = false;
-      // A connection waiting for more to send keeps no large write buffer (a big answer's).
-      if (out_.capacity() > small_write) out_ = std::string();
+      // A connection waiting for more to send keeps no large write buffer (a big answer's), and
+      // an idle one none at all.
+      if (streams_.empty() || out_.capacity() > small_write) out_ = std::string();
       write_wake_.expires_at(net::steady_timer::time_point::max());
       co_await write_wake_.async_wait(nothrow);
       continue;
