@@ -71,6 +71,8 @@ SPECIAL = {
     "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
             "client connections, each idle after one request; VmRSS growth per connection, KiB "
             "(2nd step: the figure that counts)",
+    "idle-h2": "as `idle`, with HTTP/2 connections (h2c with prior knowledge, one `GET /` stream "
+               "each, then idle); VmRSS growth per connection, KiB (2nd step: the figure that counts)",
     "bursts": "a fresh proxy each round; 100 requests, then {bursts} bursts of {burst:,} "
               "connections open at once, each sending a partial head, then completing its "
               "request; VmRSS after each burst once it is steady (two readings 1.1 s apart), and "
@@ -269,6 +271,12 @@ class Bench:
     # Idle connections -----------------------------------------------------------------------
 
     def _idle(self):
+        return self._idle_connections("idle", h2=False)
+
+    def _idle_h2(self):
+        return self._idle_connections("idle-h2", h2=True)
+
+    def _idle_connections(self, kind, h2):
         first, second = self.s.idle_steps
 
         def measure(c, r, i):
@@ -279,9 +287,10 @@ class Bench:
                 # is what stays once the proxy's periodic housekeeping (sluice parks after
                 # 100 ms and trims the heap in its once-a-second sweep) has run.
                 base = steady_rss_kib(r.pid)
-                conns += client.open_idle(r.port, first)
+                port = r.h2c_port if h2 else r.port
+                conns += client.open_idle(port, first, h2=h2)
                 rss1 = steady_rss_kib(r.pid)
-                conns += client.open_idle(r.port, second)
+                conns += client.open_idle(port, second, h2=h2)
                 rss2 = steady_rss_kib(r.pid)
                 still = client.still_open(conns)
             finally:
@@ -292,7 +301,7 @@ class Bench:
                 "kib_per_conn_first": (rss1 - base) / first,
                 "still_open": still, "opened": first + second,
             }
-            self.log(f"  idle round {i + 1}/{self.s.rounds} {c.name:10s} "
+            self.log(f"  {kind} round {i + 1}/{self.s.rounds} {c.name:10s} "
                      f"base {base} KiB, +{first}: {rss1} KiB, +{second}: {rss2} KiB -> "
                      f"{entry['kib_per_conn']:.2f} KiB/conn ({still} still open)")
             return entry
