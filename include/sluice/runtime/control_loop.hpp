@@ -38,6 +38,7 @@ namespace sluice {
 class AccessLog;
 class ConfigWatch;
 class Fleet;
+class FleetTicketKeys;
 class InheritedListeners;
 class StateFile;
 class Worker;
@@ -85,6 +86,7 @@ public:
   std::vector<std::string> reopen_logs() override { return reopen_logs("admin API"); }
   void drained(const std::string& upstream, Endpoint& endpoint, bool drain) override;
   const Fleet* fleet() const override { return fleet_.get(); }
+  const FleetTicketKeys* fleet_tickets() const override { return fleet_tickets_.get(); }
 
 private:
   // A periodic job: `tick` at start, then every `period` until shutdown.
@@ -107,6 +109,7 @@ private:
   bool build_first_snapshot();
   void restore_server_state();
   void start_fleet();
+  void start_fleet_tickets();  // fleet_tickets.cpp
   void apply_fleet_drain(const std::string& upstream, Endpoint& endpoint, bool drain);
   void note_drain(const std::string& upstream, Endpoint& endpoint, bool drain, std::string_view via);
   void make_workers();
@@ -186,6 +189,7 @@ private:
   std::unique_ptr<ConfigWatch> config_watch_;  // [server] watch_config
   std::unique_ptr<health::Prober> prober_;
   std::unique_ptr<Fleet> fleet_;  // [fleet]; restart-only
+  std::unique_ptr<FleetTicketKeys> fleet_tickets_;  // [fleet] with TLS listeners; restart-only
   std::vector<std::string> probed_upstreams_;
   bool shutting_down_ = false;
   bool ready_ = false;  // /readyz: listeners open, no SIGTERM yet
