@@ -5,17 +5,16 @@ one rotation and not two; without Redis the instances keep their keys and keep s
 
 A real redis-server on a loopback port (test_idempotency's fixture); openssl s_client saves the
 session with its ticket (-sess_out) and offers it again (-sess_in)."""
-import os
 import re
 import signal
 import textwrap
 
 import pytest
 
-from conftest import gone, metric, sluice_config, wait_until
+from conftest import metric, sluice_config, wait_until
 from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 from test_tls import pki, tls_block, tls_port  # noqa: F401  (pki: the fixture)
-from test_tls_resumption import VERSIONS, fixed_ports, new_session, s_client, upgraded
+from test_tls_resumption import VERSIONS, fixed_ports, new_session, resumed_after_an_upgrade, s_client
 
 
 def fleet_tls_config(o, cert, redis_url, name, rotation=None):
@@ -108,17 +107,9 @@ def test_without_redis_the_instances_keep_their_keys_and_redis_gets_them_back(sl
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_a_session_resumes_after_a_binary_upgrade(sluice, origins, redis, pki, tmp_path, version):
+def test_a_session_resumes_after_a_binary_upgrade(sluice, origins, redis, pki, version):
     [o] = origins(1)
     cert = pki.leaf("a.test", "DNS:a.test")
     r = redis()
     s = sluice(fixed_ports(fleet_tls_config(o, cert, r.url, "lb-1")))
-    port = tls_port(s)
-    session = tmp_path / "session.pem"
-    new_session(port, pki.ca, version, session)
-    pid = upgraded(s)
-    try:
-        assert s_client(port, pki.ca, version, "-sess_in", session) == "Reused"
-    finally:
-        os.kill(pid, signal.SIGTERM)
-        wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
+    assert resumed_after_an_upgrade(s, pki.ca, version) == "Reused"

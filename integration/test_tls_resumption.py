@@ -70,28 +70,29 @@ def test_a_session_is_resumed_after_a_reload(origins, sluice, pki, ticket_key, t
     assert s_client(port, pki.ca, version, "-sess_in", session) == "Reused"
 
 
-def upgraded(s):
-    """SIGUSR2: the new process's pid, once it accepts and the old one has exited."""
+def resumed_after_an_upgrade(s, ca, version):
+    """A session made on `s`, then SIGUSR2: "Reused" or "New" on the process that took over
+    (once the old one has exited), which is stopped after."""
+    port = tls_port(s)
+    session = s.config_path.parent / "session.pem"
+    new_session(port, ca, version, session)
     s.proc.send_signal(signal.SIGUSR2)
     line = s.log.wait_for(r"upgrade: pid (\d+) accepts")
-    assert s.proc.wait(timeout=20) == 0
-    return int(re.search(r"pid (\d+)", line).group(1))
-
-
-@pytest.mark.parametrize("version", VERSIONS)
-def test_a_session_is_resumed_after_a_binary_upgrade(origins, sluice, pki, ticket_key, tmp_path, version):
-    [o] = origins(1)
-    cert = pki.leaf("a.test", "DNS:a.test")
-    s = sluice(fixed_ports(listener(o, cert, ticket_key)))
-    port = tls_port(s)
-    session = tmp_path / "session.pem"
-    new_session(port, pki.ca, version, session)
-    pid = upgraded(s)
+    pid = int(re.search(r"pid (\d+)", line).group(1))
     try:
-        assert s_client(port, pki.ca, version, "-sess_in", session) == "Reused"
+        assert s.proc.wait(timeout=20) == 0
+        return s_client(port, ca, version, "-sess_in", session)
     finally:
         os.kill(pid, signal.SIGTERM)
         wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_session_is_resumed_after_a_binary_upgrade(origins, sluice, pki, ticket_key, version):
+    [o] = origins(1)
+    cert = pki.leaf("a.test", "DNS:a.test")
+    s = sluice(fixed_ports(listener(o, cert, ticket_key)))
+    assert resumed_after_an_upgrade(s, pki.ca, version) == "Reused"
 
 
 @pytest.mark.parametrize("version", VERSIONS)
