@@ -19,6 +19,7 @@
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/fleet.hpp"
+#include "sluice/runtime/fleet_acme.hpp"
 #include "sluice/runtime/fleet_tickets.hpp"
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/state_file.hpp"
@@ -244,6 +245,7 @@ void ControlLoop::stop_loop() {
   prober_->stop();
   if (fleet_) fleet_->stop();
   if (fleet_tickets_) fleet_tickets_->stop();
+  if (fleet_acme_) fleet_acme_->stop();
   ocsp_stapler_.stop();
   if (discovery_) discovery_->stop();
   if (admin_server_) admin_server_->stop();

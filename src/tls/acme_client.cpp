@@ -246,8 +246,14 @@ void obtain_certificate(const OrderSettings& order, const std::string& storage, 
   slot.clear_challenges();
   const PrivateKey key = new_p256_key();
   const std::string chain = session.finalize(order_url, key.get());
-  make_directory(slot.directory());
-  write_file(slot.key_file(), key_pem(key.get()), 0600);
+  store_certificate(slot, chain, key_pem(key.get()));
+}
+
+void store_certificate(Slot& slot, const std::string& chain, const std::string& key) {
+  const std::string directory = slot.directory();
+  make_directory(directory.substr(0, directory.rfind('/')));  // the storage, before any order made it
+  make_directory(directory);
+  write_file(slot.key_file(), key, 0600);
   write_file(slot.cert_file(), chain, 0644);
   const auto window = certificate_window(slot.cert_file());
   if (!window) throw std::runtime_error(slot.cert_file() + ": cannot read the issued certificate");
@@ -255,8 +261,8 @@ void obtain_certificate(const OrderSettings& order, const std::string& storage, 
     throw std::runtime_error("the issued certificate does not load: " + refused);
 }
 
-AcmeService::AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log)
-    : storage_(std::move(storage)), orders_(std::move(orders)), log_(std::move(log)) {
+AcmeService::AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log, MayOrder may_order)
+    : storage_(std::move(storage)), orders_(std::move(orders)), log_(std::move(log)), may_order_(std::move(may_order)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -297,6 +303,9 @@ SystemTime AcmeService::attend(const OrderSettings& order, Slot& slot) {
     const SystemTime renew = renewal_time(window->first, window->second);
     if (renew > now) return renew;
   }
+  // In a fleet another instance may be ordering it: asked again shortly, until its certificate
+  // arrives through the fleet or the order falls to this instance.
+  if (may_order_ && !may_order_(order.domains.front())) return now + std::chrono::seconds(1);
   std::string outcome;
   try {
     obtain_certificate(order, storage_, slot, [this](auto d) { return wait_for(d); }, log_);

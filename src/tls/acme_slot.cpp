@@ -41,6 +41,10 @@ Registry& registry() {
 std::optional<std::pair<SystemTime, SystemTime>> certificate_window(const std::string& cert_file) {
   std::string text;
   if (read_whole_file(cert_file, text) != 0) return std::nullopt;
+  return pem_certificate_window(text);
+}
+
+std::optional<std::pair<SystemTime, SystemTime>> pem_certificate_window(const std::string& text) {
   BIO* bio = BIO_new_mem_buf(text.data(), static_cast<int>(text.size()));
   X509* leaf = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
   BIO_free(bio);

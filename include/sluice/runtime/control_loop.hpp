@@ -39,6 +39,7 @@ class AccessLog;
 class ConfigWatch;
 class Fleet;
 class FleetTicketKeys;
+class FleetAcme;
 class InheritedListeners;
 class StateFile;
 class Worker;
@@ -205,6 +206,9 @@ private:
   std::string binary_;           // what SIGUSR2 starts again
   // Servers from DNS; made when a config first asks for them ([dns] is restart-only).
   std::unique_ptr<discovery::Discovery> discovery_;
+  // In a fleet: the ACME certificates shared through Redis; outlives the ACME client's thread,
+  // which asks it (runtime/fleet_acme.hpp).
+  std::unique_ptr<FleetAcme> fleet_acme_;
   // The ACME client's thread; null without acme tables (src/runtime/acme.cpp).
   std::unique_ptr<tls::acme::AcmeService> acme_;
   void start_acme();

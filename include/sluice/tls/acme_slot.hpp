@@ -95,5 +95,7 @@ std::chrono::seconds retry_delay(unsigned failures);
 
 // The validity window of the leaf of a PEM file; nullopt when it cannot be read.
 std::optional<std::pair<SystemTime, SystemTime>> certificate_window(const std::string& cert_file);
+// The same of PEM text.
+std::optional<std::pair<SystemTime, SystemTime>> pem_certificate_window(const std::string& pem);
 
 }  // namespace sluice::tls::acme

@@ -1,0 +1,42 @@
+"""ACME in a fleet ([fleet] with an acme table): one instance orders the certificate from pebble
+under a lease and shares it (chain and key) through Redis; another instance takes it from there
+and serves it without ordering.
+
+pebble validates TLS-ALPN-01 on one port (its tlsPort): the first instance's listener, started
+alone so that it is the one that orders. Fixtures from test_acme (pebble, its DNS) and
+test_idempotency (a real redis-server on a loopback port)."""
+import os
+
+from conftest import closed_port
+from test_acme import DOMAIN, acme_config, curl, dns, pebble_for  # noqa: F401 (fixtures)
+from test_idempotency import redis  # noqa: F401 (the fixture)
+from test_tls import served_cert
+
+
+def fleet_acme_config(o, tls_port, pebble, storage, r, name):
+    return acme_config(o, tls_port, pebble, storage) + f'\n[fleet]\nredis = "{r.url}"\nname = "{name}"\n'
+
+
+def test_one_instance_orders_and_the_other_serves_the_certificate_from_redis(origins, sluice, pebble_for, redis,
+                                                                             tmp_path):
+    [o] = origins(1)
+    r = redis()
+    port1, port2 = closed_port(), closed_port()
+    pebble = pebble_for(port1)
+    lb1 = sluice(fleet_acme_config(o, port1, pebble, tmp_path / "acme-1", r, "lb-1"), name="lb-1.toml")
+    lb1.log.wait_for(r"fleet: this instance orders the certificate for app\.sluice\.test", timeout=10)
+    lb1.log.wait_for(r"acme: certificate for app\.sluice\.test issued", timeout=60)
+    lb1.log.wait_for(r"fleet: certificate for app\.sluice\.test shared with the fleet", timeout=10)
+
+    storage2 = tmp_path / "acme-2"
+    lb2 = sluice(fleet_acme_config(o, port2, pebble, storage2, r, "lb-2"), name="lb-2.toml")
+    lb2.log.wait_for(r"fleet: certificate for app\.sluice\.test taken from the fleet", timeout=10)
+    root = pebble.root(tmp_path / "pebble-root.pem")
+    assert curl(port2, root) == ("200", "")
+    assert served_cert(port2, DOMAIN, root) == served_cert(port1, DOMAIN, root)
+    assert pebble.orders() == 1
+    assert not [l for l in lb2.log.poll() if "acme: ordered" in l or "orders the certificate" in l], "\n".join(lb2.log.lines)
+    # Kept in lb-2's storage as if it had ordered it: a restart serves it at once.
+    assert os.stat(storage2 / DOMAIN / "key.pem").st_mode & 0o777 == 0o600
+    [status] = lb2.status()["acme"]
+    assert status["failures"] == 0 and status["not_after"]
