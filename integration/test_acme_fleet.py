@@ -30,6 +30,8 @@ def test_one_instance_orders_and_the_other_serves_the_certificate_from_redis(ori
 
     storage2 = tmp_path / "acme-2"
     lb2 = sluice(fleet_acme_config(o, port2, pebble, storage2, r, "lb-2"), name="lb-2.toml")
+    # Its ACME client asks the fleet before ordering: not its turn, then the certificate arrives.
+    lb2.log.wait_for(r"acme: certificate for app\.sluice\.test: another instance of the fleet orders it", timeout=10)
     lb2.log.wait_for(r"fleet: certificate for app\.sluice\.test taken from the fleet", timeout=10)
     root = pebble.root(tmp_path / "pebble-root.pem")
     assert curl(port2, root) == ("200", "")

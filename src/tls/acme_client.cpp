@@ -301,11 +301,19 @@ SystemTime AcmeService::attend(const OrderSettings& order, Slot& slot) {
   if (status.next_attempt && *status.next_attempt > now) return *status.next_attempt;
   if (const auto window = slot.issued() ? certificate_window(slot.cert_file()) : std::nullopt) {
     const SystemTime renew = renewal_time(window->first, window->second);
-    if (renew > now) return renew;
+    if (renew > now) {
+      waiting_.erase(order.domains.front());
+      return renew;
+    }
   }
   // In a fleet another instance may be ordering it: asked again shortly, until its certificate
   // arrives through the fleet or the order falls to this instance.
-  if (may_order_ && !may_order_(order.domains.front())) return now + std::chrono::seconds(1);
+  if (may_order_ && !may_order_(order.domains.front())) {
+    if (waiting_.insert(order.domains.front()).second)
+      log_("certificate for " + order.domains.front() + ": another instance of the fleet orders it");
+    return now + std::chrono::seconds(1);
+  }
+  waiting_.erase(order.domains.front());
   std::string outcome;
   try {
     obtain_certificate(order, storage_, slot, [this](auto d) { return wait_for(d); }, log_);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -68,6 +69,7 @@ private:
   const std::vector<OrderSettings> orders_;
   const Log log_;
   const MayOrder may_order_;
+  std::set<std::string> waiting_;  // for another instance's order (logged once each); this thread's
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
