@@ -1,11 +1,12 @@
 """ACME in a fleet ([fleet] with an acme table): one instance orders the certificate from pebble
 under a lease and shares it (chain and key) through Redis; another instance takes it from there
-and serves it without ordering.
+and serves it without ordering, and answers the order's challenge when the CA's validation
+reaches it instead of the instance that orders.
 
-pebble validates TLS-ALPN-01 on one port (its tlsPort): the first instance's listener, started
-alone so that it is the one that orders. Fixtures from test_acme (pebble, its DNS) and
-test_idempotency (a real redis-server on a loopback port)."""
+pebble validates TLS-ALPN-01 on one port (its tlsPort), one instance's listener. Fixtures from
+test_acme (pebble, its DNS) and test_idempotency (a real redis-server on a loopback port)."""
 import os
+import subprocess
 
 from conftest import closed_port
 from test_acme import DOMAIN, acme_config, curl, dns, pebble_for  # noqa: F401 (fixtures)
@@ -42,3 +43,27 @@ def test_one_instance_orders_and_the_other_serves_the_certificate_from_redis(ori
     assert os.stat(storage2 / DOMAIN / "key.pem").st_mode & 0o777 == 0o600
     [status] = lb2.status()["acme"]
     assert status["failures"] == 0 and status["not_after"]
+
+
+def test_the_challenge_is_answered_by_an_instance_that_does_not_order(origins, sluice, pebble_for, redis, tmp_path):
+    """pebble validates on lb-2's listener while lb-1 orders: lb-1 holds the lease (set under its
+    name before it starts, as a restarted lb-1 finds its own), lb-2 answers the challenge it
+    reads from Redis."""
+    [o] = origins(1)
+    r = redis()
+    port1, port2 = closed_port(), closed_port()
+    pebble = pebble_for(port2)
+    subprocess.run(["redis-cli", "-p", str(r.port), "SET", f"sluice:fleet:acme:lease:{DOMAIN}", "lb-1", "PX", "60000"],
+                   check=True, capture_output=True, timeout=10)
+    lb2 = sluice(fleet_acme_config(o, port2, pebble, tmp_path / "acme-2", r, "lb-2"), name="lb-2.toml")
+    lb2.log.wait_for(r"acme: certificate for app\.sluice\.test: another instance of the fleet orders it", timeout=10)
+    lb1 = sluice(fleet_acme_config(o, port1, pebble, tmp_path / "acme-1", r, "lb-1"), name="lb-1.toml")
+    lb1.log.wait_for(r"fleet: this instance orders the certificate for app\.sluice\.test", timeout=10)
+    lb2.log.wait_for(r"fleet: answering the tls-alpn-01 challenge for app\.sluice\.test of another instance's order",
+                     timeout=15)
+    lb1.log.wait_for(r"acme: certificate for app\.sluice\.test issued", timeout=60)
+    lb2.log.wait_for(r"fleet: certificate for app\.sluice\.test taken from the fleet", timeout=10)
+    root = pebble.root(tmp_path / "pebble-root.pem")
+    assert curl(port2, root) == ("200", "")
+    assert curl(port1, root) == ("200", "")
+    assert pebble.orders() == 1

@@ -26,6 +26,7 @@ void ControlLoop::start_acme() {
     const auto name = config_->fleet.name.empty() ? default_fleet_name(*config_) : config_->fleet.name;
     fleet_acme_ = std::make_unique<FleetAcme>(io_, config_->fleet, name, std::move(slots));
     fleet_acme_->start();
+    for (auto& o : orders) o.challenge_delay = std::chrono::seconds(3);  // two syncs, and slack
     may_order = [fleet = fleet_acme_.get()](const std::string& domain) { return fleet->may_order(domain); };
   }
   acme_ = std::make_unique<tls::acme::AcmeService>(config_->acme.storage, std::move(orders),

@@ -4,6 +4,7 @@
 
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <array>
 
 #include <boost/asio/as_tuple.hpp>
@@ -29,6 +30,16 @@ constexpr std::chrono::seconds sync_period{1};
 
 std::string hash_key(const std::string& name) { return "sluice:fleet:acme:" + name; }
 std::string lease_key(const std::string& name) { return "sluice:fleet:acme:lease:" + name; }
+std::string challenges_key(const std::string& name) { return "sluice:fleet:acme:challenges:" + name; }
+constexpr std::string_view challenges_ttl_ms = "600000";  // an order's longest wait for the CA
+
+std::string field_of(const tls::acme::PendingChallenge& c) { return (c.alpn ? "tls-alpn-01 " : "http-01 ") + c.name; }
+
+std::optional<tls::acme::PendingChallenge> challenge_of(const std::string& field, const std::string& value) {
+  const auto space = field.find(' ');
+  if (space == std::string::npos) return std::nullopt;
+  return tls::acme::PendingChallenge{field.substr(0, space) == "tls-alpn-01", field.substr(space + 1), value};
+}
 
 void wipe(std::string& secret) { OPENSSL_cleanse(secret.data(), secret.size()); }
 
@@ -129,7 +140,47 @@ net::awaitable<error_code> FleetAcme::sync(tls::acme::Slot& slot, Clock::time_po
     if (const auto ec = co_await publish(slot, key, deadline)) co_return ec;
   const auto window = local ? tls::acme::certificate_window(slot.cert_file()) : std::nullopt;
   const bool needed = !window || tls::acme::renewal_time(window->first, window->second) <= std::chrono::system_clock::now();
-  co_return co_await keep_lease(name, needed, deadline);
+  if (const auto ec = co_await keep_lease(name, needed, deadline)) co_return ec;
+  co_return co_await share_challenges(slot, deadline);
+}
+
+// The lease holder's pending challenges are written for the others, which answer them too: the
+// CA's validation reaches whichever instance the balancer picks.
+net::awaitable<error_code> FleetAcme::share_challenges(tls::acme::Slot& slot, Clock::time_point deadline) {
+  const std::string& name = slot.domains().front();
+  const std::string key = challenges_key(name);
+  const auto pending = slot.pending_challenges();
+  bool held = false;
+  {
+    std::lock_guard lock(mutex_);
+    held = leases_.contains(name);
+  }
+  if (held) {
+    if (pending.empty() && !shared_.contains(name)) co_return error_code{};
+    std::vector<std::string> fields;
+    std::vector<std::string_view> args{pending.empty() ? "DEL" : "HSET", key};
+    for (const auto& c : pending) fields.push_back(field_of(c));
+    for (std::size_t i = 0; i < pending.size(); ++i) args.insert(args.end(), {fields[i], pending[i].key_authorization});
+    if (auto r = co_await link_.command(args, deadline); !r) co_return r.error();
+    const std::array<std::string_view, 3> expire{"PEXPIRE", key, challenges_ttl_ms};
+    if (!pending.empty())
+      if (auto r = co_await link_.command(expire, deadline); !r) co_return r.error();
+    pending.empty() ? (void)shared_.erase(name) : (void)shared_.insert(name);
+    co_return error_code{};
+  }
+  const std::array<std::string_view, 2> get{"HGETALL", key};
+  const auto reply = co_await link_.command(get, deadline);
+  if (!reply) co_return reply.error();
+  std::vector<tls::acme::PendingChallenge> listed;
+  for (std::size_t i = 0; i + 1 < reply->elements.size(); i += 2)
+    if (auto c = challenge_of(reply->elements[i].str, reply->elements[i + 1].str)) listed.push_back(std::move(*c));
+  if (listed.empty() && !pending.empty()) slot.clear_challenges();
+  for (const auto& c : listed) {
+    if (std::find(pending.begin(), pending.end(), c) != pending.end()) continue;
+    slot.answer(c);
+    spdlog::info("fleet: answering the {} challenge for {} of another instance's order", c.alpn ? "tls-alpn-01" : "http-01", name);
+  }
+  co_return error_code{};
 }
 
 net::awaitable<error_code> FleetAcme::publish(tls::acme::Slot& slot, const std::string& key, Clock::time_point deadline) {
@@ -163,6 +214,12 @@ net::awaitable<error_code> FleetAcme::keep_lease(const std::string& name, bool n
   } else {
     const std::array<std::string_view, 6> take{"SET", lease, name_, "NX", "PX", ttl};
     reply = co_await link_.command(take, deadline);
+    if (reply && reply->type != fleet::Reply::Type::status) {
+      // Taken: by this instance before a restart (same name), or by another.
+      const std::array<std::string_view, 2> holder{"GET", lease};
+      reply = co_await link_.command(holder, deadline);
+      if (reply && reply->type == fleet::Reply::Type::string && reply->str == name_) reply->type = fleet::Reply::Type::status;
+    }
   }
   if (!reply) co_return reply.error();
   std::lock_guard lock(mutex_);

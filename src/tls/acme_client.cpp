@@ -198,13 +198,10 @@ void Session::authorize(const std::string& authorization_url, Slot& slot) {
   if (challenge == nullptr)
     throw std::runtime_error(domain + ": the CA offers no " + std::string(alpn ? "tls-alpn-01" : "http-01") + " challenge");
   const std::string authorization_key = key_authorization(text_of(*challenge, "token"), key_.get());
-  if (alpn) {
-    const PrivateKey key = new_p256_key();
-    const Certificate cert = challenge_certificate(key.get(), domain, authorization_key);
-    slot.set_challenge(domain, challenge_context(key.get(), cert.get()));
-  } else {
-    slot.set_http_answer(text_of(*challenge, "token"), authorization_key);
-  }
+  slot.answer({alpn, alpn ? domain : text_of(*challenge, "token"), authorization_key});
+  // In a fleet the CA's validation may reach another instance: it gets the answer through Redis
+  // first (runtime/fleet_acme.hpp).
+  if (order_.challenge_delay.count() > 0 && !wait_(order_.challenge_delay)) throw std::runtime_error("stopped");
   signed_post(text_of(*challenge, "url"), "{}");
   const json::value decided = poll(authorization_url);
   if (text_of(decided, "status") != "valid") {

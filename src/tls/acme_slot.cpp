@@ -8,6 +8,8 @@
 #include <ctime>
 
 #include "sluice/core/file.hpp"
+#include "sluice/tls/acme_challenge.hpp"
+#include "sluice/tls/acme_crypto.hpp"
 
 namespace sluice::tls::acme {
 
@@ -123,6 +125,24 @@ void Slot::clear_challenges() {
   std::lock_guard lock(mutex_);
   challenges_.clear();
   http_answers_.clear();
+  pending_.clear();
+}
+
+void Slot::answer(const PendingChallenge& c) {
+  if (c.alpn) {
+    const PrivateKey key = new_p256_key();
+    const Certificate cert = challenge_certificate(key.get(), c.name, c.key_authorization);
+    set_challenge(c.name, challenge_context(key.get(), cert.get()));
+  } else {
+    set_http_answer(c.name, c.key_authorization);
+  }
+  std::lock_guard lock(mutex_);
+  pending_.push_back(c);
+}
+
+std::vector<PendingChallenge> Slot::pending_challenges() const {
+  std::lock_guard lock(mutex_);
+  return pending_;
 }
 
 std::shared_ptr<boost::asio::ssl::context> Slot::challenge(std::string_view domain) const {

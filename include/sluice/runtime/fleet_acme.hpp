@@ -8,8 +8,10 @@
 // expires later than Redis's (it ordered it) is written there. While a certificate is missing or
 // due for renewal, the instance holding the lease sluice:fleet:acme:lease:NAME (SET NX PX
 // lease_ttl, renewed every second) is the one whose ACME client may order it; the lease is
-// dropped once the certificate is fresh. Without Redis every instance orders on its own, as
-// without a fleet.
+// dropped once the certificate is fresh. The holder's pending challenges are written to
+// sluice:fleet:acme:challenges:NAME and every other instance answers them too (the ACME client
+// waits a few seconds before asking the CA to validate). Without Redis every instance orders on
+// its own, as without a fleet.
 //
 // Runs on the control thread's io_context with its own connection; may_order() is asked from
 // the ACME client's thread.
@@ -48,6 +50,7 @@ private:
   boost::asio::awaitable<boost::system::error_code> sync(tls::acme::Slot& slot, Clock::time_point deadline);
   boost::asio::awaitable<boost::system::error_code> publish(tls::acme::Slot& slot, const std::string& key,
                                                             Clock::time_point deadline);
+  boost::asio::awaitable<boost::system::error_code> share_challenges(tls::acme::Slot& slot, Clock::time_point deadline);
   boost::asio::awaitable<boost::system::error_code> keep_lease(const std::string& name, bool needed,
                                                                Clock::time_point deadline);
   void lost(boost::system::error_code ec);
@@ -64,6 +67,7 @@ private:
   bool settled_ = false;
   bool up_ = false;
   std::set<std::string> leases_;
+  std::set<std::string> shared_;  // certificates whose pending challenges are in Redis (control thread)
 };
 
 }  // namespace sluice

@@ -27,6 +27,9 @@ struct OrderSettings {
   std::string email;      // "" = no contact
   std::string ca_file;    // CAs of the directory's HTTPS certificate; "" = the system's
   AcmeChallenge challenge = AcmeChallenge::tls_alpn_01;
+  // How long a challenge is answerable before the CA is asked to validate it (a fleet's other
+  // instances take it from Redis meanwhile); 0 = at once.
+  std::chrono::milliseconds challenge_delay{0};
 };
 
 // Waits up to `d`; false when the client is asked to stop (then it gives up at once).
