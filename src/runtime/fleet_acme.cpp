@@ -8,7 +8,6 @@
 #include <array>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
@@ -16,6 +15,7 @@
 #include "sluice/runtime/control_loop.hpp"
 #include "sluice/runtime/fleet.hpp"
 #include "sluice/runtime/fleet_state.hpp"
+#include "sluice/runtime/fleet_task.hpp"
 #include "sluice/tls/acme_client.hpp"
 
 namespace sluice {
@@ -49,16 +49,7 @@ FleetAcme::FleetAcme(net::io_context& io, const config::FleetSection& config, st
                      std::vector<std::shared_ptr<tls::acme::Slot>> slots)
     : config_(config), name_(std::move(name)), slots_(std::move(slots)), link_(io.get_executor(), config_), timer_(io) {}
 
-void FleetAcme::start() {
-  net::co_spawn(timer_.get_executor(), run(), [](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      spdlog::error("fleet: ACME: {}", x.what());
-    }
-  });
-}
+void FleetAcme::start() { fleet::spawn_task(timer_.get_executor(), run(), "ACME"); }
 
 void FleetAcme::stop() {
   stopped_ = true;

@@ -8,13 +8,13 @@
 #include <array>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 #include "sluice/runtime/control_loop.hpp"
 #include "sluice/runtime/fleet.hpp"
 #include "sluice/runtime/fleet_state.hpp"
+#include "sluice/runtime/fleet_task.hpp"
 
 namespace sluice {
 
@@ -99,16 +99,7 @@ FleetTicketKeys::FleetTicketKeys(net::io_context& io, const config::FleetSection
   keys_->set({tls::TicketKey::random()});  // until the fleet's keys are loaded
 }
 
-void FleetTicketKeys::start() {
-  net::co_spawn(timer_.get_executor(), run(), [](std::exception_ptr e) {
-    if (!e) return;
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& x) {
-      spdlog::error("fleet: session ticket keys: {}", x.what());
-    }
-  });
-}
+void FleetTicketKeys::start() { fleet::spawn_task(timer_.get_executor(), run(), "session ticket keys"); }
 
 void FleetTicketKeys::stop() {
   stopped_ = true;
