@@ -47,7 +47,11 @@ void wipe(std::string& secret) { OPENSSL_cleanse(secret.data(), secret.size()); 
 
 FleetAcme::FleetAcme(net::io_context& io, const config::FleetSection& config, std::string name,
                      std::vector<std::shared_ptr<tls::acme::Slot>> slots)
-    : config_(config), name_(std::move(name)), slots_(std::move(slots)), link_(io.get_executor(), config_), timer_(io) {}
+    : config_(config),
+      name_(std::move(name)),
+      slots_(std::move(slots)),
+      link_(io.get_executor(), config_),
+      timer_(io) {}
 
 void FleetAcme::start() { fleet::spawn_task(timer_.get_executor(), run(), "ACME"); }
 
@@ -130,7 +134,8 @@ net::awaitable<error_code> FleetAcme::sync(tls::acme::Slot& slot, Clock::time_po
   if (local && (!remote || *local > *remote))
     if (const auto ec = co_await publish(slot, key, deadline)) co_return ec;
   const auto window = local ? tls::acme::certificate_window(slot.cert_file()) : std::nullopt;
-  const bool needed = !window || tls::acme::renewal_time(window->first, window->second) <= std::chrono::system_clock::now();
+  const bool needed =
+      !window || tls::acme::renewal_time(window->first, window->second) <= std::chrono::system_clock::now();
   if (const auto ec = co_await keep_lease(name, needed, deadline)) co_return ec;
   co_return co_await share_challenges(slot, deadline);
 }
@@ -151,7 +156,8 @@ net::awaitable<error_code> FleetAcme::share_challenges(tls::acme::Slot& slot, Cl
     std::vector<std::string> fields;
     std::vector<std::string_view> args{pending.empty() ? "DEL" : "HSET", key};
     for (const auto& c : pending) fields.push_back(field_of(c));
-    for (std::size_t i = 0; i < pending.size(); ++i) args.insert(args.end(), {fields[i], pending[i].key_authorization});
+    for (std::size_t i = 0; i < pending.size(); ++i)
+      args.insert(args.end(), {fields[i], pending[i].key_authorization});
     if (auto r = co_await link_.command(args, deadline); !r) co_return r.error();
     const std::array<std::string_view, 3> expire{"PEXPIRE", key, challenges_ttl_ms};
     if (!pending.empty())
@@ -169,12 +175,14 @@ net::awaitable<error_code> FleetAcme::share_challenges(tls::acme::Slot& slot, Cl
   for (const auto& c : listed) {
     if (std::find(pending.begin(), pending.end(), c) != pending.end()) continue;
     slot.answer(c);
-    spdlog::info("fleet: answering the {} challenge for {} of another instance's order", c.alpn ? "tls-alpn-01" : "http-01", name);
+    spdlog::info("fleet: answering the {} challenge for {} of another instance's order",
+                 c.alpn ? "tls-alpn-01" : "http-01", name);
   }
   co_return error_code{};
 }
 
-net::awaitable<error_code> FleetAcme::publish(tls::acme::Slot& slot, const std::string& key, Clock::time_point deadline) {
+net::awaitable<error_code> FleetAcme::publish(tls::acme::Slot& slot, const std::string& key,
+                                              Clock::time_point deadline) {
   std::string cert, private_key;
   if (read_whole_file(slot.cert_file(), cert) != 0 || read_whole_file(slot.key_file(), private_key) != 0)
     co_return error_code{};  // nothing whole to share yet
@@ -194,11 +202,14 @@ net::awaitable<error_code> FleetAcme::keep_lease(const std::string& name, bool n
   }
   if (!needed && !held) co_return error_code{};
   const std::string lease = lease_key(name);
-  const std::string ttl = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl).count());
+  const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl).count();
+  const std::string ttl = std::to_string(ttl_ms);
   boost::system::result<fleet::Reply> reply = fleet::Reply{};
-  if (!needed) {
-    const std::array<std::string_view, 2> del{"DEL", lease};
+  if (!needed) {  // the certificate is fresh: the order's challenges are over too
+    const std::string challenges = challenges_key(name);
+    const std::array<std::string_view, 3> del{"DEL", lease, challenges};
     reply = co_await link_.command(del, deadline);
+    shared_.erase(name);
   } else if (held) {
     const std::array<std::string_view, 5> renew{"SET", lease, name_, "PX", ttl};
     reply = co_await link_.command(renew, deadline);
@@ -209,7 +220,8 @@ net::awaitable<error_code> FleetAcme::keep_lease(const std::string& name, bool n
       // Taken: by this instance before a restart (same name), or by another.
       const std::array<std::string_view, 2> holder{"GET", lease};
       reply = co_await link_.command(holder, deadline);
-      if (reply && reply->type == fleet::Reply::Type::string && reply->str == name_) reply->type = fleet::Reply::Type::status;
+      if (reply && reply->type == fleet::Reply::Type::string && reply->str == name_)
+        reply->type = fleet::Reply::Type::status;
     }
   }
   if (!reply) co_return reply.error();

@@ -128,7 +128,8 @@ net::awaitable<void> FleetTicketKeys::run() {
       wait = fleet::reconnect_delay(++failures, std::uniform_real_distribution<double>(0.0, 1.0)(random_));
     } else {
       failures = 0;
-      if (reported_down_) spdlog::info("fleet: Redis at {} reachable again; session ticket keys resynced", config_.redis);
+      if (reported_down_)
+        spdlog::info("fleet: Redis at {} reachable again; session ticket keys resynced", config_.redis);
       reported_down_ = false;
       up_ = true;
     }
@@ -160,7 +161,8 @@ net::awaitable<result<std::optional<fleet::TicketKeyRing>>> FleetTicketKeys::rea
 // A rotation is due, or there is no ring: the instance that takes the lease reads the ring again
 // (another may have just written it) and writes the next one.
 net::awaitable<result<std::optional<fleet::TicketKeyRing>>> FleetTicketKeys::take_turn(Clock::time_point deadline) {
-  const std::string ttl = std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl).count());
+  const auto ttl_ms = std::chrono::duration_cast<std::chrono::milliseconds>(config_.lease_ttl).count();
+  const std::string ttl = std::to_string(ttl_ms);
   const std::array<std::string_view, 6> lease{"SET", fleet::ticket_keys_lease, name_, "NX", "PX", ttl};
   const auto taken = co_await link_.command(lease, deadline);
   if (!taken) co_return taken.error();
@@ -217,8 +219,8 @@ boost::json::object FleetTicketKeys::status() const {
 void ControlLoop::start_fleet_tickets() {
   if (!config_->fleet.enabled) return;
   const auto& listeners = config_->server.tls;
-  if (std::all_of(listeners.begin(), listeners.end(), [](const auto& l) { return !l.session_ticket_key_file.empty(); }))
-    return;
+  const auto has_file = [](const auto& l) { return !l.session_ticket_key_file.empty(); };
+  if (std::all_of(listeners.begin(), listeners.end(), has_file)) return;
   const auto name = config_->fleet.name.empty() ? default_fleet_name(*config_) : config_->fleet.name;
   fleet_tickets_ = std::make_unique<FleetTicketKeys>(io_, config_->fleet, name);
   fleet_tickets_->start();

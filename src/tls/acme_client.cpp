@@ -259,7 +259,10 @@ void store_certificate(Slot& slot, const std::string& chain, const std::string& 
 }
 
 AcmeService::AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log, MayOrder may_order)
-    : storage_(std::move(storage)), orders_(std::move(orders)), log_(std::move(log)), may_order_(std::move(may_order)) {
+    : storage_(std::move(storage)),
+      orders_(std::move(orders)),
+      log_(std::move(log)),
+      may_order_(std::move(may_order)) {
   thread_ = std::thread([this] { run(); });
 }
 

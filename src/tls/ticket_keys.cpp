@@ -106,7 +106,8 @@ std::optional<std::string> TicketKeys::read(const std::string& path) {
            std::to_string(bytes.size()) + " bytes";
   }
   std::vector<TicketKey> keys;
-  for (std::size_t at = 0; at < bytes.size(); at += ticket_key_bytes) keys.push_back(TicketKey::from_bytes(bytes.data() + at));
+  for (std::size_t at = 0; at < bytes.size(); at += ticket_key_bytes)
+    keys.push_back(TicketKey::from_bytes(bytes.data() + at));
   OPENSSL_cleanse(bytes.data(), bytes.size());
   set(std::move(keys));
   return std::nullopt;
