@@ -8,7 +8,7 @@ test_acme (pebble, its DNS) and test_idempotency (a real redis-server on a loopb
 import os
 import subprocess
 
-from conftest import closed_port
+from conftest import closed_port, wait_until
 from test_acme import DOMAIN, acme_config, curl, dns, pebble_for  # noqa: F401 (fixtures)
 from test_idempotency import redis  # noqa: F401 (the fixture)
 from test_tls import served_cert
@@ -67,3 +67,28 @@ def test_the_challenge_is_answered_by_an_instance_that_does_not_order(origins, s
     assert curl(port2, root) == ("200", "")
     assert curl(port1, root) == ("200", "")
     assert pebble.orders() == 1
+
+
+def test_a_renewal_is_ordered_once_for_the_fleet_and_served_by_both(origins, sluice, pebble_for, redis, tmp_path):
+    """pebble issues 30-second certificates: at two thirds of the lifetime both instances find
+    the certificate due; one takes the lease and orders, the other answers the challenge if the
+    validation reaches it and takes the renewed certificate from Redis."""
+    [o] = origins(1)
+    r = redis()
+    port1, port2 = closed_port(), closed_port()
+    pebble = pebble_for(port2, validity=30)
+    subprocess.run(["redis-cli", "-p", str(r.port), "SET", f"sluice:fleet:acme:lease:{DOMAIN}", "lb-1", "PX", "60000"],
+                   check=True, capture_output=True, timeout=10)
+    lb2 = sluice(fleet_acme_config(o, port2, pebble, tmp_path / "acme-2", r, "lb-2"), name="lb-2.toml")
+    lb1 = sluice(fleet_acme_config(o, port1, pebble, tmp_path / "acme-1", r, "lb-1"), name="lb-1.toml")
+    lb2.log.wait_for(r"fleet: certificate for app\.sluice\.test taken from the fleet", timeout=60)
+    root = pebble.root(tmp_path / "pebble-root.pem")
+    first = served_cert(port1, DOMAIN, root)
+    assert served_cert(port2, DOMAIN, root) == first
+
+    def renewed_on_both():
+        now = served_cert(port1, DOMAIN, root), served_cert(port2, DOMAIN, root)
+        return now[0] != first and now[0] == now[1]
+    wait_until(renewed_on_both, timeout=40, interval=0.5, what="the renewed certificate on both instances")
+    assert pebble.orders() == 2
+    assert curl(port1, root) == ("200", "") and curl(port2, root) == ("200", "")
