@@ -325,6 +325,8 @@ struct FleetSection {
   std::string unix_path;  // not empty: the Unix socket, and host/port are unused
   std::string name;       // "" = the host name and the first listen address
   Duration lease_ttl{std::chrono::seconds(10)};
+  // How often the fleet's session ticket keys are replaced by a new one (runtime/fleet_tickets).
+  Duration ticket_key_rotation{std::chrono::hours(12)};
 };
 
 // [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).
