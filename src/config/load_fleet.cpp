@@ -45,6 +45,8 @@ const KeySpec fleet_rows[] = {
     duration_key<&F::lease_ttl>("lease_ttl", false, "How long an instance not heard from keeps what it holds.")
         .at_most(std::chrono::minutes(10))
         .restart(),
+    bool_key<&F::share_ejections>("share_ejections", "A passive ejection by one instance applies on every instance.")
+        .restart(),
 };
 
 }  // namespace fleet_section

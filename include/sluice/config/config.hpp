@@ -321,6 +321,7 @@ struct FleetSection {
   std::string unix_path;  // not empty: the Unix socket, and host/port are unused
   std::string name;       // "" = the host name and the first listen address
   Duration lease_ttl{std::chrono::seconds(10)};
+  bool share_ejections = false;  // a passive ejection by one instance applies on all
 };
 
 // [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).
