@@ -195,8 +195,10 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
              for s in lbs for kind, args in KINDS.items()}
 
     def traffic():
-        for load in loads.values():
-            load.wait_for_more(17)
+        """About a second more of every kind through every instance (all loads at once)."""
+        target = {key: len(load.records) + 17 for key, load in loads.items()}
+        wait_until(lambda: all(len(load.records) >= target[key] for key, load in loads.items()),
+                   timeout=10, interval=0.005, what="17 more requests of each load")
     try:
         traffic()
         port = r.port
