@@ -31,16 +31,11 @@ std::optional<SharedEjection> decode_ejection(std::string_view text) {
   const auto doc = boost::json::parse(text, ec);
   const auto* o = !ec ? doc.if_object() : nullptr;
   if (o == nullptr) return std::nullopt;
-  const auto text_of = [o](std::string_view key, std::string& out) {
-    const auto* v = o->if_contains(key);
-    if (v == nullptr || !v->is_string()) return false;
-    out = std::string(v->as_string());
-    return true;
-  };
   SharedEjection e;
   const auto* until = o->if_contains("until_ms");
-  if (!text_of("from", e.from) || !text_of("upstream", e.upstream) || !text_of("server", e.server) ||
-      !text_of("reason", e.reason) || until == nullptr || !until->is_int64())
+  if (!string_field(*o, "from", e.from) || !string_field(*o, "upstream", e.upstream) ||
+      !string_field(*o, "server", e.server) || !string_field(*o, "reason", e.reason) || until == nullptr ||
+      !until->is_int64())
     return std::nullopt;
   e.until_ms = until->as_int64();
   return e;

@@ -74,6 +74,13 @@ std::chrono::milliseconds renew_after(std::chrono::milliseconds ttl, double jitt
   return std::chrono::milliseconds(std::llround(static_cast<double>(ttl.count()) * (1.0 / 3.0 - jitter / 10.0)));
 }
 
+bool string_field(const boost::json::object& record, std::string_view key, std::string& out) {
+  const auto* v = record.if_contains(key);
+  if (v == nullptr || !v->is_string()) return false;
+  out = std::string(v->as_string());
+  return true;
+}
+
 std::string encode_verdict(const Verdict& v) {
   return boost::json::serialize(boost::json::object{{"from", v.from},       {"upstream", v.upstream},
                                                     {"server", v.server},   {"passed", v.passed},
@@ -85,12 +92,7 @@ std::optional<Verdict> decode_verdict(std::string_view text) {
   const auto doc = boost::json::parse(text, ec);
   const auto* o = !ec ? doc.if_object() : nullptr;
   if (o == nullptr) return std::nullopt;
-  const auto text_of = [o](std::string_view key, std::string& out) {
-    const auto* v = o->if_contains(key);
-    if (v == nullptr || !v->is_string()) return false;
-    out = std::string(v->as_string());
-    return true;
-  };
+  const auto text_of = [o](std::string_view key, std::string& out) { return string_field(*o, key, out); };
   Verdict v;
   const auto* passed = o->if_contains("passed");
   const auto* latency = o->if_contains("latency_us");

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 namespace sluice::fleet {
 
 // Every key in the fleet's Redis database starts with this.
@@ -77,6 +79,8 @@ struct Verdict {
   std::string detail;
   std::int64_t latency_us = 0;
 };
+// A record's string field: false when it is missing or not a string.
+bool string_field(const boost::json::object& record, std::string_view key, std::string& out);
 std::string encode_verdict(const Verdict& v);
 std::optional<Verdict> decode_verdict(std::string_view text);
 
