@@ -18,7 +18,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import (BUILD, LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Background, Load, metric,
                       sluice_config, timed_request, toml_table, wait_until)
-from test_fleet import PASSIVE, start_fleet
+from test_fleet import PASSIVE, fleet_config, start_fleet
 from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
@@ -274,17 +274,22 @@ def fleet_cells(browser, column):
 
 def test_the_fleet_panel_shows_instances_drains_probes_and_shared_ejections(browser, origins, scripted,
                                                                              sluice, redis):
+    """lb-1 and lb-2 share their ejections, lb-3 does not: an ejection by lb-2 is lb-1's too, and
+    lb-3's verdict on that server differs from theirs."""
     bad = scripted("bad", status=502)
     apps = origins(2)
     # bad answers everything 502, its probes too: those count as passing here, so that the probes
     # keep it up and only live traffic ejects it; 5 s apart, so that `rise` (2) passing probes do
     # not end its ejection (3 s) before the page is read.
     health = toml_table("upstreams.app.health", interval="5s", timeout="1s", expect_status="200-599", rise=2)
-    lbs = start_fleet(sluice, [bad, *apps], redis(), n=2, upstream_extra=PASSIVE + health,
+    r = redis()
+    lbs = start_fleet(sluice, [bad, *apps], r, n=2, upstream_extra=PASSIVE + health,
                       fleet_extra="share_ejections = true")
+    lbs.append(sluice(fleet_config([bad, *apps], r.url, "lb-3", PASSIVE + health), name="lb-3.toml"))
     open_dashboard(browser, lbs[0])
     wait_for(browser, lambda d: d.find_element(By.ID, "fleet").is_displayed()
-             and set(fleet_cells(d, "config")) == {"lb-1 (this one)", "lb-2"}, 5, "both instances in the panel")
+             and set(fleet_cells(d, "config")) == {"lb-1 (this one)", "lb-2", "lb-3"}, 5,
+             "the three instances in the panel")
     # lb-1.toml and lb-2.toml differ by `name`: lb-2's config is shown as a disagreement.
     config = browser.find_element(By.CSS_SELECTOR, '#fleet-instances tr[data-instance="lb-2"] td.config')
     assert "disagree" in config.get_attribute("class") and "differs from this one" in config.text
@@ -304,4 +309,8 @@ def test_the_fleet_panel_shows_instances_drains_probes_and_shared_ejections(brow
     wait_for(browser, lambda d: "ejected by lb-2" in d.find_element(
         By.CSS_SELECTOR, '#fleet-ejections li[data-server="app/bad"]').text, 5, "the shared ejection in the panel")
     wait_for(browser, lambda d: shown_state(d, "bad") == "ejected", 1, "bad ejected on lb-1's page")
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, '#fleet-disagreements li[data-server="app/bad"]').text
+             == "app/bad: lb-1 ejected, lb-2 ejected, lb-3 in", 2, "lb-3's verdict shown as differing")
+    differ = browser.find_element(By.CSS_SELECTOR, '#fleet-disagreements li[data-server="app/bad"]')
+    assert "disagree" in differ.get_attribute("class")
     assert console_errors(browser) == []

@@ -299,6 +299,10 @@ def answered_by(s, n):
     return got
 
 
+def disagreements(s):
+    return s.admin("GET", "/api/fleet").json()["disagreements"]
+
+
 def state(s, server):
     return s.server_status(server)["state"]
 
@@ -321,10 +325,14 @@ def test_a_passive_ejection_on_one_instance_applies_on_every_instance_with_share
         assert got.get("bad", 0) > 0 and got.get("lb-3 bad", 0) > 0, got
         assert state(lbs[0], "bad") == "ejected"  # all that while
         assert state(lbs[1], "bad") == "up" and state(lbs[2], "bad") == "up"
+        # lb-1's fleet view shows the verdicts that differ.
+        wait_until(lambda: disagreements(lbs[0]) == {"app/bad": {"lb-1": "ejected", "lb-2": "in", "lb-3": "in"}},
+                   timeout=1, what="bad's differing verdicts in lb-1's /api/fleet")
         return
     wait_until(lambda: all(state(s, "bad") == "ejected" for s in lbs[1:]), timeout=1.0,
                what="bad ejected on lb-2 and lb-3")
     assert time.monotonic() - t0 <= 1.0
+    wait_until(lambda: disagreements(lbs[0]) == {}, timeout=1, what="the instances agree on bad")
     before = bad.count()
     assert answered_by(lbs[1], 12) == {"good-1": 12}
     assert answered_by(lbs[2], 12) == {"good-1": 12}

@@ -39,6 +39,8 @@ constexpr std::string_view page = R"html(<!doctype html>
       <thead><tr><th>instance</th><th>last heard</th><th>config</th><th>probes</th><th>draining (in flight)</th></tr></thead>
       <tbody></tbody>
     </table>
+    <h3>Verdicts that differ</h3>
+    <ul id="fleet-disagreements"></ul>
     <h3>Shared ejections</h3>
     <ul id="fleet-ejections"></ul>
   </section>
@@ -88,7 +90,7 @@ td.state { white-space: normal; max-width: 420px; }
 .reason { color: var(--muted); }
 #fleet { background: #fff; border: 1px solid var(--line); border-radius: 6px; margin: 12px 0; padding: 8px 12px; }
 #fleet h2 { font-size: 16px; margin: 4px 0 8px; } #fleet h3 { font-size: 13px; margin: 8px 0 2px; color: var(--muted); }
-#fleet-ejections { margin: 0; padding-left: 18px; }
+#fleet-ejections, #fleet-disagreements { margin: 0; padding-left: 18px; }
 .disagree { color: var(--down); font-weight: 600; }
 #timeline { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
 #timeline h2 { font-size: 16px; margin: 4px 0; }
@@ -286,6 +288,12 @@ constexpr std::string_view script = R"js('use strict';
       rows.push(fleetRow(name, ago(i.last_heard_ms_ago) + ' ago', i.config, i.same_config, i.probes, draining));
     }
     $('fleet-instances').tBodies[0].replaceChildren(...rows);
+    const differ = Object.entries(f.disagreements).map(([server, views]) => {
+      const li = el('li', 'disagree', server + ': ' + Object.entries(views).map(([n, v]) => n + ' ' + v).join(', '));
+      li.dataset.server = server;
+      return li;
+    });
+    $('fleet-disagreements').replaceChildren(...(differ.length ? differ : [el('li', null, 'none')]));
     const ejections = f.share_ejections ? f.ejections.map((e) => {
       const li = el('li', null, e.server + ': ejected by ' + e.from + ', ' + Math.ceil(e.left_ms / 1000) +
                     ' s left: ' + e.reason);

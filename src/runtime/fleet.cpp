@@ -270,8 +270,12 @@ fleet::Report Fleet::own_report() const {
   for (const auto& [field, renew] : leases_) r.probes.push_back(field);
   const auto snapshot = snapshot_();
   for (const auto& u : snapshot->upstreams)
-    for (const Endpoint* ep : u->endpoints())
+    for (const Endpoint* ep : u->endpoints()) {
       if (ep->draining()) r.draining[fleet::server_field(u->name(), ep->identity())] = ep->in_flight();
+      const auto state = ep->state();
+      if (state == ServerState::down || state == ServerState::ejected)
+        r.out[fleet::server_field(u->name(), ep->identity())] = to_string(state);
+    }
   return r;
 }
 
@@ -432,6 +436,13 @@ json::object Fleet::status() const {
     instances[name] = std::move(i);
   }
   o["instances"] = std::move(instances);
+  json::object disagreements;  // servers the instances' verdicts differ on
+  for (const auto& [field, views] : fleet::verdict_disagreements(name_, own_report(), others_)) {
+    json::object by;
+    for (const auto& [name, state] : views) by[name] = state;
+    disagreements[field] = std::move(by);
+  }
+  o["disagreements"] = std::move(disagreements);
   o["share_ejections"] = config_.share_ejections;
   o["ejections"] = ejections_json();
   return o;

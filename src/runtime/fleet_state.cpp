@@ -29,10 +29,13 @@ std::string encode_report(const Report& report) {
   for (const auto& [field, count] : report.draining) draining[field] = count;
   boost::json::array probes;
   for (const auto& field : report.probes) probes.emplace_back(field);
+  boost::json::object out;
+  for (const auto& [field, state] : report.out) out[field] = state;
   return boost::json::serialize(boost::json::object{{"config", report.config},
                                                     {"at_ms", report.at_ms},
                                                     {"draining", std::move(draining)},
-                                                    {"probes", std::move(probes)}});
+                                                    {"probes", std::move(probes)},
+                                                    {"out", std::move(out)}});
 }
 
 Report decode_report(std::string_view text) {
@@ -46,6 +49,9 @@ Report decode_report(std::string_view text) {
   if (const auto* p = o->if_contains("probes"); p != nullptr && p->is_array())
     for (const auto& field : p->as_array())
       if (field.is_string()) out.probes.emplace_back(field.as_string());
+  if (const auto* s = o->if_contains("out"); s != nullptr && s->is_object())
+    for (const auto& [field, state] : s->as_object())
+      if (state.is_string()) out.out[std::string(field)] = std::string(state.as_string());
   const auto* d = o->if_contains("draining");
   if (d == nullptr || !d->is_object()) return out;
   for (const auto& [field, count] : d->as_object())
@@ -62,6 +68,27 @@ FleetInFlight sum_in_flight(std::string_view field, std::int64_t local,
     else out.in_flight += it->second;
   }
   return out;
+}
+
+Disagreements verdict_disagreements(const std::string& self, const Report& mine,
+                                    const std::map<std::string, Report>& others) {
+  std::set<std::string> fields;
+  for (const auto& [field, state] : mine.out) fields.insert(field);
+  for (const auto& [name, r] : others)
+    for (const auto& [field, state] : r.out) fields.insert(field);
+  const auto view = [](const Report& r, const std::string& field) {
+    const auto it = r.out.find(field);
+    return it == r.out.end() ? std::string("in") : it->second;
+  };
+  Disagreements found;
+  for (const auto& field : fields) {
+    std::map<std::string, std::string> views{{self, view(mine, field)}};
+    for (const auto& [name, r] : others) views[name] = view(r, field);
+    const auto& first = views.begin()->second;
+    if (std::any_of(views.begin(), views.end(), [&](const auto& v) { return v.second != first; }))
+      found[field] = std::move(views);
+  }
+  return found;
 }
 
 std::string lease_key(std::string_view field) { return std::string(key_prefix) + "lease:" + std::string(field); }
