@@ -374,3 +374,27 @@ def test_probes_per_server_are_one_per_interval_with_one_instance_and_with_three
     got = {o.name: o.stats()["health_requests"] for o in alone_origins + fleet_origins}
     assert all(26 <= n <= 34 for n in got.values()), got
     assert one_lease_each()  # no lease moved during the window
+
+
+def test_with_redis_gone_an_ejection_is_local_and_it_is_shared_when_redis_is_back(sluice, origins, scripted, redis):
+    bad = scripted("bad", status=502)
+    good, = origins(1, prefix="good")
+    r = redis()
+    lbs = start_fleet(sluice, [bad, good], r, n=2, fleet_extra="share_ejections = true",
+                      upstream_extra=toml_table("upstreams.app.passive", max_fails=3, fail_timeout="10s"))
+    port = r.port
+    r.stop()
+    for s in lbs:
+        s.log.wait_for(r"fleet: Redis at .* unreachable", timeout=5)
+    assert answered_by(lbs[0], 6) == {"good-1": 6}
+    assert state(lbs[0], "bad") == "ejected"
+    bad.status = 200
+    # Redis gone: lb-1's ejection is its own; lb-2 goes on sending to bad, and every request of
+    # both is answered.
+    assert answered_by(lbs[1], 12) == {"good-1": 6, "bad": 6}
+    assert state(lbs[1], "bad") == "up"
+    redis(port)
+    # Back: the ejection still in place on lb-1 is written then, and lb-2 applies it.
+    wait_until(lambda: state(lbs[1], "bad") == "ejected", timeout=10, what="bad ejected on lb-2 once Redis is back")
+    assert answered_by(lbs[1], 6) == {"good-1": 6}
+    assert metric(lbs[0], "sluice_fleet_ejections_published_total") == 1
