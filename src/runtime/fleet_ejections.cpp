@@ -4,7 +4,6 @@
 #include "sluice/runtime/fleet_ejections.hpp"
 
 #include <boost/json.hpp>
-#include <spdlog/spdlog.h>
 
 #include "sluice/health/log.hpp"
 #include "sluice/runtime/fleet.hpp"
