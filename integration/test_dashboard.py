@@ -279,9 +279,9 @@ def test_the_fleet_panel_shows_instances_drains_probes_and_shared_ejections(brow
     bad = scripted("bad", status=502)
     apps = origins(2)
     # bad answers everything 502, its probes too: those count as passing here, so that the probes
-    # keep it up and only live traffic ejects it; 5 s apart, so that `rise` (2) passing probes do
-    # not end its ejection (3 s) before the page is read.
-    health = toml_table("upstreams.app.health", interval="5s", timeout="1s", expect_status="200-599", rise=2)
+    # keep it up and only live traffic ejects it; 5 s apart, so that `rise` (3) passing probes do
+    # not end its ejection (5 s) before the page is read.
+    health = toml_table("upstreams.app.health", interval="5s", timeout="1s", expect_status="200-599", rise=3)
     r = redis()
     lbs = start_fleet(sluice, [bad, *apps], r, n=2, upstream_extra=PASSIVE + health,
                       fleet_extra="share_ejections = true")
