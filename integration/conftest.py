@@ -1026,9 +1026,10 @@ def sluice_cli(*args, timeout=30):
 
 
 class Load:
-    """Steady GETs from a background thread: about `rate` per second over a keep-alive
-    connection, a fresh connection every `fresh_every` requests (and after any error), until
-    `stop()`, `max_seconds` or `max_requests`. Every exchange is recorded as a Record."""
+    """Steady GETs (or `method` with `body`) from a background thread: about `rate` per second
+    over a keep-alive connection, a fresh connection every `fresh_every` requests (and after any
+    error), until `stop()`, `max_seconds` or `max_requests`. `keyed`: each request carries its
+    own `Idempotency-Key`. Every exchange is recorded as a Record."""
 
     class Record:
         __slots__ = ("sent", "done", "status", "origin", "error")
@@ -1041,11 +1042,14 @@ class Load:
             return f"Record(+{self.sent:.3f}s {self.status} {self.origin} {self.error})"
 
     def __init__(self, port, rate=150, target="/", headers=(), fresh_every=10, max_seconds=20,
-                 max_requests=5000, timeout=5.0):
+                 max_requests=5000, timeout=5.0, method="GET", body=b"", keyed=False):
         self.port, self.rate, self.target, self.fresh_every = port, rate, target, fresh_every
         self.max_seconds, self.max_requests, self.timeout = max_seconds, max_requests, timeout
-        lines = [f"GET {target} HTTP/1.1", "Host: t", *(f"{k}: {v}" for k, v in headers)]
-        self.request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        lines = [f"{method} {target} HTTP/1.1", "Host: t", *(f"{k}: {v}" for k, v in headers)]
+        if body or method not in ("GET", "HEAD"):
+            lines.append(f"Content-Length: {len(body)}")
+        self.head, self.body, self.keyed = "\r\n".join(lines), body, keyed
+        self.request = (self.head + "\r\n\r\n").encode() + body
         self.records = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -1082,7 +1086,7 @@ class Load:
                     if conn is not None:
                         conn.close()
                     conn = Conn(self.port, timeout=self.timeout)
-                r = conn.request(self.request)
+                r = conn.request(self._request(i))
                 self.records.append(Load.Record(sent - self.t0, time.monotonic() - self.t0,
                                                 r.status, r.header("X-Origin"), None))
                 if (r.header("Connection") or "").lower() == "close":
@@ -1096,6 +1100,11 @@ class Load:
                 conn = None
         if conn is not None:
             conn.close()
+
+    def _request(self, i):
+        if not self.keyed:
+            return self.request
+        return (f"{self.head}\r\nIdempotency-Key: load-{id(self)}-{i}\r\n\r\n").encode() + self.body
 
     def now(self):
         """Seconds since the load started, on the records' clock."""

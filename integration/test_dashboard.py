@@ -19,6 +19,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 from conftest import (BUILD, LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Background, Load, closed_port,
                       metric, sluice_config, timed_request, toml_table, wait_until)
 from test_acme import DOMAIN, acme_config
+from test_fleet import PASSIVE, fleet_config, start_fleet
+from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 INTERVAL, FALL = 0.2, 2
@@ -281,4 +283,55 @@ def test_at_1000_servers_the_dashboard_payload_takes_under_100ms_and_the_page_ke
     wait_for(browser, lambda d: int(d.find_element(By.CSS_SELECTOR, "canvas.chart")
                                     .get_attribute("data-samples")) >= tick + 3,
              15 if SANITIZED else 5, "the page takes the samples sluice added at 1000 servers")
+    assert console_errors(browser) == []
+
+
+def fleet_cells(browser, column):
+    """{instance: text of its `column` cell} in the fleet panel."""
+    rows = browser.find_elements(By.CSS_SELECTOR, "#fleet-instances tbody tr")
+    return {r.get_attribute("data-instance"): r.find_element(By.CSS_SELECTOR, f"td.{column}").text
+            for r in rows}
+
+
+def test_the_fleet_panel_shows_instances_drains_probes_and_shared_ejections(browser, origins, scripted,
+                                                                             sluice, redis):
+    """lb-1 and lb-2 share their ejections, lb-3 does not: an ejection by lb-2 is lb-1's too, and
+    lb-3's verdict on that server differs from theirs."""
+    bad = scripted("bad", status=502)
+    apps = origins(2)
+    # bad answers everything 502, its probes too: those count as passing here, so that the probes
+    # keep it up and only live traffic ejects it; 5 s apart, so that `rise` (3) passing probes do
+    # not end its ejection (5 s) before the page is read.
+    health = toml_table("upstreams.app.health", interval="5s", timeout="1s", expect_status="200-599", rise=3)
+    r = redis()
+    lbs = start_fleet(sluice, [bad, *apps], r, n=2, upstream_extra=PASSIVE + health,
+                      fleet_extra="share_ejections = true")
+    lbs.append(sluice(fleet_config([bad, *apps], r.url, "lb-3", PASSIVE + health), name="lb-3.toml"))
+    open_dashboard(browser, lbs[0])
+    wait_for(browser, lambda d: d.find_element(By.ID, "fleet").is_displayed()
+             and set(fleet_cells(d, "config")) == {"lb-1 (this one)", "lb-2", "lb-3"}, 5,
+             "the three instances in the panel")
+    # lb-1.toml and lb-2.toml differ by `name`: lb-2's config is shown as a disagreement.
+    config = browser.find_element(By.CSS_SELECTOR, '#fleet-instances tr[data-instance="lb-2"] td.config')
+    assert "disagree" in config.get_attribute("class") and "differs from this one" in config.text
+    mine = browser.find_element(By.CSS_SELECTOR, '#fleet-instances tr[data-instance="lb-1 (this one)"] td.config')
+    assert "disagree" not in mine.get_attribute("class")
+    # Who probes what: every server's lease, each held by one of the two.
+    wait_for(browser, lambda d: sorted(p for cell in fleet_cells(d, "probes").values() if cell != "–"
+                                       for p in cell.split(", ")) == ["app/app-1", "app/app-2", "app/bad"],
+             5, "every probe lease in the panel")
+    # A drain through lb-2 shows with lb-2's requests in flight there.
+    assert lbs[1].admin("POST", "/api/upstreams/app/servers/app-2/drain").status == 200
+    wait_for(browser, lambda d: fleet_cells(d, "draining").get("lb-2") == "app/app-2 (0)"
+             and "drains: app/app-2" in d.find_element(By.ID, "fleet-summary").text, 5, "the drain in the panel")
+    # bad fails on lb-2 alone: its ejection is shared, and lb-1's page shows it.
+    for _ in range(12):
+        assert timed_request(lbs[1].port, "GET", "/")[0].status == 200
+    wait_for(browser, lambda d: "ejected by lb-2" in d.find_element(
+        By.CSS_SELECTOR, '#fleet-ejections li[data-server="app/bad"]').text, 5, "the shared ejection in the panel")
+    wait_for(browser, lambda d: shown_state(d, "bad") == "ejected", 1, "bad ejected on lb-1's page")
+    wait_for(browser, lambda d: d.find_element(By.CSS_SELECTOR, '#fleet-disagreements li[data-server="app/bad"]').text
+             == "app/bad: lb-1 ejected, lb-2 ejected, lb-3 in", 2, "lb-3's verdict shown as differing")
+    differ = browser.find_element(By.CSS_SELECTOR, '#fleet-disagreements li[data-server="app/bad"]')
+    assert "disagree" in differ.get_attribute("class")
     assert console_errors(browser) == []

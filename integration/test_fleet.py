@@ -8,6 +8,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 from conftest import SLUICE, Background, Load, metric, metric_samples, sluice_config, timed_request, toml_table, wait_until
 from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 
@@ -175,6 +177,12 @@ def one_lease_per_server(lbs):
     return sorted(held) == ["app/app-1", "app/app-2", "app/app-3"]
 
 
+# The kinds of request a failure scenario asserts on: a GET, a POST without Idempotency-Key (not
+# retryable on another server), a POST with one. Three of each kind at 17/s: 153 requests/s.
+KINDS = {"GET": {}, "POST": {"method": "POST", "body": b"order=1"},
+         "POST with Idempotency-Key": {"method": "POST", "body": b"order=1", "keyed": True}}
+
+
 def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice, origins, redis):
     os_ = origins(3)
     r = redis()
@@ -182,10 +190,17 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
     wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one lease per server")
     drain(lbs[0], "app-1")
     wait_until(lambda: all(draining(s, "app-1") for s in lbs), timeout=1.0, what="app-1 drained")
-    loads = [Load(s.port, rate=50, max_seconds=25, max_requests=1250).start() for s in lbs]
+    os_[0].reset_stats()
+    loads = {(s.port, kind): Load(s.port, rate=17, max_seconds=40, max_requests=680, **args).start()
+             for s in lbs for kind, args in KINDS.items()}
+
+    def traffic():
+        """About a second more of every kind through every instance (all loads at once)."""
+        target = {key: len(load.records) + 17 for key, load in loads.items()}
+        wait_until(lambda: all(len(load.records) >= target[key] for key, load in loads.items()),
+                   timeout=10, interval=0.005, what="17 more requests of each load")
     try:
-        for load in loads:
-            load.wait_for_more(50)
+        traffic()
         port = r.port
         r.stop()  # SIGKILL: no persistence, Redis comes back empty
         for s in lbs:
@@ -194,13 +209,13 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
         before = {(s.port, o.name): probes(s, o.name) for s in lbs for o in os_}
         wait_until(lambda: all(probes(s, o.name) >= before[(s.port, o.name)] + 3 for s in lbs for o in os_),
                    timeout=5, what="three probes of each server by each instance")
-        for load in loads:
-            load.wait_for_more(50)
+        traffic()
         # A drain while Redis is gone: this instance's own until Redis is back.
         drain(lbs[1], "app-3")
         assert draining(lbs[1], "app-3")
-        for load in loads:
-            load.wait_for_more(50)
+        traffic()
+        # The drain from before the outage held on every instance all through it.
+        assert os_[0].stats()["requests"] == 0
         redis(port)
         # Back: the drain made meanwhile is published, and the one from before the outage is put
         # back by the instances that hold it (the restarted Redis lost it).
@@ -209,13 +224,14 @@ def test_redis_stopped_under_load_no_request_fails_and_the_drains_resync(sluice,
         for s in lbs:
             s.log.wait_for(r"fleet: Redis at .* reachable again", timeout=5)
         wait_until(lambda: one_lease_per_server(lbs), timeout=5, what="one prober per server again")
-        for load in loads:
-            load.wait_for_more(50)
+        traffic()
     finally:
-        records = [load.stop() for load in loads]
-    for rec in records:
-        assert [x for x in rec if x.status != 200] == []
-        assert len(rec) >= 200
+        records = {key: load.stop() for key, load in loads.items()}
+    for (port, kind), rec in records.items():
+        assert [x for x in rec if x.status != 200] == [], (port, kind)
+        assert len(rec) >= 68, (port, kind, len(rec))
+        assert not [x for x in rec if x.origin == "app-1"], (port, kind)
+    assert os_[0].stats()["requests"] == 0
     for s in lbs:
         assert metric(s, "sluice_fleet_redis_lost_total") == 1
         assert metric(s, "sluice_fleet_redis_up") == 1
@@ -268,3 +284,119 @@ def test_the_lease_holder_killed_another_instance_probes_its_server_within_lease
                what="app-1 down on the surviving instances")
     assert time.monotonic() - killed <= 2.0 + 0.25 + 4 * 0.3 + 1.0
     assert wait_until(lambda: holder_of("app/app-1"), timeout=2, what="a new holder") in others
+
+
+# An ejection lasts fail_timeout: long enough for every check made while it is in place, even
+# under a sanitizer.
+PASSIVE = toml_table("upstreams.app.passive", max_fails=3, fail_timeout="5s")
+
+
+def answered_by(s, n):
+    """`n` GETs through `s`, one after another, every one answered 200: {X-Origin: count}."""
+    got = {}
+    for _ in range(n):
+        resp = timed_request(s.port, "GET", "/")[0]
+        assert resp.status == 200, resp
+        got[resp.header("X-Origin")] = got.get(resp.header("X-Origin"), 0) + 1
+    return got
+
+
+def disagreements(s):
+    return s.admin("GET", "/api/fleet").json()["disagreements"]
+
+
+def state(s, server):
+    return s.server_status(server)["state"]
+
+
+@pytest.mark.parametrize("share", [True, False], ids=["shared", "not_shared"])
+def test_a_passive_ejection_on_one_instance_applies_on_every_instance_with_share_ejections(
+        sluice, origins, scripted, redis, share):
+    bad = scripted("bad", status=502)
+    good, = origins(1, prefix="good")
+    r = redis()
+    lbs = start_fleet(sluice, [bad, good], r, upstream_extra=PASSIVE,
+                      fleet_extra=f"share_ejections = {'true' if share else 'false'}")
+    # Only lb-1 sees bad fail (each 502 is retried on good: the clients never notice).
+    t0 = time.monotonic()
+    assert answered_by(lbs[0], 6) == {"good-1": 6}
+    assert state(lbs[0], "bad") == "ejected"
+    bad.status = 200  # healthy again: from here on only the ejection keeps it out
+    if not share:
+        got = {**answered_by(lbs[1], 12), **{"lb-3 " + k: v for k, v in answered_by(lbs[2], 12).items()}}
+        assert got.get("bad", 0) > 0 and got.get("lb-3 bad", 0) > 0, got
+        assert state(lbs[0], "bad") == "ejected"  # all that while
+        assert state(lbs[1], "bad") == "up" and state(lbs[2], "bad") == "up"
+        # lb-1's fleet view shows the verdicts that differ.
+        wait_until(lambda: disagreements(lbs[0]) == {"app/bad": {"lb-1": "ejected", "lb-2": "in", "lb-3": "in"}},
+                   timeout=1, what="bad's differing verdicts in lb-1's /api/fleet")
+        return
+    wait_until(lambda: all(state(s, "bad") == "ejected" for s in lbs[1:]), timeout=1.0,
+               what="bad ejected on lb-2 and lb-3")
+    assert time.monotonic() - t0 <= 1.0
+    wait_until(lambda: disagreements(lbs[0]) == {}, timeout=1, what="the instances agree on bad")
+    before = bad.count()
+    assert answered_by(lbs[1], 12) == {"good-1": 12}
+    assert answered_by(lbs[2], 12) == {"good-1": 12}
+    assert bad.count() == before
+    assert "by lb-1 through the fleet: 3 failures in 5s: 502" in lbs[1].server_status("bad")["reason"]
+    view = lbs[1].admin("GET", "/api/fleet").json()
+    assert view["share_ejections"] is True
+    assert [(e["server"], e["from"]) for e in view["ejections"]] == [("app/bad", "lb-1")], view
+    assert 0 < view["ejections"][0]["left_ms"] <= 5000
+    assert metric(lbs[0], "sluice_fleet_ejections_published_total") == 1
+    assert [metric(s, "sluice_fleet_ejections_applied_total") for s in lbs] == [0, 1, 1]
+    # The ejection ends on its own everywhere, and every instance sends to bad again.
+    wait_until(lambda: all(state(s, "bad") == "up" for s in lbs), timeout=7,
+               what="the ejection over on every instance")
+    for s in lbs:
+        assert answered_by(s, 4).get("bad", 0) > 0
+
+
+def test_probes_per_server_are_one_per_interval_with_one_instance_and_with_three(sluice, origins, redis):
+    """Probes counted at each origin over 30 s: one prober per server, so one probe per interval
+    (1 s, jitter 10 %: 30/1.1 to 30/0.9, one more or less at the window's edges) whether the
+    fleet has one instance or three. Both fleets run at the same time, each with its Redis."""
+    health = toml_table("upstreams.app.health", interval="1s", timeout="500ms")
+    alone_origins, fleet_origins = origins(3, prefix="one"), origins(3, prefix="three")
+    alone = start_fleet(sluice, alone_origins, redis(), n=1, upstream_extra=health)
+    three = start_fleet(sluice, fleet_origins, redis(), n=3, upstream_extra=health)
+    assert alone[0].admin("GET", "/api/fleet").json()["redis_up"]
+
+    def one_lease_each():
+        held = [s.admin("GET", "/api/fleet").json()["probes"] for s in three]
+        return [len(h) for h in held] == [1, 1, 1] and sorted(p for h in held for p in h) == [
+            f"app/three-{i}" for i in (1, 2, 3)]
+    # The first instance up takes every lease, and hands the excess over at renewal (lease_ttl 10 s
+    # / 3): the count starts once the leases have spread.
+    wait_until(one_lease_each, timeout=15, what="one lease per instance of three")
+    for o in alone_origins + fleet_origins:
+        o.reset_stats()
+    time.sleep(30)  # the measurement window itself
+    got = {o.name: o.stats()["health_requests"] for o in alone_origins + fleet_origins}
+    assert all(26 <= n <= 34 for n in got.values()), got
+    assert one_lease_each()  # no lease moved during the window
+
+
+def test_with_redis_gone_an_ejection_is_local_and_it_is_shared_when_redis_is_back(sluice, origins, scripted, redis):
+    bad = scripted("bad", status=502)
+    good, = origins(1, prefix="good")
+    r = redis()
+    lbs = start_fleet(sluice, [bad, good], r, n=2, fleet_extra="share_ejections = true",
+                      upstream_extra=toml_table("upstreams.app.passive", max_fails=3, fail_timeout="10s"))
+    port = r.port
+    r.stop()
+    for s in lbs:
+        s.log.wait_for(r"fleet: Redis at .* unreachable", timeout=5)
+    assert answered_by(lbs[0], 6) == {"good-1": 6}
+    assert state(lbs[0], "bad") == "ejected"
+    bad.status = 200
+    # Redis gone: lb-1's ejection is its own; lb-2 goes on sending to bad, and every request of
+    # both is answered.
+    assert answered_by(lbs[1], 12) == {"good-1": 6, "bad": 6}
+    assert state(lbs[1], "bad") == "up"
+    redis(port)
+    # Back: the ejection still in place on lb-1 is written then, and lb-2 applies it.
+    wait_until(lambda: state(lbs[1], "bad") == "ejected", timeout=10, what="bad ejected on lb-2 once Redis is back")
+    assert answered_by(lbs[1], 6) == {"good-1": 6}
+    assert metric(lbs[0], "sluice_fleet_ejections_published_total") == 1

@@ -32,6 +32,18 @@ constexpr std::string_view page = R"html(<!doctype html>
 </header>
 <div id="message" hidden></div>
 <main>
+  <section id="fleet" hidden>
+    <h2>Fleet</h2>
+    <div id="fleet-summary"></div>
+    <table id="fleet-instances">
+      <thead><tr><th>instance</th><th>last heard</th><th>config</th><th>probes</th><th>draining (in flight)</th></tr></thead>
+      <tbody></tbody>
+    </table>
+    <h3>Verdicts that differ</h3>
+    <ul id="fleet-disagreements"></ul>
+    <h3>Shared ejections</h3>
+    <ul id="fleet-ejections"></ul>
+  </section>
   <div id="upstreams"></div>
   <section id="certificates" hidden>
     <h2>ACME certificates</h2>
@@ -83,6 +95,10 @@ td.state { white-space: normal; max-width: 420px; }
 .badge.down { background: var(--down); } .badge.ejected { background: var(--ejected); }
 .badge.draining, .badge.drained { background: var(--drain); }
 .reason { color: var(--muted); }
+#fleet { background: #fff; border: 1px solid var(--line); border-radius: 6px; margin: 12px 0; padding: 8px 12px; }
+#fleet h2 { font-size: 16px; margin: 4px 0 8px; } #fleet h3 { font-size: 13px; margin: 8px 0 2px; color: var(--muted); }
+#fleet-ejections, #fleet-disagreements { margin: 0; padding-left: 18px; }
+.disagree { color: var(--down); font-weight: 600; }
 #timeline, #certificates { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
 #certificates { margin: 12px 0; }
 #timeline h2, #certificates h2 { font-size: 16px; margin: 4px 0; }
@@ -255,6 +271,47 @@ constexpr std::string_view script = R"js('use strict';
     }
   }
 
+  // Fleet mode: this instance and every other live one, what each probes and holds draining;
+  // a config that differs from this instance's and a Redis that does not answer stand out.
+  function fleetRow(name, heard, config, same, probes, draining) {
+    const tr = el('tr');
+    tr.dataset.instance = name;
+    const c = el('td', same ? 'config' : 'config disagree', config + (same ? '' : ' (differs from this one)'));
+    tr.append(el('td', null, name), el('td', null, heard), c, el('td', 'probes', probes.join(', ') || '–'),
+              el('td', 'draining', draining || '–'));
+    return tr;
+  }
+
+  function renderFleet(f) {
+    $('fleet').hidden = !f;
+    if (!f) return;
+    const summary = $('fleet-summary');
+    setText(summary, 'Redis ' + f.redis + (f.redis_up ? ' answers' : ' does not answer: this instance is on its own') +
+            ' · drains: ' + (f.drains.length ? f.drains.join(', ') : 'none') +
+            (f.unpublished.length ? ' · ' + f.unpublished.length + ' change(s) not yet written' : ''));
+    summary.className = f.redis_up ? '' : 'disagree';
+    const rows = [fleetRow(f.name + ' (this one)', 'now', f.config, true, f.probes, f.drains.join(', '))];
+    for (const [name, i] of Object.entries(f.instances)) {
+      const draining = Object.entries(i.draining).map(([s, n]) => s + ' (' + n + ')').join(', ');
+      rows.push(fleetRow(name, ago(i.last_heard_ms_ago) + ' ago', i.config, i.same_config, i.probes, draining));
+    }
+    $('fleet-instances').tBodies[0].replaceChildren(...rows);
+    const differ = Object.entries(f.disagreements).map(([server, views]) => {
+      const li = el('li', 'disagree', server + ': ' + Object.entries(views).map(([n, v]) => n + ' ' + v).join(', '));
+      li.dataset.server = server;
+      return li;
+    });
+    $('fleet-disagreements').replaceChildren(...(differ.length ? differ : [el('li', null, 'none')]));
+    const ejections = f.share_ejections ? f.ejections.map((e) => {
+      const li = el('li', null, e.server + ': ejected by ' + e.from + ', ' + Math.ceil(e.left_ms / 1000) +
+                    ' s left: ' + e.reason);
+      li.dataset.server = e.server;
+      return li;
+    }) : [el('li', null, 'not shared (share_ejections = false)')];
+    if (f.share_ejections && ejections.length === 0) ejections.push(el('li', null, 'none'));
+    $('fleet-ejections').replaceChildren(...ejections);
+  }
+
   function appendHistory(name, h) {
     let c = state.charts.get(name);
     if (!c) { c = { rps: [], errors: [], p99: [] }; state.charts.set(name, c); }
@@ -348,6 +405,7 @@ constexpr std::string_view script = R"js('use strict';
       state.tick = data.tick;
       if (data.events.length) state.event = data.events[data.events.length - 1].seq;
       setText($('config'), 'config version ' + data.config_version + ' · ' + data.config_file);
+      renderFleet(data.fleet);
       renderUpstreams(data);
       renderCertificates(data);
       renderEvents(data);

@@ -52,6 +52,8 @@ const KeySpec fleet_rows[] = {
           return static_cast<const F*>(f)->ticket_key_rotation < std::chrono::seconds(1) ? "must be at least 1s" : "";
         })
         .restart(),
+    bool_key<&F::share_ejections>("share_ejections", "A passive ejection by one instance applies on every instance.")
+        .restart(),
 };
 
 }  // namespace fleet_section

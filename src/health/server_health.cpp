@@ -152,6 +152,11 @@ std::optional<Transition> ServerHealth::settle(Clock::time_point now,
   return last_event_;
 }
 
+std::string ServerHealth::refusal(const EjectionGuard::Verdict& verdict, const std::string& cause) {
+  return "ejection refused: " + std::to_string(verdict.ejected_after) + " of " + std::to_string(verdict.pool_size) +
+         " servers would be ejected (max_ejected_percent " + std::to_string(verdict.max_percent) + "); " + cause;
+}
+
 ServerHealth::Outcome ServerHealth::eject(Clock::time_point now, const std::string& cause) {
   const bool trial = ejection_.phase() == Ejection::Phase::half_open;
   if (guard_) {
@@ -160,10 +165,7 @@ ServerHealth::Outcome ServerHealth::eject(Clock::time_point now, const std::stri
       // The server stays in service; a pending trial has nothing left to decide.
       ejection_.abandon_trial();
       ++ejections_refused_;
-      return {HealthEvent::ejection_refused,
-              "ejection refused: " + std::to_string(verdict.ejected_after) + " of " +
-                  std::to_string(verdict.pool_size) + " servers would be ejected (max_ejected_percent " +
-                  std::to_string(verdict.max_percent) + "); " + cause};
+      return {HealthEvent::ejection_refused, refusal(verdict, cause)};
     }
     holds_slot_ = true;
   }

@@ -496,6 +496,7 @@ void ControlLoop::on_health_tick() {
       // next_deadline() is "now + one ramp step" while ramping: tick whenever there is work.
       if (ep->has_health() && ep->health().next_deadline() != Clock::time_point::max())
         if (auto t = ep->health().tick()) health::log_transition(u->name(), *ep, *t);
+  if (fleet_) fleet_->notice_ejections();
   if (state_file_) state_file_->update(*snapshot_);  // changes of the last 100 ms: one write
 }
 

@@ -6,6 +6,7 @@
 
 #include "sluice/health/server_health.hpp"
 #include "sluice/runtime/control.hpp"
+#include "sluice/runtime/fleet.hpp"
 #include "sluice/telemetry/event_ring.hpp"
 #include "sluice/tls/acme_slot.hpp"
 
@@ -130,6 +131,8 @@ std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
   root["upstreams"] = std::move(upstreams);
   root["certificates"] = certificate_rows();
   root["events"] = events_after(query.after_event, now);
+  // Fleet mode: the fleet panel shows /api/fleet as it is.
+  if (const auto* fleet = process_.fleet()) root["fleet"] = fleet->status();
   return json::serialize(root);
 }
 

@@ -156,7 +156,8 @@ net::awaitable<void> Fleet::run_subscriber() {
   while (!stopped_) {
     if (failures > 0) co_await pause(sub_backoff_, fleet::reconnect_delay(failures, jitter()));
     if (stopped_) break;
-    const std::array<std::string_view, 3> subscribe{"SUBSCRIBE", fleet::drains_channel, fleet::verdicts_channel};
+    std::vector<std::string_view> subscribe{"SUBSCRIBE", fleet::drains_channel, fleet::verdicts_channel};
+    if (config_.share_ejections) subscribe.push_back(fleet::ejections_channel);
     bool subscribed = false;
     if (const auto ec = co_await subscriber_.connect(steady_clock().exact() + op_timeout); !ec) {
       const auto reply = co_await subscriber_.command(subscribe, steady_clock().exact() + op_timeout);
@@ -189,7 +190,9 @@ net::awaitable<error_code> Fleet::sync_once() {
   apply(fleet::merged_drains(remote_, unpublished_));
   if (const auto ec = co_await exchange_reports(deadline)) co_return ec;
   if (const auto ec = co_await keep_leases(deadline)) co_return ec;
-  co_return co_await publish_verdicts(deadline);
+  if (const auto ec = co_await publish_verdicts(deadline)) co_return ec;
+  if (config_.share_ejections) co_return co_await share_ejections(deadline);
+  co_return error_code{};
 }
 
 // A hash that was never written or that Redis lost (restarted without persistence): this
@@ -251,15 +254,6 @@ void Fleet::apply(const std::set<std::string>& drained) {
   }
 }
 
-namespace {
-
-std::int64_t unix_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 const std::string& Fleet::config_version() const {
   const auto snapshot = snapshot_();
   if (snapshot->config != fingerprinted_) {
@@ -272,12 +266,16 @@ const std::string& Fleet::config_version() const {
 fleet::Report Fleet::own_report() const {
   fleet::Report r;
   r.config = config_version();
-  r.at_ms = unix_ms();
+  r.at_ms = fleet::unix_ms();
   for (const auto& [field, renew] : leases_) r.probes.push_back(field);
   const auto snapshot = snapshot_();
   for (const auto& u : snapshot->upstreams)
-    for (const Endpoint* ep : u->endpoints())
+    for (const Endpoint* ep : u->endpoints()) {
       if (ep->draining()) r.draining[fleet::server_field(u->name(), ep->identity())] = ep->in_flight();
+      const auto state = ep->state();
+      if (state == ServerState::down || state == ServerState::ejected)
+        r.out[fleet::server_field(u->name(), ep->identity())] = to_string(state);
+    }
   return r;
 }
 
@@ -317,6 +315,8 @@ net::awaitable<error_code> Fleet::exchange_reports(Clock::time_point deadline) {
 // this prober's own, unless this instance holds that server's lease.
 void Fleet::on_message(const fleet::Reply& message) {
   const auto& e = message.elements;
+  if (e.size() == 3 && e[0].str == "message" && e[1].str == fleet::ejections_channel)
+    return on_ejection_message(e[2].str);
   if (e.size() != 3 || e[0].str != "message" || e[1].str != fleet::verdicts_channel) return wake();
   const auto v = fleet::decode_verdict(e[2].str);
   if (!v || v->from == name_ || !up_ || leases_.contains(fleet::server_field(v->upstream, v->server))) return;
@@ -421,7 +421,7 @@ json::object Fleet::status() const {
   for (const auto& [field, renew] : leases_) probes.push_back(json::string(field));
   o["probes"] = std::move(probes);  // the servers whose lease this instance holds
   json::object instances;
-  const auto now = unix_ms();
+  const auto now = fleet::unix_ms();
   for (const auto& [name, r] : others_) {
     json::object draining;
     for (const auto& [field, n] : r.draining) draining[field] = n;
@@ -436,6 +436,15 @@ json::object Fleet::status() const {
     instances[name] = std::move(i);
   }
   o["instances"] = std::move(instances);
+  json::object disagreements;  // servers the instances' verdicts differ on
+  for (const auto& [field, views] : fleet::verdict_disagreements(name_, own_report(), others_)) {
+    json::object by;
+    for (const auto& [name, state] : views) by[name] = state;
+    disagreements[field] = std::move(by);
+  }
+  o["disagreements"] = std::move(disagreements);
+  o["share_ejections"] = config_.share_ejections;
+  o["ejections"] = ejections_json();
   return o;
 }
 

@@ -29,10 +29,13 @@ std::string encode_report(const Report& report) {
   for (const auto& [field, count] : report.draining) draining[field] = count;
   boost::json::array probes;
   for (const auto& field : report.probes) probes.emplace_back(field);
+  boost::json::object out;
+  for (const auto& [field, state] : report.out) out[field] = state;
   return boost::json::serialize(boost::json::object{{"config", report.config},
                                                     {"at_ms", report.at_ms},
                                                     {"draining", std::move(draining)},
-                                                    {"probes", std::move(probes)}});
+                                                    {"probes", std::move(probes)},
+                                                    {"out", std::move(out)}});
 }
 
 Report decode_report(std::string_view text) {
@@ -46,6 +49,9 @@ Report decode_report(std::string_view text) {
   if (const auto* p = o->if_contains("probes"); p != nullptr && p->is_array())
     for (const auto& field : p->as_array())
       if (field.is_string()) out.probes.emplace_back(field.as_string());
+  if (const auto* s = o->if_contains("out"); s != nullptr && s->is_object())
+    for (const auto& [field, state] : s->as_object())
+      if (state.is_string()) out.out[std::string(field)] = std::string(state.as_string());
   const auto* d = o->if_contains("draining");
   if (d == nullptr || !d->is_object()) return out;
   for (const auto& [field, count] : d->as_object())
@@ -64,6 +70,27 @@ FleetInFlight sum_in_flight(std::string_view field, std::int64_t local,
   return out;
 }
 
+Disagreements verdict_disagreements(const std::string& self, const Report& mine,
+                                    const std::map<std::string, Report>& others) {
+  std::set<std::string> fields;
+  for (const auto& [field, state] : mine.out) fields.insert(field);
+  for (const auto& [name, r] : others)
+    for (const auto& [field, state] : r.out) fields.insert(field);
+  const auto view = [](const Report& r, const std::string& field) {
+    const auto it = r.out.find(field);
+    return it == r.out.end() ? std::string("in") : it->second;
+  };
+  Disagreements found;
+  for (const auto& field : fields) {
+    std::map<std::string, std::string> views{{self, view(mine, field)}};
+    for (const auto& [name, r] : others) views[name] = view(r, field);
+    const auto& first = views.begin()->second;
+    if (std::any_of(views.begin(), views.end(), [&](const auto& v) { return v.second != first; }))
+      found[field] = std::move(views);
+  }
+  return found;
+}
+
 std::string lease_key(std::string_view field) { return std::string(key_prefix) + "lease:" + std::string(field); }
 
 std::size_t fair_share(std::size_t servers, std::size_t instances) {
@@ -72,6 +99,13 @@ std::size_t fair_share(std::size_t servers, std::size_t instances) {
 
 std::chrono::milliseconds renew_after(std::chrono::milliseconds ttl, double jitter) {
   return std::chrono::milliseconds(std::llround(static_cast<double>(ttl.count()) * (1.0 / 3.0 - jitter / 10.0)));
+}
+
+bool string_field(const boost::json::object& record, std::string_view key, std::string& out) {
+  const auto* v = record.if_contains(key);
+  if (v == nullptr || !v->is_string()) return false;
+  out = std::string(v->as_string());
+  return true;
 }
 
 std::string encode_verdict(const Verdict& v) {
@@ -85,12 +119,7 @@ std::optional<Verdict> decode_verdict(std::string_view text) {
   const auto doc = boost::json::parse(text, ec);
   const auto* o = !ec ? doc.if_object() : nullptr;
   if (o == nullptr) return std::nullopt;
-  const auto text_of = [o](std::string_view key, std::string& out) {
-    const auto* v = o->if_contains(key);
-    if (v == nullptr || !v->is_string()) return false;
-    out = std::string(v->as_string());
-    return true;
-  };
+  const auto text_of = [o](std::string_view key, std::string& out) { return string_field(*o, key, out); };
   Verdict v;
   const auto* passed = o->if_contains("passed");
   const auto* latency = o->if_contains("latency_us");

@@ -231,6 +231,7 @@ void reload_samples(const Scrape& s, MetricsText& m) {
 }
 
 bool in_fleet(const Scrape& s) { return s.process.fleet() != nullptr; }
+bool shares_ejections(const Scrape& s) { return in_fleet(s) && s.process.fleet()->shares_ejections(); }
 
 bool has_tls_listeners(const Scrape& s) { return !s.snapshot.config->server.tls.empty(); }
 
@@ -387,6 +388,14 @@ constexpr MetricFamily families[] = {
   {.name = "sluice_fleet_redis_lost_total", .type = counter,
    .help = "Fleet mode: times the fleet's Redis stopped answering (each outage once).",
    .shown = in_fleet, .value = [](const Scrape& s) { return static_cast<double>(s.process.fleet()->redis_lost()); }},
+  {.name = "sluice_fleet_ejections_published_total", .type = counter,
+   .help = "Fleet mode with share_ejections: this instance's passive ejections written to the fleet.",
+   .shown = shares_ejections,
+   .value = [](const Scrape& s) { return static_cast<double>(s.process.fleet()->ejections_published()); }},
+  {.name = "sluice_fleet_ejections_applied_total", .type = counter,
+   .help = "Fleet mode with share_ejections: other instances' passive ejections applied here.",
+   .shown = shares_ejections,
+   .value = [](const Scrape& s) { return static_cast<double>(s.process.fleet()->ejections_applied()); }},
   {.name = "sluice_access_log_dropped_total", .type = counter,
    .help = "Access log lines dropped because the worker's buffer was full (output too slow or blocked).",
    .value = [](const Scrape& s) { return static_cast<double>(s.process.access_log_dropped()); }},

@@ -35,14 +35,32 @@ TEST(FleetState, ReportRoundTrip) {
   r.draining["app/a"] = 3;
   r.draining["api/10.0.0.1:80"] = 0;
   r.probes = {"app/a", "app/b"};
+  r.out["app/c"] = "ejected";
   const auto text = encode_report(r);
   EXPECT_EQ(text, R"({"config":"9f2c","at_ms":1700000000123,"draining":{"api/10.0.0.1:80":0,"app/a":3},)"
-                  R"("probes":["app/a","app/b"]})");
+                  R"("probes":["app/a","app/b"],"out":{"app/c":"ejected"}})");
   const auto back = decode_report(text);
   EXPECT_EQ(back.config, "9f2c");
   EXPECT_EQ(back.at_ms, 1700000000123);
   EXPECT_EQ(back.draining, r.draining);
   EXPECT_EQ(back.probes, r.probes);
+  EXPECT_EQ(back.out, r.out);
+}
+
+TEST(FleetState, VerdictsDisagreeWhereOneInstanceHoldsAServerOutAndAnotherDoesNot) {
+  Report mine;
+  mine.out["app/a"] = "ejected";
+  mine.out["app/b"] = "down";
+  Report agrees;
+  agrees.out["app/b"] = "down";
+  Report other;
+  other.out["app/b"] = "down";
+  other.out["app/c"] = "down";
+  const auto found = verdict_disagreements("lb-1", mine, {{"lb-2", agrees}, {"lb-3", other}});
+  using Views = std::map<std::string, std::string>;
+  EXPECT_EQ(found, (Disagreements{{"app/a", Views{{"lb-1", "ejected"}, {"lb-2", "in"}, {"lb-3", "in"}}},
+                                  {"app/c", Views{{"lb-1", "in"}, {"lb-2", "in"}, {"lb-3", "down"}}}}));
+  EXPECT_TRUE(verdict_disagreements("lb-1", mine, {}).empty()) << "alone: nobody to disagree with";
 }
 
 TEST(FleetState, AReportOfAnotherShapeReadsAsEmpty) {

@@ -327,6 +327,7 @@ struct FleetSection {
   Duration lease_ttl{std::chrono::seconds(10)};
   // How often the fleet's session ticket keys are replaced by a new one (runtime/fleet_tickets).
   Duration ticket_key_rotation{std::chrono::hours(12)};
+  bool share_ejections = false;  // a passive ejection by one instance applies on all
 };
 
 // [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).

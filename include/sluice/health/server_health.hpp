@@ -205,6 +205,21 @@ public:
   SavedHealth saved() const;
   void restore(const SavedHealth& saved);
 
+  // Fleet mode with share_ejections (runtime/fleet_ejections.cpp), control thread.
+  // own_ejection(): this server's passive ejections so far (ejections made here, not those
+  // applied from the fleet) and, when that count is not `known`, the ejection in place, if any.
+  // shared_ejection(): another instance ejected the server until `until`; applied as an
+  // ejection of this instance (within max_ejected_percent, ending in a half-open trial) without
+  // raising the back-off level. An ejection in place is only ever lengthened.
+  struct OwnEjection {
+    std::uint64_t ejections = 0;
+    bool ejected = false;
+    Clock::time_point until;
+    std::string reason;
+  };
+  OwnEjection own_ejection(std::uint64_t known) const;
+  std::optional<Transition> shared_ejection(Clock::time_point until, const std::string& reason);
+
   // Rate limit for one kind of this server's repetitive log lines (failure notices, refused
   // ejections: one limit each): one line per second, with the count of those it held back.
   // Thread-safe, lock-free.
@@ -230,6 +245,7 @@ private:
   std::optional<Transition> trial_succeeded();
   std::optional<Outcome> probe_decides_ejection(const ProbeResult& result);
   Outcome eject(Clock::time_point now, const std::string& cause);
+  static std::string refusal(const EjectionGuard::Verdict& verdict, const std::string& cause);
   void release_slot() noexcept;
   void count_if_out() noexcept;
   ServerState compute_state(Clock::time_point now) const noexcept;

@@ -28,6 +28,7 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/health/server_health.hpp"
+#include "sluice/runtime/fleet_ejections.hpp"
 #include "sluice/runtime/fleet_redis.hpp"
 #include "sluice/runtime/fleet_state.hpp"
 #include "sluice/runtime/snapshot.hpp"
@@ -74,6 +75,13 @@ public:
   // GET /api/fleet: this instance, Redis, the drains and the other instances' reports.
   boost::json::object status() const;
 
+  // Shared ejections (share_ejections, fleet_ejections.cpp). The health tick calls
+  // notice_ejections(): this instance's new passive ejections go to the fleet at once.
+  void notice_ejections();
+  std::uint64_t ejections_published() const { return ejections_.published; }
+  std::uint64_t ejections_applied() const { return ejections_.applied_here; }
+  bool shares_ejections() const { return config_.share_ejections; }
+
 private:
   boost::asio::awaitable<void> run_sync();
   boost::asio::awaitable<void> run_subscriber();
@@ -87,6 +95,11 @@ private:
                                                                Clock::time_point deadline);
   boost::asio::awaitable<boost::system::error_code> publish_verdicts(Clock::time_point deadline);
   void on_message(const fleet::Reply& message);
+  boost::asio::awaitable<boost::system::error_code> share_ejections(Clock::time_point deadline);
+  boost::asio::awaitable<boost::system::error_code> read_ejections(Clock::time_point deadline);
+  void apply_ejection(const fleet::SharedEjection& e);
+  void on_ejection_message(std::string_view text);
+  boost::json::array ejections_json() const;
   std::set<std::string> probed_servers() const;
   boost::asio::awaitable<void> pause(boost::asio::steady_timer& timer, std::chrono::milliseconds d);
   boost::asio::awaitable<void> until_next_sync();
@@ -122,6 +135,7 @@ private:
   std::map<std::string, fleet::Report> others_;       // live instances' reports, by name
   std::map<std::string, Clock::time_point> leases_;  // held: field -> when to renew
   std::vector<std::string> verdicts_;                // this prober's, to publish
+  fleet::EjectionShare ejections_;                   // share_ejections
   mutable std::shared_ptr<const config::Config> fingerprinted_;  // the config of fingerprint_
   mutable std::string fingerprint_;
 };

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <boost/json/object.hpp>
+
 namespace sluice::fleet {
 
 // Every key in the fleet's Redis database starts with this.
@@ -36,14 +38,16 @@ std::set<std::string> merged_drains(const std::set<std::string>& remote,
 
 // One instance's report, refreshed every sync, as a JSON object
 // {"config": FINGERPRINT, "at_ms": UNIX_MS, "draining": {FIELD: IN_FLIGHT, ...},
-// "probes": [FIELD, ...]}: the config it serves, when it wrote the report (its own clock), each
-// server it holds draining with its requests in flight there, and the servers whose probe lease
-// it holds. A document that is not of that shape reads as an empty report.
+// "probes": [FIELD, ...], "out": {FIELD: STATE, ...}}: the config it serves, when it wrote the
+// report (its own clock), each server it holds draining with its requests in flight there, the
+// servers whose probe lease it holds, and the servers it holds out of service by its health
+// verdicts ("down" or "ejected"). A document that is not of that shape reads as an empty report.
 struct Report {
   std::string config;
   std::int64_t at_ms = 0;
   std::map<std::string, std::int64_t> draining;  // field -> in flight
   std::vector<std::string> probes;
+  std::map<std::string, std::string> out;  // field -> "down" | "ejected"
 };
 std::string encode_report(const Report& report);
 Report decode_report(std::string_view text);
@@ -56,6 +60,13 @@ struct FleetInFlight {
 };
 FleetInFlight sum_in_flight(std::string_view field, std::int64_t local,
                             const std::vector<Report>& others);
+
+// The servers the instances' verdicts disagree on: held out of service by one instance (its
+// report's `out`) and not by another, or not in the same way. Each with every instance's view
+// ("in" where the instance serves it), by instance name, `self` being `mine`.
+using Disagreements = std::map<std::string, std::map<std::string, std::string>>;
+Disagreements verdict_disagreements(const std::string& self, const Report& mine,
+                                    const std::map<std::string, Report>& others);
 
 // Probe leases: "sluice:fleet:lease:FIELD" holds the name of the one instance that probes the
 // server; its verdicts go out on verdicts_channel and every other instance applies them.
@@ -77,6 +88,8 @@ struct Verdict {
   std::string detail;
   std::int64_t latency_us = 0;
 };
+// A record's string field: false when it is missing or not a string.
+bool string_field(const boost::json::object& record, std::string_view key, std::string& out);
 std::string encode_verdict(const Verdict& v);
 std::optional<Verdict> decode_verdict(std::string_view text);
 
