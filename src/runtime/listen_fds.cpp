@@ -61,7 +61,14 @@ InheritedListeners::InheritedListeners(std::vector<int> fds, std::vector<std::st
 
 std::vector<int> InheritedListeners::take_all(const tcp::endpoint& where) {
   std::vector<int> fds;
-  while (const auto fd = take(where)) fds.push_back(*fd);
+  const auto first = take(where);
+  if (!first) return fds;
+  fds.push_back(*first);
+  // Port 0 (any port) takes the sockets of one port only, the first passed: each listener with
+  // port 0 had a port of its own, and the old process passes its listeners in config order.
+  const auto bound = bound_endpoint(*first);
+  if (!bound) return fds;
+  while (const auto fd = take(*bound)) fds.push_back(*fd);
   return fds;
 }
 

@@ -108,5 +108,20 @@ TEST(InheritedListeners, TakeAllReturnsEverySocketOfTheAddressButNotTheAdminOne)
   for (int fd : {a, b, admin}) ::close(fd);
 }
 
+// Two listeners with port 0 (a plain and a TLS one, as in tests) each had a port of their own in
+// the old process: each takes the sockets of one port, in the order they were passed.
+TEST(InheritedListeners, EachPortZeroListenerTakesTheSocketsOfOnePort) {
+  const int plain1 = listening_socket_on_port(0);
+  const int plain2 = listening_socket_on_port(bound_endpoint(plain1)->port());
+  const int tls1 = listening_socket_on_port(0);
+  const int tls2 = listening_socket_on_port(bound_endpoint(tls1)->port());
+  InheritedListeners inherited({plain1, plain2, tls1, tls2});
+  const tcp::endpoint any_port(boost::asio::ip::make_address("127.0.0.1"), 0);
+  EXPECT_EQ(inherited.take_all(any_port), (std::vector<int>{plain1, plain2}));
+  EXPECT_EQ(inherited.take_all(any_port), (std::vector<int>{tls1, tls2}));
+  EXPECT_EQ(inherited.size(), 0u);
+  for (int fd : {plain1, plain2, tls1, tls2}) ::close(fd);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -4,7 +4,8 @@
 // convention: LISTEN_PID = our PID, LISTEN_FDS = n, the sockets are descriptors 3 .. 3+n-1.
 //
 // Each configured listen address takes the inherited socket bound to that address (matched with
-// getsockname; a configured port 0 takes any inherited socket on that host). Sockets nobody takes
+// getsockname; a configured port 0 takes the inherited sockets of one port on that host, the first
+// passed, as a port-0 listener of the old process had a port of its own). Sockets nobody takes
 // are closed, with a warning naming their address. Control thread, at start-up only.
 #include <optional>
 #include <string>
