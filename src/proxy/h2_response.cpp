@@ -2,6 +2,8 @@
 // route's rules) turned into a HEADERS frame without the connection-specific fields (RFC 9113
 // §8.2.2), its body read by the body relay's steps and handed to nghttp2 as DATA, piece by piece,
 // under the client's flow control; sluice's own answers the same way. The access log line.
+#include <array>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -10,6 +12,7 @@
 
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/grpc.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/h2_stream.hpp"
 #include "sluice/proxy/unrouted.hpp"
@@ -87,6 +90,10 @@ ssize_t Http2Stream::read_body(std::uint8_t* buf, std::size_t length, std::uint3
   if (out_.empty() && out_last_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     eof_sent_ = true;
+    if (trailers_out_ != nullptr) {  // the stream ends with the trailers' HEADERS instead
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      submit_trailers();
+    }
   }
   if (out_.empty()) wake_.cancel();
   if (n == 0 && !eof_sent_) return NGHTTP2_ERR_DEFERRED;
@@ -207,7 +214,36 @@ net::awaitable<void> Http2Stream::send_error(const ProxyError& error) {
                                     error.status, worker_.date.now());
   char buf[1024];
   const auto n = format_error(buf, error, request_id_, true, style);
+  if (grpc_) {
+    submit_grpc_answer({buf, n}, error.status);
+    co_return;
+  }
   co_await send_http1_answer({buf, n}, style.page);
+}
+
+// A gRPC client reads the outcome from grpc-status (RFC-less, gRPC's PROTOCOL-HTTP2.md): a
+// trailers-only answer, HTTP 200 with the status for `status`, grpc-message saying why (the
+// Sluice-Error text when error_detail shows it, else the status line's words), X-Request-Id,
+// Retry-After.
+bool Http2Stream::submit_grpc_answer(std::string_view answer, unsigned status) {
+  const auto field = [answer](std::string_view name) {
+    const auto at = answer.find(name);
+    if (at == std::string_view::npos) return std::string_view();
+    const auto from = at + name.size();
+    return answer.substr(from, answer.find("\r\n", from) - from);
+  };
+  auto why = field("\r\nSluice-Error: ");
+  if (why.empty()) why = field("HTTP/1.1 ");
+  char message[256];
+  nv_text_.assign(grpc_message(why, message));
+  const std::array nv{make_nv(":status", "200"), make_nv("content-type", "application/grpc"),
+                      make_nv("grpc-status", grpc_status_for(status)), make_nv("grpc-message", nv_text_),
+                      make_nv("x-request-id", request_id_), make_nv("retry-after", field("\r\nRetry-After: "))};
+  const std::size_t count = nv.back().valuelen != 0 ? nv.size() : nv.size() - 1;
+  if (closed_ || nghttp2_submit_response(session_.native(), id_, nv.data(), count, nullptr) != 0) return false;
+  answered_ = true;
+  session_.want_write();
+  return true;
 }
 
 // `return`: the route's own answer, no upstream involved.
