@@ -274,6 +274,7 @@ class H2Origin:
     def __init__(self, name, mode):
         self.name, self.mode = name, mode
         self.requests = []
+        self.heads = []  # each request's fields, as a dict
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -312,6 +313,7 @@ class H2Origin:
 
     def respond(self, c, stream_id, head):
         self.requests.append((head[":method"], head[":path"]))
+        self.heads.append(head)
         if self.mode == "refuse":
             c.reset_stream(stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
         elif self.mode == "stall":
