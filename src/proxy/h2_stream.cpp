@@ -171,7 +171,14 @@ void Http2Stream::on_close() {
   closed_ = true;
   timed_out_ = false;
   up_.close();
-  wake_.cancel();  body_wake_.cancel();
+  wake_all();
+}
+
+// Every wait of the stream looks at its state again: the answer's and the upload's, a connection
+// being made (cancelled) or waited for, an upstream call.
+void Http2Stream::wake_all() noexcept {
+  wake_.cancel();
+  body_wake_.cancel();
   error_code ignored;
   if (connecting_ != nullptr) connecting_->cancel(ignored);
   if (waiting_ != nullptr) waiting_->wake_waiters();
@@ -183,11 +190,7 @@ void Http2Stream::expire() {
   deadline = Clock::time_point::max();
   timed_out_ = true;
   up_.cancel();
-  wake_.cancel();  body_wake_.cancel();
-  error_code ignored;
-  if (connecting_ != nullptr) connecting_->cancel(ignored);
-  if (waiting_ != nullptr) waiting_->wake_waiters();
-  if (call_ != nullptr) call_->wake();
+  wake_all();
 }
 
 void Http2Stream::arm(Clock::duration d) noexcept {
@@ -198,11 +201,7 @@ void Http2Stream::arm(Clock::duration d) noexcept {
 void Http2Stream::invalid() {
   bad_ = true;
   up_.close();
-  wake_.cancel();  body_wake_.cancel();
-  error_code ignored;
-  if (connecting_ != nullptr) connecting_->cancel(ignored);
-  if (waiting_ != nullptr) waiting_->wake_waiters();
-  if (call_ != nullptr) call_->wake();
+  wake_all();
 }
 
 net::awaitable<void> Http2Stream::run() {

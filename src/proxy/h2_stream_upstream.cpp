@@ -187,17 +187,7 @@ net::awaitable<bool> Http2Stream::respond_h2() {
   const bool is_head = request_->verb() == boost::beast::http::verb::head;
   const auto plan = http::plan_response(res, is_head, 11, true);
   status_ = call.status();
-  head_out_.clear();
-  http::ResponseSplice edits{request_id_, plan, 11, 1};
-  edits.date = worker_.date.now();
-  char version[24];
-  http::Variables vars;
-  if (!route_->response_rules.empty()) {
-    vars = rule_variables(version);
-    edits.rules = &route_->response_rules;
-    edits.vars = &vars;
-  }
-  http::splice_response_head(head_out_, res, edits);
+  splice_answer(res, plan);
   const bool trailers_only = call.ended() && call.pending().empty() && call.trailers().empty();
   if (!submit_head(head_out_, !trailers_only && !is_head)) co_return false;
   if (trailers_only || is_head) co_return true;
@@ -246,9 +236,7 @@ void Http2Stream::submit_trailers() {
   nv.reserve(trailers_out_->size());
   for (const auto& f : *trailers_out_) {
     if (connection_specific_field(f.name)) continue;
-    nv.push_back({reinterpret_cast<std::uint8_t*>(const_cast<char*>(f.name.data())),
-                  reinterpret_cast<std::uint8_t*>(const_cast<char*>(f.value.data())), f.name.size(), f.value.size(),
-                  NGHTTP2_NV_FLAG_NONE});
+    nv.push_back(h2_field(f.name, f.value));
   }
   trailers_out_ = nullptr;
   nghttp2_submit_trailer(session_.native(), id_, nv.data(), nv.size());

@@ -362,16 +362,6 @@ std::size_t H2Connections::count(const Endpoint& ep) const {
 
 // ---- the request's fields
 
-namespace {
-
-nghttp2_nv nv_of(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
-}
-
-}  // namespace
-
 bool connection_specific_field(std::string_view name) noexcept {
   using boost::beast::iequals;
   return iequals(name, "connection") || iequals(name, "keep-alive") || iequals(name, "proxy-connection") ||
@@ -387,10 +377,10 @@ bool h2_request_fields(std::string_view head, std::string_view scheme, bool te_t
   const auto sp1 = head.find(' ');
   const auto sp2 = sp1 == std::string_view::npos ? sp1 : head.find(' ', sp1 + 1);
   if (line_end == std::string_view::npos || sp2 == std::string_view::npos || sp2 > line_end) return false;
-  out.push_back(nv_of(":method", head.substr(0, sp1)));
-  out.push_back(nv_of(":scheme", scheme));
-  out.push_back(nv_of(":authority", {}));  // filled from Host below
-  out.push_back(nv_of(":path", head.substr(sp1 + 1, sp2 - sp1 - 1)));
+  out.push_back(h2_field(":method", head.substr(0, sp1)));
+  out.push_back(h2_field(":scheme", scheme));
+  out.push_back(h2_field(":authority", {}));  // filled from Host below
+  out.push_back(h2_field(":path", head.substr(sp1 + 1, sp2 - sp1 - 1)));
   for (auto at = line_end + 2; at < head.size();) {
     const auto end = head.find("\r\n", at);
     const auto colon = head.find(':', at);
@@ -399,11 +389,11 @@ bool h2_request_fields(std::string_view head, std::string_view scheme, bool te_t
     while (value_at < end && (head[value_at] == ' ' || head[value_at] == '\t')) ++value_at;
     const std::string_view name = std::string_view(text).substr(at, colon - at);
     const auto value = head.substr(value_at, end - value_at);
-    if (name == "host") out[2] = nv_of(":authority", value);
-    else if (name != "te" && !connection_specific_field(name)) out.push_back(nv_of(name, value));
+    if (name == "host") out[2] = h2_field(":authority", value);
+    else if (name != "te" && !connection_specific_field(name)) out.push_back(h2_field(name, value));
     at = end + 2;
   }
-  if (te_trailers) out.push_back(nv_of("te", "trailers"));
+  if (te_trailers) out.push_back(h2_field("te", "trailers"));
   return true;
 }
 

@@ -105,6 +105,10 @@ private:
   void end_h2_call() noexcept;
   std::string_view h2_retry_after() const noexcept;
   void submit_trailers();
+  void wake_all() noexcept;
+  // An answer's head (an origin's, as HTTP/1.1) spliced into head_out_ as an HTTP/1.1 client's
+  // would be: X-Request-Id, Date, the route's response rules.
+  void splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan);
   // sluice's own answer to a gRPC call: HTTP 200, the outcome in grpc-status and grpc-message.
   bool submit_grpc_answer(std::string_view http1_answer, unsigned status);
   // ClientSide (upstream_exchange.hpp).

@@ -184,6 +184,13 @@ private:
 bool h2_request_fields(std::string_view head, std::string_view scheme, bool te_trailers, std::string& text,
                        std::vector<nghttp2_nv>& out);
 
+// A field for nghttp2, pointing at `name` and `value` (which nghttp2 copies when it is submitted).
+inline nghttp2_nv h2_field(std::string_view name, std::string_view value) noexcept {
+  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
+          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
+          NGHTTP2_NV_FLAG_NONE};
+}
+
 // RFC 9113 §8.2.2: the fields that are HTTP/1.1's connection's alone, never sent in HTTP/2.
 bool connection_specific_field(std::string_view name) noexcept;
 
