@@ -275,6 +275,8 @@ class H2Origin:
         self.name, self.mode = name, mode
         self.requests = []
         self.heads = []  # each request's fields, as a dict
+        self.bodies = []
+        self.trailers = []  # each request's trailers, as a dict
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -294,7 +296,7 @@ class H2Origin:
         c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
         c.initiate_connection()
         sock.sendall(c.data_to_send())
-        heads = {}
+        heads, bodies, trailers = {}, {}, {}
         while True:
             try:
                 data = sock.recv(65536)
@@ -305,10 +307,15 @@ class H2Origin:
             for event in c.receive_data(data):
                 if isinstance(event, h2.events.RequestReceived):
                     heads[event.stream_id] = dict((k.decode(), v.decode()) for k, v in event.headers)
-                if isinstance(event, h2.events.StreamEnded):
-                    self.respond(c, event.stream_id, heads.pop(event.stream_id))
+                if isinstance(event, h2.events.TrailersReceived):
+                    trailers[event.stream_id] = dict((k.decode(), v.decode()) for k, v in event.headers)
                 if isinstance(event, h2.events.DataReceived):
+                    bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
                     c.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                if isinstance(event, h2.events.StreamEnded):
+                    self.bodies.append(bodies.pop(event.stream_id, b""))
+                    self.trailers.append(trailers.pop(event.stream_id, {}))
+                    self.respond(c, event.stream_id, heads.pop(event.stream_id))
             sock.sendall(c.data_to_send())
 
     def respond(self, c, stream_id, head):

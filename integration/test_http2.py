@@ -417,3 +417,27 @@ def test_h2c_upstream_gets_http2_from_http2_clients_and_http11_clients_a_clear_5
         assert len(o.heads) == 2
     finally:
         o.close()
+
+
+def test_request_trailers_reach_an_h2c_upstream(sluice):
+    o = H2Origin("h2", "answer")
+    try:
+        s = sluice(sluice_config([o.address], server_extra=H2C, upstream_extra='protocol = "h2c"'))
+        sock, c = h2_client(s.port)
+        head = [(":method", "POST"), (":scheme", "http"), (":authority", f"t.test:{s.port}"), (":path", "/up"),
+                ("te", "trailers")]
+        c.send_headers(1, head)
+        sock.sendall(c.data_to_send())
+        c.send_data(1, b"part one,")
+        sock.sendall(c.data_to_send())
+        c.send_data(1, b" part two")
+        c.send_headers(1, [("x-checksum", "abc"), ("x-count", "2")], end_stream=True)
+        sock.sendall(c.data_to_send())
+        events = events_until(sock, c, ended(1))
+        sock.close()
+        [response] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+        assert dict(response.headers)[b":status"] == b"200"
+        assert o.bodies == [b"part one, part two"]
+        assert o.trailers == [{"x-checksum": "abc", "x-count": "2"}]
+    finally:
+        o.close()

@@ -75,6 +75,14 @@ void Http2Stream::on_header(std::string_view name, std::string_view value) {
   append_field(name, value);
 }
 
+void Http2Stream::on_trailer(std::string_view name, std::string_view value) {
+  if (bad_ || name.starts_with(':')) return;
+  std::size_t size = name.size() + value.size();
+  for (const auto& f : request_trailers_) size += f.name.size() + f.value.size();
+  if (size > session_.worker().snapshot->config->server.max_header_bytes) return malformed("trailers too large");
+  request_trailers_.push_back({std::string(name), std::string(value)});
+}
+
 // The request line, once the pseudo-header fields are all in.
 void Http2Stream::begin_head() {
   if (head_begun_) return;

@@ -68,6 +68,7 @@ net::awaitable<Failure> Http2Stream::attempt_h2(Endpoint& ep, Clock::time_point 
     co_return Failure::of(FailureKind::bad_response, "request not expressible in HTTP/2");
   const bool has_body = streamed_ || !body_.empty();
   call_ = std::make_shared<H2Call>(worker_.io.get_executor());
+  call_->trailers_after(&request_trailers_);
   if (!call_->open(std::move(conn), h2_fields_, has_body)) {
     auto f = Failure::of(FailureKind::reset_before_send, "upstream HTTP/2 connection refused the stream");
     co_return f;

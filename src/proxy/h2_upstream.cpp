@@ -94,6 +94,13 @@ ssize_t H2Call::read_upload(std::uint8_t* buf, std::size_t length, std::uint32_t
   if (out_.empty() && out_last_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     out_eof_ = true;
+    if (out_trailers_ != nullptr && !out_trailers_->empty()) {
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      std::vector<nghttp2_nv> nv;
+      for (const auto& f : *out_trailers_)
+        if (!connection_specific_field(f.name)) nv.push_back(h2_field(f.name, f.value));
+      nghttp2_submit_trailer(conn_->native(), id_, nv.data(), nv.size());
+    }
   }
   if (out_.empty()) upload_wake_.cancel();
   if (n == 0 && !out_eof_) return NGHTTP2_ERR_DEFERRED;

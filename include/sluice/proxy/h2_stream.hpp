@@ -48,6 +48,8 @@ public:
   // nghttp2's events for this stream (h2_session.cpp's callbacks), in arrival order.
   void on_header(std::string_view name, std::string_view value);
   void on_headers_end(bool end_stream);
+  // A field of the request's trailers: kept for an h2/h2c server, dropped for an HTTP/1.1 one.
+  void on_trailer(std::string_view name, std::string_view value);
   void on_data(std::string_view data);
   void on_request_end();
   // nghttp2 closed the stream (answered, or reset by either side): an attempt or relay under way
@@ -193,6 +195,7 @@ private:
   // A streamed body's bytes already handed to a server, kept (up to retry.buffer) so that a try
   // the server never processed can be made again; replay_cut_: more went than was kept.
   std::string replay_;
+  std::vector<H2Field> request_trailers_;  // within max_header_bytes
   bool replay_cut_ = false;
   std::string h2_text_;
   std::vector<nghttp2_nv> h2_fields_;

@@ -54,6 +54,8 @@ public:
   bool open(std::shared_ptr<H2Connection> conn, std::span<const nghttp2_nv> fields, bool has_body);
   // A piece of the request body, handed to nghttp2; upload_taken() once it went.
   void offer(std::string_view piece, bool last);
+  // Trailers to end the request with, after its last piece (they must outlive the call's upload).
+  void trailers_after(const std::vector<H2Field>* trailers) noexcept { out_trailers_ = trailers; }
   bool upload_taken() const noexcept { return out_.empty() && (!out_last_ || out_eof_); }
   // The client side is done with the stream before its end (the client reset it, a failure):
   // RST_STREAM(`code`), and the call is detached from its connection.
@@ -101,6 +103,7 @@ private:
   std::vector<H2Field> fields_, trailers_;
   std::string body_;
   std::string_view out_;
+  const std::vector<H2Field>* out_trailers_ = nullptr;
   boost::asio::steady_timer wake_, upload_wake_;
 };
 
