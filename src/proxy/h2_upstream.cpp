@@ -289,6 +289,7 @@ int H2Connection::stream_closed(std::int32_t id, std::uint32_t code) {
   nghttp2_session_set_stream_user_data(session_, id, nullptr);
   std::erase(calls_, c);
   c->on_close(code);
+  want_write();  // the writer's wait re-arms: with no call left, the idle timeout runs
   return 0;
 }
 
