@@ -6,10 +6,10 @@
 #
 # Usage: bench/ab.sh ROUNDS SECONDS CONNECTIONS BINARY...
 #   CLOSE=1: Connection: close. URLPATH=/?size=1024: another path (default /).
-#   KEEPALIVE=N: the upstream's `keepalive` (default 32, the config's default). Keep it at or
-#   above CONNECTIONS: below it every build opens origin connections all the time, and the churn,
-#   not the change, decides the figure (2026-12-02: a change that looked 25% slower at 32 was
-#   even at 128).
+#   KEEPALIVE=N: the upstream's `keepalive` (default 32, the config's default). Below
+#   CONNECTIONS the pool still keeps what the load uses (checkouts that found no idle connection
+#   raise its bound), so the figure does not depend on it; comparing with a build older than
+#   that bound, keep it at or above CONNECTIONS, or the old build's connection churn decides.
 # Example: KEEPALIVE=128 bench/ab.sh 3 3 64 /tmp/sluice-before build/release/sluice
 # Loopback only; bounded by ROUNDS x binaries x (SECONDS + 1) s of load; ends what it started.
 set -euo pipefail

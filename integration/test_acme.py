@@ -122,6 +122,9 @@ def test_certificate_is_ordered_over_tls_alpn_and_served(origins, sluice, pebble
     assert status["domains"] == [DOMAIN] and status["failures"] == 0 and status["last_error"] == ""
     # pebble's certificates last five years.
     assert 5 * 365 - 2 < metric(s, "sluice_acme_certificate_expiry_days", domain=DOMAIN) < 5 * 366
+    [row] = s.admin("GET", "/api/dashboard").json()["certificates"]
+    assert (row["domains"], row["failures"], row["last_error"], row["retry_in_s"]) == ([DOMAIN], 0, "", None)
+    assert 5 * 365 - 2 < row["days_to_expiry"] < 5 * 366
     # Account key and certificate key readable by sluice's user only.
     assert os.stat(storage / "account.key").st_mode & 0o777 == 0o600
     assert os.stat(storage / DOMAIN / "key.pem").st_mode & 0o777 == 0o600
@@ -227,6 +230,9 @@ def test_until_issued_the_listener_shows_a_placeholder(origins, sluice, tmp_path
     [status] = s.status()["acme"]
     assert status["failures"] == 1 and "Connection refused" in status["last_error"] and status["next_attempt"]
     assert metric(s, "sluice_acme_failures", domain=DOMAIN) == 1
+    [row] = s.admin("GET", "/api/dashboard").json()["certificates"]
+    assert row["days_to_expiry"] is None and row["failures"] == 1 and "Connection refused" in row["last_error"]
+    assert 0 < row["retry_in_s"] <= 60
     p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{tls_port}", "-servername", DOMAIN],
                        input=b"", capture_output=True, timeout=15)
     out = p.stdout.decode(errors="replace")

@@ -16,8 +16,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
-from conftest import (BUILD, LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Background, Load, metric,
-                      sluice_config, timed_request, toml_table, wait_until)
+from conftest import (BUILD, LOG_RESOLUTION, SANITIZED, SCHEDULING_SLACK, TICK, Background, Load, closed_port,
+                      metric, sluice_config, timed_request, toml_table, wait_until)
+from test_acme import DOMAIN, acme_config
 
 ADMIN = toml_table("admin", listen="127.0.0.1:0")
 INTERVAL, FALL = 0.2, 2
@@ -90,6 +91,26 @@ def test_the_page_loads_with_no_console_error_and_nothing_fetched_elsewhere(brow
     assert resources, "the page fetched its script, style and data"
     assert all(url.startswith(admin_origin) for url in resources), resources
     assert browser.current_url.startswith(admin_origin)
+    assert not browser.find_element(By.ID, "certificates").is_displayed()  # no ACME certificate
+
+
+def test_an_acme_certificate_that_fails_shows_its_failure_and_no_expiry(browser, origins, sluice, tmp_path):
+    """No CA to reach: the certificates table shows the domain, no days to expiry yet, and the
+    failure with its retry; a config without ACME shows no table (the test above)."""
+    class Nowhere:
+        directory = f"https://127.0.0.1:{closed_port()}/dir"
+        cert = ""
+    s = sluice(acme_config(origins(1)[0], closed_port(), Nowhere, tmp_path / "acme").replace(', ca_file = ""', ""))
+    open_dashboard(browser, s)
+
+    def cells(d):
+        tr = d.find_element(By.CSS_SELECTOR, f'#certificates tr[data-domain="{DOMAIN}"]')
+        return [td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+    wait_for(browser, lambda d: "Connection refused" in cells(d)[2], 30, "the failure on the page")
+    domains, days, failure = cells(browser)
+    assert (domains, days) == (DOMAIN, "–")
+    assert failure.startswith("1 failure(s): ") and "; retry in " in failure, failure
+    assert console_errors(browser) == []
 
 
 def test_a_server_whose_health_fails_turns_down_with_the_probe_reason(browser, origins, sluice):

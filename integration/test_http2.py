@@ -16,6 +16,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.settings
+import hyperframe.frame
 import pytest
 
 from conftest import metric, sluice_config, timed_request, toml_table, wait_until
@@ -254,6 +255,83 @@ def test_rapid_reset_gets_goaway_enhance_your_calm(raw_origin, sluice):
     # The streams after the 50th are not looked at: the connection was closing.
     assert [metric(s, f"sluice_http2_{name}_total") for name in ("connections", "streams", "early_resets", "calm_closes")] \
         == [1, 50, 50, 1]
+
+
+def flood(port, frames, timeout=10.0):
+    """Sends the preface and SETTINGS, then `frames` (hyperframe frames), reading what comes back
+    (acknowledging nothing) until a GOAWAY: its error code, or None when the connection ended, or
+    stayed up for `timeout`, without one."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hyperframe.frame.SettingsFrame(0).serialize()
+                 + b"".join(f.serialize() for f in frames))
+    data, deadline = b"", time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            while len(data) >= 9:
+                frame, length = hyperframe.frame.Frame.parse_frame_header(memoryview(data[:9]))
+                if len(data) < 9 + length:
+                    break
+                frame.parse_body(memoryview(data[9:9 + length]))
+                data = data[9 + length:]
+                if isinstance(frame, hyperframe.frame.GoAwayFrame):
+                    return frame.error_code
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+    except TimeoutError:
+        return None
+    finally:
+        sock.close()
+    return None
+
+
+def request_headers(stream_id, port, end_stream):
+    """HEADERS for `GET /` on `stream_id`, HPACK-encoded by python3-h2's encoder."""
+    import hpack
+    frame = hyperframe.frame.HeadersFrame(stream_id, hpack.Encoder().encode(base(port, "/glitch")))
+    frame.flags.add("END_HEADERS")
+    if end_stream:
+        frame.flags.add("END_STREAM")
+    return frame
+
+
+def glitch_frames(kind, port, n):
+    """`n` frames of one kind of glitch (docs/http2.md, Defences)."""
+    if kind == "ping":
+        return [hyperframe.frame.PingFrame(0, opaque_data=i.to_bytes(8, "big")) for i in range(n)]
+    if kind == "settings":
+        return [hyperframe.frame.SettingsFrame(0, settings={h2.settings.SettingCodes.MAX_FRAME_SIZE: 16384})
+                for _ in range(n)]
+    if kind == "priority":
+        return [hyperframe.frame.PriorityFrame(2 * i + 1, depends_on=0, stream_weight=15) for i in range(n)]
+    if kind == "empty_data":
+        return [request_headers(1, port, end_stream=False)] + [hyperframe.frame.DataFrame(1, b"") for _ in range(n)]
+    # invalid_frame: a stream's WINDOW_UPDATE past 2^31 - 1 is a stream error, which nghttp2
+    # answers by resetting the stream itself (MadeYouReset: resets the client did not send).
+    frames = []
+    for i in range(n):
+        frames += [request_headers(2 * i + 1, port, end_stream=False),
+                   hyperframe.frame.WindowUpdateFrame(2 * i + 1, window_increment=2 ** 31 - 1)]
+    return frames
+
+
+@pytest.mark.parametrize("kind", ["ping", "settings", "priority", "empty_data", "invalid_frame"])
+def test_a_flood_of_frames_without_a_request_gets_goaway_enhance_your_calm(raw_origin, sluice, kind):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C + "\nhttp2_max_glitches = 50", top=ADMIN))
+    assert flood(s.port, glitch_frames(kind, s.port, 60)) == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    assert metric(s, "sluice_http2_glitches_total", kind=kind) == 50
+    assert metric(s, "sluice_http2_glitch_closes_total") == 1
+    # Below the budget the same frames are served as ever: the connection stays up.
+    assert flood(s.port, glitch_frames(kind, s.port, 10), timeout=1.0) is None
+    assert metric(s, "sluice_http2_glitch_closes_total") == 1
+    o.settle()
+    # What may have reached the origin: the streams the frames opened, on the first connection
+    # only before its GOAWAY (PING, SETTINGS and PRIORITY open none; the empty DATA go on one
+    # stream; each invalid frame's stream was opened by its HEADERS).
+    opened = {"ping": 0, "settings": 0, "priority": 0, "empty_data": 1 + 1, "invalid_frame": 50 + 10}[kind]
+    assert o.accepted <= opened
 
 
 def test_access_log_says_http2(origins, sluice):

@@ -6,12 +6,13 @@ openssl s_client saves the session with the ticket it was sent (-sess_out) and o
 next connection (-sess_in); its summary line says "Reused" or "New". Each case runs on TLS 1.2
 (tickets in the handshake) and 1.3 (tickets after it)."""
 import os
+import re
 import signal
 import subprocess
 
 import pytest
 
-from conftest import SLUICE, metric, sluice_config, wait_until
+from conftest import SLUICE, closed_port, gone, metric, sluice_config, wait_until
 from test_tls import ADMIN, pki, tls_block, tls_port  # noqa: F401  (pki: the fixture)
 
 VERSIONS = ["-tls1_2", "-tls1_3"]
@@ -50,6 +51,12 @@ def listener(o, cert, key_file=None, top=""):
     return sluice_config([o], server_extra=tls_block([cert], extra=extra), top=top)
 
 
+def fixed_ports(config):
+    """The config with a port of its own for each listener: the new process of an upgrade matches
+    the sockets it inherits to the listen addresses, and port 0 matches any."""
+    return re.sub(r'"127\.0\.0\.1:0"', lambda _: f'"127.0.0.1:{closed_port()}"', config)
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_session_is_resumed_after_a_reload(origins, sluice, pki, ticket_key, tmp_path, version):
     [o] = origins(1)
@@ -61,6 +68,31 @@ def test_a_session_is_resumed_after_a_reload(origins, sluice, pki, ticket_key, t
     s.proc.send_signal(signal.SIGHUP)
     wait_until(lambda: metric(s, "sluice_config_reloads_total", result="success") == 1, timeout=5)
     assert s_client(port, pki.ca, version, "-sess_in", session) == "Reused"
+
+
+def resumed_after_an_upgrade(s, ca, version):
+    """A session made on `s`, then SIGUSR2: "Reused" or "New" on the process that took over
+    (once the old one has exited), which is stopped after."""
+    port = tls_port(s)
+    session = s.config_path.parent / "session.pem"
+    new_session(port, ca, version, session)
+    s.proc.send_signal(signal.SIGUSR2)
+    line = s.log.wait_for(r"upgrade: pid (\d+) accepts")
+    pid = int(re.search(r"pid (\d+)", line).group(1))
+    try:
+        assert s.proc.wait(timeout=20) == 0
+        return s_client(port, ca, version, "-sess_in", session)
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: gone(pid), timeout=20, what="new sluice to stop")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_session_is_resumed_after_a_binary_upgrade(origins, sluice, pki, ticket_key, version):
+    [o] = origins(1)
+    cert = pki.leaf("a.test", "DNS:a.test")
+    s = sluice(fixed_ports(listener(o, cert, ticket_key)))
+    assert resumed_after_an_upgrade(s, pki.ca, version) == "Reused"
 
 
 @pytest.mark.parametrize("version", VERSIONS)

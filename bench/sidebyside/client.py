@@ -1,6 +1,6 @@
 """A raw HTTP/1.1 keep-alive client for the parts wrk cannot do: readiness (time to first
-successful request), idle connections (one request each, then silence) and the bounded request
-loop run under valgrind. Content-Length responses only: every path the benchmark asks for gets
+successful request), idle connections (one request each, then silence; HTTP/1.1 or h2c) and the
+bounded request loop run under valgrind. Content-Length responses only: every path the benchmark asks for gets
 one from every origin and proxy.
 """
 import socket
@@ -49,6 +49,57 @@ class Connection:
         self.sock.close()
 
 
+class H2Connection:
+    """One HTTP/2 connection with prior knowledge (h2c), its frames written by hand: the preface,
+    an empty SETTINGS, then `GET path` on stream 1 (HPACK: :method GET and :scheme http indexed,
+    :path and :authority literal without indexing). The server's SETTINGS are acknowledged."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buf = b""
+
+    @staticmethod
+    def _frame(kind, flags, stream, payload=b""):
+        return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+    def get_once(self, path="/"):
+        """The connection's one request; returns its status (200 only: the answers here encode
+        it as HPACK's indexed :status 200), once its stream ended."""
+        literal = lambda index, value: bytes([index, len(value)]) + value.encode()
+        block = b"\x82\x86" + literal(4, path) + literal(1, "bench")
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + self._frame(4, 0, 0)
+                          + self._frame(1, 0x5, 1, block))  # HEADERS: END_STREAM | END_HEADERS
+        status = None
+        while True:
+            kind, flags, stream, payload = self._next_frame()
+            if kind == 4 and not flags & 1:
+                self.sock.sendall(self._frame(4, 1, 0))  # SETTINGS ACK
+            elif kind == 7:
+                raise ConnectionError("GOAWAY from the server")
+            elif stream == 1 and kind == 1 and status is None:
+                status = 200 if payload[:1] == b"\x88" else 0
+            elif stream == 1 and kind == 3:
+                raise ConnectionError("stream 1 reset by the server")
+            if stream == 1 and kind in (0, 1) and flags & 1:
+                return status
+
+    def _next_frame(self):
+        while len(self._buf) < 9 or len(self._buf) < 9 + int.from_bytes(self._buf[:3], "big"):
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("connection closed by the server")
+            self._buf += chunk
+        length = int.from_bytes(self._buf[:3], "big")
+        kind, flags = self._buf[3], self._buf[4]
+        stream = int.from_bytes(self._buf[5:9], "big") & 0x7FFFFFFF
+        payload, self._buf = self._buf[9:9 + length], self._buf[9 + length:]
+        return kind, flags, stream, payload
+
+    def close(self):
+        self.sock.close()
+
+
 def wait_first_ok(port, started_at, timeout, alive=lambda: True):
     """Polls `GET /` every millisecond until a 200 arrives; returns seconds since `started_at`
     (a time.monotonic() value). Raises if `alive()` turns false or `timeout` passes."""
@@ -71,13 +122,14 @@ def wait_first_ok(port, started_at, timeout, alive=lambda: True):
         time.sleep(0.001)
 
 
-def open_idle(port, count, path="/"):
-    """Opens `count` connections, each after one complete request, and leaves them idle."""
+def open_idle(port, count, path="/", h2=False):
+    """Opens `count` connections (HTTP/1.1, or h2c with `h2`), each after one complete request,
+    and leaves them idle."""
     conns = []
     try:
         for _ in range(count):
-            conn = Connection(port)
-            status, _ = conn.get(path)
+            conn = H2Connection(port) if h2 else Connection(port)
+            status = conn.get_once(path) if h2 else conn.get(path)[0]
             if status != 200:
                 raise RuntimeError(f"idle connection setup got status {status}")
             conns.append(conn)

@@ -29,6 +29,7 @@ class Running:
     startup_s: float
     cpu_pids: tuple = ()  # whose CPU time counts (nginx with two workers: both); default (pid,)
     tls_port: int = 0
+    h2c_port: int = 0  # HTTP/2 with prior knowledge (nginx and HAProxy serve only that on it)
 
     def cpu_seconds(self):
         return sum(cpu_seconds(p) for p in (self.cpu_pids or (self.pid,)))
@@ -52,9 +53,9 @@ class Contender:
     # Where the TLS certificate is (set once per run by the harness: make_certificates()).
     certs = None
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port):
-        """Writes the config into `directory`; returns the argv that serves it on `port` (plain)
-        and `tls_port` (TLS)."""
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
+        """Writes the config into `directory`; returns the argv that serves it on `port` (plain),
+        `tls_port` (TLS, ALPN h2 and http/1.1) and `h2c_port` (h2c with prior knowledge)."""
         raise NotImplementedError
 
     def measured_pid(self, child, under_valgrind):
@@ -72,10 +73,12 @@ class Contender:
         its first 200; startup_s is the time from spawning to that answer."""
         directory = Path(workdir) / f"{self.name}-{next(_start_ids)}"
         directory.mkdir(parents=True)
-        port, tls_port = free_port(), free_port()
-        while tls_port == port:
-            tls_port = free_port()
-        argv = self.prepare(directory, port, origins, under_valgrind=bool(wrap), tls_port=tls_port)
+        ports = set()
+        while len(ports) < 3:
+            ports.add(free_port())
+        port, tls_port, h2c_port = sorted(ports)
+        argv = self.prepare(directory, port, origins, under_valgrind=bool(wrap), tls_port=tls_port,
+                            h2c_port=h2c_port)
         started = time.monotonic()
         child = Child([*wrap, *argv], name=self.name, cpus=self.cpus,
                       log_path=directory / "output.log")
@@ -86,7 +89,7 @@ class Contender:
         except BaseException:
             child.stop()
             raise
-        return Running(self.name, child, port, pid, startup, cpu_pids, tls_port)
+        return Running(self.name, child, port, pid, startup, cpu_pids, tls_port, h2c_port)
 
 
 class Sluice(Contender):
@@ -99,12 +102,13 @@ class Sluice(Contender):
         self.name = name
         self.balance = balance
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
         servers = "\n".join(
             f'[[upstreams.app.servers]]\naddress = "{a}"\nname = "app-{i}"\n'
             for i, a in enumerate(origins.addresses, 1))
         conf = render("sluice.toml.in", directory / "sluice.toml", port=port,
-                      workers=self.workers, servers=servers, tls_port=tls_port, balance=self.balance,
+                      workers=self.workers, servers=servers, tls_port=tls_port, h2c_port=h2c_port,
+                      balance=self.balance,
                       cert=self.certs / "cert.pem", key=self.certs / "key.pem")
         return [str(self.binary), "run", "--config", str(conf)]
 
@@ -123,7 +127,7 @@ class Nginx(Contender):
         self.name = name
         self.balance = balance  # "" (round robin) or an upstream directive such as "least_conn"
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
         o1, o2, o3 = origins.addresses
         # Under valgrind nginx runs as one process (master_process off): the same worker code,
         # with no fork for valgrind to follow.
@@ -131,7 +135,7 @@ class Nginx(Contender):
                       origin1=o1, origin2=o2, origin3=o3, keepalive=self.keepalive,
                       balance=f"{self.balance};" if self.balance else "",
                       workers=1 if under_valgrind else self.workers,
-                      master_process="off" if under_valgrind else "on", tls_port=tls_port,
+                      master_process="off" if under_valgrind else "on", tls_port=tls_port, h2c_port=h2c_port,
                       cert=self.certs / "cert.pem", key=self.certs / "key.pem",
                       defer=" deferred" if self.defer_accept else "")
         return ["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
@@ -168,14 +172,14 @@ class Haproxy(Contender):
         self.name = name
         self.balance = balance
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
         o1, o2, o3 = origins.addresses
         # HAProxy reads the certificate and its key from one file.
         pem = directory / "cert+key.pem"
         pem.write_bytes((self.certs / "cert.pem").read_bytes() + (self.certs / "key.pem").read_bytes())
         conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
                       origin1=o1, origin2=o2, origin3=o3, threads=self.threads, balance=self.balance,
-                      tls_port=tls_port, pem=pem,
+                      tls_port=tls_port, h2c_port=h2c_port, pem=pem,
                       defer=" defer-accept" if self.defer_accept else "")
         return ["haproxy", "-db", "-f", str(conf)]
 

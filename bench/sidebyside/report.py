@@ -71,6 +71,11 @@ TARGETS = [
     ("idle", "kib_per_conn", "absolute", "<=", 1.0, "idle: KiB per idle client connection"),
     ("bursts", "growth_kib", "absolute", "<=", 5120, "bursts: RSS growth burst 1 → 10, KiB (issue 17)"),
     ("reuse", "origin_conns_per_1k", "absolute", "<=", 0.0, "reuse: origin conns per 1k requests"),
+    ("h2c", "req_per_cpu_s", "vs_best", ">=", 1.10, "h2c: req per proxy CPU-s vs better"),
+    ("h2c", "p99_ms", "vs_best", "<=", 1.00, "h2c: p99 vs better"),
+    ("h2-tls", "req_per_cpu_s", "vs_best", ">=", 1.10, "h2-tls: req per proxy CPU-s vs better"),
+    ("h2-tls", "p99_ms", "vs_best", "<=", 1.00, "h2-tls: p99 vs better"),
+    ("idle-h2", "kib_per_conn", "absolute", "<=", 2.0, "idle-h2: KiB per idle HTTP/2 connection"),
 ]
 
 

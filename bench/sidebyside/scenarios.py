@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import client, profile, wrk
+from . import client, h2load, profile, wrk
 from .contenders import Haproxy, Nginx, Sluice
 from .origins import OriginSet
 from .processes import rss_kib, settled_rss_kib
@@ -42,6 +42,7 @@ class Load:
     path: str
     headers: tuple = ()
     tls: bool = False  # through each contender's TLS listener (same certificate for all)
+    h2: bool = False   # HTTP/2 through h2load: h2c on the contender's h2c listener, or ALPN h2 with tls
 
 
 # Descriptions are formatted with the run's settings: {n} wrk connections, {first} and {second}
@@ -60,11 +61,18 @@ LOADS = {
     "tls-handshake": Load("{n} connections sending `Connection: close` over TLS: a full TLS "
                           "handshake (TLS 1.3, ECDSA P-256, no resumption: wrk does not resume) "
                           "per request, tiny body", "/", ("Connection: close",), tls=True),
+    "h2c": Load("HTTP/2 with prior knowledge (h2c), {n} connections × {streams} concurrent streams "
+                "(h2load), `GET /`, tiny body; the origins are HTTP/1.1", "/", h2=True),
+    "h2-tls": Load("HTTP/2 over TLS (ALPN h2, TLS 1.3), {n} connections × {streams} concurrent streams "
+                   "(h2load), `GET /`, tiny body; the origins are HTTP/1.1", "/", tls=True, h2=True),
 }
+H2_STREAMS = 10  # concurrent streams per connection in the HTTP/2 loads
 SPECIAL = {
     "idle": "a fresh proxy each round; 100 requests, then {first:,} and {second:,} more keep-alive "
             "client connections, each idle after one request; VmRSS growth per connection, KiB "
             "(2nd step: the figure that counts)",
+    "idle-h2": "as `idle`, with HTTP/2 connections (h2c with prior knowledge, one `GET /` stream "
+               "each, then idle); VmRSS growth per connection, KiB (2nd step: the figure that counts)",
     "bursts": "a fresh proxy each round; 100 requests, then {bursts} bursts of {burst:,} "
               "connections open at once, each sending a partial head, then completing its "
               "request; VmRSS after each burst once it is steady (two readings 1.1 s apart), and "
@@ -100,7 +108,7 @@ def describe(name, settings):
         text = LOADS[name].description if name in LOADS else SPECIAL[name]
     warm, count = settings["instr_warm"], settings["instr_requests"]
     step = settings["idle_connections_per_step"]
-    return text.format(n=settings["connections"], first=step, second=step, warm=warm,
+    return text.format(n=settings["connections"], streams=H2_STREAMS, first=step, second=step, warm=warm,
                        bursts=BURSTS, burst=step, slow_requests=SLOW_REQUESTS,
                        count=count, total=warm + count, conns=conns, duration=settings.get("duration", 5))
 
@@ -192,16 +200,24 @@ class Bench:
         (user0, sys0), ocpu0 = running.cpu_split(), self.origins.cpu_seconds()
         load0 = cpu_busy_ticks(self.s.client_cpus)
         t0 = time.monotonic()
-        child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
-                          connections=self.s.connections, duration=duration,
-                          headers=load.headers, scheme="https" if load.tls else "http")
+        scheme = "https" if load.tls else "http"
+        if load.h2:
+            generator = h2load
+            child = h2load.start(running.tls_port if load.tls else running.h2c_port, path=load.path,
+                                 connections=self.s.connections, streams=H2_STREAMS, duration=duration,
+                                 scheme=scheme)
+        else:
+            generator = wrk
+            child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
+                              connections=self.s.connections, duration=duration,
+                              headers=load.headers, scheme=scheme)
         try:
             time.sleep(min(1.0, duration / 4))
             conns0, reqs0 = self.origins.counters()
             time.sleep(max(0.0, t0 + duration - min(0.5, duration / 4) - time.monotonic()))
             conns1, reqs1 = self.origins.counters()
         finally:
-            w = wrk.finish(child)
+            w = generator.finish(child)
         wall = time.monotonic() - t0
         load1 = cpu_busy_ticks(self.s.client_cpus)
         (user1, sys1), ocpu = running.cpu_split(), self.origins.cpu_seconds() - ocpu0
@@ -255,6 +271,12 @@ class Bench:
     # Idle connections -----------------------------------------------------------------------
 
     def _idle(self):
+        return self._idle_connections("idle", h2=False)
+
+    def _idle_h2(self):
+        return self._idle_connections("idle-h2", h2=True)
+
+    def _idle_connections(self, kind, h2):
         first, second = self.s.idle_steps
 
         def measure(c, r, i):
@@ -265,9 +287,10 @@ class Bench:
                 # is what stays once the proxy's periodic housekeeping (sluice parks after
                 # 100 ms and trims the heap in its once-a-second sweep) has run.
                 base = steady_rss_kib(r.pid)
-                conns += client.open_idle(r.port, first)
+                port = r.h2c_port if h2 else r.port
+                conns += client.open_idle(port, first, h2=h2)
                 rss1 = steady_rss_kib(r.pid)
-                conns += client.open_idle(r.port, second)
+                conns += client.open_idle(port, second, h2=h2)
                 rss2 = steady_rss_kib(r.pid)
                 still = client.still_open(conns)
             finally:
@@ -278,7 +301,7 @@ class Bench:
                 "kib_per_conn_first": (rss1 - base) / first,
                 "still_open": still, "opened": first + second,
             }
-            self.log(f"  idle round {i + 1}/{self.s.rounds} {c.name:10s} "
+            self.log(f"  {kind} round {i + 1}/{self.s.rounds} {c.name:10s} "
                      f"base {base} KiB, +{first}: {rss1} KiB, +{second}: {rss2} KiB -> "
                      f"{entry['kib_per_conn']:.2f} KiB/conn ({still} still open)")
             return entry

@@ -33,6 +33,13 @@ constexpr std::string_view page = R"html(<!doctype html>
 <div id="message" hidden></div>
 <main>
   <div id="upstreams"></div>
+  <section id="certificates" hidden>
+    <h2>ACME certificates</h2>
+    <table>
+      <thead><tr><th>domains</th><th>days to expiry</th><th>last failure</th></tr></thead>
+      <tbody id="certificate-rows"></tbody>
+    </table>
+  </section>
   <section id="timeline">
     <h2>Events</h2>
     <ol id="events"></ol>
@@ -76,8 +83,9 @@ td.state { white-space: normal; max-width: 420px; }
 .badge.down { background: var(--down); } .badge.ejected { background: var(--ejected); }
 .badge.draining, .badge.drained { background: var(--drain); }
 .reason { color: var(--muted); }
-#timeline { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
-#timeline h2 { font-size: 16px; margin: 4px 0; }
+#timeline, #certificates { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+#certificates { margin: 12px 0; }
+#timeline h2, #certificates h2 { font-size: 16px; margin: 4px 0; }
 #events { list-style: none; padding: 0; margin: 0; max-height: 320px; overflow-y: auto; font-size: 13px; }
 #events li { padding: 2px 0; border-bottom: 1px dotted var(--line); }
 #events .when { color: var(--muted); margin-right: 8px; font-variant-numeric: tabular-nums; }
@@ -284,6 +292,24 @@ constexpr std::string_view script = R"js('use strict';
     g.fillText(right, w - g.measureText(right).width - 6, 12);
   }
 
+  // A few rows (one per ACME certificate): rebuilt when what they show changes.
+  function renderCertificates(data) {
+    const certs = data.certificates || [];
+    $('certificates').hidden = certs.length === 0;
+    const key = JSON.stringify(certs);
+    if (key === state.certificates) return;
+    state.certificates = key;
+    $('certificate-rows').replaceChildren(...certs.map((c) => {
+      const tr = el('tr');
+      tr.dataset.domain = c.domains[0];
+      const failure = c.failures === 0 ? '–' : c.failures + ' failure(s): ' + c.last_error +
+        (c.retry_in_s === null ? '' : '; retry in ' + c.retry_in_s + ' s');
+      tr.append(el('td', null, c.domains.join(', ')), el('td', 'num', num(c.days_to_expiry, 1)),
+                el('td', 'reason', failure));
+      return tr;
+    }));
+  }
+
   function renderEvents(data) {
     const now = Date.now();
     for (const e of data.events) state.events.push({ ...e, at: now - e.ms_ago });
@@ -323,6 +349,7 @@ constexpr std::string_view script = R"js('use strict';
       if (data.events.length) state.event = data.events[data.events.length - 1].seq;
       setText($('config'), 'config version ' + data.config_version + ' · ' + data.config_file);
       renderUpstreams(data);
+      renderCertificates(data);
       renderEvents(data);
       connection('live');
     } catch (e) {

@@ -45,6 +45,13 @@ const KeySpec fleet_rows[] = {
     duration_key<&F::lease_ttl>("lease_ttl", false, "How long an instance not heard from keeps what it holds.")
         .at_most(std::chrono::minutes(10))
         .restart(),
+    duration_key<&F::ticket_key_rotation>("ticket_key_rotation", false,
+                                          "How often a new session ticket key is made for the fleet.")
+        .at_most(std::chrono::hours(24 * 7))
+        .rule([](const void* f) -> std::string {
+          return static_cast<const F*>(f)->ticket_key_rotation < std::chrono::seconds(1) ? "must be at least 1s" : "";
+        })
+        .restart(),
 };
 
 }  // namespace fleet_section

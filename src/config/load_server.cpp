@@ -224,6 +224,8 @@ const KeySpec server_rows[] = {
                                                 "HTTP/2 stream flow-control window (SETTINGS)."),
     integer_key<&S::http2_max_early_resets>("http2_max_early_resets", 1, 1000000,
                                             "Streams a client may reset before their answer (then GOAWAY)."),
+    integer_key<&S::http2_max_glitches>("http2_max_glitches", 1, 1000000,
+                                        "Frames without a request a connection may send beyond one a second (then GOAWAY)."),
 };
 
 void check_edge(Reader& r, const Read& read, const ServerSection& out) {

@@ -97,13 +97,17 @@ net::awaitable<bool> Http2Stream::offer(std::string_view bytes, bool last) {
   co_return co_await wait_taken();
 }
 
+// True once nghttp2 took all of the piece (and the end of the body with the last one). The
+// stream may be closed by then: nghttp2 closes it as it sends the last DATA, before this resumes,
+// and that answer is whole (its origin connection reusable).
 net::awaitable<bool> Http2Stream::wait_taken() {
   arm(snapshot_->config->server.idle_timeout);
-  while (!closed_ && !timed_out_ && (!out_.empty() || (out_last_ && !eof_sent_))) {
+  const auto taken = [this] { return out_.empty() && (!out_last_ || eof_sent_); };
+  while (!closed_ && !timed_out_ && !taken()) {
     wake_.expires_at(net::steady_timer::time_point::max());
     co_await wake_.async_wait(nothrow);
   }
-  co_return !closed_ && !timed_out_;
+  co_return taken();
 }
 
 net::awaitable<bool> Http2Stream::wait_for(Clock::duration d) {

@@ -24,7 +24,6 @@ using boost::system::error_code;
 namespace {
 
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
-constexpr std::size_t read_size = 16 * 1024;
 constexpr std::size_t write_gather = 64 * 1024;  // frames gathered into one write at most
 constexpr std::size_t small_write = 4 * 1024;    // kept between writes
 // Between the shutdown notice and the GOAWAY naming the last stream: a round trip on any network
@@ -70,8 +69,11 @@ int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const
 
 // nghttp2 found the stream malformed (a field, or content-length against the DATA) and queued
 // its RST_STREAM(PROTOCOL_ERROR): the stream must not start, or stops.
-int on_invalid_frame(nghttp2_session* session, const nghttp2_frame* frame, int, void*) {
+// A frame nghttp2 refused (a stream it reset, MadeYouReset's way to make a server reset streams
+// without the client's reset counting): the stream is done, and the connection takes a glitch.
+int on_invalid_frame(nghttp2_session* session, const nghttp2_frame* frame, int, void* user_data) {
   if (auto* s = stream_of(session, frame->hd.stream_id)) s->invalid();
+  self(user_data).glitch(Http2Glitch::invalid_frame);
   return 0;
 }
 
@@ -94,6 +96,14 @@ Http2Counters& http2_counters(unsigned worker) noexcept { return counters()[work
 std::uint64_t http2_total(std::atomic<std::uint64_t> Http2Counters::*field) noexcept {
   std::uint64_t total = 0;
   std::as_const(counters()).for_each([&](const Http2Counters& c) { total += (c.*field).load(std::memory_order_relaxed); });
+  return total;
+}
+
+std::uint64_t http2_glitch_total(Http2Glitch kind) noexcept {
+  std::uint64_t total = 0;
+  std::as_const(counters()).for_each([&](const Http2Counters& c) {
+    total += c.glitches[static_cast<std::size_t>(kind)].load(std::memory_order_relaxed);
+  });
   return total;
 }
 
@@ -145,6 +155,7 @@ void Http2Session::open_session() {
   };
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   max_early_resets_ = server.http2_max_early_resets;
+  max_glitches_ = server.http2_max_glitches;
   idle_timeout_ = server.idle_timeout;
 }
 
@@ -169,12 +180,24 @@ net::awaitable<void> Http2Session::run() {
   deadline = Clock::time_point::max();
 }
 
+// An idle connection holds no read buffer: a plain one waits for bytes first, then reads them
+// into one of the worker's blocks, given back once nghttp2 has them. (With TLS the engine may
+// hold decrypted bytes the kernel does not show: the read itself waits, its block taken.)
 net::awaitable<void> Http2Session::read_loop() {
-  std::string buffer(read_size, '\0');
+  auto& blocks = worker_.arena_blocks;
   while (!closed_ && !finishing_) {
-    auto [ec, n] = co_await client_.async_read_some(net::buffer(buffer), nothrow);
-    if (ec || n == 0) break;
-    if (!feed({buffer.data(), n})) break;
+    error_code ec;
+    if (!client_.is_tls()) {
+      co_await client_.readable(ec);
+      if (ec || closed_ || finishing_) break;
+    }
+    char* block = blocks.acquire();
+    const auto buffer = net::buffer(block, blocks.block_size());
+    std::size_t n = client_.try_read_some(buffer);
+    if (n == 0) std::tie(ec, n) = co_await client_.async_read_some(buffer, nothrow);
+    const bool more = !ec && n > 0 && feed({block, n});
+    blocks.release(block);
+    if (!more) break;
     if (streams_.empty()) arm_idle();
   }
 }
@@ -211,8 +234,9 @@ net::awaitable<void> Http2Session::write_loop() {
       check_done();
       if (finishing_ || closed_) break;
       writing_ = false;
-      // A connection waiting for more to send keeps no large write buffer (a big answer's).
-      if (out_.capacity() > small_write) out_ = std::string();
+      // A connection waiting for more to send keeps no large write buffer (a big answer's), and
+      // an idle one none at all.
+      if (streams_.empty() || out_.capacity() > small_write) out_ = std::string();
       write_wake_.expires_at(net::steady_timer::time_point::max());
       co_await write_wake_.async_wait(nothrow);
       continue;
@@ -322,6 +346,7 @@ int Http2Session::begin_headers(const nghttp2_frame& frame) {
 }
 
 int Http2Session::frame_received(const nghttp2_frame& frame) {
+  if (is_glitch(frame)) return 0;
   auto* s = stream_of(session_, frame.hd.stream_id);
   if (s == nullptr) return 0;
   const bool end_stream = (frame.hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
@@ -358,6 +383,52 @@ void Http2Session::early_reset() {
   if (++early_resets_ != max_early_resets_) return;
   bump(counted.calm_closes);
   spdlog::debug("client {}: HTTP/2: {} streams reset before their answer: GOAWAY", client_ip_, early_resets_);
+  nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
+  want_write();
+}
+
+// Frames that cost work and bring no request: PING, SETTINGS beyond the preface's, PRIORITY
+// and DATA that is empty and does not end its stream. True for those (then counted).
+bool Http2Session::is_glitch(const nghttp2_frame& frame) noexcept {
+  const bool ack = (frame.hd.flags & NGHTTP2_FLAG_ACK) != 0;
+  switch (frame.hd.type) {
+    case NGHTTP2_PING:
+      if (!ack) glitch(Http2Glitch::ping);
+      return !ack;
+    case NGHTTP2_SETTINGS:
+      if (ack || !std::exchange(settings_seen_, true)) return false;
+      glitch(Http2Glitch::settings);
+      return true;
+    case NGHTTP2_PRIORITY:
+      glitch(Http2Glitch::priority);
+      return true;
+    case NGHTTP2_DATA:
+      if (frame.hd.length != 0 || (frame.hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) return false;
+      glitch(Http2Glitch::empty_data);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// One glitch more, one a second forgiven: a client that keeps a connection alive with a PING
+// every few seconds never runs out; a flood reaches http2_max_glitches at once and the
+// connection is closed.
+void Http2Session::glitch(Http2Glitch kind) {
+  if (glitches_ >= max_glitches_) return;  // told already: what else the read held goes unread
+  auto& counted = http2_counters(worker_.index);
+  bump(counted.glitches[static_cast<std::size_t>(kind)]);
+  const auto now = worker_.clock.now();
+  const auto forgiven = std::chrono::duration_cast<std::chrono::seconds>(now - glitch_at_).count();
+  if (forgiven > 0) {
+    glitches_ = static_cast<std::uint32_t>(std::max<std::int64_t>(0, std::int64_t{glitches_} - forgiven));
+    glitch_at_ = now;
+  }
+  if (++glitches_ != max_glitches_) return;
+  bump(counted.calm_closes);
+  bump(counted.glitch_closes);
+  spdlog::debug("client {}: HTTP/2: {} frames without a request ({} last): GOAWAY", client_ip_, glitches_,
+                http2_glitch_names[static_cast<std::size_t>(kind)]);
   nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
   want_write();
 }

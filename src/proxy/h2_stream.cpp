@@ -174,11 +174,14 @@ void Http2Stream::consume(std::size_t n) {
   session_.want_write();
 }
 
+// nghttp2 closed the stream: reset by the client (its origin connection, mid-answer, is closed
+// too), or ended as it sent the answer's last DATA (the origin's answer was read whole: its
+// connection goes back to the pool).
 void Http2Stream::on_close() {
   if (closed_) return;
   closed_ = true;
   timed_out_ = false;
-  up_.close();
+  if (!eof_sent_) up_.close();
   wake_all();
 }
 

@@ -9,6 +9,7 @@
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
 #include "sluice/runtime/fleet.hpp"
+#include "sluice/runtime/fleet_tickets.hpp"
 #include "sluice/tls/acme_slot.hpp"
 
 namespace sluice {
@@ -171,7 +172,10 @@ std::string RuntimeControl::status_json() {
 
 std::string RuntimeControl::fleet_json() {
   const auto* fleet = process_.fleet();
-  return fleet ? json::serialize(fleet->status()) : std::string();
+  if (fleet == nullptr) return {};
+  auto o = fleet->status();
+  if (const auto* tickets = process_.fleet_tickets()) o["ticket_keys"] = tickets->status();
+  return json::serialize(o);
 }
 
 std::string RuntimeControl::config_text() { return process_.snapshot()->config->text; }

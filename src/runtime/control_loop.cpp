@@ -19,6 +19,8 @@
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/fd_budget.hpp"
 #include "sluice/runtime/fleet.hpp"
+#include "sluice/runtime/fleet_acme.hpp"
+#include "sluice/runtime/fleet_tickets.hpp"
 #include "sluice/runtime/listen_fds.hpp"
 #include "sluice/runtime/state_file.hpp"
 #include "sluice/runtime/upgrade.hpp"
@@ -39,6 +41,7 @@ ControlLoop::ControlLoop(config::Config config, std::string config_path)
 ControlLoop::~ControlLoop() = default;
 
 int ControlLoop::run() {
+  start_fleet_tickets();
   if (!build_first_snapshot()) return 1;
   restore_server_state();
   start_fleet();
@@ -241,6 +244,8 @@ void ControlLoop::stop_loop() {
   notifier_.stop_watchdog();
   prober_->stop();
   if (fleet_) fleet_->stop();
+  if (fleet_tickets_) fleet_tickets_->stop();
+  if (fleet_acme_) fleet_acme_->stop();
   ocsp_stapler_.stop();
   if (discovery_) discovery_->stop();
   if (admin_server_) admin_server_->stop();

@@ -19,6 +19,7 @@
 #include "sluice/runtime/config_watch.hpp"
 #include "sluice/runtime/diff.hpp"
 #include "sluice/runtime/fd_budget.hpp"
+#include "sluice/runtime/fleet_tickets.hpp"
 #include "sluice/runtime/worker.hpp"
 #include "sluice/telemetry/access_log.hpp"
 #include "sluice/telemetry/event_ring.hpp"
@@ -154,7 +155,7 @@ std::shared_ptr<const Snapshot> ControlLoop::build(const std::shared_ptr<const c
                                       std::uint64_t version) {
   // The snapshot being replaced hands each kept route its rate limiter (proxy/admission).
   return build_snapshot(discovery_ ? discovery_->expand(cfg) : cfg, directory_, version,
-                        snapshot_.get(), &ocsp_stapler_);
+                        snapshot_.get(), &ocsp_stapler_, fleet_tickets_ ? fleet_tickets_->keys() : nullptr);
 }
 
 // Endpoints of `old` that `now` does not have (removed from the file or gone from DNS): no new

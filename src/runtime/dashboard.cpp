@@ -7,6 +7,7 @@
 #include "sluice/health/server_health.hpp"
 #include "sluice/runtime/control.hpp"
 #include "sluice/telemetry/event_ring.hpp"
+#include "sluice/tls/acme_slot.hpp"
 
 namespace sluice {
 
@@ -84,6 +85,28 @@ json::array events_after(std::uint64_t after, Clock::time_point now) {
   return out;
 }
 
+// The ACME certificates: days until each expires (to 0.1; null until one is issued) and the
+// last failure, so that a renewal that keeps failing shows before the certificate expires.
+json::array certificate_rows() {
+  json::array out;
+  const auto now = std::chrono::system_clock::now();
+  for (const auto& slot : tls::acme::all_slots()) {
+    const auto status = slot->status();
+    json::value days = nullptr;
+    if (status.not_after)
+      days = std::round(std::chrono::duration<double>(*status.not_after - now).count() / 8640.0) / 10.0;
+    json::value retry = nullptr;
+    if (status.next_attempt)
+      retry = std::max<std::int64_t>(0, std::chrono::duration_cast<std::chrono::seconds>(*status.next_attempt - now).count());
+    out.push_back(json::object{{"domains", json::value_from(slot->domains())},
+                               {"days_to_expiry", days},
+                               {"failures", status.failures},
+                               {"last_error", status.last_error},
+                               {"retry_in_s", retry}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
@@ -105,6 +128,7 @@ std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
                                      {"history", chart(history.seconds(u->name()), query.after_tick)}});
   }
   root["upstreams"] = std::move(upstreams);
+  root["certificates"] = certificate_rows();
   root["events"] = events_after(query.after_event, now);
   return json::serialize(root);
 }

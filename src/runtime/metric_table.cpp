@@ -107,6 +107,13 @@ void duration_samples(const Scrape& s, MetricsText& m) {
   });
 }
 
+// HTTP/2 frames that brought no request, by kind.
+void http2_glitch_samples(const Scrape&, MetricsText& m) {
+  for (std::size_t k = 0; k < std::size(proxy::http2_glitch_names); ++k)
+    m.sample({{"kind", proxy::http2_glitch_names[k]}},
+             static_cast<double>(proxy::http2_glitch_total(static_cast<proxy::Http2Glitch>(k))));
+}
+
 // Tunnels ended, by upstream and TunnelVerdict.
 void tunnels_closed_samples(const Scrape& s, MetricsText& m) {
   static constexpr std::string_view reasons[tunnel_verdict_count] = {"closed", "idle", "drain"};
@@ -426,8 +433,16 @@ constexpr MetricFamily families[] = {
    .help = "HTTP/2 streams the client reset before their answer was sent.",
    .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::early_resets)); }},
   {.name = "sluice_http2_calm_closes_total", .type = counter,
-   .help = "HTTP/2 connections closed with GOAWAY(ENHANCE_YOUR_CALM): http2_max_early_resets reached.",
+   .help = "HTTP/2 connections closed with GOAWAY(ENHANCE_YOUR_CALM): http2_max_early_resets or "
+           "http2_max_glitches reached.",
    .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::calm_closes)); }},
+  {.name = "sluice_http2_glitches_total", .type = counter,
+   .help = "HTTP/2 frames that brought no request (PING, SETTINGS after the first, PRIORITY, empty DATA, a frame "
+           "nghttp2 refused), by kind.",
+   .samples = http2_glitch_samples},
+  {.name = "sluice_http2_glitch_closes_total", .type = counter,
+   .help = "HTTP/2 connections closed with GOAWAY(ENHANCE_YOUR_CALM) because they reached http2_max_glitches.",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::glitch_closes)); }},
   {.name = "sluice_proxy_protocol_rejected_total", .type = counter,
    .help = "Connections closed on a proxy_protocol listener, by reason (untrusted peer, malformed header, header "
            "timeout).",

@@ -53,7 +53,8 @@ Router::Route compile_route(const config::RouteConfig& r, const Upstream* upstre
 
 std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Config> config,
                                                EndpointDirectory& directory, std::uint64_t version,
-                                               const Snapshot* previous, tls::OcspStapler* ocsp) {
+                                               const Snapshot* previous, tls::OcspStapler* ocsp,
+                                               std::shared_ptr<tls::TicketKeys> ticket_keys) {
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->config = config;
   snapshot->version = version;
@@ -64,6 +65,7 @@ std::shared_ptr<const Snapshot> build_snapshot(std::shared_ptr<const config::Con
     settings.client_ca_file = listener.client_ca_file;
     settings.verify_client = listener.verify_client;
     settings.session_ticket_key_file = listener.session_ticket_key_file;
+    settings.shared_ticket_keys = ticket_keys;
     settings.http2 = std::find(listener.alpn.begin(), listener.alpn.end(), config::Alpn::h2) != listener.alpn.end();
     settings.ocsp_stapling = listener.ocsp_stapling;
     settings.ocsp = ocsp;

@@ -198,13 +198,10 @@ void Session::authorize(const std::string& authorization_url, Slot& slot) {
   if (challenge == nullptr)
     throw std::runtime_error(domain + ": the CA offers no " + std::string(alpn ? "tls-alpn-01" : "http-01") + " challenge");
   const std::string authorization_key = key_authorization(text_of(*challenge, "token"), key_.get());
-  if (alpn) {
-    const PrivateKey key = new_p256_key();
-    const Certificate cert = challenge_certificate(key.get(), domain, authorization_key);
-    slot.set_challenge(domain, challenge_context(key.get(), cert.get()));
-  } else {
-    slot.set_http_answer(text_of(*challenge, "token"), authorization_key);
-  }
+  slot.answer({alpn, alpn ? domain : text_of(*challenge, "token"), authorization_key});
+  // In a fleet the CA's validation may reach another instance: it gets the answer through Redis
+  // first (runtime/fleet_acme.hpp).
+  if (order_.challenge_delay.count() > 0 && !wait_(order_.challenge_delay)) throw std::runtime_error("stopped");
   signed_post(text_of(*challenge, "url"), "{}");
   const json::value decided = poll(authorization_url);
   if (text_of(decided, "status") != "valid") {
@@ -246,8 +243,14 @@ void obtain_certificate(const OrderSettings& order, const std::string& storage, 
   slot.clear_challenges();
   const PrivateKey key = new_p256_key();
   const std::string chain = session.finalize(order_url, key.get());
-  make_directory(slot.directory());
-  write_file(slot.key_file(), key_pem(key.get()), 0600);
+  store_certificate(slot, chain, key_pem(key.get()));
+}
+
+void store_certificate(Slot& slot, const std::string& chain, const std::string& key) {
+  const std::string directory = slot.directory();
+  make_directory(directory.substr(0, directory.rfind('/')));  // the storage, before any order made it
+  make_directory(directory);
+  write_file(slot.key_file(), key, 0600);
   write_file(slot.cert_file(), chain, 0644);
   const auto window = certificate_window(slot.cert_file());
   if (!window) throw std::runtime_error(slot.cert_file() + ": cannot read the issued certificate");
@@ -255,8 +258,11 @@ void obtain_certificate(const OrderSettings& order, const std::string& storage, 
     throw std::runtime_error("the issued certificate does not load: " + refused);
 }
 
-AcmeService::AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log)
-    : storage_(std::move(storage)), orders_(std::move(orders)), log_(std::move(log)) {
+AcmeService::AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log, MayOrder may_order)
+    : storage_(std::move(storage)),
+      orders_(std::move(orders)),
+      log_(std::move(log)),
+      may_order_(std::move(may_order)) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -295,8 +301,19 @@ SystemTime AcmeService::attend(const OrderSettings& order, Slot& slot) {
   if (status.next_attempt && *status.next_attempt > now) return *status.next_attempt;
   if (const auto window = slot.issued() ? certificate_window(slot.cert_file()) : std::nullopt) {
     const SystemTime renew = renewal_time(window->first, window->second);
-    if (renew > now) return renew;
+    if (renew > now) {
+      waiting_.erase(order.domains.front());
+      return renew;
+    }
   }
+  // In a fleet another instance may be ordering it: asked again shortly, until its certificate
+  // arrives through the fleet or the order falls to this instance.
+  if (may_order_ && !may_order_(order.domains.front())) {
+    if (waiting_.insert(order.domains.front()).second)
+      log_("certificate for " + order.domains.front() + ": another instance of the fleet orders it");
+    return now + std::chrono::seconds(1);
+  }
+  waiting_.erase(order.domains.front());
   std::string outcome;
   try {
     obtain_certificate(order, storage_, slot, [this](auto d) { return wait_for(d); }, log_);

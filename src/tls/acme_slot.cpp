@@ -8,6 +8,8 @@
 #include <ctime>
 
 #include "sluice/core/file.hpp"
+#include "sluice/tls/acme_challenge.hpp"
+#include "sluice/tls/acme_crypto.hpp"
 
 namespace sluice::tls::acme {
 
@@ -41,6 +43,10 @@ Registry& registry() {
 std::optional<std::pair<SystemTime, SystemTime>> certificate_window(const std::string& cert_file) {
   std::string text;
   if (read_whole_file(cert_file, text) != 0) return std::nullopt;
+  return pem_certificate_window(text);
+}
+
+std::optional<std::pair<SystemTime, SystemTime>> pem_certificate_window(const std::string& text) {
   BIO* bio = BIO_new_mem_buf(text.data(), static_cast<int>(text.size()));
   X509* leaf = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
   BIO_free(bio);
@@ -119,6 +125,24 @@ void Slot::clear_challenges() {
   std::lock_guard lock(mutex_);
   challenges_.clear();
   http_answers_.clear();
+  pending_.clear();
+}
+
+void Slot::answer(const PendingChallenge& c) {
+  if (c.alpn) {
+    const PrivateKey key = new_p256_key();
+    const Certificate cert = challenge_certificate(key.get(), c.name, c.key_authorization);
+    set_challenge(c.name, challenge_context(key.get(), cert.get()));
+  } else {
+    set_http_answer(c.name, c.key_authorization);
+  }
+  std::lock_guard lock(mutex_);
+  pending_.push_back(c);
+}
+
+std::vector<PendingChallenge> Slot::pending_challenges() const {
+  std::lock_guard lock(mutex_);
+  return pending_;
 }
 
 std::shared_ptr<boost::asio::ssl::context> Slot::challenge(std::string_view domain) const {

@@ -340,10 +340,10 @@ std::unique_ptr<ssl::context> ServerContext::make_context(const std::function<vo
   SSL_CTX_set_alpn_select_cb(native, select_alpn, settings_.http2 ? const_cast<ServerContext*>(this) : nullptr);
   ask_for_client_certificates(native, settings_);
   // Session resumption: stateless tickets and the server-side cache for TLS 1.2 session ids.
-  // Ticket keys are the file's when there is one (shared across reloads and processes), else
-  // OpenSSL's random ones per context (a reload starts new ones). Set on every context: which
-  // one OpenSSL asks depends on where the handshake is when SNI switches it.
-  if (!ticket_keys_.keys().empty()) ticket_keys_.install(native);
+  // Ticket keys are the file's when there is one, else the fleet's (both shared across reloads
+  // and processes), else OpenSSL's random ones per context (a reload starts new ones). Set on
+  // every context: which one OpenSSL asks depends on where the handshake is when SNI switches it.
+  if (ticket_keys_ != nullptr) ticket_keys_->install(native);
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_SERVER);
   static constexpr unsigned char session_id_context[] = "sluice";
   SSL_CTX_set_session_id_context(native, session_id_context, sizeof session_id_context - 1);
@@ -408,7 +408,11 @@ bool ServerContext::use_acme_certificate(SSL* ssl, const char* server_name) cons
 
 ServerContext::ServerContext(const ServerSettings& settings) : settings_(settings) {
   if (!settings.session_ticket_key_file.empty()) {
-    if (auto bad = ticket_keys_.read(settings.session_ticket_key_file)) throw std::runtime_error(*bad);
+    auto keys = std::make_shared<TicketKeys>();
+    if (auto bad = keys->read(settings.session_ticket_key_file)) throw std::runtime_error(*bad);
+    ticket_keys_ = std::move(keys);
+  } else {
+    ticket_keys_ = settings.shared_ticket_keys;
   }
   add_file_certificates();
   add_acme_certificate();

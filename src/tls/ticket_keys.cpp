@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <system_error>
 
 #include "sluice/core/file.hpp"
@@ -38,8 +39,10 @@ bool use_hmac_key(EVP_MAC_CTX* hmac, const TicketKey& key) {
 int ticket_key_callback(SSL* ssl, unsigned char name[16], unsigned char* iv, EVP_CIPHER_CTX* cipher,
                         EVP_MAC_CTX* hmac, int enc) {
   const auto* self = static_cast<const TicketKeys*>(SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), keys_index()));
-  if (self == nullptr || self->keys().empty()) return -1;
-  const auto& keys = self->keys();
+  if (self == nullptr) return -1;
+  const auto list = self->current();  // kept alive until the cipher and HMAC have their keys
+  if (list == nullptr || list->keys.empty()) return -1;
+  const auto& keys = list->keys;
   if (enc == 1) {
     const TicketKey& key = keys.front();
     if (RAND_bytes(iv, EVP_CIPHER_get_iv_length(EVP_aes_256_cbc())) != 1) return -1;
@@ -58,8 +61,39 @@ int ticket_key_callback(SSL* ssl, unsigned char name[16], unsigned char* iv, EVP
 
 }  // namespace
 
-TicketKeys::~TicketKeys() {
-  if (!keys_.empty()) OPENSSL_cleanse(keys_.data(), keys_.size() * sizeof(TicketKey));
+TicketKey TicketKey::random() {
+  TicketKey key;
+  if (RAND_bytes(key.name.data(), key.name.size()) != 1 || RAND_bytes(key.hmac.data(), key.hmac.size()) != 1 ||
+      RAND_bytes(key.aes.data(), key.aes.size()) != 1)
+    throw std::runtime_error("cannot make a session ticket key: no randomness from OpenSSL");
+  return key;
+}
+
+void TicketKey::append_to(std::string& out) const {
+  out.append(reinterpret_cast<const char*>(name.data()), name.size());
+  out.append(reinterpret_cast<const char*>(hmac.data()), hmac.size());
+  out.append(reinterpret_cast<const char*>(aes.data()), aes.size());
+}
+
+TicketKey TicketKey::from_bytes(const char* at) {
+  TicketKey key;
+  std::memcpy(key.name.data(), at, 16);
+  std::memcpy(key.hmac.data(), at + 16, 32);
+  std::memcpy(key.aes.data(), at + 48, 32);
+  return key;
+}
+
+TicketKeyList::~TicketKeyList() {
+  if (!keys.empty()) OPENSSL_cleanse(keys.data(), keys.size() * sizeof(TicketKey));
+}
+
+void TicketKeys::set(std::vector<TicketKey> keys) {
+  keys_.store(std::make_shared<const TicketKeyList>(std::move(keys)));
+}
+
+bool TicketKeys::empty() const {
+  const auto list = current();
+  return list == nullptr || list->keys.empty();
 }
 
 std::optional<std::string> TicketKeys::read(const std::string& path) {
@@ -71,14 +105,11 @@ std::optional<std::string> TicketKeys::read(const std::string& path) {
     return "'" + path + "': must hold one or more 80-byte keys (openssl rand 80), got " +
            std::to_string(bytes.size()) + " bytes";
   }
-  keys_.resize(bytes.size() / ticket_key_bytes);
-  for (std::size_t i = 0; i < keys_.size(); ++i) {
-    const char* at = bytes.data() + i * ticket_key_bytes;
-    std::memcpy(keys_[i].name.data(), at, 16);
-    std::memcpy(keys_[i].hmac.data(), at + 16, 32);
-    std::memcpy(keys_[i].aes.data(), at + 48, 32);
-  }
+  std::vector<TicketKey> keys;
+  for (std::size_t at = 0; at < bytes.size(); at += ticket_key_bytes)
+    keys.push_back(TicketKey::from_bytes(bytes.data() + at));
   OPENSSL_cleanse(bytes.data(), bytes.size());
+  set(std::move(keys));
   return std::nullopt;
 }
 

@@ -1,5 +1,7 @@
 #include "sluice/upstream/pool.hpp"
 
+#include <algorithm>
+
 #include "sluice/endpoint/endpoint.hpp"
 
 namespace sluice {
@@ -28,8 +30,9 @@ std::optional<ConnectionPool::stream_type> ConnectionPool::acquire(const Endpoin
 }
 
 void ConnectionPool::acquire(const Endpoint& endpoint, tls::StreamSlot& into) {
-  if (endpoint.id() >= idle_.size()) return;
-  auto& stack = idle_[endpoint.id()].idle;
+  if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
+  auto& pooled = idle_[endpoint.id()];
+  auto& stack = pooled.idle;
   const auto now = clock_.now();
   while (!stack.empty()) {
     auto& idle = stack.back();
@@ -40,6 +43,7 @@ void ConnectionPool::acquire(const Endpoint& endpoint, tls::StreamSlot& into) {
     }
     stack.pop_back();  // closes it
   }
+  ++pooled.misses;
 }
 
 void ConnectionPool::release_stream(const Endpoint& endpoint, stream_type&& stream, std::uint32_t max_idle,
@@ -60,12 +64,11 @@ void ConnectionPool::release(const Endpoint& endpoint, tls::StreamSlot&& stream,
     return;
   }
   if (endpoint.id() >= idle_.size()) idle_.resize(endpoint.id() + 1);
-  auto& [stack, keep] = idle_[endpoint.id()];
+  auto& [stack, keep, misses, recent] = idle_[endpoint.id()];
   keep = max_idle;
-  if (stack.size() >= std::size_t{max_idle} * surplus_factor) {
-    // Full, surplus included: drop the oldest, keep the freshest.
-    stack.erase(stack.begin());  // closes it
-  }
+  // Full, surplus included: drop the oldest, keep the freshest.
+  const std::size_t bound = std::max({std::size_t{max_idle} * surplus_factor, std::size_t{misses}, std::size_t{recent}});
+  if (stack.size() >= bound) stack.erase(stack.begin());  // closes it
   // Its next answer's short read may then prove it drained: the checkout after that needs no peek.
   stream->watch_hangup();
   const auto now = clock_.now();
@@ -74,7 +77,8 @@ void ConnectionPool::release(const Endpoint& endpoint, tls::StreamSlot&& stream,
 
 void ConnectionPool::sweep() {
   const auto now = clock_.now();
-  for (auto& [stack, keep] : idle_) {
+  for (auto& [stack, keep, misses, recent] : idle_) {
+    recent = std::exchange(misses, 0);
     // Ordered by release time, so expired connections, and the surplus idle for surplus_linger,
     // form a prefix.
     const std::size_t surplus = stack.size() > keep ? stack.size() - keep : 0;

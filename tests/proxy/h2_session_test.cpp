@@ -4,6 +4,7 @@
 // stream forwarded as the exact HTTP/1.1 head an HTTP/1.1 client's request gets, concurrent
 // streams, and malformed streams reset with nothing reaching the origin.
 #include <map>
+#include <optional>
 
 #include <nghttp2/nghttp2.h>
 
@@ -47,6 +48,13 @@ public:
           s.error = error;
           return 0;
         });
+    nghttp2_session_callbacks_set_on_frame_recv_callback(
+        cb, +[](nghttp2_session*, const nghttp2_frame* f, void* self) {
+          auto& c = *static_cast<H2Client*>(self);
+          if (f->hd.type == NGHTTP2_GOAWAY) c.goaway = f->goaway.error_code;
+          if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK) != 0) ++c.ping_acks;
+          return 0;
+        });
     nghttp2_session_client_new(&session_, cb, this);
     nghttp2_session_callbacks_del(cb);
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
@@ -64,6 +72,10 @@ public:
     }
     return nghttp2_submit_request(session_, nullptr, nv.data(), nv.size(), nullptr, nullptr);
   }
+  void ping() { nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr); }
+  // The GOAWAY the server sent, if any: its error code.
+  std::optional<std::uint32_t> goaway;
+  int ping_acks = 0;
   // What nghttp2 has to send (the preface first).
   std::string output() {
     std::string out;
@@ -117,6 +129,21 @@ TEST_F(Http2SessionTest, AStreamReachesTheOriginAsTheHttp11HeadOfAnHttp11Client)
   EXPECT_EQ(origin_.connections[0]->received, forwarded_head("GET /x?y=1 HTTP/1.1", "h2-1"));
 }
 
+// Each answer is read whole from the origin, so its connection goes back to the pool: streams
+// one after the other take the same one.
+TEST_F(Http2SessionTest, StreamsOneAfterTheOtherReuseTheOriginConnection) {
+  configure("h2c = true");
+  auto& client = connect();
+  H2Client h2;
+  for (int i = 0; i < 3; ++i) {
+    const auto id = h2.request(get("/r" + std::to_string(i)));
+    ASSERT_TRUE(exchange(client, h2, [&] { return h2.streams[id].closed; }));
+    EXPECT_EQ(h2.streams[id].body, "ok") << i;
+  }
+  EXPECT_EQ(origin_.requests(), 3u);
+  EXPECT_EQ(origin_.accepted(), 1u);
+}
+
 TEST_F(Http2SessionTest, ConcurrentStreamsAreEachAnswered) {
   configure("h2c = true");
   auto& client = connect();
@@ -148,6 +175,23 @@ TEST_F(Http2SessionTest, APrefaceThatComesInTwoPiecesIsHttp2) {
   ASSERT_TRUE(exchange(client, h2, [&] { return h2.streams[id].closed; }));
   EXPECT_EQ(h2.streams[id].headers[":status"], "200");
   EXPECT_EQ(origin_.requests(), 1u);
+}
+
+// Frames that bring no request are forgiven one a second: a PING a second for longer than the
+// budget is no flood, and a burst of them past http2_max_glitches gets GOAWAY(ENHANCE_YOUR_CALM).
+TEST_F(Http2SessionTest, APingASecondIsFineAndAFloodOfThemGetsGoaway) {
+  configure("h2c = true\nhttp2_max_glitches = 5");
+  auto& client = connect();
+  H2Client h2;
+  for (int i = 1; i <= 12; ++i) {
+    h2.ping();
+    ASSERT_TRUE(exchange(client, h2, [&] { return h2.ping_acks == i; }));
+    clock_.advance(std::chrono::seconds(1));
+  }
+  EXPECT_FALSE(h2.goaway.has_value());
+  for (int i = 0; i < 5; ++i) h2.ping();
+  ASSERT_TRUE(exchange(client, h2, [&] { return h2.goaway.has_value(); }));
+  EXPECT_EQ(*h2.goaway, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 TEST_F(Http2SessionTest, MalformedStreamsAreResetAndNothingReachesTheOrigin) {

@@ -22,9 +22,9 @@ TEST(TicketKeys, ReadsEightyByteKeysInOrder) {
   const auto path = certs.file("two.key", key_bytes('b') + key_bytes('a'));
   TicketKeys keys;
   ASSERT_FALSE(keys.read(path));
-  ASSERT_EQ(keys.keys().size(), 2u);
-  EXPECT_EQ(keys.keys()[0].name[0], 'b');
-  EXPECT_EQ(keys.keys()[1].aes[31], 'a');
+  ASSERT_EQ(keys.current()->keys.size(), 2u);
+  EXPECT_EQ(keys.current()->keys[0].name[0], 'b');
+  EXPECT_EQ(keys.current()->keys[1].aes[31], 'a');
 }
 
 TEST(TicketKeys, RefusesAMissingEmptyOrWronglySizedFile) {
@@ -121,6 +121,38 @@ TEST(TicketKeys, ATicketResumesOnEveryListenerHoldingItsKeyAndIsRenewedWithTheFi
     EXPECT_FALSE(own.reused);
     for (auto* s : {first.session, again.session, rotated.session, renewed.session, dropped.session, own.session})
       SSL_SESSION_free(s);
+  }
+}
+
+// The fleet's keys: one TicketKeys given to the listener and replaced while it serves, as each
+// rotation does. A ticket resumes while its key is in the set, encrypting or not.
+TEST(TicketKeys, KeysReplacedUnderALiveListenerTakeEffectAtTheNextHandshake) {
+  Listeners l;
+  const auto k1 = TicketKey::random(), k2 = TicketKey::random(), k3 = TicketKey::random();
+  for (const int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    SCOPED_TRACE(version);
+    auto shared = std::make_shared<TicketKeys>();
+    shared->set({k1, k2});
+    ServerSettings s;
+    s.certificates.push_back({l.leaf.cert, l.leaf.key});
+    s.shared_ticket_keys = shared;
+    ServerContext listener(s);
+    auto first = connect(listener, nullptr, version);
+    ASSERT_TRUE(SSL_SESSION_has_ticket(first.session));
+    shared->set({k2, k1});  // rotated: k2 encrypts, k1 still decrypts
+    const auto after_one = connect(listener, first.session, version);
+    EXPECT_TRUE(after_one.reused);
+    shared->set({k3, k2});  // k1 dropped
+    const auto after_two = connect(listener, first.session, version);
+    EXPECT_FALSE(after_two.reused);
+    // A key file wins over the shared keys.
+    s.session_ticket_key_file = l.key1;
+    ServerContext from_file(s);
+    const auto filed = connect(from_file, nullptr, version);
+    const auto again = connect(*l.make(l.key1), filed.session, version);
+    EXPECT_TRUE(again.reused);
+    for (auto* x : {first.session, after_one.session, after_two.session, filed.session, again.session})
+      SSL_SESSION_free(x);
   }
 }
 

@@ -253,6 +253,27 @@ TEST_F(Fixture, AConnectionReleasedAgainIsFreshAndTheSurplusIsTheOldest) {
   EXPECT_EQ(pool.acquire(endpoint)->socket().local_endpoint().port(), ports[1]);
 }
 
+// A multiplexing client's streams come back in bursts and are asked for again at once: as many
+// idle connections are kept as checkouts found none (each opened a new one) in the current or the
+// last sweep interval; the sweep closes those beyond max_idle once idle for the linger, and two
+// intervals without a miss bring the bound back to the surplus.
+TEST_F(Fixture, KeepsAsManyAsCheckoutsFoundNoneBeyondTheSurplus) {
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(pool.acquire(endpoint));
+  std::vector<tcp::socket> servers;
+  release_new(10, 2, servers);
+  EXPECT_EQ(pool.idle_count(), 10u);
+  clock.advance(ConnectionPool::surplus_linger);
+  pool.sweep();  // the misses are the last interval's now
+  EXPECT_EQ(pool.idle_count(), 2u);
+  release_new(8, 2, servers);
+  EXPECT_EQ(pool.idle_count(), 10u);
+  clock.advance(ConnectionPool::surplus_linger);
+  pool.sweep();  // an interval without a miss: the bound is the surplus again
+  EXPECT_EQ(pool.idle_count(), 2u);
+  release_new(5, 2, servers);
+  EXPECT_EQ(pool.idle_count(), ConnectionPool::surplus_factor * 2);
+}
+
 TEST_F(Fixture, BoundedBySurplusFactorTimesMaxIdleEvenWithinTheLinger) {
   std::vector<tcp::socket> servers;
   const auto ports = release_new(static_cast<int>(ConnectionPool::surplus_factor) * 2 + 3, 2, servers);

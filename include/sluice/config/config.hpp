@@ -216,6 +216,10 @@ struct ServerSection {
   // A client that resets this many streams before their answer (Rapid Reset, CVE-2023-44487)
   // has its connection closed with GOAWAY(ENHANCE_YOUR_CALM).
   std::uint32_t http2_max_early_resets = 100;
+  // Frames that make sluice work without bringing a request (PING, SETTINGS after the first,
+  // PRIORITY, empty DATA, a frame nghttp2 refused): a connection that has sent this many more
+  // than one a second gets GOAWAY(ENHANCE_YOUR_CALM) (HAProxy's glitches, Envoy's flood limits).
+  std::uint32_t http2_max_glitches = 1000;
 };
 
 enum class AccessLogFormat : std::uint8_t { text, json, off };
@@ -321,6 +325,8 @@ struct FleetSection {
   std::string unix_path;  // not empty: the Unix socket, and host/port are unused
   std::string name;       // "" = the host name and the first listen address
   Duration lease_ttl{std::chrono::seconds(10)};
+  // How often the fleet's session ticket keys are replaced by a new one (runtime/fleet_tickets).
+  Duration ticket_key_rotation{std::chrono::hours(12)};
 };
 
 // [dns]: the resolver of `resolve` servers and `discover` (discovery/, docs/discovery.md).

@@ -39,11 +39,20 @@ struct Http2Counters {
   std::atomic<std::uint64_t> streams{0};      // request streams the clients opened
   std::atomic<std::uint64_t> early_resets{0};  // streams the client reset before their answer
   std::atomic<std::uint64_t> calm_closes{0};  // connections closed with GOAWAY(ENHANCE_YOUR_CALM)
+  // Frames that brought no request (http2_max_glitches), by kind (Http2Glitch), and the
+  // connections closed for them.
+  std::atomic<std::uint64_t> glitches[5] = {};
+  std::atomic<std::uint64_t> glitch_closes{0};
 };
+enum class Http2Glitch : std::uint8_t { ping, settings, priority, empty_data, invalid_frame };
+inline constexpr std::string_view http2_glitch_names[] = {"ping", "settings", "priority", "empty_data",
+                                                          "invalid_frame"};
 // Worker `worker`'s counters (default_worker_slots slots; see core/per_worker.hpp).
 Http2Counters& http2_counters(unsigned worker) noexcept;
 // The sum over every worker of one field (the control thread, at scrape).
 std::uint64_t http2_total(std::atomic<std::uint64_t> Http2Counters::*field) noexcept;
+enum class Http2Glitch : std::uint8_t;
+std::uint64_t http2_glitch_total(Http2Glitch kind) noexcept;
 
 // The client's HTTP/2 connection preface (RFC 9113 §3.4) starts with this line.
 inline constexpr std::string_view h2_preface_line = "PRI * HTTP/2.0\r\n";
@@ -87,6 +96,8 @@ public:
 
   // nghttp2's callbacks (h2_session.cpp), as members.
   int begin_headers(const nghttp2_frame& frame);
+  // A frame that brought no request (http2_max_glitches).
+  void glitch(Http2Glitch kind);
   int frame_received(const nghttp2_frame& frame);
   int frame_sent(const nghttp2_frame& frame);
   int stream_closed(std::int32_t id, std::uint32_t error_code);
@@ -105,6 +116,7 @@ private:
   void check_done() noexcept;
   void arm_idle() noexcept;
   void early_reset();
+  bool is_glitch(const nghttp2_frame& frame) noexcept;
 
   WorkerContext& worker_;
   tls::Stream client_;
@@ -122,6 +134,11 @@ private:
   unsigned running_ = 0;  // stream coroutines not yet ended
   std::uint32_t early_resets_ = 0;
   std::uint32_t max_early_resets_ = 0;
+  // Glitches not yet forgiven (one a second) as of glitch_at_, and the budget.
+  std::uint32_t glitches_ = 0;
+  std::uint32_t max_glitches_ = 0;
+  Clock::time_point glitch_at_{};
+  bool settings_seen_ = false;  // the client's first SETTINGS (its preface's) is no glitch
   Clock::duration idle_timeout_{};
   bool draining_ = false;  // the shutdown's GOAWAYs are on their way
   // want_write() was called since the writer's last nghttp2_session_mem_send() pass.

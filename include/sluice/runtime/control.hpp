@@ -16,7 +16,10 @@
 #include "sluice/runtime/snapshot.hpp"
 
 namespace sluice::discovery { class Discovery; }
-namespace sluice { class Fleet; }
+namespace sluice {
+class Fleet;
+class FleetTicketKeys;
+}  // namespace sluice
 
 namespace sluice {
 
@@ -61,6 +64,8 @@ public:
   virtual void drained(const std::string& upstream, Endpoint& endpoint, bool drain) = 0;
   // Fleet mode ([fleet], runtime/fleet.hpp); null when the instance is on its own.
   virtual const Fleet* fleet() const { return nullptr; }
+  // The fleet's session ticket keys (runtime/fleet_tickets.hpp); null without them.
+  virtual const FleetTicketKeys* fleet_tickets() const { return nullptr; }
 };
 
 class RuntimeControl final : public admin::Control {

@@ -38,6 +38,8 @@ namespace sluice {
 class AccessLog;
 class ConfigWatch;
 class Fleet;
+class FleetTicketKeys;
+class FleetAcme;
 class InheritedListeners;
 class StateFile;
 class Worker;
@@ -85,6 +87,7 @@ public:
   std::vector<std::string> reopen_logs() override { return reopen_logs("admin API"); }
   void drained(const std::string& upstream, Endpoint& endpoint, bool drain) override;
   const Fleet* fleet() const override { return fleet_.get(); }
+  const FleetTicketKeys* fleet_tickets() const override { return fleet_tickets_.get(); }
 
 private:
   // A periodic job: `tick` at start, then every `period` until shutdown.
@@ -107,6 +110,7 @@ private:
   bool build_first_snapshot();
   void restore_server_state();
   void start_fleet();
+  void start_fleet_tickets();  // fleet_tickets.cpp
   void apply_fleet_drain(const std::string& upstream, Endpoint& endpoint, bool drain);
   void note_drain(const std::string& upstream, Endpoint& endpoint, bool drain, std::string_view via);
   void make_workers();
@@ -186,6 +190,7 @@ private:
   std::unique_ptr<ConfigWatch> config_watch_;  // [server] watch_config
   std::unique_ptr<health::Prober> prober_;
   std::unique_ptr<Fleet> fleet_;  // [fleet]; restart-only
+  std::unique_ptr<FleetTicketKeys> fleet_tickets_;  // [fleet] with TLS listeners; restart-only
   std::vector<std::string> probed_upstreams_;
   bool shutting_down_ = false;
   bool ready_ = false;  // /readyz: listeners open, no SIGTERM yet
@@ -201,6 +206,9 @@ private:
   std::string binary_;           // what SIGUSR2 starts again
   // Servers from DNS; made when a config first asks for them ([dns] is restart-only).
   std::unique_ptr<discovery::Discovery> discovery_;
+  // In a fleet: the ACME certificates shared through Redis; outlives the ACME client's thread,
+  // which asks it (runtime/fleet_acme.hpp).
+  std::unique_ptr<FleetAcme> fleet_acme_;
   // The ACME client's thread; null without acme tables (src/runtime/acme.cpp).
   std::unique_ptr<tls::acme::AcmeService> acme_;
   void start_acme();

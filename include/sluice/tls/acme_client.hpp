@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,9 @@ struct OrderSettings {
   std::string email;      // "" = no contact
   std::string ca_file;    // CAs of the directory's HTTPS certificate; "" = the system's
   AcmeChallenge challenge = AcmeChallenge::tls_alpn_01;
+  // How long a challenge is answerable before the CA is asked to validate it (a fleet's other
+  // instances take it from Redis meanwhile); 0 = at once.
+  std::chrono::milliseconds challenge_delay{0};
 };
 
 // Waits up to `d`; false when the client is asked to stop (then it gives up at once).
@@ -39,12 +43,21 @@ using Log = std::function<void(const std::string& line)>;
 void obtain_certificate(const OrderSettings& order, const std::string& storage, Slot& slot, const Wait& wait,
                         const Log& log);
 
+// Writes a certificate chain and its PEM private key to the slot's files and installs it (the
+// end of an order, or a certificate another instance of a fleet ordered). Throws
+// std::runtime_error with the reason.
+void store_certificate(Slot& slot, const std::string& chain, const std::string& key);
+
+// In a fleet: whether this instance may order the certificate of `name` (its first domain) now.
+using MayOrder = std::function<bool(const std::string& name)>;
+
 // The thread that keeps every ACME certificate of the config: orders what is missing, renews
 // at renewal_time(), retries a failure after retry_delay(). The orders are those of the config
 // the process started with ([acme] and acme tables are restart keys).
 class AcmeService {
 public:
-  AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log);
+  // `may_order`, when given, is asked before each order (runtime/fleet_acme.hpp).
+  AcmeService(std::string storage, std::vector<OrderSettings> orders, Log log, MayOrder may_order = {});
   ~AcmeService();  // stops the thread (an order in progress is abandoned) and joins it
   AcmeService(const AcmeService&) = delete;
   AcmeService& operator=(const AcmeService&) = delete;
@@ -58,6 +71,8 @@ private:
   const std::string storage_;
   const std::vector<OrderSettings> orders_;
   const Log log_;
+  const MayOrder may_order_;
+  std::set<std::string> waiting_;  // for another instance's order (logged once each); this thread's
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -33,6 +33,16 @@ struct SlotStatus {
   unsigned failures = 0;  // consecutive
 };
 
+// A challenge this instance's client is answering, as another instance of a fleet needs it to
+// answer it too (the CA's validation may reach any of them): the kind, the domain (TLS-ALPN-01)
+// or token (HTTP-01), and the key authorization.
+struct PendingChallenge {
+  bool alpn = false;
+  std::string name;  // domain for TLS-ALPN-01, token for HTTP-01
+  std::string key_authorization;
+  bool operator==(const PendingChallenge&) const = default;
+};
+
 class Slot {
 public:
   // Reads a certificate kept in `storage` from an earlier run, if valid now.
@@ -62,7 +72,11 @@ public:
   // HTTP-01 (RFC 8555 §8.3): the body answering /.well-known/acme-challenge/<token>.
   void set_http_answer(const std::string& token, std::string key_authorization);
   std::optional<std::string> http_answer(std::string_view token) const;
-  void clear_challenges();  // both kinds
+  void clear_challenges();  // both kinds, and the pending list
+  // Answers `c` on this instance (a TLS-ALPN-01 certificate made for it, or the HTTP-01 body)
+  // and lists it as pending (pending_challenges()).
+  void answer(const PendingChallenge& c);
+  std::vector<PendingChallenge> pending_challenges() const;
   std::shared_ptr<boost::asio::ssl::context> challenge(std::string_view domain) const;
 
   SlotStatus status() const;
@@ -74,6 +88,7 @@ private:
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<boost::asio::ssl::context>, std::less<>> challenges_;
   std::map<std::string, std::string, std::less<>> http_answers_;
+  std::vector<PendingChallenge> pending_;
   std::vector<std::pair<const void*, Listener>> listeners_;
   SlotStatus status_;
 };
@@ -95,5 +110,7 @@ std::chrono::seconds retry_delay(unsigned failures);
 
 // The validity window of the leaf of a PEM file; nullopt when it cannot be read.
 std::optional<std::pair<SystemTime, SystemTime>> certificate_window(const std::string& cert_file);
+// The same of PEM text.
+std::optional<std::pair<SystemTime, SystemTime>> pem_certificate_window(const std::string& pem);
 
 }  // namespace sluice::tls::acme

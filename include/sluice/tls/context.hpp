@@ -94,7 +94,10 @@ struct ServerSettings {  // one [[server.tls]] listener
   std::string ciphers;  // TLS 1.2 cipher list; "" = default_ciphers
   VerifyClient verify_client = VerifyClient::off;
   std::string client_ca_file;  // needed unless verify_client is off
-  std::string session_ticket_key_file;  // "" = OpenSSL's random ticket keys, per context
+  std::string session_ticket_key_file;  // wins over shared_ticket_keys
+  // The fleet's ticket keys, replaced at each rotation; null (and no file) = OpenSSL's random
+  // ticket keys, per context.
+  std::shared_ptr<TicketKeys> shared_ticket_keys;
   bool ocsp_stapling = true;  // for the certificates with a responder, when `ocsp` is given
   OcspStapler* ocsp = nullptr;  // the process's stapler; null = no stapling (tests, tools)
   bool http2 = false;  // ALPN offers h2 first, then http/1.1
@@ -136,7 +139,8 @@ private:
   std::vector<std::unique_ptr<Context>> contexts_;
   CertificateSelector selector_;
   VerifyClient verify_client_ = VerifyClient::off;
-  TicketKeys ticket_keys_;  // empty without session_ticket_key_file
+  // The file's or the fleet's; null = OpenSSL's own per context.
+  std::shared_ptr<const TicketKeys> ticket_keys_;
   std::vector<std::shared_ptr<OcspStaple>> staples_;  // what the contexts' status callbacks read
   // The ACME certificate: the slot's issued one, swapped in by the ACME client's thread while
   // handshakes read it (a connection holds its SSL_CTX by reference, so a swap drops none).

@@ -44,12 +44,16 @@ public:
   // surplus for a bounded time, shorter than common origin idle timeouts (Node.js: 5 s), and
   // number (surplus_factor).
   static constexpr Clock::duration surplus_linger = std::chrono::seconds(2);
-  // At most surplus_factor * max_idle idle connections per endpoint, surplus included.
+  // At most surplus_factor * max_idle idle connections per endpoint, surplus included, or as
+  // many as checkouts found none in the current or the last sweep interval, when that is more:
+  // a multiplexing client's streams come back in bursts and are asked for again at once, and
+  // closing what such a burst returns only opens as many connections again. (A checkout that
+  // finds none means every connection was in use: no more are kept than were in use together.)
   static constexpr std::uint32_t surplus_factor = 2;
 
   // Keeps `stream` for reuse unless the endpoint is draining, max_idle is 0, or the pool for this
-  // endpoint already holds surplus_factor * max_idle connections (then the oldest goes). The
-  // connections beyond max_idle are closed by the sweep once idle for surplus_linger.
+  // endpoint already holds as many as it may (above; then the oldest goes). The connections
+  // beyond max_idle are closed by the sweep once idle for surplus_linger.
   // `stream` is moved from when kept, closed when not.
   // The slot moves, not the connection (tls/stream_slot.hpp): it is left empty either way.
   void release(const Endpoint& endpoint, tls::StreamSlot&& stream, std::uint32_t max_idle,
@@ -83,6 +87,8 @@ private:
     // so steady state allocates nothing.
     std::vector<Idle> idle;
     std::uint32_t keep = 0;  // max_idle of the last release: what the sweep trims the surplus to
+    // Checkouts that found no idle connection, since the last sweep and in the interval before.
+    std::uint32_t misses = 0, recent_misses = 0;
   };
 
   const Clock& clock_;
