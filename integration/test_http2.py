@@ -19,7 +19,8 @@ import h2.settings
 import hyperframe.frame
 import pytest
 
-from conftest import metric, sluice_config, toml_table, wait_until
+from conftest import metric, sluice_config, timed_request, toml_table, wait_until
+from test_grpc import H2Origin
 from test_tls import pki, tls_block, tls_port  # noqa: F401 (pki is a fixture)
 
 H2C = "h2c = true"
@@ -469,3 +470,52 @@ def test_a_body_without_content_length_streams_chunked(raw_origin, sluice):
     assert req["body"] == body
     assert o.errors == [] and o.unparsed() == {}
     sock.close()
+
+
+def test_h2c_upstream_gets_http2_from_http2_clients_and_http11_clients_a_clear_502(sluice):
+    o = H2Origin("h2", "answer")
+    try:
+        s = sluice(sluice_config([o.address], server_extra=H2C, upstream_extra='protocol = "h2c"'))
+        assert curl_h2("--http2-prior-knowledge", "-H", "X-Custom: v", "-H", "Connection: keep-alive",
+                       s.url("/a?x=1")) == (200, "2", b"from h2\n")
+        code, version, body = curl_h2("--http2-prior-knowledge", "--data-binary", "hello", s.url("/b"))
+        assert (code, version, body) == (200, "2", b"from h2\n")
+        get, post = o.heads
+        assert (get[":method"], get[":scheme"], get[":path"], get[":authority"]) == ("GET", "http", "/a?x=1",
+                                                                                      f"127.0.0.1:{s.port}")
+        assert get["x-custom"] == "v" and get["x-forwarded-for"] == "127.0.0.1" and get["x-forwarded-proto"] == "http"
+        assert "x-request-id" in get
+        # RFC 9113 §8.2.2: no connection-specific field, and Host only as :authority.
+        assert not {"connection", "keep-alive", "transfer-encoding", "upgrade", "host"} & set(get)
+        assert (post[":method"], post[":path"], post.get("content-length")) == ("POST", "/b", "5")
+        # HTTP/1.1 clients are not forwarded over HTTP/2 yet: a clear answer, no byte to the server.
+        r = timed_request(s.port)[0]
+        assert r.status == 502, r
+        assert r.header("Sluice-Error") == "upstream speaks HTTP/2: only HTTP/2 clients are forwarded to it"
+        assert len(o.heads) == 2
+    finally:
+        o.close()
+
+
+def test_request_trailers_reach_an_h2c_upstream(sluice):
+    o = H2Origin("h2", "answer")
+    try:
+        s = sluice(sluice_config([o.address], server_extra=H2C, upstream_extra='protocol = "h2c"'))
+        sock, c = h2_client(s.port)
+        head = [(":method", "POST"), (":scheme", "http"), (":authority", f"t.test:{s.port}"), (":path", "/up"),
+                ("te", "trailers")]
+        c.send_headers(1, head)
+        sock.sendall(c.data_to_send())
+        c.send_data(1, b"part one,")
+        sock.sendall(c.data_to_send())
+        c.send_data(1, b" part two")
+        c.send_headers(1, [("x-checksum", "abc"), ("x-count", "2")], end_stream=True)
+        sock.sendall(c.data_to_send())
+        events = events_until(sock, c, ended(1))
+        sock.close()
+        [response] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+        assert dict(response.headers)[b":status"] == b"200"
+        assert o.bodies == [b"part one, part two"]
+        assert o.trailers == [{"x-checksum": "abc", "x-count": "2"}]
+    finally:
+        o.close()

@@ -42,6 +42,7 @@ test=(
   dpkg-dev lintian man-db  # scripts/package.sh (dpkg-shlibdeps), its lint and `man -l` in the tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (integration/test_dashboard.py)
   nghttp2-client python3-h2 python3-hyperframe  # HTTP/2 clients and hand-made frames (integration/test_http2.py)
+  python3-grpcio  # gRPC clients and servers (integration/test_grpc.py)
   redis-server  # the idempotency store's integration tests (integration/test_idempotency.py)
   redis-tools  # redis-cli, a lease set by hand in integration/test_acme_fleet.py
   clang libclang-rt-14-dev  # libFuzzer and clang's sanitizer runtimes (scripts/fuzz.sh)

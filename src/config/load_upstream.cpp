@@ -131,6 +131,8 @@ void read_hash_key(Reader& r, const toml::node& node, const std::string& path, H
 
 const KeySpec upstream_rows[] = {
     choice_key<&U::balance>("balance", "balance policy", "The balancing policy."),
+    choice_key<&U::protocol>("protocol", "upstream protocol",
+                             "What the servers speak: http1, h2c (HTTP/2 cleartext) or h2 (HTTP/2 over TLS)."),
     duration_key<&U::connect_timeout>("connect_timeout", false, "Connecting to a server."),
     duration_key<&U::response_timeout>("response_timeout", false, "Last request byte sent to first response byte."),
     duration_key<&U::send_timeout>("send_timeout", false, "A request body making no progress this long ends the try."),
@@ -209,6 +211,21 @@ void check_balancing(Reader& r, const Read& read, const U& u) {
   warn_unread<&U::decay>(r, read, u, Balance::least_time);
 }
 
+// h2 is HTTP/2 over TLS (chosen by ALPN), h2c cleartext HTTP/2: a server on the other kind of
+// connection could not be spoken to.
+void check_protocol(Reader& r, const Read& read, const U& u) {
+  if (u.protocol == UpstreamProtocol::http1) return;
+  for (const auto& server : u.servers) {
+    const bool h2 = u.protocol == UpstreamProtocol::h2;
+    if (server.tls == h2) continue;
+    r.error(read.where<&U::protocol>(), read.path<&U::protocol>(),
+            h2 ? "\"h2\" is HTTP/2 over TLS, but server '" + server.identity() +
+                     "' has no TLS (set tls = true or an https:// address, or use \"h2c\")"
+               : "\"h2c\" is cleartext HTTP/2, but server '" + server.identity() + "' uses TLS (use \"h2\")");
+    return;
+  }
+}
+
 U read_upstream(Reader& r, const toml::table& table, const std::string& name, const std::string& path) {
   U u;
   u.name = name;
@@ -216,6 +233,7 @@ U read_upstream(Reader& r, const toml::table& table, const std::string& name, co
   const Read read = r.walk(table, path, upstream_rows, &u);
   check_balancing(r, read, u);
   check_upstream_tls(r, read, u);
+  check_protocol(r, read, u);
   r.record(table, path, upstream_rows, &u);
   return u;
 }

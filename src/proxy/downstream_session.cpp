@@ -391,6 +391,10 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0)
     return answer_error(x, refused);
   if (x.route->answer) return send_fixed_answer(x);
+  // HTTP/1.1 requests do not go over HTTP/2 to a server yet (docs/http2.md): a clear answer,
+  // never HTTP/1.1 bytes to a server that speaks HTTP/2.
+  if (x.upstream->config().protocol != config::UpstreamProtocol::http1)
+    return answer_error(x, {502, "upstream speaks HTTP/2: only HTTP/2 clients are forwarded to it"});
   const auto facts = begin_forward(x);
   if (prepares_body(x)) return forward_prepared(x, facts);
   return forward_attempts(ForwardHooks{*this, x}, start_attempts(x, facts));

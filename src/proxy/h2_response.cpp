@@ -2,6 +2,8 @@
 // route's rules) turned into a HEADERS frame without the connection-specific fields (RFC 9113
 // §8.2.2), its body read by the body relay's steps and handed to nghttp2 as DATA, piece by piece,
 // under the client's flow control; sluice's own answers the same way. The access log line.
+#include <array>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -10,6 +12,7 @@
 
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/grpc.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/h2_stream.hpp"
 #include "sluice/proxy/unrouted.hpp"
@@ -23,22 +26,9 @@ namespace {
 
 constexpr auto nothrow = net::as_tuple(net::use_awaitable);
 
-// RFC 9113 §8.2.2: connection-specific fields have no place in HTTP/2.
-bool connection_specific(std::string_view name) {
-  using boost::beast::iequals;
-  return iequals(name, "connection") || iequals(name, "keep-alive") || iequals(name, "proxy-connection") ||
-         iequals(name, "transfer-encoding") || iequals(name, "upgrade");
-}
-
 ssize_t read_body_cb(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
                      std::uint32_t* flags, nghttp2_data_source* source, void*) {
   return static_cast<Http2Stream*>(source->ptr)->read_body(buf, length, flags);
-}
-
-nghttp2_nv make_nv(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
 }
 
 }  // namespace
@@ -53,7 +43,7 @@ bool Http2Stream::submit_head(std::string_view head, bool has_body) {
   for (auto& c : nv_text_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::vector<nghttp2_nv> nv;
   nv.reserve(16);
-  nv.push_back(make_nv(":status", std::string_view(head).substr(9, 3)));
+  nv.push_back(h2_field(":status", std::string_view(head).substr(9, 3)));
   std::size_t at = head.find("\r\n") + 2;
   while (at < head.size()) {
     const auto end = head.find("\r\n", at);
@@ -63,7 +53,7 @@ bool Http2Stream::submit_head(std::string_view head, bool has_body) {
     auto value_at = colon + 1;
     while (value_at < end && (head[value_at] == ' ' || head[value_at] == '\t')) ++value_at;
     const auto name = std::string_view(nv_text_).substr(at, colon - at);
-    if (!connection_specific(name)) nv.push_back(make_nv(name, head.substr(value_at, end - value_at)));
+    if (!connection_specific_field(name)) nv.push_back(h2_field(name, head.substr(value_at, end - value_at)));
     at = end + 2;
   }
   nghttp2_data_provider provider{};
@@ -87,6 +77,10 @@ ssize_t Http2Stream::read_body(std::uint8_t* buf, std::size_t length, std::uint3
   if (out_.empty() && out_last_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     eof_sent_ = true;
+    if (trailers_out_ != nullptr) {  // the stream ends with the trailers' HEADERS instead
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      submit_trailers();
+    }
   }
   if (out_.empty()) wake_.cancel();
   if (n == 0 && !eof_sent_) return NGHTTP2_ERR_DEFERRED;
@@ -131,6 +125,15 @@ net::awaitable<bool> Http2Stream::respond() {
   const auto plan = http::plan_response(res, is_head, 11, true);
   status_ = res.status();
   origin_idle_ = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
+  splice_answer(res, plan);
+  const bool reusable = res.keep_alive(is_head) && !up_.request_unsent();
+  if (!submit_head(head_out_, plan.body_expected)) co_return false;
+  if (!plan.body_expected) co_return reusable;
+  const bool whole = co_await relay_body(plan);
+  co_return whole && reusable && up_.in().size() == 0;
+}
+
+void Http2Stream::splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan) {
   head_out_.clear();
   http::ResponseSplice edits{request_id_, plan, 11, 1};
   edits.date = worker_.date.now();
@@ -142,11 +145,6 @@ net::awaitable<bool> Http2Stream::respond() {
     edits.vars = &vars;
   }
   http::splice_response_head(head_out_, res, edits);
-  const bool reusable = res.keep_alive(is_head) && !up_.request_unsent();
-  if (!submit_head(head_out_, plan.body_expected)) co_return false;
-  if (!plan.body_expected) co_return reusable;
-  const bool whole = co_await relay_body(plan);
-  co_return whole && reusable && up_.in().size() == 0;
 }
 
 // The origin's body, piece by piece (body_relay.hpp's steps: Content-Length, chunked decoded and
@@ -211,7 +209,36 @@ net::awaitable<void> Http2Stream::send_error(const ProxyError& error) {
                                     error.status, worker_.date.now());
   char buf[1024];
   const auto n = format_error(buf, error, request_id_, true, style);
+  if (grpc_) {
+    submit_grpc_answer({buf, n}, error.status);
+    co_return;
+  }
   co_await send_http1_answer({buf, n}, style.page);
+}
+
+// A gRPC client reads the outcome from grpc-status (RFC-less, gRPC's PROTOCOL-HTTP2.md): a
+// trailers-only answer, HTTP 200 with the status for `status`, grpc-message saying why (the
+// Sluice-Error text when error_detail shows it, else the status line's words), X-Request-Id,
+// Retry-After.
+bool Http2Stream::submit_grpc_answer(std::string_view answer, unsigned status) {
+  const auto field = [answer](std::string_view name) {
+    const auto at = answer.find(name);
+    if (at == std::string_view::npos) return std::string_view();
+    const auto from = at + name.size();
+    return answer.substr(from, answer.find("\r\n", from) - from);
+  };
+  auto why = field("\r\nSluice-Error: ");
+  if (why.empty()) why = field("HTTP/1.1 ");
+  char message[256];
+  nv_text_.assign(grpc_message(why, message));
+  const std::array nv{h2_field(":status", "200"), h2_field("content-type", "application/grpc"),
+                      h2_field("grpc-status", grpc_status_for(status)), h2_field("grpc-message", nv_text_),
+                      h2_field("x-request-id", request_id_), h2_field("retry-after", field("\r\nRetry-After: "))};
+  const std::size_t count = nv.back().valuelen != 0 ? nv.size() : nv.size() - 1;
+  if (closed_ || nghttp2_submit_response(session_.native(), id_, nv.data(), count, nullptr) != 0) return false;
+  answered_ = true;
+  session_.want_write();
+  return true;
 }
 
 // `return`: the route's own answer, no upstream involved.

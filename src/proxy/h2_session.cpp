@@ -51,8 +51,12 @@ int on_header(nghttp2_session* session, const nghttp2_frame* frame, const std::u
               std::size_t namelen, const std::uint8_t* value, std::size_t valuelen, std::uint8_t,
               void*) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  if (auto* s = stream_of(session, frame->hd.stream_id))
-    s->on_header({reinterpret_cast<const char*>(name), namelen}, {reinterpret_cast<const char*>(value), valuelen});
+  auto* s = stream_of(session, frame->hd.stream_id);
+  if (s == nullptr) return 0;
+  const std::string_view n(reinterpret_cast<const char*>(name), namelen), v(reinterpret_cast<const char*>(value), valuelen);
+  // A HEADERS frame after the request's head carries its trailers (RFC 9113 §8.1).
+  if (frame->headers.cat == NGHTTP2_HCAT_HEADERS) s->on_trailer(n, v);
+  else s->on_header(n, v);
   return 0;
 }
 

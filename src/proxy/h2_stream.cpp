@@ -13,19 +13,22 @@
 
 #include "sluice/http/rewrite.hpp"
 #include "sluice/proxy/admission.hpp"
+#include "sluice/proxy/grpc.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/upstream_attempt.hpp"
 
 namespace sluice::proxy {
 
 namespace net = boost::asio;
+using boost::system::error_code;
 
 namespace {
 constexpr std::string_view crlf = "\r\n";
 }  // namespace
 
 Http2Stream::Http2Stream(Http2Session& session, std::int32_t id)
-    : session_(session), worker_(session.worker()), id_(id), wake_(session.worker().io) {
+    : session_(session), worker_(session.worker()), id_(id), wake_(session.worker().io),
+      body_wake_(session.worker().io) {
   start_ = worker_.clock.now();
 }
 
@@ -60,6 +63,8 @@ void Http2Stream::on_header(std::string_view name, std::string_view value) {
     if (!cookie_.empty()) cookie_ += "; ";
     cookie_ += value;
     return;
+  } else if (name == "content-type") {
+    grpc_ = is_grpc_content_type(value);
   } else if (name == "content-length") {
     // Checked against the DATA by nghttp2; written again from what arrived (finish_head()).
     std::uint64_t n = 0;
@@ -68,6 +73,14 @@ void Http2Stream::on_header(std::string_view name, std::string_view value) {
     return;
   }
   append_field(name, value);
+}
+
+void Http2Stream::on_trailer(std::string_view name, std::string_view value) {
+  if (bad_ || name.starts_with(':')) return;
+  std::size_t size = name.size() + value.size();
+  for (const auto& f : request_trailers_) size += f.name.size() + f.value.size();
+  if (size > session_.worker().snapshot->config->server.max_header_bytes) return malformed("trailers too large");
+  request_trailers_.push_back({std::string(name), std::string(value)});
 }
 
 // The request line, once the pseudo-header fields are all in.
@@ -117,12 +130,14 @@ void Http2Stream::on_data(std::string_view data) {
     consume(data.size());
     too_large_ = true;
     wake_.cancel();
+    body_wake_.cancel();
     if (!started_) refuse({413, "body too large"});
     return;
   }
   // Unconsumed, so bounded by the stream's window (http2_initial_window_bytes).
   body_.append(data);
   wake_.cancel();
+  body_wake_.cancel();
 }
 
 void Http2Stream::on_request_end() {
@@ -131,6 +146,7 @@ void Http2Stream::on_request_end() {
   if (refused_.status == 0 && !started_) finish_head();
   ready_ = true;
   wake_.cancel();
+  body_wake_.cancel();
 }
 
 // The head's last lines: the cookie, the body's framing, the empty line. A body in hand goes with
@@ -166,7 +182,18 @@ void Http2Stream::on_close() {
   closed_ = true;
   timed_out_ = false;
   if (!eof_sent_) up_.close();
+  wake_all();
+}
+
+// Every wait of the stream looks at its state again: the answer's and the upload's, a connection
+// being made (cancelled) or waited for, an upstream call.
+void Http2Stream::wake_all() noexcept {
   wake_.cancel();
+  body_wake_.cancel();
+  error_code ignored;
+  if (connecting_ != nullptr) connecting_->cancel(ignored);
+  if (waiting_ != nullptr) waiting_->wake_waiters();
+  if (call_ != nullptr) call_->wake();
 }
 
 void Http2Stream::expire() {
@@ -174,7 +201,7 @@ void Http2Stream::expire() {
   deadline = Clock::time_point::max();
   timed_out_ = true;
   up_.cancel();
-  wake_.cancel();
+  wake_all();
 }
 
 void Http2Stream::arm(Clock::duration d) noexcept {
@@ -185,7 +212,7 @@ void Http2Stream::arm(Clock::duration d) noexcept {
 void Http2Stream::invalid() {
   bad_ = true;
   up_.close();
-  wake_.cancel();
+  wake_all();
 }
 
 net::awaitable<void> Http2Stream::run() {
@@ -199,6 +226,11 @@ net::awaitable<void> Http2Stream::run() {
     finish_head();
   }
   co_await serve();
+  end_h2_call();
+  while (uploading_) {  // the upload's coroutine holds this stream until it ends
+    wake_.expires_at(net::steady_timer::time_point::max());
+    co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
+  }
   consume(std::exchange(body_, std::string()).size());
   if (!bad_) log_exchange();
   up_.end();
@@ -246,7 +278,10 @@ struct Http2Stream::ForwardHooks {
   Http2Stream& s;
 
   net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
-    auto f = co_await s.up_.attempt(s, ep, try_until);
+    try_until = std::min(try_until, s.call_deadline_);
+    Failure f;  // no co_await inside ?: (GCC 12 miscompiles it)
+    if (s.to_h2()) f = co_await s.attempt_h2(ep, try_until);
+    else f = co_await s.up_.attempt(s, ep, try_until);
     // The client reset the stream meanwhile: no retry, no answer.
     if (s.closed_ || s.bad_) co_return Failure::of(FailureKind::client_failed);
     co_return f;
@@ -256,18 +291,23 @@ struct Http2Stream::ForwardHooks {
     co_return false;
   }
   bool respond_now(bool&) { return false; }
-  net::awaitable<bool> respond() { return s.respond(); }
+  net::awaitable<bool> respond() { return s.to_h2() ? s.respond_h2() : s.respond(); }
   bool delivered(Endpoint& ep, bool reusable) {
     if (s.body_failure_ != FailureKind::none)
       report_attempt(*s.upstream_, ep, s.worker_.index, Failure::of(s.body_failure_));
-    s.up_.deliver_done(ep, reusable, s.origin_idle_);
+    if (s.to_h2()) s.end_h2_call();
+    else s.up_.deliver_done(ep, reusable, s.origin_idle_);
     return false;
   }
-  void drop() { s.up_.drop(); }
+  void drop() {
+    if (s.to_h2()) s.end_h2_call();
+    else s.up_.drop();
+  }
   net::awaitable<void> fail(const ProxyError& error) { return s.send_error(error); }
   net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
-  bool replayable() const { return !s.body_consumed_; }
-  std::string_view retry_after() const { return s.up_.retry_after(); }
+  // A streamed body whose bytes sent so far were all kept (h2 upstreams) can go again.
+  bool replayable() const { return !s.body_consumed_ || (s.to_h2() && !s.replay_cut_); }
+  std::string_view retry_after() const { return s.to_h2() ? s.h2_retry_after() : s.up_.retry_after(); }
   double uniform() { return s.worker_.uniform(); }
 };
 
@@ -279,6 +319,8 @@ net::awaitable<void> Http2Stream::forward() {
   facts.body_kept = !streamed_;
   facts.has_idempotency_key = !retry.idempotency_header.empty() &&
                               req.count(retry.idempotency_header, upstream_->idempotency_field()) != 0;
+  if (const auto timeout = grpc_ ? grpc_timeout(req.value("grpc-timeout")) : std::nullopt)
+    call_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(*timeout);
   const auto& server = snapshot_->config->server;
   up_.start(server.max_header_bytes, PoolAllocator<char>(&worker_.head_blocks));
   up_.begin(*upstream_, record_, server.max_header_bytes, false);

@@ -244,3 +244,38 @@ TEST(ConfigUpstreamOptions, DecayIsReadForLeastTimeAndWarnedAboutElsewhere) {
 
 }  // namespace
 }  // namespace sluice::config
+
+namespace sluice::config {
+namespace {
+
+TEST(ConfigUpstreamOptions, ProtocolDefaultsToHttp1AndMustFitTheServersTls) {
+  const auto d = load_string("[upstreams.app]\n[[upstreams.app.servers]]\naddress = \"127.0.0.1:1\"\n", "test.toml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d.config->upstreams.at(0).protocol, UpstreamProtocol::http1);
+  const auto h2c = load_string("[upstreams.app]\nprotocol = \"h2c\"\n[[upstreams.app.servers]]\naddress = \"127.0.0.1:1\"\n",
+                               "test.toml");
+  ASSERT_TRUE(h2c.ok());
+  EXPECT_EQ(h2c.config->upstreams.at(0).protocol, UpstreamProtocol::h2c);
+  const auto h2 = load_string("[upstreams.app]\nprotocol = \"h2\"\ntls = true\n[[upstreams.app.servers]]\n"
+                              "address = \"127.0.0.1:1\"\n", "test.toml");
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(h2.config->upstreams.at(0).protocol, UpstreamProtocol::h2);
+  const auto plain = load_string("[upstreams.app]\nprotocol = \"h2\"\n[[upstreams.app.servers]]\n"
+                                 "address = \"127.0.0.1:1\"\n", "test.toml");
+  ASSERT_EQ(plain.errors.size(), 1u);
+  EXPECT_EQ(plain.errors[0].to_string(),
+            "test.toml:2:12: upstreams.app.protocol: \"h2\" is HTTP/2 over TLS, but server '127.0.0.1:1' has no TLS "
+            "(set tls = true or an https:// address, or use \"h2c\")");
+  const auto tls = load_string("[upstreams.app]\nprotocol = \"h2c\"\n[[upstreams.app.servers]]\n"
+                               "address = \"https://127.0.0.1:1\"\n", "test.toml");
+  ASSERT_EQ(tls.errors.size(), 1u);
+  EXPECT_EQ(tls.errors[0].to_string(),
+            "test.toml:2:12: upstreams.app.protocol: \"h2c\" is cleartext HTTP/2, but server '127.0.0.1:1' uses TLS "
+            "(use \"h2\")");
+  const auto bad = load_string("[upstreams.app]\nprotocol = \"http2\"\n", "test.toml");
+  ASSERT_EQ(bad.errors.size(), 1u);
+  EXPECT_EQ(bad.errors[0].key_path, "upstreams.app.protocol");
+}
+
+}  // namespace
+}  // namespace sluice::config

@@ -469,9 +469,18 @@ struct Words<Balance> {
   static constexpr std::array words{SLUICE_BALANCE_POLICIES(SLUICE_BALANCE_WORD)};
 };
 
+// What the servers of an upstream speak: HTTP/1.1, HTTP/2 over cleartext with prior knowledge
+// (RFC 9113 §3.3), or HTTP/2 over TLS chosen by ALPN "h2".
+enum class UpstreamProtocol : std::uint8_t { http1, h2c, h2 };
+template <>
+struct Words<UpstreamProtocol> {
+  static constexpr std::array<std::string_view, 3> words{"http1", "h2c", "h2"};
+};
+
 struct UpstreamConfig {
   std::string name;
   Balance balance = Balance::round_robin;
+  UpstreamProtocol protocol = UpstreamProtocol::http1;
   Duration connect_timeout{std::chrono::seconds(1)};
   Duration response_timeout{std::chrono::seconds(30)};  // last request byte sent -> first response byte
   // A request body being forwarded with no progress (no byte read from the client, none written

@@ -27,6 +27,7 @@
 #include "sluice/http/head_index.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/forwarder.hpp"
+#include "sluice/proxy/h2_upstream.hpp"
 #include "sluice/proxy/router.hpp"
 #include "sluice/proxy/upstream_exchange.hpp"
 #include "sluice/proxy/worker_context.hpp"
@@ -47,6 +48,8 @@ public:
   // nghttp2's events for this stream (h2_session.cpp's callbacks), in arrival order.
   void on_header(std::string_view name, std::string_view value);
   void on_headers_end(bool end_stream);
+  // A field of the request's trailers: kept for an h2/h2c server, dropped for an HTTP/1.1 one.
+  void on_trailer(std::string_view name, std::string_view value);
   void on_data(std::string_view data);
   void on_request_end();
   // nghttp2 closed the stream (answered, or reset by either side): an attempt or relay under way
@@ -89,6 +92,27 @@ private:
   boost::asio::awaitable<void> send_fixed_answer();
   boost::asio::awaitable<void> send_http1_answer(std::string_view answer, std::string_view page);
   boost::asio::awaitable<void> forward();
+  // To an h2c or h2 upstream (h2_stream_upstream.cpp): the request as HTTP/2 on a shared
+  // connection, the answer's head, DATA and trailers relayed.
+  bool to_h2() const noexcept;
+  boost::asio::awaitable<Failure> attempt_h2(Endpoint& ep, Clock::time_point try_until);
+  boost::asio::awaitable<Failure> h2_connection(Endpoint& ep, Clock::time_point try_until,
+                                                std::shared_ptr<H2Connection>& conn);
+  Failure h2_outcome() const;
+  boost::asio::awaitable<void> upload_h2(std::shared_ptr<H2Call> call);
+  boost::asio::awaitable<bool> replay_h2(H2Call& call);
+  void keep_for_replay(std::string_view piece);
+  boost::asio::awaitable<bool> respond_h2();
+  boost::asio::awaitable<bool> relay_h2_body();
+  void end_h2_call() noexcept;
+  std::string_view h2_retry_after() const noexcept;
+  void submit_trailers();
+  void wake_all() noexcept;
+  // An answer's head (an origin's, as HTTP/1.1) spliced into head_out_ as an HTTP/1.1 client's
+  // would be: X-Request-Id, Date, the route's response rules.
+  void splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan);
+  // sluice's own answer to a gRPC call: HTTP 200, the outcome in grpc-status and grpc-message.
+  bool submit_grpc_answer(std::string_view http1_answer, unsigned status);
   // ClientSide (upstream_exchange.hpp).
   std::string_view forward_head() override;
   RequestBody request_body() override;
@@ -125,6 +149,7 @@ private:
   bool head_begun_ = false;
   bool ready_ = false, started_ = false, finished_ = false, closed_ = false;
   bool answered_ = false, bad_ = false, request_done_ = false;
+  bool grpc_ = false;  // content-type application/grpc*: sluice's own answers are gRPC-shaped
   // The body streams (it had not ended when the stream started); bytes of it went to an origin
   // (no replay); it passed max_body_bytes.
   bool streamed_ = false, body_consumed_ = false, too_large_ = false;
@@ -157,6 +182,25 @@ private:
   std::uint64_t bytes_out_ = 0;
   Clock::time_point start_{};
   boost::asio::steady_timer wake_;
+  // An h2c or h2 upstream's call, the socket while its connection is made, the fields it went
+  // with, the answer's head indexed as HTTP/1.1 (for the route's rules), the trailers to pass on.
+  std::shared_ptr<H2Call> call_;
+  tls::Stream* connecting_ = nullptr;
+  H2Connection* waiting_ = nullptr;
+  // A gRPC call's grpc-timeout, from when the stream began: no try and no wait for the answer
+  // lasts past it (max: none).
+  Clock::time_point call_deadline_ = Clock::time_point::max();  // the connection being made that the call waits for
+  boost::asio::steady_timer body_wake_;  // the upload's (a streamed body's next DATA)
+  bool uploading_ = false;
+  // A streamed body's bytes already handed to a server, kept (up to retry.buffer) so that a try
+  // the server never processed can be made again; replay_cut_: more went than was kept.
+  std::string replay_;
+  std::vector<H2Field> request_trailers_;  // within max_header_bytes
+  bool replay_cut_ = false;
+  std::string h2_text_;
+  std::vector<nghttp2_nv> h2_fields_;
+  http::ResponseHead* h2_response_ = nullptr;
+  const std::vector<H2Field>* trailers_out_ = nullptr;
 };
 
 }  // namespace sluice::proxy

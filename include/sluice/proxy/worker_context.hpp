@@ -12,6 +12,7 @@
 #include <boost/beast/core/error.hpp>
 #include <boost/intrusive/list.hpp>
 
+#include "sluice/proxy/h2_upstream.hpp"
 #include "sluice/compress/encoder.hpp"
 #include "sluice/core/arena.hpp"
 #include "sluice/core/clock.hpp"
@@ -74,6 +75,8 @@ struct WorkerContext {
   boost::asio::io_context& io;
   const Clock& clock;
   ConnectionPool pool;
+  // HTTP/2 connections to the servers of h2c and h2 upstreams (shared by the requests).
+  H2Connections h2;
   http::RequestIdGenerator ids;
   http::HttpDate date;  // the Date sluice writes (RFC 9110 §6.6.1), formatted once a second
   AccessLog& access_log;

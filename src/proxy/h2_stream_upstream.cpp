@@ -1,0 +1,246 @@
+// An HTTP/2 stream forwarded to an h2c or h2 upstream: the request's head as sluice forwards it
+// (hop-by-hop fields dropped, X-Forwarded-*, the route's rules) turned into HTTP/2 fields on a
+// connection the worker shares among its requests (h2_upstream.hpp); the body handed on as the
+// client sends it (full duplex, for gRPC's streaming calls); the answer's head spliced as an
+// origin's (X-Request-Id, Date, the route's response rules), its DATA relayed under both sides'
+// flow control, its trailers passed on.
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/spdlog.h>
+#include "sluice/proxy/h2_session.hpp"
+#include "sluice/proxy/h2_stream.hpp"
+#include "sluice/upstream/upstream.hpp"
+
+namespace sluice::proxy {
+
+namespace net = boost::asio;
+
+bool Http2Stream::to_h2() const noexcept {
+  return upstream_ != nullptr && upstream_->config().protocol != config::UpstreamProtocol::http1;
+}
+
+// A connection to `ep` with room for the call: one of the worker's (perhaps one being made, then
+// waited for), else a new one, within connect_timeout and the try's time. While the call waits
+// it holds a place on the connection.
+net::awaitable<Failure> Http2Stream::h2_connection(Endpoint& ep, Clock::time_point try_until,
+                                                   std::shared_ptr<H2Connection>& conn) {
+  const auto& config = upstream_->config();
+  deadline = std::min(try_until, worker_.clock.now() + Clock::duration(config.connect_timeout));
+  timed_out_ = false;
+  conn = worker_.h2.find(ep);
+  if (conn == nullptr) {
+    conn = std::make_shared<H2Connection>(worker_.io.get_executor(), ep.id(), Clock::duration(config.keepalive_timeout),
+                                          snapshot_->config->server.http2_initial_window_bytes);
+    worker_.h2.add(ep, conn);
+    conn->reserve();
+    connecting_ = &conn->stream();
+    conn->connected(co_await connect_h2(*upstream_, ep, conn->stream()));
+    connecting_ = nullptr;
+  } else {
+    conn->reserve();
+  }
+  waiting_ = conn.get();
+  while (conn->connecting() && !timed_out_ && !closed_ && !bad_) co_await conn->wait_ready();
+  waiting_ = nullptr;
+  conn->release();
+  if (closed_ || bad_) co_return Failure::of(FailureKind::client_failed);
+  if (conn->connecting() || (timed_out_ && conn->failure().failed())) co_return Failure::of(FailureKind::connect_timeout);
+  co_return conn->failure();
+}
+
+// One try: the request opened as a stream, its body handed on (a whole one at once, a streamed
+// one by upload_h2()), then the answer's head awaited within the try's time.
+net::awaitable<Failure> Http2Stream::attempt_h2(Endpoint& ep, Clock::time_point try_until) {
+  while (uploading_) {  // a previous try's upload sees its call reset, and ends
+    wake_.expires_at(net::steady_timer::time_point::max());
+    co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
+  }
+  std::shared_ptr<H2Connection> conn;
+  if (auto f = co_await h2_connection(ep, try_until, conn); f.failed()) co_return f;
+  record_.upstream_ready = worker_.clock.now();
+  const bool tls = upstream_->config().protocol == config::UpstreamProtocol::h2;
+  const auto te = request_->value("te");
+  if (!h2_request_fields(forward_head(), tls ? "https" : "http", te.find("trailers") != std::string_view::npos,
+                         h2_text_, h2_fields_))
+    co_return Failure::of(FailureKind::bad_response, "request not expressible in HTTP/2");
+  const bool has_body = streamed_ || !body_.empty();
+  call_ = std::make_shared<H2Call>(worker_.io.get_executor());
+  call_->trailers_after(&request_trailers_);
+  if (!call_->open(std::move(conn), h2_fields_, has_body)) {
+    auto f = Failure::of(FailureKind::reset_before_send, "upstream HTTP/2 connection refused the stream");
+    co_return f;
+  }
+  if (streamed_) {
+    uploading_ = true;
+    net::co_spawn(worker_.io, upload_h2(call_), net::detached);
+  } else if (has_body) {
+    call_->offer(body_, true);
+  }
+  deadline = try_until;
+  timed_out_ = false;
+  while (!call_->head_done() && !call_->closed() && !timed_out_ && !closed_ && !bad_) co_await call_->wait();
+  co_return h2_outcome();
+}
+
+// What the wait for the answer's head came to.
+Failure Http2Stream::h2_outcome() const {
+  if (closed_ || bad_) return Failure::of(FailureKind::client_failed);
+  Failure f;
+  f.request_bytes_sent = !call_->never_processed();
+  if (call_->head_done()) {
+    f.status = call_->status();
+    f.response_bytes_received = true;
+    return f;
+  }
+  f.kind = timed_out_ ? FailureKind::response_timeout
+           : call_->never_processed() ? FailureKind::reset_before_send
+                                      : FailureKind::reset_after_send;
+  if (call_->never_processed()) f.detail = "upstream refused the stream (never processed)";
+  return f;
+}
+
+// A streamed body: each piece the client sends handed to the upstream stream; the client's
+// window opens once nghttp2 took it (piece_sent()). Ends with the body, the call, or the client.
+net::awaitable<void> Http2Stream::upload_h2(std::shared_ptr<H2Call> call) {
+  std::string piece;  // the relay block is the answer's: both run at once
+  piece.reserve(relay_block_size);
+  if (!replay_.empty() && !co_await replay_h2(*call)) {
+    uploading_ = false;
+    wake_.cancel();
+    co_return;
+  }
+  for (bool last = false; !last;) {
+    while (body_.empty() && !request_done_ && !closed_ && !bad_ && !too_large_ && !call->closed()) {
+      body_wake_.expires_at(net::steady_timer::time_point::max());
+      co_await body_wake_.async_wait(net::as_tuple(net::use_awaitable));
+    }
+    if (closed_ || bad_ || too_large_ || call->closed()) break;
+    const auto n = std::min(body_.size(), relay_block_size);
+    piece.assign(body_.data(), n);
+    body_.erase(0, n);
+    body_consumed_ = true;
+    last = request_done_ && body_.empty();
+    keep_for_replay(piece);
+    call->offer(piece, last);
+    while (!call->upload_taken() && !call->closed() && !closed_) co_await call->wait_upload();
+    if (call->closed() || closed_) break;
+    piece_sent(piece);
+  }
+  if (!call->closed() && (closed_ || bad_ || too_large_)) call->reset(NGHTTP2_CANCEL);
+  uploading_ = false;
+  wake_.cancel();
+}
+
+void Http2Stream::keep_for_replay(std::string_view piece) {
+  if (replay_cut_ || replay_.size() + piece.size() > upstream_->config().retry.buffer) {
+    replay_cut_ = true;
+    replay_ = std::string();
+    return;
+  }
+  replay_.append(piece);
+}
+
+// A retry of a streamed body: what went to the server before is sent again first (the client's
+// window for it was opened already). False: the call or the client ended meanwhile.
+net::awaitable<bool> Http2Stream::replay_h2(H2Call& call) {
+  const bool last = request_done_ && body_.empty();
+  call.offer(replay_, last);
+  while (!call.upload_taken() && !call.closed() && !closed_) co_await call.wait_upload();
+  co_return !call.closed() && !closed_ && !last;
+}
+
+// The call is over for this stream (answered, dropped for a retry, or the stream ended): a
+// stream still open upstream is reset (CANCEL), so that the server stops working on it.
+void Http2Stream::end_h2_call() noexcept {
+  if (call_ == nullptr) return;
+  call_->reset(NGHTTP2_CANCEL);
+  call_.reset();
+}
+
+std::string_view Http2Stream::h2_retry_after() const noexcept {
+  if (call_ == nullptr) return {};
+  for (const auto& f : call_->fields())
+    if (f.name == "retry-after") return f.value;
+  return {};
+}
+
+// The answer's head: written as HTTP/1.1 and indexed, so that the route's response rules and
+// sluice's own fields apply as to an origin's answer, then framed as HEADERS; the body and the
+// trailers follow (relay_h2_body()).
+net::awaitable<bool> Http2Stream::respond_h2() {
+  auto& call = *call_;
+  h2_text_.assign("HTTP/1.1 ").append(std::to_string(call.status())).append(" -\r\n");
+  for (const auto& f : call.fields())
+    if (!connection_specific_field(f.name)) h2_text_.append(f.name).append(": ").append(f.value).append("\r\n");
+  h2_text_.append("\r\n");
+  if (h2_response_ == nullptr)
+    h2_response_ = new (arena_.allocate(sizeof(http::ResponseHead), alignof(http::ResponseHead))) http::ResponseHead;
+  const auto verdict = http::index_response_head(h2_text_, h2_text_.size() + 1, *h2_response_);
+  if (verdict.result != http::HeadScan::Result::complete) {
+    body_failure_ = FailureKind::bad_response;
+    cut(NGHTTP2_INTERNAL_ERROR);
+    co_return false;
+  }
+  const auto& res = *h2_response_;
+  const bool is_head = request_->verb() == boost::beast::http::verb::head;
+  const auto plan = http::plan_response(res, is_head, 11, true);
+  status_ = call.status();
+  splice_answer(res, plan);
+  const bool trailers_only = call.ended() && call.pending().empty() && call.trailers().empty();
+  if (!submit_head(head_out_, !trailers_only && !is_head)) co_return false;
+  if (trailers_only || is_head) co_return true;
+  co_return co_await relay_h2_body();
+}
+
+// The answer's DATA, as it comes, one relay block at a time: each piece handed to the client's
+// stream, and only then taken from the call (the server's window opens by as much). The end of
+// the stream carries the server's trailers. A stream the server reset, or a connection lost,
+// before the end resets the client's (INTERNAL_ERROR): it must not take the answer as whole.
+net::awaitable<bool> Http2Stream::relay_h2_body() {
+  auto& call = *call_;
+  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
+  const auto response_timeout = upstream_->config().response_timeout;
+  for (;;) {
+    arm(response_timeout);
+    deadline = std::min(deadline, call_deadline_);
+    while (call.pending().empty() && !call.ended() && !call.closed() && !closed_ && !timed_out_) co_await call.wait();
+    if (closed_) {
+      client_gone();
+      co_return false;
+    }
+    if (call.pending().empty() && !call.ended()) {
+      body_failure_ = timed_out_ ? FailureKind::response_timeout : FailureKind::reset_after_send;
+      cut(NGHTTP2_INTERNAL_ERROR);
+      co_return false;
+    }
+    const auto n = std::min(call.pending().size(), relay_block_size);
+    std::memcpy(relay_, call.pending().data(), n);
+    const bool last = call.ended() && n == call.pending().size();
+    if (last && !call.trailers().empty()) trailers_out_ = &call.trailers();
+    // The last DATA closes the stream once it went: not the client gone.
+    const bool taken = co_await offer({relay_, n}, last);
+    if (!taken && !(last && eof_sent_)) {
+      client_gone();
+      co_return false;
+    }
+    call.take(n);
+    if (last) co_return true;
+  }
+}
+
+// The server's trailers on the client's stream, after its last DATA (read_body()).
+void Http2Stream::submit_trailers() {
+  std::vector<nghttp2_nv> nv;
+  nv.reserve(trailers_out_->size());
+  for (const auto& f : *trailers_out_) {
+    if (connection_specific_field(f.name)) continue;
+    nv.push_back(h2_field(f.name, f.value));
+  }
+  trailers_out_ = nullptr;
+  nghttp2_submit_trailer(session_.native(), id_, nv.data(), nv.size());
+}
+
+}  // namespace sluice::proxy
