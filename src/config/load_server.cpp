@@ -103,7 +103,7 @@ void read_alpn(Reader& r, const toml::node& node, const std::string& p, std::vec
     const auto* item = node.as_array()->get(i);
     const auto a = from_name<Alpn>(words[i]);
     if (!a) {
-      r.error(*item, index_path(p, i), unknown_message("protocol", words[i], Words<Alpn>::words));
+      r.error(*item, index_path(p, i), unknown_message("ALPN protocol", words[i], Words<Alpn>::words));
       good = false;
     } else if (std::find(order.begin(), order.end(), *a) != order.end()) {
       r.error(*item, index_path(p, i), "'" + words[i] + "' is listed twice");

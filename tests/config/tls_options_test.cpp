@@ -279,7 +279,7 @@ TEST(ConfigTls, AlpnOffersHttp11OnlyByDefaultH2WhenToldAndHttp11MustStay) {
             Errors{"test.toml:6:8: server.tls[0].alpn: must include \"http/1.1\" (clients without ALPN speak it); "
                    "[\"http/1.1\"] turns HTTP/2 off"});
   EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key, "alpn = [\"h3\", \"http/1.1\"]\n"))),
-            Errors{"test.toml:6:9: server.tls[0].alpn[0]: unknown protocol 'h3'; did you mean 'h2'?"});
+            Errors{"test.toml:6:9: server.tls[0].alpn[0]: unknown ALPN protocol 'h3'; did you mean 'h2'?"});
 }
 
 }  // namespace
