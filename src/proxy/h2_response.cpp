@@ -71,7 +71,7 @@ bool Http2Stream::submit_head(std::string_view head, bool has_body) {
 // body after the last piece, or a wait (deferred until offer() resumes it).
 ssize_t Http2Stream::read_body(std::uint8_t* buf, std::size_t length, std::uint32_t* flags) {
   const auto n = std::min(length, out_.size());
-  std::memcpy(buf, out_.data(), n);
+  if (n != 0) std::memcpy(buf, out_.data(), n);  // an empty piece may have no data() at all
   out_.remove_prefix(n);
   bytes_out_ += n;
   if (out_.empty() && out_last_) {

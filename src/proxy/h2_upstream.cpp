@@ -89,7 +89,7 @@ void H2Call::offer(std::string_view piece, bool last) {
 
 ssize_t H2Call::read_upload(std::uint8_t* buf, std::size_t length, std::uint32_t* flags) {
   const auto n = std::min(length, out_.size());
-  std::memcpy(buf, out_.data(), n);
+  if (n != 0) std::memcpy(buf, out_.data(), n);  // an empty piece may have no data() at all
   out_.remove_prefix(n);
   if (out_.empty() && out_last_) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
