@@ -15,6 +15,7 @@
 
 #include "sluice/core/per_worker.hpp"
 #include "sluice/proxy/h2_stream.hpp"
+#include "sluice/proxy/h2_upstream.hpp"
 
 namespace sluice::proxy {
 
@@ -138,15 +139,9 @@ void Http2Session::open_session() {
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
   nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame);
+  // Windows open as the streams hand their bytes on (Http2Stream::consume()).
+  session_ = new_h2_session(H2Side::server, cb, this);
   const auto& server = worker_.snapshot->config->server;
-  // Windows open as the streams hand their bytes on (Http2Stream::consume()), not as they
-  // arrive: a client can have no more in sluice's memory than its windows.
-  nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  nghttp2_session_server_new2(&session_, cb, this, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cb);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, server.http2_max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, server.http2_initial_window_bytes},
@@ -220,12 +215,7 @@ net::awaitable<void> Http2Session::write_loop() {
   while (!closed_) {
     write_wanted_ = false;
     out_.clear();
-    while (out_.size() < write_gather) {
-      const std::uint8_t* data = nullptr;
-      const auto n = nghttp2_session_mem_send(session_, &data);
-      if (n <= 0) break;
-      out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-    }
+    gather_h2_frames(session_, out_, write_gather);
     start_streams();
     if (out_.empty()) {
       // A stream started just now (start_streams() runs its coroutine at once) may have

@@ -208,12 +208,7 @@ void H2Connection::start() {
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-  nghttp2_option* opt = nullptr;
-  nghttp2_option_new(&opt);
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  nghttp2_session_client_new2(&session_, cb, this, opt);
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cb);
+  session_ = new_h2_session(H2Side::client, cb, this);
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window_},
@@ -324,12 +319,7 @@ net::awaitable<void> H2Connection::write_loop(std::shared_ptr<H2Connection> me) 
   const auto idle_for = idle_timeout_;
   while (!dead_) {
     out_.clear();
-    while (out_.size() < write_gather) {
-      const std::uint8_t* data = nullptr;
-      const auto n = nghttp2_session_mem_send(session_, &data);
-      if (n <= 0) break;
-      out_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
-    }
+    gather_h2_frames(session_, out_, write_gather);
     if (out_.empty()) {
       writing_ = false;
       // Idle (no call) for the upstream's keepalive_timeout: the connection closes.
@@ -369,6 +359,27 @@ std::size_t H2Connections::count(const Endpoint& ep) const {
 }
 
 // ---- the request's fields
+
+nghttp2_session* new_h2_session(H2Side side, nghttp2_session_callbacks* callbacks, void* self) {
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_session* session = nullptr;
+  if (side == H2Side::client) nghttp2_session_client_new2(&session, callbacks, self, opt);
+  else nghttp2_session_server_new2(&session, callbacks, self, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(callbacks);
+  return session;
+}
+
+void gather_h2_frames(nghttp2_session* session, std::string& out, std::size_t gather) {
+  while (out.size() < gather) {
+    const std::uint8_t* data = nullptr;
+    const auto n = nghttp2_session_mem_send(session, &data);
+    if (n <= 0) return;
+    out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  }
+}
 
 bool connection_specific_field(std::string_view name) noexcept {
   using boost::beast::iequals;

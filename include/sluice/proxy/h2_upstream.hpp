@@ -194,6 +194,18 @@ inline nghttp2_nv h2_field(std::string_view name, std::string_view value) noexce
           NGHTTP2_NV_FLAG_NONE};
 }
 
+// Which end of a connection an nghttp2 session is.
+enum class H2Side : std::uint8_t { client, server };
+
+// A session with `callbacks` (taken over and freed) and `self` as user data, whose windows open
+// only as its owner hands the bytes on (nghttp2_session_consume): nghttp2's automatic
+// WINDOW_UPDATEs are off on both sides, so a peer can have no more in sluice than its windows.
+nghttp2_session* new_h2_session(H2Side side, nghttp2_session_callbacks* callbacks, void* self);
+
+// The frames nghttp2 has ready, appended to `out` until it holds `gather` bytes or more (one
+// write's worth).
+void gather_h2_frames(nghttp2_session* session, std::string& out, std::size_t gather);
+
 // RFC 9113 §8.2.2: the fields that are HTTP/1.1's connection's alone, never sent in HTTP/2.
 bool connection_specific_field(std::string_view name) noexcept;
 
