@@ -257,13 +257,18 @@ def test_rapid_reset_gets_goaway_enhance_your_calm(raw_origin, sluice):
         == [1, 50, 50, 1]
 
 
+PROBE = b"probe!!!"  # the opaque data of the PING that ends a flood
+
+
 def flood(port, frames, timeout=10.0):
-    """Sends the preface and SETTINGS, then `frames` (hyperframe frames), reading what comes back
-    (acknowledging nothing) until a GOAWAY: its error code, or None when the connection ended, or
-    stayed up for `timeout`, without one."""
+    """Sends the preface and SETTINGS, then `frames` (hyperframe frames), then a PING, reading
+    what comes back (acknowledging nothing): a GOAWAY's error code; "alive" when the PING's ACK
+    came first (sluice took every frame and kept the connection); None when the connection
+    ended, or nothing decided within `timeout`."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + hyperframe.frame.SettingsFrame(0).serialize()
-                 + b"".join(f.serialize() for f in frames))
+                 + b"".join(f.serialize() for f in frames)
+                 + hyperframe.frame.PingFrame(0, opaque_data=PROBE).serialize())
     data, deadline = b"", time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:
@@ -275,6 +280,9 @@ def flood(port, frames, timeout=10.0):
                 data = data[9 + length:]
                 if isinstance(frame, hyperframe.frame.GoAwayFrame):
                     return frame.error_code
+                if isinstance(frame, hyperframe.frame.PingFrame) and "ACK" in frame.flags \
+                        and frame.opaque_data == PROBE:
+                    return "alive"
             chunk = sock.recv(65536)
             if not chunk:
                 return None
@@ -323,8 +331,9 @@ def test_a_flood_of_frames_without_a_request_gets_goaway_enhance_your_calm(raw_o
     assert flood(s.port, glitch_frames(kind, s.port, 60)) == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
     assert metric(s, "sluice_http2_glitches_total", kind=kind) == 50
     assert metric(s, "sluice_http2_glitch_closes_total") == 1
-    # Below the budget the same frames are served as ever: the connection stays up.
-    assert flood(s.port, glitch_frames(kind, s.port, 10), timeout=1.0) is None
+    # Below the budget the same frames are served as ever: the connection stays up (the PING
+    # after them is answered).
+    assert flood(s.port, glitch_frames(kind, s.port, 10)) == "alive"
     assert metric(s, "sluice_http2_glitch_closes_total") == 1
     o.settle()
     # What may have reached the origin: the streams the frames opened, on the first connection
@@ -332,6 +341,15 @@ def test_a_flood_of_frames_without_a_request_gets_goaway_enhance_your_calm(raw_o
     # stream; each invalid frame's stream was opened by its HEADERS).
     opened = {"ping": 0, "settings": 0, "priority": 0, "empty_data": 1 + 1, "invalid_frame": 50 + 10}[kind]
     assert o.accepted <= opened
+
+
+def test_on_default_settings_a_thousand_pings_close_the_connection_and_fewer_do_not(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C, top=ADMIN))
+    # 998 PINGs and the probe's: 999 glitches, one short of http2_max_glitches' default (1000).
+    assert flood(s.port, glitch_frames("ping", s.port, 998)) == "alive"
+    assert flood(s.port, glitch_frames("ping", s.port, 1000)) == h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+    assert metric(s, "sluice_http2_glitch_closes_total") == 1
 
 
 def test_access_log_says_http2(origins, sluice):
