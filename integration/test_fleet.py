@@ -51,7 +51,7 @@ class SlowRedis:
         self.listener.close()
 
 
-def fleet_config(origins, redis_url, name, upstream_extra="", fleet_extra=""):
+def fleet_config(origins, redis_url, name, upstream_extra="", fleet_extra="", server_extra=""):
     top = textwrap.dedent(f"""\
         [admin]
         listen = "127.0.0.1:0"
@@ -61,7 +61,7 @@ def fleet_config(origins, redis_url, name, upstream_extra="", fleet_extra=""):
         name = "{name}"
         {fleet_extra}
         """)
-    return sluice_config(origins, top=top, upstream_extra=upstream_extra)
+    return sluice_config(origins, top=top, upstream_extra=upstream_extra, server_extra=server_extra)
 
 
 # Active probes every 300 ms: the tests about probe leases.

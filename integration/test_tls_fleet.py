@@ -7,11 +7,11 @@ A real redis-server on a loopback port (test_idempotency's fixture); openssl s_c
 session with its ticket (-sess_out) and offers it again (-sess_in)."""
 import re
 import signal
-import textwrap
 
 import pytest
 
-from conftest import metric, sluice_config, wait_until
+from conftest import metric, wait_until
+from test_fleet import fleet_config
 from test_idempotency import redis  # noqa: F401 (the fixture: redis-server on a loopback port)
 from test_tls import pki, tls_block, tls_port  # noqa: F401  (pki: the fixture)
 from test_tls_resumption import VERSIONS, fixed_ports, new_session, resumed_after_an_upgrade, s_client
@@ -19,16 +19,7 @@ from test_tls_resumption import VERSIONS, fixed_ports, new_session, resumed_afte
 
 def fleet_tls_config(o, cert, redis_url, name, rotation=None):
     rotation_line = f'ticket_key_rotation = "{rotation}"' if rotation else ""
-    top = textwrap.dedent(f"""\
-        [admin]
-        listen = "127.0.0.1:0"
-
-        [fleet]
-        redis = "{redis_url}"
-        name = "{name}"
-        {rotation_line}
-        """)
-    return sluice_config([o], server_extra=tls_block([cert]), top=top)
+    return fleet_config([o], redis_url, name, fleet_extra=rotation_line, server_extra=tls_block([cert]))
 
 
 def start(sluice, o, cert, r, names, rotation=None):
