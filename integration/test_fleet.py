@@ -141,7 +141,11 @@ def test_drain_wait_through_one_instance_waits_for_a_slow_request_on_another(slu
     returned = time.monotonic()
     results = slow.join()
     assert all(not isinstance(resp, Exception) and resp.status == 200 for resp, _ in results), results
-    held_done = max(done for _, done in results)
+    # The drain waits for app-1's request alone: the others (app-2, app-3) may have started, and
+    # ended, later.
+    on_app1 = [done for resp, done in results if resp.header("X-Origin") == app1.name]
+    assert len(on_app1) == 1, [(resp.header("X-Origin"), done) for resp, done in results]
+    held_done = on_app1[0]
     assert cli.returncode == 0, cli.stderr
     assert "app/app-1: drained" in cli.stdout
     # It returned once the request held on instance 3 was over, not before.

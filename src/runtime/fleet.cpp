@@ -299,15 +299,19 @@ net::awaitable<error_code> Fleet::exchange_reports(Clock::time_point deadline) {
     names.push_back(m.str);
     keys.push_back(fleet::instance_key(m.str));
   }
-  others_.clear();
-  if (names.empty()) co_return error_code{};
-  std::vector<std::string_view> mget{"MGET"};
-  mget.insert(mget.end(), keys.begin(), keys.end());
-  const auto values = co_await link_.command(mget, deadline);
-  if (!values) co_return values.error();
-  for (std::size_t i = 0; i < names.size() && i < values->elements.size(); ++i)
-    if (values->elements[i].type == fleet::Reply::Type::string)
-      others_[names[i]] = fleet::decode_report(values->elements[i].str);
+  // The reports are replaced whole once all are read: `drain --wait` reads them between these
+  // awaits, and an empty map there would read as "no instance has a request in flight".
+  std::map<std::string, fleet::Report> fresh;
+  if (!names.empty()) {
+    std::vector<std::string_view> mget{"MGET"};
+    mget.insert(mget.end(), keys.begin(), keys.end());
+    const auto values = co_await link_.command(mget, deadline);
+    if (!values) co_return values.error();
+    for (std::size_t i = 0; i < names.size() && i < values->elements.size(); ++i)
+      if (values->elements[i].type == fleet::Reply::Type::string)
+        fresh[names[i]] = fleet::decode_report(values->elements[i].str);
+  }
+  others_ = std::move(fresh);
   co_return error_code{};
 }
 
