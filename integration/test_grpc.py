@@ -5,6 +5,7 @@ messages of several MiB, streams multiplexed on shared connections, and the gRPC
 sluice writes itself.
 
 The services are generic handlers with bytes in and out (no generated code)."""
+import json
 import socket
 import subprocess
 import threading
@@ -19,7 +20,7 @@ import h2.events
 import h2.exceptions
 import pytest
 
-from conftest import closed_port, sluice_config, wait_until
+from conftest import closed_port, metric_samples, sluice_config, toml_table, wait_until
 from test_tls import pki  # noqa: F401 (a fixture)
 
 H2C = "h2c = true"
@@ -209,6 +210,43 @@ def test_no_server_is_a_grpc_unavailable_with_the_reason(sluice):
         unary(ch, "Echo", b"x", timeout=10)
     assert e.value.code() == grpc.StatusCode.UNAVAILABLE
     assert e.value.details() == "connect refused; not retried: no other server to try"
+
+
+def test_each_calls_grpc_status_is_in_the_metrics_and_the_access_log(tmp_path, sluice, grpc_server):
+    """The server's grpc-status (OK, NOT_FOUND) and sluice's own (UNAVAILABLE: no server)."""
+    def front(server, log):
+        text = sluice_config([server], server_extra=H2C, upstream_extra='protocol = "h2c"', access="json")
+        text = text.replace("[log]\n", f'[log]\naccess_file = "{log}"\n', 1)
+        return sluice(text + toml_table("admin", listen="127.0.0.1:0"))
+
+    def call(s, method):
+        with channel(s) as ch:
+            try:
+                unary(ch, method, b"x", timeout=10)
+                return grpc.StatusCode.OK
+            except grpc.RpcError as e:
+                return e.code()
+
+    def count(s, **labels):
+        return sum(metric_samples(s, "sluice_grpc_responses_total", upstream="app", **labels))
+
+    def logged(log, n):
+        wait_until(lambda: log.exists() and len(log.read_text().splitlines()) >= n, what=f"{n} access log lines")
+        return [(r["status"], r["grpc_status"]) for r in map(json.loads, log.read_text().splitlines())]
+
+    live = front(f"127.0.0.1:{grpc_server(Service())}", tmp_path / "live.log")
+    assert [call(live, m) for m in ("Echo", "Fail", "Echo")] == [grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND,
+                                                               grpc.StatusCode.OK]
+    assert count(live, grpc_code="OK", source="upstream") == 2
+    assert count(live, grpc_code="NOT_FOUND", source="upstream") == 1
+    assert count(live) == 3
+    assert logged(tmp_path / "live.log", 3) == [(200, "0"), (200, "5"), (200, "0")]
+
+    gone = front(f"127.0.0.1:{closed_port()}", tmp_path / "gone.log")
+    assert call(gone, "Echo") == grpc.StatusCode.UNAVAILABLE
+    assert count(gone, grpc_code="UNAVAILABLE", source="sluice") == 1
+    assert count(gone) == 1
+    assert logged(tmp_path / "gone.log", 1) == [(502, "14")]
 
 
 def test_h2_upstream_over_tls_with_alpn(sluice, grpc_server, pki):

@@ -236,6 +236,7 @@ bool Http2Stream::submit_grpc_answer(std::string_view answer, unsigned status) {
                       h2_field("x-request-id", request_id_), h2_field("retry-after", field("\r\nRetry-After: "))};
   const std::size_t count = nv.back().valuelen != 0 ? nv.size() : nv.size() - 1;
   if (closed_ || nghttp2_submit_response(session_.native(), id_, nv.data(), count, nullptr) != 0) return false;
+  grpc_status_.assign(grpc_status_for(status));
   answered_ = true;
   session_.want_write();
   return true;
@@ -272,6 +273,8 @@ void Http2Stream::log_exchange() {
   const bool own = !error_.empty() || record_.server == nullptr;
   if (status_ >= 100 && status_ < 600)
     c.count_exchange(own ? EndpointCounters::own_answer_slot(status_) : status_ / 100, took);
+  static_assert(std::size(grpc_code_names) == EndpointCounters::grpc_code_slots);
+  if (!grpc_status_.empty()) EndpointCounters::bump(c.grpc_codes[own ? 1 : 0][grpc_code_slot(grpc_status_)]);
   if (!worker_.access_log.enabled()) return;
   AttemptRecord::ServersText servers;
   worker_.access_log.write(access_record(servers));
@@ -299,6 +302,7 @@ AccessRecord Http2Stream::access_record(AttemptRecord::ServersText& servers) con
   if (record_.first_byte != Clock::time_point{})
     r.upstream_first_byte = std::chrono::duration_cast<std::chrono::microseconds>(record_.first_byte - record_.attempt_start);
   r.error = error_;
+  r.grpc_status = grpc_status_;
   if (const auto* cert = session_.client_cert()) {
     r.client_cert_verify = cert->verify;
     r.client_cert_subject = cert->subject;

@@ -191,8 +191,20 @@ net::awaitable<bool> Http2Stream::respond_h2() {
   splice_answer(res, plan);
   const bool trailers_only = call.ended() && call.pending().empty() && call.trailers().empty();
   if (!submit_head(head_out_, !trailers_only && !is_head)) co_return false;
-  if (trailers_only || is_head) co_return true;
-  co_return co_await relay_h2_body();
+  const bool whole = trailers_only || is_head || co_await relay_h2_body();
+  if (whole && grpc_) note_grpc_status(call);
+  co_return whole;
+}
+
+// The call's outcome as the server gave it: grpc-status in its trailers, or in its head for a
+// trailers-only answer.
+void Http2Stream::note_grpc_status(const H2Call& call) {
+  for (const auto* fields : {&call.trailers(), &call.fields()})
+    for (const auto& f : *fields)
+      if (f.name == "grpc-status") {
+        grpc_status_.assign(f.value);
+        return;
+      }
 }
 
 // The answer's DATA, as it comes, one relay block at a time: each piece handed to the client's

@@ -17,6 +17,7 @@
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
+#include "sluice/proxy/grpc.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/proxy_protocol.hpp"
 #include "sluice/proxy/retry.hpp"
@@ -45,7 +46,11 @@ struct CounterTotals {
   std::uint64_t responses[EndpointCounters::response_slots] = {};
   std::uint64_t durations[EndpointCounters::buckets + 1] = {};
   double sum_s = 0;
+  std::uint64_t grpc[2][EndpointCounters::grpc_code_slots] = {};
   void add(const EndpointCounters& k) {
+    for (std::size_t source = 0; source < 2; ++source)
+      for (std::size_t c = 0; c < EndpointCounters::grpc_code_slots; ++c)
+        grpc[source][c] += k.grpc_codes[source][c].load(std::memory_order_relaxed);
     for (std::size_t r = 0; r < EndpointCounters::response_slots; ++r)
       responses[r] += k.responses[r].load(std::memory_order_relaxed);
     for (std::size_t b = 0; b <= EndpointCounters::buckets; ++b)
@@ -92,6 +97,18 @@ void request_samples(const Scrape& s, MetricsText& m) {
     }
     if (const auto cut = t.responses[K::cut_slot]; cut != 0) sample("cut", "upstream", cut);
     if (const auto cut = t.responses[K::client_cut_slot]; cut != 0) sample("cut", "client", cut);
+  });
+}
+
+// gRPC calls by grpc-status and who gave it, once it happened.
+void grpc_samples(const Scrape& s, MetricsText& m) {
+  for_each_request_series(s, [&](std::string_view upstream, std::string_view server, const CounterTotals& t, bool) {
+    for (std::size_t source = 0; source < 2; ++source)
+      for (std::size_t c = 0; c < EndpointCounters::grpc_code_slots; ++c)
+        if (const auto n = t.grpc[source][c]; n != 0)
+          m.sample({{"upstream", upstream}, {"server", server}, {"grpc_code", proxy::grpc_code_names[c]},
+                    {"source", source == 0 ? "upstream" : "sluice"}},
+                   static_cast<double>(n));
   });
 }
 
@@ -317,6 +334,11 @@ constexpr MetricFamily families[] = {
            "head was sent, by the origin (source=upstream) or by the client leaving or not reading "
            "(source=client)).",
    .samples = request_samples},
+  {.name = "sluice_grpc_responses_total", .type = counter,
+   .help = "gRPC calls answered, by upstream, last server tried, grpc-status (grpc_code: OK, UNAVAILABLE, ...; "
+           "OTHER for a value outside 0-16) and who gave it (source: upstream = the server, sluice = "
+           "sluice's own gRPC-shaped answer).",
+   .samples = grpc_samples},
   {.name = "sluice_request_duration_seconds", .type = histogram,
    .help = "Time from a request's head to the end of its answer, by upstream and server.",
    .samples = duration_samples},

@@ -104,6 +104,7 @@ void format_json(Buffer& out, const AccessRecord& r) {
   key(out, "idempotency"); add_json_or_null(out, r.idempotency);
   key(out, "client_cert_verify"); add_json_or_null(out, r.client_cert_verify);
   key(out, "client_cert_subject"); add_json_or_null(out, r.client_cert_subject);
+  key(out, "grpc_status"); add_json_or_null(out, r.grpc_status);
   out.push_back('}');
 }
 
@@ -174,6 +175,10 @@ void format_text(Buffer& out, const AccessRecord& r) {
   if (!r.client_cert_verify.empty()) {
     add_quoted(out, "client_cert", r.client_cert_verify);
     add_quoted(out, "client_subject", r.client_cert_subject);
+  }
+  if (!r.grpc_status.empty()) {
+    add(out, " grpc=");
+    escape_text(out, r.grpc_status);
   }
 }
 
@@ -349,7 +354,8 @@ constexpr std::string_view AccessRecord::*held_text[] = {
     &AccessRecord::upstream,   &AccessRecord::server,     &AccessRecord::request_id,
     &AccessRecord::error,      &AccessRecord::retry,      &AccessRecord::protocol,
     &AccessRecord::host,       &AccessRecord::user_agent, &AccessRecord::route,
-    &AccessRecord::idempotency, &AccessRecord::client_cert_verify, &AccessRecord::client_cert_subject};
+    &AccessRecord::idempotency, &AccessRecord::client_cert_verify, &AccessRecord::client_cert_subject,
+    &AccessRecord::grpc_status};
 
 }  // namespace
 

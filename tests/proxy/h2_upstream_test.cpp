@@ -98,5 +98,14 @@ TEST(GrpcAnswers, GrpcTimeoutValues) {
   EXPECT_EQ(grpc_timeout(""), std::nullopt);
 }
 
+TEST(GrpcAnswers, CodeSlotsByValueAndOtherForTheRest) {
+  EXPECT_EQ(grpc_code_names[grpc_code_slot("0")], "OK");
+  EXPECT_EQ(grpc_code_names[grpc_code_slot("5")], "NOT_FOUND");
+  EXPECT_EQ(grpc_code_names[grpc_code_slot("14")], "UNAVAILABLE");
+  EXPECT_EQ(grpc_code_names[grpc_code_slot("16")], "UNAUTHENTICATED");
+  for (const auto other : {"17", "99", "05", "", "1a", "-1", "100", " 1"})
+    EXPECT_EQ(grpc_code_names[grpc_code_slot(other)], "OTHER") << other;
+}
+
 }  // namespace
 }  // namespace sluice::proxy

@@ -85,7 +85,7 @@ TEST(AccessLogJson, CarriesEveryFieldWithMillisecondTimes) {
             "\"attempts\":2,\"upstream_connect_ms\":0.412,\"upstream_first_byte_ms\":12.877,"
             "\"bytes_in\":5,\"bytes_out\":1234,\"duration_ms\":13.301,\"request_id\":\"id-1\","
             "\"error\":null,\"retry\":\"budget\",\"idempotency\":null,\"client_cert_verify\":null,"
-            "\"client_cert_subject\":null}");
+            "\"client_cert_subject\":null,\"grpc_status\":null}");
 }
 
 // A held record owns its text: it formats exactly as the record it was made from after that
@@ -147,11 +147,26 @@ TEST(AccessLog, ClientCertificateFieldsInBothFormatsAndHeldRecords) {
   subject.assign(subject.size(), 'x');
   const auto json = formatted(held.record(), config::AccessLogFormat::json);
   EXPECT_TRUE(json.ends_with("\"client_cert_verify\":\"FAILED:certificate has expired\","
-                             "\"client_cert_subject\":\"CN=bob,O=Ex \\\"q\\\"\"}"))
+                             "\"client_cert_subject\":\"CN=bob,O=Ex \\\"q\\\"\",\"grpc_status\":null}"))
       << json;
   EXPECT_TRUE(text.ends_with(" first_byte=12.877ms client_cert=\"FAILED:certificate has expired\" "
                              "client_subject=\"CN=bob,O=Ex \\\"q\\\"\""))
       << text;
+}
+
+TEST(AccessLog, GrpcStatusOnlyOnGrpcCallsInBothFormatsAndHeldRecords) {
+  auto r = full_record();
+  r.retry = {};
+  std::string status = "14";
+  r.grpc_status = status;
+  const auto text = formatted(r, config::AccessLogFormat::text);
+  const HeldAccessRecord held(r);
+  status.assign(status.size(), 'x');
+  const auto json = formatted(held.record(), config::AccessLogFormat::json);
+  EXPECT_TRUE(json.ends_with("\"client_cert_subject\":null,\"grpc_status\":\"14\"}")) << json;
+  EXPECT_TRUE(text.ends_with(" first_byte=12.877ms grpc=14")) << text;
+  r.grpc_status = {};
+  EXPECT_TRUE(formatted(r, config::AccessLogFormat::text).ends_with(" first_byte=12.877ms"));
 }
 
 TEST(AccessLogTime, Rfc3339InUtcWithMilliseconds) {

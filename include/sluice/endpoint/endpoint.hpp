@@ -57,6 +57,10 @@ struct alignas(64) EndpointCounters {
   // Upgrade tunnels ended, by TunnelVerdict (endpoint/outcomes.hpp): [keep] by a peer (close or
   // error), [idle] tunnel_idle_timeout, [drained] tunnel_drain_timeout.
   std::atomic<std::uint64_t> tunnels_closed[tunnel_verdict_count]{};
+  // gRPC calls' outcomes by grpc-status (0..16; [16 + 1] any other value, proxy/grpc.hpp):
+  // [0] the server's answer, [1] sluice's own.
+  static constexpr std::size_t grpc_code_slots = 18;
+  std::atomic<std::uint64_t> grpc_codes[2][grpc_code_slots]{};
 
   // One worker writes each slot: core/per_worker.hpp's single-writer increment.
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t by = 1) noexcept { add_own(c, by); }

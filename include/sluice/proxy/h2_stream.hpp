@@ -113,6 +113,7 @@ private:
   void splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan);
   // sluice's own answer to a gRPC call: HTTP 200, the outcome in grpc-status and grpc-message.
   bool submit_grpc_answer(std::string_view http1_answer, unsigned status);
+  void note_grpc_status(const H2Call& call);
   // ClientSide (upstream_exchange.hpp).
   std::string_view forward_head() override;
   RequestBody request_body() override;
@@ -150,6 +151,8 @@ private:
   bool ready_ = false, started_ = false, finished_ = false, closed_ = false;
   bool answered_ = false, bad_ = false, request_done_ = false;
   bool grpc_ = false;  // content-type application/grpc*: sluice's own answers are gRPC-shaped
+  // A gRPC call's grpc-status as answered (the server's, or sluice's own answer's); "" for none.
+  std::string grpc_status_;
   // The body streams (it had not ended when the stream started); bytes of it went to an origin
   // (no replay); it passed max_body_bytes.
   bool streamed_ = false, body_consumed_ = false, too_large_ = false;

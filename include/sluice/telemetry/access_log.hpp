@@ -49,6 +49,7 @@ struct AccessRecord {
   // verification's result (SUCCESS, NONE, FAILED:reason) and the subject.
   std::string_view client_cert_verify;
   std::string_view client_cert_subject;
+  std::string_view grpc_status;  // a gRPC call's grpc-status ("0", "14"), "" for any other request
 };
 
 // An AccessRecord that owns its text, for an exchange logged after the memory its views point
@@ -62,7 +63,7 @@ public:
 private:
   AccessRecord numbers_;  // every field but the text ones
   std::string text_;
-  std::array<std::pair<std::uint32_t, std::uint32_t>, 15> spans_{};  // offset, size per text field
+  std::array<std::pair<std::uint32_t, std::uint32_t>, 16> spans_{};  // offset, size per text field
 };
 
 class LogSink;
