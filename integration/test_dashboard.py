@@ -87,6 +87,8 @@ def test_the_page_loads_with_no_console_error_and_nothing_fetched_elsewhere(brow
     wait_for(browser, lambda d: [shown_state(d, f"app-{i}") for i in (1, 2, 3)] == ["up"] * 3,
              5, "three servers up")
     assert console_errors(browser) == []
+    # Each upstream's heading: its policy, its protocol towards the servers, how many.
+    assert browser.find_element(By.CSS_SELECTOR, ".balance").text == "round_robin, http1, 3 server(s)"
     admin_origin = f"http://{s.admin_address}/"
     resources = browser.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name)")

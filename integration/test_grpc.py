@@ -111,13 +111,21 @@ def grpc_server():
         started.append(server)
         return port
 
+    start.servers = started  # to stop one early
     yield start
     for s in started:
         s.stop(grace=None)
 
 
 def h2c_front(sluice, port, upstream_extra='protocol = "h2c"'):
-    return sluice(sluice_config([f"127.0.0.1:{port}"], server_extra=H2C, upstream_extra=upstream_extra))
+    return sluice(sluice_config([f"127.0.0.1:{port}"], server_extra=H2C, upstream_extra=upstream_extra)
+                  + toml_table("admin", listen="127.0.0.1:0"))
+
+
+def upstream_figure(s, name):
+    """sluice `s`'s one sample of the per-server metric `name` (one server)."""
+    [value] = metric_samples(s, name, upstream="app")
+    return value
 
 
 def channel(s):
@@ -196,12 +204,19 @@ def test_calls_share_one_upstream_connection_up_to_the_servers_stream_limit(slui
         for i in range(5):
             assert unary(ch, "Echo", b"%d" % i, timeout=10) == b"%d" % i
         assert len({peer for _, _, peer in svc.seen}) == 1  # one connection carried the 5 calls
+        assert upstream_figure(s, "sluice_upstream_http2_connections") == 1
         svc.seen.clear()
         # Four calls at once, the server taking two streams per connection: two connections.
         pool = futures.ThreadPoolExecutor(max_workers=4)
         calls = [pool.submit(unary, ch, "Hold", b"h%d" % i, timeout=20) for i in range(4)]
         assert sorted(c.result(timeout=30) for c in calls) == [b"h0", b"h1", b"h2", b"h3"]
         assert len({peer for _, _, peer in svc.seen}) == 2
+        assert upstream_figure(s, "sluice_upstream_http2_connections") == 2
+        assert s.admin("GET", "/api/status").json()["upstreams"][0]["servers"][0]["http2_connections"] == 2
+    # The server stops: its connections close and are no longer counted.
+    grpc_server.servers[0].stop(grace=None)
+    wait_until(lambda: upstream_figure(s, "sluice_upstream_http2_connections") == 0, timeout=10,
+               what="the connections counted as closed")
 
 
 def test_no_server_is_a_grpc_unavailable_with_the_reason(sluice):
@@ -396,7 +411,8 @@ def test_a_stream_the_server_never_processed_is_retried_whatever_the_method(slui
             assert good.requests == [(method, "/x")]
             assert bad.requests in ([], [(method, "/x")])
         # Over both requests the refusing server was met once at least.
-        s2 = sluice(sluice_config([bad.address], server_extra=H2C, upstream_extra='protocol = "h2c"'), name="alone.toml")
+        s2 = sluice(sluice_config([bad.address], server_extra=H2C, upstream_extra='protocol = "h2c"')
+                    + toml_table("admin", listen="127.0.0.1:0"), name="alone.toml")
         bad.requests.clear()
         p = subprocess.run(["curl", "-sS", "--max-time", "10", "--http2-prior-knowledge", "-X", "POST",
                             "--data-binary", "payload", "-D", "-", "-o", "/dev/null", s2.url("/y")],
@@ -405,6 +421,7 @@ def test_a_stream_the_server_never_processed_is_retried_whatever_the_method(slui
         assert head.startswith("http/2 502"), head
         assert "sluice-error: upstream refused the stream (never processed); not retried: no other server to try" in head
         assert bad.requests == [("POST", "/y")]
+        assert upstream_figure(s2, "sluice_upstream_http2_goaways_total") == (1 if mode == "goaway" else 0)
     finally:
         bad.close()
         good.close()

@@ -259,7 +259,7 @@ constexpr std::string_view script = R"js('use strict';
     for (const u of data.upstreams) {
       seen.add(u.name);
       const s = section(u);
-      setText(s.balance, u.balance + ', ' + u.servers.length + ' server(s)');
+      setText(s.balance, u.balance + ', ' + u.protocol + ', ' + u.servers.length + ' server(s)');
       const ids = new Set();
       for (const sv of u.servers) { ids.add(sv.identity); renderServer(row(s, u.name, sv), sv); }
       for (const [id, r] of s.rows) if (!ids.has(id)) { r.tr.remove(); s.rows.delete(id); }

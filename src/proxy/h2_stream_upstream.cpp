@@ -4,6 +4,8 @@
 // client sends it (full duplex, for gRPC's streaming calls); the answer's head spliced as an
 // origin's (X-Request-Id, Date, the route's response rules), its DATA relayed under both sides'
 // flow control, its trailers passed on.
+#include <algorithm>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -32,7 +34,9 @@ net::awaitable<Failure> Http2Stream::h2_connection(Endpoint& ep, Clock::time_poi
   timed_out_ = false;
   conn = worker_.h2.find(ep);
   if (conn == nullptr) {
-    conn = std::make_shared<H2Connection>(worker_.io.get_executor(), ep.id(), Clock::duration(config.keepalive_timeout),
+    const auto& all = upstream_->shared_endpoints();
+    const auto shared = std::ranges::find(all, &ep, &std::shared_ptr<Endpoint>::get);
+    conn = std::make_shared<H2Connection>(worker_.io.get_executor(), *shared, Clock::duration(config.keepalive_timeout),
                                           snapshot_->config->server.http2_initial_window_bytes);
     worker_.h2.add(ep, conn);
     conn->reserve();

@@ -172,10 +172,10 @@ void H2Call::on_close(std::uint32_t code) noexcept {
 
 // ---- the connection
 
-H2Connection::H2Connection(net::any_io_executor executor, std::uint32_t endpoint_id, Clock::duration idle_timeout,
-                           std::uint32_t window)
-    : stream_(executor), endpoint_id_(endpoint_id), idle_timeout_(idle_timeout), window_(window),
-      write_wake_(executor), ready_wake_(executor) {}
+H2Connection::H2Connection(net::any_io_executor executor, std::shared_ptr<Endpoint> endpoint,
+                           Clock::duration idle_timeout, std::uint32_t window)
+    : stream_(executor), endpoint_(std::move(endpoint)), endpoint_id_(endpoint_->id()), idle_timeout_(idle_timeout),
+      window_(window), write_wake_(executor), ready_wake_(executor) {}
 
 void H2Connection::connected(const Failure& failure) {
   connecting_ = false;
@@ -186,8 +186,15 @@ void H2Connection::connected(const Failure& failure) {
     stream_.close(ignored);
   } else {
     start();
+    endpoint_->h2_connection_opened();
+    counted_ = true;
   }
   ready_wake_.cancel();
+}
+
+void H2Connection::uncount() noexcept {
+  if (counted_) endpoint_->h2_connection_closed();
+  counted_ = false;
 }
 
 net::awaitable<void> H2Connection::wait_ready() {
@@ -196,6 +203,7 @@ net::awaitable<void> H2Connection::wait_ready() {
 }
 
 H2Connection::~H2Connection() {
+  uncount();
   if (session_ != nullptr) nghttp2_session_del(session_);
 }
 
@@ -267,6 +275,7 @@ void H2Connection::want_write() noexcept {
 int H2Connection::frame_received(const nghttp2_frame& frame) {
   if (frame.hd.type == NGHTTP2_GOAWAY) {
     // Streams above its last-stream-id are closed by nghttp2 with REFUSED_STREAM: never processed.
+    if (!goaway_) endpoint_->h2_goaway_received();
     goaway_ = true;
     return 0;
   }
@@ -292,6 +301,7 @@ int H2Connection::stream_closed(std::int32_t id, std::uint32_t code) {
 // never processed only when the server said so).
 void H2Connection::fail_all() noexcept {
   dead_ = true;
+  uncount();
   error_code ignored;
   stream_.close(ignored);
   write_wake_.cancel();

@@ -97,6 +97,8 @@ json::object server_status(const Endpoint& ep, const config::ServerConfig& serve
   so["requests"] = requests;
   so["failures"] = ep.sum_counters(workers, [](const EndpointCounters& k) -> const auto& { return k.failures; });
   so["first_byte_ewma_ms"] = ep.first_byte_time().last() / 1e6;  // 0: never answered
+  so["http2_connections"] = ep.h2_connections();  // protocol h2, h2c; else 0
+  so["http2_goaways"] = ep.h2_goaways();
   if (ep.has_health()) add_health(so, ep, now);
   return so;
 }
@@ -150,6 +152,7 @@ std::string RuntimeControl::status_json() {
     json::object uo;
     uo["name"] = u->name();
     uo["balance"] = config::name_of(u->config().balance);
+    uo["protocol"] = config::name_of(u->config().protocol);
     uo["queued"] = u->queue().size();
     json::array servers;
     const auto discovered = process_.discovery() ? process_.discovery()->status(u->name()) : json::array();

@@ -125,6 +125,7 @@ std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
     for (const Endpoint* ep : u->endpoints()) servers.push_back(server_row(*ep, history, now));
     upstreams.push_back(json::object{{"name", u->name()},
                                      {"balance", config::name_of(u->config().balance)},
+                                     {"protocol", config::name_of(u->config().protocol)},
                                      {"servers", std::move(servers)},
                                      {"history", chart(history.seconds(u->name()), query.after_tick)}});
   }

@@ -112,6 +112,15 @@ void grpc_samples(const Scrape& s, MetricsText& m) {
   });
 }
 
+// A per-server figure of the servers of upstreams that speak HTTP/2 to them (protocol h2, h2c).
+template <auto Figure>
+void h2_server_samples(const Scrape& s, MetricsText& m) {
+  for (const auto& u : s.snapshot.upstreams)
+    if (u->config().protocol != config::UpstreamProtocol::http1)
+      for (const Endpoint* ep : u->endpoints())
+        m.sample({{"upstream", u->name()}, {"server", ep->identity()}}, static_cast<double>((ep->*Figure)()));
+}
+
 // A server's histogram always; the others once they observed an answer.
 void duration_samples(const Scrape& s, MetricsText& m) {
   for_each_request_series(s, [&](std::string_view upstream, std::string_view server, const CounterTotals& t,
@@ -339,6 +348,12 @@ constexpr MetricFamily families[] = {
            "OTHER for a value outside 0-16) and who gave it (source: upstream = the server, sluice = "
            "sluice's own gRPC-shaped answer).",
    .samples = grpc_samples},
+  {.name = "sluice_upstream_http2_connections", .type = gauge,
+   .help = "HTTP/2 connections open to a server of an upstream with protocol h2 or h2c, across workers.",
+   .samples = h2_server_samples<&Endpoint::h2_connections>},
+  {.name = "sluice_upstream_http2_goaways_total", .type = counter,
+   .help = "GOAWAY frames received from a server of an upstream with protocol h2 or h2c.",
+   .samples = h2_server_samples<&Endpoint::h2_goaways>},
   {.name = "sluice_request_duration_seconds", .type = histogram,
    .help = "Time from a request's head to the end of its answer, by upstream and server.",
    .samples = duration_samples},

@@ -179,6 +179,14 @@ public:
   void begin_tunnel() noexcept { tunnels_.fetch_add(1, std::memory_order_relaxed); }
   void end_tunnel() noexcept { tunnels_.fetch_sub(1, std::memory_order_relaxed); }
 
+  // An upstream with protocol h2 or h2c: the HTTP/2 connections to this server open across
+  // workers, and the GOAWAYs they received. Each changes about once per connection.
+  std::int64_t h2_connections() const noexcept { return h2_connections_.load(std::memory_order_relaxed); }
+  std::uint64_t h2_goaways() const noexcept { return h2_goaways_.load(std::memory_order_relaxed); }
+  void h2_connection_opened() noexcept { h2_connections_.fetch_add(1, std::memory_order_relaxed); }
+  void h2_connection_closed() noexcept { h2_connections_.fetch_sub(1, std::memory_order_relaxed); }
+  void h2_goaway_received() noexcept { h2_goaways_.fetch_add(1, std::memory_order_relaxed); }
+
   // Time to the first response byte (peak EWMA), fed by the forwarder after each attempt that
   // got one; least_time reads it, /metrics and /api/status show it.
   PeakEwma& first_byte_time() noexcept { return first_byte_time_; }
@@ -224,6 +232,8 @@ private:
   std::atomic<bool> backup_{false};
   std::atomic<bool> tls_{false};
   std::atomic<std::uint32_t> max_conns_{0};
+  std::atomic<std::int64_t> h2_connections_{0};
+  std::atomic<std::uint64_t> h2_goaways_{0};
   alignas(64) std::atomic<std::int64_t> in_flight_{0};
   std::atomic<std::int64_t> tunnels_{0};  // changes once per tunnel: shares in_flight_'s line
   PeakEwma first_byte_time_;  // written once per answered attempt, beside in_flight_'s writes

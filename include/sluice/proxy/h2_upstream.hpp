@@ -111,8 +111,8 @@ class H2Connection : public std::enable_shared_from_this<H2Connection> {
 public:
   // A connection still to be made (connect_h2() on stream(), then connected()): calls that find
   // it meanwhile wait for it (wait_ready()) rather than open one each.
-  H2Connection(boost::asio::any_io_executor executor, std::uint32_t endpoint_id, Clock::duration idle_timeout,
-               std::uint32_t window);
+  H2Connection(boost::asio::any_io_executor executor, std::shared_ptr<Endpoint> endpoint,
+               Clock::duration idle_timeout, std::uint32_t window);
   ~H2Connection();
   H2Connection(const H2Connection&) = delete;
   H2Connection& operator=(const H2Connection&) = delete;
@@ -130,6 +130,8 @@ public:
   void wake_waiters() noexcept { ready_wake_.cancel(); }
   const Failure& failure() const noexcept { return failure_; }
   std::uint32_t endpoint_id() const noexcept { return endpoint_id_; }
+  // The server's own connection count (Endpoint::h2_connections()) left when the connection is.
+  void uncount() noexcept;
   // Alive, not told to go away, and below the server's SETTINGS_MAX_CONCURRENT_STREAMS.
   bool has_room() const noexcept;
   bool alive() const noexcept { return !dead_ && !goaway_; }
@@ -154,6 +156,7 @@ private:
   void fail_all() noexcept;
 
   tls::Stream stream_;
+  std::shared_ptr<Endpoint> endpoint_;  // its counts; kept alive while the connection is
   std::uint32_t endpoint_id_;
   Clock::duration idle_timeout_;
   std::uint32_t window_;
@@ -164,6 +167,7 @@ private:
   Failure failure_;
   unsigned reserved_ = 0;
   bool connecting_ = true, dead_ = false, goaway_ = false, writing_ = false;
+  bool counted_ = false;  // in the server's h2_connections()
 };
 
 // A worker's HTTP/2 connections to servers, by endpoint id.
