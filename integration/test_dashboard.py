@@ -89,6 +89,7 @@ def test_the_page_loads_with_no_console_error_and_nothing_fetched_elsewhere(brow
     assert console_errors(browser) == []
     # Each upstream's heading: its policy, its protocol towards the servers, how many.
     assert browser.find_element(By.CSS_SELECTOR, ".balance").text == "round_robin, http1, 3 server(s)"
+    assert browser.find_element(By.ID, "http2").text == "HTTP/2: 0 connection(s), 0 open stream(s)"
     admin_origin = f"http://{s.admin_address}/"
     resources = browser.execute_script(
         "return performance.getEntriesByType('resource').map(e => e.name)")

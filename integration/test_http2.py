@@ -410,6 +410,38 @@ def test_a_stream_reset_while_at_the_origin_cancels_its_upstream_request(scripte
     sock.close()
 
 
+def test_open_streams_resets_both_ways_and_goaways_sent_are_counted(scripted, sluice):
+    o = scripted("hang", behaviour="hang")
+    s = sluice(sluice_config([o.address], server_extra=H2C, top=ADMIN))
+    assert [metric(s, f"sluice_http2_open_{n}") for n in ("connections", "streams")] == [0, 0]
+    sock, c = h2_client(s.port)
+    for sid in (1, 3, 5):
+        c.send_headers(sid, base(s.port, f"/held{sid}"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    wait_until(lambda: o.count() == 3, what="three requests at the origin")
+    assert [metric(s, f"sluice_http2_open_{n}") for n in ("connections", "streams")] == [1, 3]
+    c.reset_stream(1, error_code=h2.errors.ErrorCodes.CANCEL)
+    c.send_headers(7, base(s.port) + [("X-Upper", "1")], end_stream=True)  # malformed: sluice resets it
+    sock.sendall(c.data_to_send())
+    wait_until(lambda: metric(s, "sluice_http2_open_streams") == 2, what="the reset stream closed")
+
+    def resets(direction, reason):
+        return metric(s, "sluice_http2_resets_total", direction=direction, reason=reason)
+    wait_until(lambda: resets("sent", "protocol_error") == 1, what="the malformed stream reset")
+    assert resets("received", "cancel") == 1
+    assert metric(s, "sluice_http2_goaways_sent_total") == 0
+    # A PING on a stream is a connection error (RFC 9113 §6.7): GOAWAY(PROTOCOL_ERROR), and the
+    # connection and its streams are gone.
+    sock.sendall(b"\x00\x00\x08\x06\x00\x00\x00\x00\x01" + b"12345678")  # length 8, PING, stream 1
+    events = events_until(sock, c, lambda ev: any(isinstance(e, h2.events.ConnectionTerminated) for e in ev))
+    assert [e.error_code for e in events if isinstance(e, h2.events.ConnectionTerminated)] == \
+        [h2.errors.ErrorCodes.PROTOCOL_ERROR]
+    assert metric(s, "sluice_http2_goaways_sent_total") == 1
+    wait_until(lambda: [metric(s, f"sluice_http2_open_{n}") for n in ("connections", "streams")] == [0, 0],
+               what="the connection and its streams counted as closed")
+    sock.close()
+
+
 def test_a_client_that_never_opens_its_window_is_reset_then_closed(origins, sluice):
     """A zero-window reader (RFC 9113 §6.9.2: SETTINGS_INITIAL_WINDOW_SIZE 0, never a
     WINDOW_UPDATE): its stream is reset (CANCEL) after idle_timeout without progress, the idle

@@ -26,6 +26,7 @@ constexpr std::string_view page = R"html(<!doctype html>
   <h1>sluice</h1>
   <span id="connection" class="connecting">connecting</span>
   <span id="config"></span>
+  <span id="http2"></span>
   <span class="spacer"></span>
   <button id="reload" type="button">Reload config</button>
   <button id="forget-token" type="button" hidden>Forget token</button>
@@ -68,7 +69,7 @@ body { margin: 0; color: #1f2328; background: #f6f8fa; }
 header { display: flex; gap: 12px; align-items: center; padding: 8px 16px; background: #24292f; color: #fff; }
 header h1 { font-size: 18px; margin: 0; }
 .spacer { flex: 1; }
-#config { color: #d0d7de; }
+#config, #http2 { color: #d0d7de; }
 #connection { padding: 2px 8px; border-radius: 10px; font-weight: 600; }
 #connection.live { background: var(--up); }
 #connection.connecting { background: var(--muted); }
@@ -405,6 +406,8 @@ constexpr std::string_view script = R"js('use strict';
       state.tick = data.tick;
       if (data.events.length) state.event = data.events[data.events.length - 1].seq;
       setText($('config'), 'config version ' + data.config_version + ' · ' + data.config_file);
+      setText($('http2'), 'HTTP/2: ' + data.http2.connections + ' connection(s), ' + data.http2.streams +
+              ' open stream(s)');
       renderFleet(data.fleet);
       renderUpstreams(data);
       renderCertificates(data);

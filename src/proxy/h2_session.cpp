@@ -100,6 +100,32 @@ std::uint64_t http2_total(std::atomic<std::uint64_t> Http2Counters::*field) noex
   return total;
 }
 
+namespace {
+
+// Opened minus closed, each counted by its worker (and summed at slightly different moments).
+std::uint64_t open_now(std::atomic<std::uint64_t> Http2Counters::*opened,
+                       std::atomic<std::uint64_t> Http2Counters::*closed) noexcept {
+  const auto o = http2_total(opened);
+  const auto c = http2_total(closed);
+  return o > c ? o - c : 0;
+}
+
+}  // namespace
+
+std::uint64_t http2_open_connections() noexcept {
+  return open_now(&Http2Counters::connections, &Http2Counters::connections_closed);
+}
+
+std::uint64_t http2_open_streams() noexcept { return open_now(&Http2Counters::streams, &Http2Counters::streams_closed); }
+
+std::uint64_t http2_reset_total(bool sent, std::size_t reason) noexcept {
+  std::uint64_t total = 0;
+  std::as_const(counters()).for_each([&](const Http2Counters& c) {
+    total += c.resets[sent ? 1 : 0][reason].load(std::memory_order_relaxed);
+  });
+  return total;
+}
+
 std::uint64_t http2_glitch_total(Http2Glitch kind) noexcept {
   std::uint64_t total = 0;
   std::as_const(counters()).for_each([&](const Http2Counters& c) {
@@ -117,11 +143,14 @@ Http2Session::Http2Session(WorkerContext& worker, Http2Handoff handoff)
 }
 
 Http2Session::~Http2Session() {
+  auto& counted = http2_counters(worker_.index);
   while (!streams_.empty()) {
     auto& s = static_cast<Http2Stream&>(streams_.front());
     streams_.pop_front();
     delete &s;
+    bump(counted.streams_closed);
   }
+  if (session_ != nullptr) bump(counted.connections_closed);
   if (session_ != nullptr) nghttp2_session_del(session_);
   if (is_linked()) worker_.sessions.erase(worker_.sessions.iterator_to(*this));
 }
@@ -336,6 +365,7 @@ int Http2Session::begin_headers(const nghttp2_frame& frame) {
 }
 
 int Http2Session::frame_received(const nghttp2_frame& frame) {
+  if (frame.hd.type == NGHTTP2_RST_STREAM) count_reset(false, frame.rst_stream.error_code);
   if (is_glitch(frame)) return 0;
   auto* s = stream_of(session_, frame.hd.stream_id);
   if (s == nullptr) return 0;
@@ -349,6 +379,8 @@ int Http2Session::frame_received(const nghttp2_frame& frame) {
 // Our answer ended its stream while the client is still sending (an early refusal): RST_STREAM
 // (NO_ERROR) tells it to stop (RFC 9113 §8.1).
 int Http2Session::frame_sent(const nghttp2_frame& frame) {
+  if (frame.hd.type == NGHTTP2_RST_STREAM) count_reset(true, frame.rst_stream.error_code);
+  if (frame.hd.type == NGHTTP2_GOAWAY) bump(http2_counters(worker_.index).goaways_sent);
   if ((frame.hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
   if (frame.hd.type != NGHTTP2_HEADERS && frame.hd.type != NGHTTP2_DATA) return 0;
   if (nghttp2_session_get_stream_remote_close(session_, frame.hd.stream_id) == 0)
@@ -363,6 +395,11 @@ int Http2Session::stream_closed(std::int32_t id, std::uint32_t) {
   s->on_close();
   if (!s->running()) forget(*s);
   return 0;
+}
+
+void Http2Session::count_reset(bool sent, std::uint32_t error_code) noexcept {
+  const auto reason = std::min<std::size_t>(error_code, http2_reset_reasons - 1);
+  bump(http2_counters(worker_.index).resets[sent ? 1 : 0][reason]);
 }
 
 // Rapid Reset (CVE-2023-44487): streams opened and reset before their answer cost the origin
@@ -452,6 +489,7 @@ net::awaitable<void> Http2Session::serve_stream(Http2Stream& stream) {
 void Http2Session::forget(Http2Stream& stream) {
   streams_.erase(streams_.iterator_to(stream));
   delete &stream;
+  bump(http2_counters(worker_.index).streams_closed);
   if (streams_.empty()) arm_idle();
 }
 

@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include "sluice/health/server_health.hpp"
+#include "sluice/proxy/h2_session.hpp"
 #include "sluice/runtime/control.hpp"
 #include "sluice/runtime/fleet.hpp"
 #include "sluice/telemetry/event_ring.hpp"
@@ -130,6 +131,7 @@ std::string RuntimeControl::dashboard_json(const admin::DashboardQuery& query) {
                                      {"history", chart(history.seconds(u->name()), query.after_tick)}});
   }
   root["upstreams"] = std::move(upstreams);
+  root["http2"] = json::object{{"connections", proxy::http2_open_connections()}, {"streams", proxy::http2_open_streams()}};
   root["certificates"] = certificate_rows();
   root["events"] = events_after(query.after_event, now);
   // Fleet mode: the fleet panel shows /api/fleet as it is.

@@ -133,6 +133,15 @@ void duration_samples(const Scrape& s, MetricsText& m) {
   });
 }
 
+// RST_STREAM frames by direction and error code, once one happened.
+void http2_reset_samples(const Scrape&, MetricsText& m) {
+  for (const bool sent : {false, true})
+    for (std::size_t r = 0; r < proxy::http2_reset_reasons; ++r)
+      if (const auto n = proxy::http2_reset_total(sent, r); n != 0)
+        m.sample({{"direction", sent ? "sent" : "received"}, {"reason", proxy::http2_reset_names[r]}},
+                 static_cast<double>(n));
+}
+
 // HTTP/2 frames that brought no request, by kind.
 void http2_glitch_samples(const Scrape&, MetricsText& m) {
   for (std::size_t k = 0; k < std::size(proxy::http2_glitch_names); ++k)
@@ -475,6 +484,19 @@ constexpr MetricFamily families[] = {
    .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::connections)); }},
   {.name = "sluice_http2_streams_total", .type = counter, .help = "HTTP/2 request streams the clients opened.",
    .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::streams)); }},
+  {.name = "sluice_http2_open_connections", .type = gauge, .help = "Client connections open as HTTP/2.",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_open_connections()); }},
+  {.name = "sluice_http2_open_streams", .type = gauge,
+   .help = "HTTP/2 request streams open (the client's request or sluice's answer not done).",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_open_streams()); }},
+  {.name = "sluice_http2_resets_total", .type = counter,
+   .help = "RST_STREAM frames on client connections, by direction (received from the client, sent by sluice) "
+           "and error code (reason: cancel, refused_stream, protocol_error, ...).",
+   .samples = http2_reset_samples},
+  {.name = "sluice_http2_goaways_sent_total", .type = counter,
+   .help = "GOAWAY frames sluice sent to HTTP/2 clients (shutdown and reload drains, protocol errors, "
+           "ENHANCE_YOUR_CALM).",
+   .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::goaways_sent)); }},
   {.name = "sluice_http2_early_resets_total", .type = counter,
    .help = "HTTP/2 streams the client reset before their answer was sent.",
    .value = [](const Scrape&) { return static_cast<double>(proxy::http2_total(&proxy::Http2Counters::early_resets)); }},

@@ -34,9 +34,15 @@ class Http2Stream;
 
 // What the HTTP/2 connections did, for /metrics. One set per worker, written by that worker alone
 // (add_own); /metrics sums them.
+inline constexpr std::size_t http2_reset_reasons = 15;  // error codes 0..13, then any other
 struct Http2Counters {
   std::atomic<std::uint64_t> connections{0};  // turned HTTP/2 (ALPN h2 or h2c)
+  std::atomic<std::uint64_t> connections_closed{0};
   std::atomic<std::uint64_t> streams{0};      // request streams the clients opened
+  std::atomic<std::uint64_t> streams_closed{0};  // and sluice was done with
+  // RST_STREAM frames by error code (http2_reset_names): [0] the clients', [1] sluice's.
+  std::atomic<std::uint64_t> resets[2][http2_reset_reasons] = {};
+  std::atomic<std::uint64_t> goaways_sent{0};
   std::atomic<std::uint64_t> early_resets{0};  // streams the client reset before their answer
   std::atomic<std::uint64_t> calm_closes{0};  // connections closed with GOAWAY(ENHANCE_YOUR_CALM)
   // Frames that brought no request (http2_max_glitches), by kind (Http2Glitch), and the
@@ -47,6 +53,16 @@ struct Http2Counters {
 enum class Http2Glitch : std::uint8_t { ping, settings, priority, empty_data, invalid_frame };
 inline constexpr std::string_view http2_glitch_names[] = {"ping", "settings", "priority", "empty_data",
                                                           "invalid_frame"};
+// RFC 9113 §7's error codes by value, as metric labels; "other" for any other value.
+inline constexpr std::string_view http2_reset_names[http2_reset_reasons] = {
+    "no_error",     "protocol_error", "internal_error",    "flow_control_error", "settings_timeout",
+    "stream_closed", "frame_size_error", "refused_stream", "cancel",             "compression_error",
+    "connect_error", "enhance_your_calm", "inadequate_security", "http_1_1_required", "other"};
+std::uint64_t http2_reset_total(bool sent, std::size_t reason) noexcept;
+// Client connections open as HTTP/2, and their streams open, over every worker.
+std::uint64_t http2_open_connections() noexcept;
+std::uint64_t http2_open_streams() noexcept;
+
 // Worker `worker`'s counters (default_worker_slots slots; see core/per_worker.hpp).
 Http2Counters& http2_counters(unsigned worker) noexcept;
 // The sum over every worker of one field (the control thread, at scrape).
@@ -116,6 +132,7 @@ private:
   void check_done() noexcept;
   void arm_idle() noexcept;
   void early_reset();
+  void count_reset(bool sent, std::uint32_t error_code) noexcept;
   bool is_glitch(const nghttp2_frame& frame) noexcept;
 
   WorkerContext& worker_;
