@@ -104,7 +104,8 @@ def grpc_server():
 
     def start(service, options=(), credentials=None):
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[*OPTIONS, *options])
-        server.add_generic_rpc_handlers((service.handler(),))
+        handlers = service.handler()
+        server.add_generic_rpc_handlers(handlers if isinstance(handlers, tuple) else (handlers,))
         port = (server.add_secure_port("127.0.0.1:0", credentials) if credentials
                 else server.add_insecure_port("127.0.0.1:0"))
         server.start()
@@ -252,15 +253,16 @@ def test_each_calls_grpc_status_is_in_the_metrics_and_the_access_log(tmp_path, s
     live = front(f"127.0.0.1:{grpc_server(Service())}", tmp_path / "live.log")
     assert [call(live, m) for m in ("Echo", "Fail", "Echo")] == [grpc.StatusCode.OK, grpc.StatusCode.NOT_FOUND,
                                                                grpc.StatusCode.OK]
+    # Counted as each stream ends, which may be just after the client has its answer.
+    wait_until(lambda: count(live) == 3, what="three calls counted")
     assert count(live, grpc_code="OK", source="upstream") == 2
     assert count(live, grpc_code="NOT_FOUND", source="upstream") == 1
-    assert count(live) == 3
     assert logged(tmp_path / "live.log", 3) == [(200, "0"), (200, "5"), (200, "0")]
 
     gone = front(f"127.0.0.1:{closed_port()}", tmp_path / "gone.log")
     assert call(gone, "Echo") == grpc.StatusCode.UNAVAILABLE
+    wait_until(lambda: count(gone) == 1, what="the call counted")
     assert count(gone, grpc_code="UNAVAILABLE", source="sluice") == 1
-    assert count(gone) == 1
     assert logged(tmp_path / "gone.log", 1) == [(502, "14")]
 
 
@@ -425,3 +427,76 @@ def test_a_stream_the_server_never_processed_is_retried_whatever_the_method(slui
     finally:
         bad.close()
         good.close()
+
+
+class HealthService(Service):
+    """Service's calls, and grpc.health.v1.Health/Check answering `status[service]` (1 SERVING,
+    2 NOT_SERVING; a service not listed: NOT_FOUND, as grpc's own health servicer does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.status = {"": 1}
+        self.asked = []
+
+    def check(self, request, context):
+        service = request[2:].decode() if request[:1] == b"\x0a" else ""  # field 1, one length byte
+        self.asked.append(service)
+        if service not in self.status:
+            context.abort(grpc.StatusCode.NOT_FOUND, "unknown service")
+        return b"\x08" + bytes([self.status[service]])
+
+    def handler(self):
+        return super().handler(), grpc.method_handlers_generic_handler("grpc.health.v1.Health", {
+            "Check": grpc.unary_unary_rpc_method_handler(self.check, ident, ident)})
+
+
+def grpc_probed(sluice, port, upstream='protocol = "h2c"', **health):
+    keys = dict(protocol="grpc", interval="100ms", timeout="80ms", fall=2, rise=2, jitter=0, **health)
+    return sluice(sluice_config([f"127.0.0.1:{port}"], server_extra=H2C,
+                                upstream_extra=upstream + "\n" + toml_table("upstreams.app.health", **keys))
+                  + toml_table("admin", listen="127.0.0.1:0"))
+
+
+def health_of(s, port):
+    st = s.server_status(f"127.0.0.1:{port}")
+    return st["health_state"], st.get("reason", "")
+
+
+def test_grpc_health_probes_follow_the_serving_status_of_the_named_service(sluice, grpc_server):
+    svc = HealthService()
+    svc.status["app.v1.Orders"] = 1
+    port = grpc_server(svc)
+    s = grpc_probed(sluice, port, service="app.v1.Orders")
+    wait_until(lambda: svc.asked, what="a probe")
+    assert set(svc.asked) == {"app.v1.Orders"}
+    assert health_of(s, port)[0] == "up"
+    svc.status["app.v1.Orders"] = 2
+    wait_until(lambda: health_of(s, port)[0] == "down", timeout=5, what="down on NOT_SERVING")
+    assert "health status NOT_SERVING" in health_of(s, port)[1]
+    with channel(s) as ch, pytest.raises(grpc.RpcError) as e:
+        unary(ch, "Echo", b"x", timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE  # no healthy server: sluice's own answer
+    svc.status["app.v1.Orders"] = 1
+    wait_until(lambda: health_of(s, port)[0] == "up", timeout=5, what="up again on SERVING")
+    with channel(s) as ch:
+        assert unary(ch, "Echo", b"abc", timeout=10) == b"cba"
+
+
+def test_a_grpc_server_without_the_health_service_is_down_with_the_status_it_gave(sluice, grpc_server):
+    port = grpc_server(Service())  # no grpc.health.v1.Health
+    s = grpc_probed(sluice, port)
+    wait_until(lambda: health_of(s, port)[0] == "down", timeout=5, what="down")
+    reason = health_of(s, port)[1]
+    assert reason.startswith("2 consecutive probe failures: grpc-status 12 (UNIMPLEMENTED)"), reason
+
+
+def test_grpc_health_probes_over_tls_verify_the_server_and_negotiate_h2(sluice, grpc_server, pki):
+    svc = HealthService()
+    cert, key = pki.leaf("g.test", "DNS:g.test,IP:127.0.0.1")
+    port = grpc_server(svc, credentials=grpc.ssl_server_credentials([(key.read_bytes(), cert.read_bytes())]))
+    s = grpc_probed(sluice, port, upstream=f'protocol = "h2"\ntls = true\ntls_ca_file = "{pki.ca}"')
+    wait_until(lambda: len(svc.asked) >= 3, what="three probes")
+    assert health_of(s, port)[0] == "up"
+    assert s.server_status(f"127.0.0.1:{port}")["last_probe"]["passed"] is True
+    svc.status[""] = 2
+    wait_until(lambda: health_of(s, port)[0] == "down", timeout=5, what="down on NOT_SERVING")

@@ -33,6 +33,13 @@ void read_fail_on(Reader& r, const toml::node& node, const std::string& path, he
 }
 
 const KeySpec health_rows[] = {
+    choice_key<&H::protocol>("protocol", "probe protocol",
+                             "What probes speak: \"http\" (a request to path) or \"grpc\" (grpc.health.v1.Health/Check)."),
+    string_key<&H::service>("service", "gRPC: the service whose health is asked; \"\" = the server as a whole.")
+        .rule([](const void* h) -> std::string {
+          if (hc(h).service.empty() || hc(h).protocol == ProbeProtocol::grpc) return {};
+          return "applies to gRPC probes only; set protocol = \"grpc\"";
+        }),
     string_key<&H::path>("path", "The probe's request path.").rule([](const void* h) -> std::string {
       const auto& path = hc(h).path;
       if (path.starts_with('/') && visible(path)) return {};
@@ -58,7 +65,9 @@ const KeySpec health_rows[] = {
         .docs("string"),
     string_key<&H::expect_body>("expect_body", "A substring the body must hold; \"\" = any.")
         .rule([](const void* h) -> std::string {
-          if (hc(h).method != ProbeMethod::head || hc(h).expect_body.empty()) return {};
+          if (hc(h).expect_body.empty()) return {};
+          if (hc(h).protocol == ProbeProtocol::grpc) return "a gRPC probe is judged by its health status, not a body";
+          if (hc(h).method != ProbeMethod::head) return {};
           return "a HEAD probe has no body to match; use method = \"GET\"";
         }),
     number_key<&H::jitter>("jitter", 0.0, 0.5, "Random share added to the interval."),

@@ -22,6 +22,7 @@
 #include <spdlog/spdlog.h>
 
 #include "sluice/config/expect_status.hpp"
+#include "sluice/health/grpc_probe.hpp"
 #include "sluice/health/schedule.hpp"
 #include "sluice/tls/stream.hpp"
 
@@ -109,8 +110,13 @@ tcp::endpoint probe_address(const ProbeTarget& target, const config::HealthCheck
   return address;
 }
 
+// The probe's Host (HTTP/1.1) or :authority (gRPC).
+const std::string& probe_host(const ProbeTarget& target, const config::HealthCheckConfig& config) {
+  return config.host.empty() ? target.endpoint->address_text() : config.host;
+}
+
 std::string probe_request(const ProbeTarget& target, const config::HealthCheckConfig& config) {
-  const std::string& host = config.host.empty() ? target.endpoint->address_text() : config.host;
+  const std::string& host = probe_host(target, config);
   std::string r;
   const std::string_view method = config::name_of(config.method);
   r.reserve(method.size() + config.path.size() + host.size() + 80);
@@ -340,8 +346,9 @@ struct Prober::Probe {
     co_return std::pair{ec, used != 0 || buffer.size() != 0};
   }
 
-  // A new connection, TLS or not: TLS state never carries over from an earlier one.
-  Step connect(const tcp::endpoint& address) {
+  // A new connection, TLS or not: TLS state never carries over from an earlier one. `h2`: TLS
+  // must choose HTTP/2 by ALPN (a gRPC probe).
+  Step connect(const tcp::endpoint& address, bool h2 = false) {
     s.socket = tls::Stream(s.socket.get_executor());
     const auto [ec] = co_await s.socket.socket().async_connect(address, nothrow);
     if (s.stopped) co_return ProbeResult{};
@@ -351,8 +358,17 @@ struct Prober::Probe {
     SSL* ssl = s.socket.tls()->native_handle();
     if (!s.target.tls->prepare(ssl, s.target.tls_server_name))  // never probe unverified
       co_return fail("tls handshake failed: bad server name '" + s.target.tls_server_name + "'");
+    static constexpr unsigned char alpn_h2[] = {2, 'h', '2'};
+    if (h2 && SSL_set_alpn_protos(ssl, alpn_h2, sizeof alpn_h2) != 0) co_return fail("tls: cannot offer h2 by ALPN");
     const auto [hec] = co_await s.socket.async_handshake(net::ssl::stream_base::client, nothrow);
     if (s.stopped) co_return ProbeResult{};
+    if (!hec && h2) {
+      const unsigned char* chosen = nullptr;
+      unsigned chosen_len = 0;
+      SSL_get0_alpn_selected(ssl, &chosen, &chosen_len);
+      if (std::string_view(reinterpret_cast<const char*>(chosen), chosen_len) != "h2")
+        co_return fail("tls: the server did not choose h2 by ALPN");
+    }
     if (!hec) co_return std::nullopt;
     const char* why = tls::verify_error(ssl);
     if (s.timed_out) co_return fail("timeout");
@@ -415,6 +431,21 @@ struct Prober::Probe {
     co_return std::nullopt;
   }
 
+  // A gRPC health check, on a connection of its own, closed after it: no HTTP/2 connection state
+  // is kept between probes.
+  net::awaitable<ProbeResult> grpc(const tcp::endpoint& address, const std::string& authority) {
+    close();
+    if (auto end = co_await connect(address, true)) co_return *end;
+    error_code ec;
+    const auto answer = co_await grpc_health_call(s.socket, authority, settings.config.service,
+                                                  s.target.tls != nullptr, ec);
+    if (s.stopped) co_return ProbeResult{};
+    close();
+    if (s.timed_out) co_return failed("timeout");
+    if (ec && !answer.complete) co_return failed(exchange_detail(ec, false));
+    co_return judge_grpc_health(answer);
+  }
+
   // The whole answer is in: the connection kept or not, and the verdict on status and body.
   ProbeResult judge(const std::string& body) {
     if (s.timed_out) return fail("timeout");  // the whole answer came, but not within the timeout
@@ -458,6 +489,7 @@ net::awaitable<ProbeResult> Prober::probe_once(std::shared_ptr<Server> server,
     probe.close();
     s.drop_connection = false;
   }
+  if (config.protocol == config::ProbeProtocol::grpc) co_return co_await probe.grpc(address, probe_host(s.target, config));
   if (auto end = co_await probe.send(request, address)) co_return *end;
   if (auto end = co_await probe.skip_interim()) co_return *end;
   std::string body;

@@ -1,7 +1,6 @@
 #include "sluice/proxy/grpc.hpp"
 
 #include <cstdint>
-#include <iterator>
 
 #include <boost/beast/core/string.hpp>
 
@@ -42,17 +41,6 @@ std::string_view grpc_message(std::string_view text, std::span<char> out) noexce
     }
   }
   return {out.data(), n};
-}
-
-std::size_t grpc_code_slot(std::string_view grpc_status) noexcept {
-  constexpr std::size_t other = std::size(grpc_code_names) - 1;
-  if (grpc_status.empty() || grpc_status.size() > 2) return other;
-  std::size_t code = 0;
-  for (const char c : grpc_status) {
-    if (c < '0' || c > '9') return other;
-    code = code * 10 + static_cast<std::size_t>(c - '0');
-  }
-  return code < other && (grpc_status.size() == 1 || grpc_status[0] != '0') ? code : other;
 }
 
 std::optional<std::chrono::nanoseconds> grpc_timeout(std::string_view value) noexcept {

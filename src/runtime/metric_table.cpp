@@ -17,7 +17,7 @@
 #include "sluice/discovery/discovery.hpp"
 #include "sluice/health/server_health.hpp"
 #include "sluice/idempotency/guard.hpp"
-#include "sluice/proxy/grpc.hpp"
+#include "sluice/core/grpc_codes.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/proxy_protocol.hpp"
 #include "sluice/proxy/retry.hpp"
@@ -106,7 +106,7 @@ void grpc_samples(const Scrape& s, MetricsText& m) {
     for (std::size_t source = 0; source < 2; ++source)
       for (std::size_t c = 0; c < EndpointCounters::grpc_code_slots; ++c)
         if (const auto n = t.grpc[source][c]; n != 0)
-          m.sample({{"upstream", upstream}, {"server", server}, {"grpc_code", proxy::grpc_code_names[c]},
+          m.sample({{"upstream", upstream}, {"server", server}, {"grpc_code", grpc_code_names[c]},
                     {"source", source == 0 ? "upstream" : "sluice"}},
                    static_cast<double>(n));
   });

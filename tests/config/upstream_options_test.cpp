@@ -277,5 +277,35 @@ TEST(ConfigUpstreamOptions, ProtocolDefaultsToHttp1AndMustFitTheServersTls) {
   EXPECT_EQ(bad.errors[0].key_path, "upstreams.app.protocol");
 }
 
+TEST(ConfigUpstreamOptions, GrpcProbesTakeAServiceAndNoBody) {
+  const auto good = load(R"([upstreams.app]
+[upstreams.app.health]
+protocol = "grpc"
+service = "app.v1.Orders"
+[[upstreams.app.servers]]
+address = "127.0.0.1:9001"
+)");
+  ASSERT_TRUE(good.config) << errors_of(good).front();
+  EXPECT_EQ(good.config->upstreams.at(0).health->protocol, ProbeProtocol::grpc);
+  EXPECT_EQ(good.config->upstreams.at(0).health->service, "app.v1.Orders");
+  const auto bad = load(R"([upstreams.app]
+[upstreams.app.health]
+service = "app.v1.Orders"
+[upstreams.web.health]
+protocol = "grpc"
+expect_body = "ok"
+[upstreams.api.health]
+protocol = "gRPC"
+)");
+  EXPECT_EQ(errors_of(bad),
+            (std::vector<std::string>{
+                "test.toml:1:1: route: 3 upstreams (app, web, api) but no [[route]] to choose between them; add "
+                "routes, or keep one upstream",
+                "test.toml:3:11: upstreams.app.health.service: applies to gRPC probes only; set protocol = \"grpc\"",
+                "test.toml:6:15: upstreams.web.health.expect_body: a gRPC probe is judged by its health status, not a body",
+                "test.toml:8:12: upstreams.api.health.protocol: unknown probe protocol 'gRPC'; did you mean 'grpc'?",
+            }));
+}
+
 }  // namespace
 }  // namespace sluice::config

@@ -396,6 +396,13 @@ struct ServerConfig {
 };
 
 enum class ProbeMethod : std::uint8_t { get, head };
+// What probes speak: an HTTP/1.1 request to `path`, or the gRPC health checking protocol
+// (grpc.health.v1.Health/Check over HTTP/2).
+enum class ProbeProtocol : std::uint8_t { http, grpc };
+template <>
+struct Words<ProbeProtocol> {
+  static constexpr std::array<std::string_view, 2> words{"http", "grpc"};
+};
 enum class InitialState : std::uint8_t { up, down };
 template <>
 struct Words<InitialState> {
@@ -408,6 +415,8 @@ struct Words<ProbeMethod> {
 
 // [upstreams.NAME.health]: active probing. Absent = no active checks.
 struct HealthCheckConfig {
+  ProbeProtocol protocol = ProbeProtocol::http;
+  std::string service;  // gRPC: the service asked about; "" = the server as a whole
   std::string path = "/health";
   ProbeMethod method = ProbeMethod::get;
   std::string host;            // Host header of probes; "" = the server's address

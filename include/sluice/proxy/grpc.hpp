@@ -8,6 +8,8 @@
 #include <span>
 #include <string_view>
 
+#include "sluice/core/grpc_codes.hpp"
+
 namespace sluice::proxy {
 
 // A request is a gRPC call when its content-type is application/grpc or application/grpc+FORMAT
@@ -28,14 +30,5 @@ std::string_view grpc_message(std::string_view text, std::span<char> out) noexce
 
 // A grpc-timeout value (1 to 8 digits and a unit: H, M, S, m, u, n), or nullopt when malformed.
 std::optional<std::chrono::nanoseconds> grpc_timeout(std::string_view value) noexcept;
-
-// The gRPC status codes by value (0..16, their names in gRPC's doc/statuscodes.md), then OTHER:
-// the label values of sluice_grpc_responses_total.
-inline constexpr std::string_view grpc_code_names[] = {
-    "OK",        "CANCELLED",          "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
-    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED", "OTHER"};
-// A grpc-status value's index in grpc_code_names: its code, or OTHER's for anything but 0..16.
-std::size_t grpc_code_slot(std::string_view grpc_status) noexcept;
 
 }  // namespace sluice::proxy
