@@ -144,4 +144,25 @@ struct DownstreamSession::ForwardHooks {
                                PooledFrame<bool>>);
 };
 
+// The same for a request to an h2c or h2 upstream (downstream_h2.cpp). No 101 comes over HTTP/2,
+// and the answer is relayed from its call, never at once.
+struct DownstreamSession::H2ForwardHooks {
+  DownstreamSession& s;
+  Exchange& x;
+
+  net::awaitable<Failure> attempt(Endpoint& ep, Clock::time_point try_until) {
+    return s.attempt_h2(x, ep, try_until);
+  }
+  net::awaitable<bool> tunnel(Endpoint&) { co_return false; }
+  bool respond_now(bool&) { return false; }
+  net::awaitable<bool> respond() { return s.respond_h2(x); }
+  bool delivered(Endpoint& ep, bool) { return s.end_h2_delivery(x, ep); }
+  void drop() { s.h2_->end(); }
+  net::awaitable<void> fail(const ProxyError& error) { return s.send_error(&x, error); }
+  net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
+  bool replayable() const { return x.replayable(); }
+  std::string_view retry_after() const { return s.h2_->retry_after(); }
+  double uniform() { return s.worker_.uniform(); }
+};
+
 }  // namespace sluice::proxy

@@ -142,7 +142,7 @@ http::ResponsePlan DownstreamSession::begin_response(Exchange& x, bool is_head) 
   if (plan.refuse) return plan;
   if (x.idem) x.idem->capture_head(res, x.attempts);
   const auto coding = plan_coding(x, plan);
-  write_response_head(x, plan, coding);
+  write_response_head(x, res, plan, coding);
   return plan;
 }
 

@@ -39,6 +39,7 @@ void DownstreamSession::close_streams() noexcept {
   error_code ignored;
   client_.close(ignored);
   up_.close();
+  if (h2_ != nullptr) h2_->client_gone();
 }
 
 void DownstreamSession::expire() {
@@ -56,6 +57,7 @@ void DownstreamSession::expire() {
   error_code ignored;
   client_.cancel(ignored);
   up_.cancel();
+  if (h2_ != nullptr) h2_->wake();
 }
 
 void DownstreamSession::arm_idle(Clock::duration idle_timeout) noexcept {
@@ -391,12 +393,13 @@ net::awaitable<bool> DownstreamSession::handle_request(Exchange& x) {
   if (const auto refused = admit(x.route->admission, req, req.target(), client); refused.status != 0)
     return answer_error(x, refused);
   if (x.route->answer) return send_fixed_answer(x);
-  // HTTP/1.1 requests do not go over HTTP/2 to a server yet (docs/http2.md): a clear answer,
-  // never HTTP/1.1 bytes to a server that speaks HTTP/2.
-  if (x.upstream->config().protocol != config::UpstreamProtocol::http1)
-    return answer_error(x, {502, "upstream speaks HTTP/2: only HTTP/2 clients are forwarded to it"});
   const auto facts = begin_forward(x);
+  // An upgrade has no HTTP/2 form here (RFC 8441's extended CONNECT is not spoken to servers).
+  if (x.upgrade && x.upstream->config().protocol != config::UpstreamProtocol::http1)
+    return answer_error(x, {501, "upgrade to an HTTP/2 upstream"});
   if (prepares_body(x)) return forward_prepared(x, facts);
+  if (x.upstream->config().protocol != config::UpstreamProtocol::http1)
+    return forward_attempts(H2ForwardHooks{*this, x}, start_attempts(x, facts));
   return forward_attempts(ForwardHooks{*this, x}, start_attempts(x, facts));
 }
 
@@ -409,7 +412,9 @@ net::awaitable<bool> DownstreamSession::answer_error(Exchange& x, ProxyError err
 net::awaitable<bool> DownstreamSession::forward_prepared(Exchange& x, RequestFacts facts) {
   const auto prepared = co_await prepare_forward(x);
   bool keep = prepared == Prepared::keep;
-  if (prepared == Prepared::forward) {
+  if (prepared == Prepared::forward && x.upstream->config().protocol != config::UpstreamProtocol::http1) {
+    keep = co_await forward_attempts(H2ForwardHooks{*this, x}, start_attempts(x, facts));
+  } else if (prepared == Prepared::forward) {
     keep = co_await forward_attempts(ForwardHooks{*this, x}, start_attempts(x, facts));
   }
   if (x.idem) x.idem->finish(worker_.index, worker_.io.get_executor(), x.status);
@@ -504,8 +509,8 @@ void DownstreamSession::write_request_head(const Exchange& x) {
   http::splice_request_head(head_out_, *request_, edits);
 }
 
-void DownstreamSession::write_response_head(const Exchange& x, const http::ResponsePlan& plan,
-                                            const compress::Plan& coding) {
+void DownstreamSession::write_response_head(const Exchange& x, const http::ResponseHead& res,
+                                            const http::ResponsePlan& plan, const compress::Plan& coding) {
   const auto& rules = x.route->response_rules;
   head_out_.clear();
   // Sluice-Attempts is internal detail, shown with error_detail = "full" only.
@@ -519,14 +524,14 @@ void DownstreamSession::write_response_head(const Exchange& x, const http::Respo
   }
   edits.add_vary = coding.vary;
   if (rules.empty()) {
-    http::splice_response_head(head_out_, up_.response(), edits);
+    http::splice_response_head(head_out_, res, edits);
     return;
   }
   char version[24];
   const auto vars = rule_variables(x, version);
   edits.rules = &rules;
   edits.vars = &vars;
-  http::splice_response_head(head_out_, up_.response(), edits);
+  http::splice_response_head(head_out_, res, edits);
 }
 
 // `return`: the route's own answer, no upstream involved. The connection stays open only when the

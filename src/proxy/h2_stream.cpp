@@ -182,6 +182,7 @@ void Http2Stream::on_close() {
   closed_ = true;
   timed_out_ = false;
   if (!eof_sent_) up_.close();
+  h2_.client_gone();
   wake_all();
 }
 
@@ -190,10 +191,7 @@ void Http2Stream::on_close() {
 void Http2Stream::wake_all() noexcept {
   wake_.cancel();
   body_wake_.cancel();
-  error_code ignored;
-  if (connecting_ != nullptr) connecting_->cancel(ignored);
-  if (waiting_ != nullptr) waiting_->wake_waiters();
-  if (call_ != nullptr) call_->wake();
+  h2_.wake();
 }
 
 void Http2Stream::expire() {
@@ -212,6 +210,7 @@ void Http2Stream::arm(Clock::duration d) noexcept {
 void Http2Stream::invalid() {
   bad_ = true;
   up_.close();
+  h2_.client_gone();
   wake_all();
 }
 
@@ -226,7 +225,7 @@ net::awaitable<void> Http2Stream::run() {
     finish_head();
   }
   co_await serve();
-  end_h2_call();
+  h2_.end();
   while (uploading_) {  // the upload's coroutine holds this stream until it ends
     wake_.expires_at(net::steady_timer::time_point::max());
     co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
@@ -295,19 +294,19 @@ struct Http2Stream::ForwardHooks {
   bool delivered(Endpoint& ep, bool reusable) {
     if (s.body_failure_ != FailureKind::none)
       report_attempt(*s.upstream_, ep, s.worker_.index, Failure::of(s.body_failure_));
-    if (s.to_h2()) s.end_h2_call();
+    if (s.to_h2()) s.h2_.end();
     else s.up_.deliver_done(ep, reusable, s.origin_idle_);
     return false;
   }
   void drop() {
-    if (s.to_h2()) s.end_h2_call();
+    if (s.to_h2()) s.h2_.end();
     else s.up_.drop();
   }
   net::awaitable<void> fail(const ProxyError& error) { return s.send_error(error); }
   net::awaitable<bool> wait(Clock::duration d) { return s.wait_for(d); }
   // A streamed body whose bytes sent so far were all kept (h2 upstreams) can go again.
   bool replayable() const { return !s.body_consumed_ || (s.to_h2() && !s.replay_cut_); }
-  std::string_view retry_after() const { return s.to_h2() ? s.h2_retry_after() : s.up_.retry_after(); }
+  std::string_view retry_after() const { return s.to_h2() ? s.h2_.retry_after() : s.up_.retry_after(); }
   double uniform() { return s.worker_.uniform(); }
 };
 

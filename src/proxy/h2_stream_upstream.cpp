@@ -24,86 +24,30 @@ bool Http2Stream::to_h2() const noexcept {
   return upstream_ != nullptr && upstream_->config().protocol != config::UpstreamProtocol::http1;
 }
 
-// A connection to `ep` with room for the call: one of the worker's (perhaps one being made, then
-// waited for), else a new one, within connect_timeout and the try's time. While the call waits
-// it holds a place on the connection.
-net::awaitable<Failure> Http2Stream::h2_connection(Endpoint& ep, Clock::time_point try_until,
-                                                   std::shared_ptr<H2Connection>& conn) {
-  const auto& config = upstream_->config();
-  deadline = std::min(try_until, worker_.clock.now() + Clock::duration(config.connect_timeout));
-  timed_out_ = false;
-  conn = worker_.h2.find(ep);
-  if (conn == nullptr) {
-    const auto& all = upstream_->shared_endpoints();
-    const auto shared = std::ranges::find(all, &ep, &std::shared_ptr<Endpoint>::get);
-    conn = std::make_shared<H2Connection>(worker_.io.get_executor(), *shared, Clock::duration(config.keepalive_timeout),
-                                          snapshot_->config->server.http2_initial_window_bytes);
-    worker_.h2.add(ep, conn);
-    conn->reserve();
-    connecting_ = &conn->stream();
-    conn->connected(co_await connect_h2(*upstream_, ep, conn->stream()));
-    connecting_ = nullptr;
-  } else {
-    conn->reserve();
-  }
-  waiting_ = conn.get();
-  while (conn->connecting() && !timed_out_ && !closed_ && !bad_) co_await conn->wait_ready();
-  waiting_ = nullptr;
-  conn->release();
-  if (closed_ || bad_) co_return Failure::of(FailureKind::client_failed);
-  if (conn->connecting() || (timed_out_ && conn->failure().failed())) co_return Failure::of(FailureKind::connect_timeout);
-  co_return conn->failure();
-}
-
-// One try: the request opened as a stream, its body handed on (a whole one at once, a streamed
-// one by upload_h2()), then the answer's head awaited within the try's time.
+// One try: a connection with room for the call, the request opened as a stream on it, its body
+// handed on (a whole one at once, a streamed one by upload_h2()), then the answer's head awaited
+// within the try's time.
 net::awaitable<Failure> Http2Stream::attempt_h2(Endpoint& ep, Clock::time_point try_until) {
   while (uploading_) {  // a previous try's upload sees its call reset, and ends
     wake_.expires_at(net::steady_timer::time_point::max());
     co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
   }
-  std::shared_ptr<H2Connection> conn;
-  if (auto f = co_await h2_connection(ep, try_until, conn); f.failed()) co_return f;
+  const auto window = snapshot_->config->server.http2_initial_window_bytes;
+  if (auto f = co_await h2_.connect(*upstream_, ep, try_until, window); f.failed()) co_return f;
   record_.upstream_ready = worker_.clock.now();
   const bool tls = upstream_->config().protocol == config::UpstreamProtocol::h2;
-  const auto te = request_->value("te");
-  if (!h2_request_fields(forward_head(), tls ? "https" : "http", te.find("trailers") != std::string_view::npos,
-                         h2_text_, h2_fields_))
+  if (!h2_.request_fields(forward_head(), tls, request_->value("te").find("trailers") != std::string_view::npos))
     co_return Failure::of(FailureKind::bad_response, "request not expressible in HTTP/2");
   const bool has_body = streamed_ || !body_.empty();
-  call_ = std::make_shared<H2Call>(worker_.io.get_executor());
-  call_->trailers_after(&request_trailers_);
-  if (!call_->open(std::move(conn), h2_fields_, has_body)) {
-    auto f = Failure::of(FailureKind::reset_before_send, "upstream HTTP/2 connection refused the stream");
-    co_return f;
-  }
+  if (!h2_.open(has_body, &request_trailers_))
+    co_return Failure::of(FailureKind::reset_before_send, "upstream HTTP/2 connection refused the stream");
   if (streamed_) {
     uploading_ = true;
-    net::co_spawn(worker_.io, upload_h2(call_), net::detached);
+    net::co_spawn(worker_.io, upload_h2(h2_.shared_call()), net::detached);
   } else if (has_body) {
-    call_->offer(body_, true);
+    h2_.call()->offer(body_, true);
   }
-  deadline = try_until;
-  timed_out_ = false;
-  while (!call_->head_done() && !call_->closed() && !timed_out_ && !closed_ && !bad_) co_await call_->wait();
-  co_return h2_outcome();
-}
-
-// What the wait for the answer's head came to.
-Failure Http2Stream::h2_outcome() const {
-  if (closed_ || bad_) return Failure::of(FailureKind::client_failed);
-  Failure f;
-  f.request_bytes_sent = !call_->never_processed();
-  if (call_->head_done()) {
-    f.status = call_->status();
-    f.response_bytes_received = true;
-    return f;
-  }
-  f.kind = timed_out_ ? FailureKind::response_timeout
-           : call_->never_processed() ? FailureKind::reset_before_send
-                                      : FailureKind::reset_after_send;
-  if (call_->never_processed()) f.detail = "upstream refused the stream (never processed)";
-  return f;
+  co_return co_await h2_.head(try_until, record_.first_byte);
 }
 
 // A streamed body: each piece the client sends handed to the upstream stream; the client's
@@ -156,34 +100,14 @@ net::awaitable<bool> Http2Stream::replay_h2(H2Call& call) {
   co_return !call.closed() && !closed_ && !last;
 }
 
-// The call is over for this stream (answered, dropped for a retry, or the stream ended): a
-// stream still open upstream is reset (CANCEL), so that the server stops working on it.
-void Http2Stream::end_h2_call() noexcept {
-  if (call_ == nullptr) return;
-  call_->reset(NGHTTP2_CANCEL);
-  call_.reset();
-}
-
-std::string_view Http2Stream::h2_retry_after() const noexcept {
-  if (call_ == nullptr) return {};
-  for (const auto& f : call_->fields())
-    if (f.name == "retry-after") return f.value;
-  return {};
-}
-
 // The answer's head: written as HTTP/1.1 and indexed, so that the route's response rules and
 // sluice's own fields apply as to an origin's answer, then framed as HEADERS; the body and the
 // trailers follow (relay_h2_body()).
 net::awaitable<bool> Http2Stream::respond_h2() {
-  auto& call = *call_;
-  h2_text_.assign("HTTP/1.1 ").append(std::to_string(call.status())).append(" -\r\n");
-  for (const auto& f : call.fields())
-    if (!connection_specific_field(f.name)) h2_text_.append(f.name).append(": ").append(f.value).append("\r\n");
-  h2_text_.append("\r\n");
+  auto& call = *h2_.call();
   if (h2_response_ == nullptr)
     h2_response_ = new (arena_.allocate(sizeof(http::ResponseHead), alignof(http::ResponseHead))) http::ResponseHead;
-  const auto verdict = http::index_response_head(h2_text_, h2_text_.size() + 1, *h2_response_);
-  if (verdict.result != http::HeadScan::Result::complete) {
+  if (!h2_.answer_head(*h2_response_, false)) {
     body_failure_ = FailureKind::bad_response;
     cut(NGHTTP2_INTERNAL_ERROR);
     co_return false;
@@ -216,7 +140,7 @@ void Http2Stream::note_grpc_status(const H2Call& call) {
 // the stream carries the server's trailers. A stream the server reset, or a connection lost,
 // before the end resets the client's (INTERNAL_ERROR): it must not take the answer as whole.
 net::awaitable<bool> Http2Stream::relay_h2_body() {
-  auto& call = *call_;
+  auto& call = *h2_.call();
   if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
   const auto response_timeout = upstream_->config().response_timeout;
   for (;;) {

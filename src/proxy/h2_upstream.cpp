@@ -151,6 +151,7 @@ void H2Call::on_head_end(bool end_stream) {
   interim_ = false;
   if (end_stream) ended_ = true;
   wake_.cancel();
+  upload_wake_.cancel();  // an upload under way sees the answer (a server may answer before it read all)
 }
 
 void H2Call::on_data(std::string_view data) {
@@ -309,7 +310,7 @@ void H2Connection::fail_all() noexcept {
   for (auto* c : calls) c->on_close(NGHTTP2_INTERNAL_ERROR);
 }
 
-net::awaitable<void> H2Connection::read_loop(std::shared_ptr<H2Connection> me) {
+net::awaitable<void> H2Connection::read_loop(std::shared_ptr<H2Connection> /*keeps the connection alive*/) {
   std::string buffer(read_size, '\0');
   while (!dead_) {
     auto [ec, n] = co_await stream_.async_read_some(net::buffer(buffer), nothrow);
@@ -325,7 +326,7 @@ net::awaitable<void> H2Connection::read_loop(std::shared_ptr<H2Connection> me) {
   fail_all();
 }
 
-net::awaitable<void> H2Connection::write_loop(std::shared_ptr<H2Connection> me) {
+net::awaitable<void> H2Connection::write_loop(std::shared_ptr<H2Connection> /*keeps the connection alive*/) {
   const auto idle_for = idle_timeout_;
   while (!dead_) {
     out_.clear();

@@ -29,6 +29,7 @@
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/failure.hpp"
 #include "sluice/proxy/forwarder.hpp"
+#include "sluice/proxy/h2_exchange.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/parking.hpp"
 #include "sluice/proxy/request_head.hpp"
@@ -65,7 +66,7 @@ public:
   void close_if_idle() override;
   void close() override;
   void expire() override;
-  bool holds_upstream() const noexcept override { return up_.in_use(); }
+  bool holds_upstream() const noexcept override { return up_.in_use() || (h2_ != nullptr && h2_->call() != nullptr); }
 
   // Parking (parking.hpp). parked(): run() ended because the connection had been idle for
   // park_after; take_parked() hands it to the worker's ParkingLot. resumed(): a connection back
@@ -87,6 +88,7 @@ public:
   // the FramePool specialisations at the end of this file.
   struct RequestHooks;
   struct ForwardHooks;
+  struct H2ForwardHooks;
   struct ResponseHooks;
 
 private:
@@ -179,10 +181,20 @@ private:
   // Edge rules (docs/edge.md): the heads written with the route's rules, and `return` answers.
   http::Variables rule_variables(const Exchange& x, std::span<char, 24> version) const;
   void write_request_head(const Exchange& x);
-  void write_response_head(const Exchange& x, const http::ResponsePlan& plan, const compress::Plan& coding);
+  void write_response_head(const Exchange& x, const http::ResponseHead& res, const http::ResponsePlan& plan,
+                           const compress::Plan& coding);
   boost::asio::awaitable<bool> send_fixed_answer(Exchange& x);
   boost::asio::awaitable<bool> send_acme_answer(Exchange& x, std::string key_authorization);
   void log_exchange(const Exchange& x);
+  // To an h2c or h2 upstream (downstream_h2.cpp): the request as an HTTP/2 stream on a connection
+  // the worker shares (h2_exchange.hpp), its body sent before the answer is awaited; the answer's
+  // head written as HTTP/1.1 and its DATA relayed (chunked when it has no length).
+  H2Exchange& h2_exchange();
+  boost::asio::awaitable<Failure> attempt_h2(Exchange& x, Endpoint& ep, Clock::time_point try_until);
+  boost::asio::awaitable<FailureKind> upload_h2(Exchange& x, H2Call& call);
+  boost::asio::awaitable<bool> respond_h2(Exchange& x);
+  boost::asio::awaitable<bool> relay_h2(Exchange& x, H2Call& call, const http::ResponsePlan& plan);
+  bool end_h2_delivery(Exchange& x, Endpoint& ep);
   // `servers`: where the record's list of servers tried is written (it refers to it).
   AccessRecord access_record(const Exchange& x, AttemptRecord::ServersText& servers) const;
 
@@ -218,6 +230,8 @@ private:
   Arena arena_;
   // The request's way to the origin and the origin's answer head (its buffer, head, connection).
   UpstreamExchange up_{worker_, *this, timed_out_, arena_};
+  // The same to an h2c or h2 upstream, made for the connection's first such request.
+  std::unique_ptr<H2Exchange> h2_;
   Exchange* x_ = nullptr;  // the request being served, for ClientSide's calls
   // The request head, indexed in one pass once its end is in in_, then over a
   // copy of its bytes in the arena (body reads into in_ may move them): request_ is the complete
@@ -276,4 +290,5 @@ inline boost::system::error_code DownstreamSession::timed(boost::system::error_c
 SLUICE_POOLED_COROUTINES(sluice::proxy::DownstreamSession);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::RequestHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ForwardHooks);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::H2ForwardHooks);
 SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::DownstreamSession::ResponseHooks);

@@ -27,6 +27,7 @@
 #include "sluice/http/head_index.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/forwarder.hpp"
+#include "sluice/proxy/h2_exchange.hpp"
 #include "sluice/proxy/h2_upstream.hpp"
 #include "sluice/proxy/router.hpp"
 #include "sluice/proxy/upstream_exchange.hpp"
@@ -96,16 +97,11 @@ private:
   // connection, the answer's head, DATA and trailers relayed.
   bool to_h2() const noexcept;
   boost::asio::awaitable<Failure> attempt_h2(Endpoint& ep, Clock::time_point try_until);
-  boost::asio::awaitable<Failure> h2_connection(Endpoint& ep, Clock::time_point try_until,
-                                                std::shared_ptr<H2Connection>& conn);
-  Failure h2_outcome() const;
   boost::asio::awaitable<void> upload_h2(std::shared_ptr<H2Call> call);
   boost::asio::awaitable<bool> replay_h2(H2Call& call);
   void keep_for_replay(std::string_view piece);
   boost::asio::awaitable<bool> respond_h2();
   boost::asio::awaitable<bool> relay_h2_body();
-  void end_h2_call() noexcept;
-  std::string_view h2_retry_after() const noexcept;
   void submit_trailers();
   void wake_all() noexcept;
   // An answer's head (an origin's, as HTTP/1.1) spliced into head_out_ as an HTTP/1.1 client's
@@ -170,6 +166,8 @@ private:
   std::optional<Forwarder> forwarder_;
   bool timed_out_ = false;
   UpstreamExchange up_{worker_, *this, timed_out_, arena_};
+  // An h2c or h2 upstream's tries (h2_exchange.hpp).
+  H2Exchange h2_{worker_, *this, timed_out_};
   std::string head_out_;  // the head to the origin, then the answer's head before it is framed
   // The answer: its fields for nghttp2 (names and values in nv_text_), its body's next piece
   // (out_), where nghttp2 is in it, and whether it is the last.
@@ -185,14 +183,9 @@ private:
   std::uint64_t bytes_out_ = 0;
   Clock::time_point start_{};
   boost::asio::steady_timer wake_;
-  // An h2c or h2 upstream's call, the socket while its connection is made, the fields it went
-  // with, the answer's head indexed as HTTP/1.1 (for the route's rules), the trailers to pass on.
-  std::shared_ptr<H2Call> call_;
-  tls::Stream* connecting_ = nullptr;
-  H2Connection* waiting_ = nullptr;
   // A gRPC call's grpc-timeout, from when the stream began: no try and no wait for the answer
   // lasts past it (max: none).
-  Clock::time_point call_deadline_ = Clock::time_point::max();  // the connection being made that the call waits for
+  Clock::time_point call_deadline_ = Clock::time_point::max();
   boost::asio::steady_timer body_wake_;  // the upload's (a streamed body's next DATA)
   bool uploading_ = false;
   // A streamed body's bytes already handed to a server, kept (up to retry.buffer) so that a try
@@ -200,8 +193,8 @@ private:
   std::string replay_;
   std::vector<H2Field> request_trailers_;  // within max_header_bytes
   bool replay_cut_ = false;
-  std::string h2_text_;
-  std::vector<nghttp2_nv> h2_fields_;
+  // An h2c or h2 upstream's answer head indexed as HTTP/1.1 (for the route's rules), the
+  // trailers to pass on.
   http::ResponseHead* h2_response_ = nullptr;
   const std::vector<H2Field>* trailers_out_ = nullptr;
 };

@@ -137,6 +137,9 @@ public:
 
   // While a streamed body and the response head overlap: their shared state (else nullptr).
   UploadState* upload() const noexcept { return upload_; }
+  // A body streamed another way (to an HTTP/2 server) reads the client through the same steps
+  // (ClientSide::next_piece()) under `state`'s deadlines; nullptr once it ended.
+  void lend_upload(UploadState* state) noexcept { upload_ = state; }
   // The deadline of a client body read while streaming (send_timeout; else `idle`).
   void arm_body_read(Clock::duration idle) noexcept;
   // The client body read returned.
