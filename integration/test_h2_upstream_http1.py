@@ -7,6 +7,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 
 import h2.config
 import h2.connection
@@ -33,11 +34,13 @@ class H2Server:
     /noread      the body is never read (its window never opens again)
     anything else: 200 "from NAME\\n" with its content-length.
     Records each whole request's fields (a dict) and body, the paths of the streams sluice reset,
-    and counts its connections."""
+    the PINGs it answered; counts its connections. freeze(): the connections open so far stop
+    answering (a hung server, or a path that drops packets)."""
 
     def __init__(self, name="h2", tls=None):
         self.name, self.tls = name, tls
         self.heads, self.bodies, self.resets, self.connections = [], [], [], 0
+        self.pings, self.frozen = 0, 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -51,20 +54,23 @@ class H2Server:
             except OSError:
                 return
             self.connections += 1
-            threading.Thread(target=self.connection, args=(conn,), daemon=True).start()
+            threading.Thread(target=self.connection, args=(conn, self.connections), daemon=True).start()
 
-    def connection(self, sock):
+    def freeze(self):
+        self.frozen = self.connections
+
+    def connection(self, sock, index):
         try:
             if self.tls is not None:
                 sock = self.tls.wrap_socket(sock, server_side=True)
                 assert sock.selected_alpn_protocol() == "h2"
-            self.speak(sock)
+            self.speak(sock, index)
         except (OSError, ssl.SSLError, h2.exceptions.ProtocolError):
             pass
         finally:
             sock.close()
 
-    def speak(self, sock):
+    def speak(self, sock, index):
         c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
         c.initiate_connection()
         sock.sendall(c.data_to_send())
@@ -73,6 +79,11 @@ class H2Server:
         while True:
             data = sock.recv(65536)
             if not data:
+                return
+            if index <= self.frozen:  # silent from now on, until sluice closes the connection
+                deadline = time.monotonic() + 30
+                while sock.recv(65536) and time.monotonic() < deadline:
+                    pass
                 return
             for event in c.receive_data(data):
                 if isinstance(event, h2.events.RequestReceived):
@@ -90,6 +101,8 @@ class H2Server:
                     self.heads.append(head)
                     self.bodies.append(body)
                     self.respond(c, event.stream_id, head, body, out)
+                elif isinstance(event, h2.events.PingReceived):
+                    self.pings += 1
                 elif isinstance(event, h2.events.StreamReset):
                     out.pop(event.stream_id, None)
                     heads.pop(event.stream_id, None)
@@ -353,3 +366,20 @@ def test_a_client_gone_mid_answer_resets_the_servers_stream(sluice, h2_server):
         c.send(b"GET /bytes/50000000 HTTP/1.1\r\nHost: t\r\n\r\n")
         assert c.read_raw_head().startswith(b"HTTP/1.1 200")
     wait_until(lambda: o.resets == ["/bytes/50000000"], timeout=10, what="the stream reset at the server")
+
+
+def test_an_idle_connection_is_checked_with_ping_and_closed_when_unanswered(sluice, h2_server):
+    """Half of keepalive_timeout into an idle spell, one PING; answered, the connection stays and
+    carries the next request; unanswered within connect_timeout, it is closed and the next request
+    takes a new one (instead of being sent into a dead connection and timing out)."""
+    o = h2_server()
+    s = front(sluice, o, upstream_extra=H2C + '\nkeepalive_timeout = "2s"')
+    assert curl(s.url("/a"))[0] == 200
+    wait_until(lambda: o.pings == 1, what="a PING on the idle connection")
+    assert curl(s.url("/b"))[:3:2] == (200, b"from h2\n")
+    assert o.connections == 1
+    o.freeze()
+    s.log.wait_for(r"server 127\.0\.0\.1:\d+: HTTP/2 connection closed: PING unanswered within 1000 ms", timeout=10)
+    assert metric(s, "sluice_upstream_http2_connections", upstream="app", server=o.address) == 0
+    assert curl(s.url("/c"))[:3:2] == (200, b"from h2\n")
+    assert o.connections == 2 and [h[":path"] for h in o.heads] == ["/a", "/b", "/c"]

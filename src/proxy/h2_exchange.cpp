@@ -22,7 +22,8 @@ net::awaitable<Failure> H2Exchange::connect(const Upstream& upstream, Endpoint& 
     const auto& all = upstream.shared_endpoints();
     const auto shared = std::ranges::find(all, &ep, &std::shared_ptr<Endpoint>::get);
     conn = std::make_shared<H2Connection>(worker_.io.get_executor(), *shared,
-                                          Clock::duration(config.keepalive_timeout), window);
+                                          Clock::duration(config.keepalive_timeout),
+                                          Clock::duration(config.connect_timeout), window);
     worker_.h2.add(ep, conn);
     conn->reserve();
     connecting_ = &conn->stream();

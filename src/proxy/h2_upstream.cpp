@@ -174,9 +174,9 @@ void H2Call::on_close(std::uint32_t code) noexcept {
 // ---- the connection
 
 H2Connection::H2Connection(net::any_io_executor executor, std::shared_ptr<Endpoint> endpoint,
-                           Clock::duration idle_timeout, std::uint32_t window)
+                           Clock::duration idle_timeout, Clock::duration ping_timeout, std::uint32_t window)
     : stream_(executor), endpoint_(std::move(endpoint)), endpoint_id_(endpoint_->id()), idle_timeout_(idle_timeout),
-      window_(window), write_wake_(executor), ready_wake_(executor) {}
+      ping_timeout_(ping_timeout), window_(window), write_wake_(executor), ready_wake_(executor) {}
 
 void H2Connection::connected(const Failure& failure) {
   connecting_ = false;
@@ -232,7 +232,7 @@ void H2Connection::start() {
 // While it is being made, the server's limit is not known yet: RFC 9113 §6.5.2 recommends it be
 // no smaller than 100, so as many calls wait for it before another connection is made.
 bool H2Connection::has_room() const noexcept {
-  if (dead_ || goaway_) return false;
+  if (dead_ || goaway_ || ping_out_) return false;
   if (connecting_) return reserved_ < 100;
   const auto max = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
   return calls_.size() + reserved_ < max && nghttp2_session_get_next_stream_id(session_) < (1u << 31) - 2;
@@ -274,6 +274,10 @@ void H2Connection::want_write() noexcept {
 }
 
 int H2Connection::frame_received(const nghttp2_frame& frame) {
+  if (frame.hd.type == NGHTTP2_PING && (frame.hd.flags & NGHTTP2_FLAG_ACK) != 0) {
+    ping_out_ = false;
+    return 0;
+  }
   if (frame.hd.type == NGHTTP2_GOAWAY) {
     // Streams above its last-stream-id are closed by nghttp2 with REFUSED_STREAM: never processed.
     if (!goaway_) endpoint_->h2_goaway_received();
@@ -327,16 +331,12 @@ net::awaitable<void> H2Connection::read_loop(std::shared_ptr<H2Connection> /*kee
 }
 
 net::awaitable<void> H2Connection::write_loop(std::shared_ptr<H2Connection> /*keeps the connection alive*/) {
-  const auto idle_for = idle_timeout_;
   while (!dead_) {
     out_.clear();
     gather_h2_frames(session_, out_, write_gather);
     if (out_.empty()) {
       writing_ = false;
-      // Idle (no call) for the upstream's keepalive_timeout: the connection closes.
-      write_wake_.expires_after(calls_.empty() ? idle_for : Clock::duration::max() / 2);
-      auto [ec] = co_await write_wake_.async_wait(nothrow);
-      if (!ec && calls_.empty()) break;
+      if (!co_await wait_idle()) break;
       continue;
     }
     writing_ = true;
@@ -345,6 +345,30 @@ net::awaitable<void> H2Connection::write_loop(std::shared_ptr<H2Connection> /*ke
     if (ec) break;
   }
   fail_all();
+}
+
+// With calls: until there is something to write. Idle (no call, every wake starting the wait
+// again): half the idle time, then one PING; its ACK within ping_timeout_ (else the connection is
+// dead), then the other half, and the connection closes.
+net::awaitable<bool> H2Connection::wait_idle() {
+  if (!calls_.empty()) {
+    pinged_ = false;
+    write_wake_.expires_after(Clock::duration::max() / 2);
+    co_await write_wake_.async_wait(nothrow);
+    co_return true;
+  }
+  write_wake_.expires_after(ping_out_ ? ping_timeout_ : idle_timeout_ / 2);
+  auto [ec] = co_await write_wake_.async_wait(nothrow);
+  if (ec || !calls_.empty()) co_return true;
+  if (ping_out_) {
+    spdlog::warn("server {}: HTTP/2 connection closed: PING unanswered within {} ms", endpoint_->identity(),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(ping_timeout_).count());
+    co_return false;
+  }
+  if (pinged_) co_return false;
+  nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+  pinged_ = ping_out_ = true;
+  co_return true;
 }
 
 // ---- the worker's connections

@@ -9,6 +9,12 @@
 // the call until the client side took it (H2Call::take()), which opens the stream's window by as
 // much, so that a call holds at most its window of the answer in sluice.
 //
+// A connection with no call for half its idle time is checked with one PING: unanswered within
+// the ping timeout, the server (or the path to it) is gone and the connection closes, so that no
+// request is sent into it. While the PING is out the connection takes no new call. One PING per
+// idle spell: servers that count PINGs without streams as abuse (gRPC's ping strikes) see at most
+// one between two calls.
+//
 // One worker's thread. A connection lives while a call or its own loops hold it (shared
 // ownership); a call outliving its connection sees it closed.
 #include <cstdint>
@@ -110,9 +116,10 @@ private:
 class H2Connection : public std::enable_shared_from_this<H2Connection> {
 public:
   // A connection still to be made (connect_h2() on stream(), then connected()): calls that find
-  // it meanwhile wait for it (wait_ready()) rather than open one each.
+  // it meanwhile wait for it (wait_ready()) rather than open one each. Idle for `idle_timeout` it
+  // closes; its PING must be answered within `ping_timeout`.
   H2Connection(boost::asio::any_io_executor executor, std::shared_ptr<Endpoint> endpoint,
-               Clock::duration idle_timeout, std::uint32_t window);
+               Clock::duration idle_timeout, Clock::duration ping_timeout, std::uint32_t window);
   ~H2Connection();
   H2Connection(const H2Connection&) = delete;
   H2Connection& operator=(const H2Connection&) = delete;
@@ -154,11 +161,14 @@ private:
   boost::asio::awaitable<void> write_loop(std::shared_ptr<H2Connection> self);
   void start();
   void fail_all() noexcept;
+  // The writer's wait with nothing to write: the idle spell's steps (its PING, its end). False:
+  // the connection is to close.
+  boost::asio::awaitable<bool> wait_idle();
 
   tls::Stream stream_;
   std::shared_ptr<Endpoint> endpoint_;  // its counts; kept alive while the connection is
   std::uint32_t endpoint_id_;
-  Clock::duration idle_timeout_;
+  Clock::duration idle_timeout_, ping_timeout_;
   std::uint32_t window_;
   nghttp2_session* session_ = nullptr;
   std::vector<H2Call*> calls_;
@@ -168,6 +178,8 @@ private:
   unsigned reserved_ = 0;
   bool connecting_ = true, dead_ = false, goaway_ = false, writing_ = false;
   bool counted_ = false;  // in the server's h2_connections()
+  // This idle spell's PING went out; its ACK has not come yet.
+  bool pinged_ = false, ping_out_ = false;
 };
 
 // A worker's HTTP/2 connections to servers, by endpoint id.
