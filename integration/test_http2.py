@@ -564,3 +564,21 @@ def test_request_trailers_reach_an_h2c_upstream(sluice):
         assert o.trailers == [{"x-checksum": "abc", "x-count": "2"}]
     finally:
         o.close()
+
+
+def test_an_h2c_server_that_stops_reading_a_streamed_body_gets_504_send_timeout(sluice, tmp_path):
+    from test_h2_upstream_http1 import H2Server
+    o = H2Server()
+    try:
+        s = sluice(sluice_config([o.address], server_extra=H2C, upstream_extra='protocol = "h2c"\nsend_timeout = "500ms"'))
+        big = tmp_path / "big"
+        big.write_bytes(b"y" * (1 << 20))
+        # nghttp, not curl: curl takes the RST_STREAM(NO_ERROR) that follows an answer given
+        # before the request's end (RFC 9113 §8.1) as an error and drops the answer.
+        p = subprocess.run(["nghttp", "-v", "-d", str(big), s.url("/noread")], capture_output=True, timeout=25)
+        out = p.stdout.decode()
+        assert re.search(r"recv \(stream_id=\d+\) :status: 504", out), out[-2000:]
+        assert re.search(r"recv \(stream_id=\d+\) sluice-error: upstream send timeout", out), out[-2000:]
+        wait_until(lambda: o.resets == ["/noread"], what="the stream reset at the server")
+    finally:
+        o.close()

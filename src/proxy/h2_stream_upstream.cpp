@@ -32,6 +32,7 @@ net::awaitable<Failure> Http2Stream::attempt_h2(Endpoint& ep, Clock::time_point 
     wake_.expires_at(net::steady_timer::time_point::max());
     co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
   }
+  upload_stalled_ = false;
   const auto window = snapshot_->config->server.http2_initial_window_bytes;
   if (auto f = co_await h2_.connect(*upstream_, ep, try_until, window); f.failed()) co_return f;
   record_.upstream_ready = worker_.clock.now();
@@ -47,11 +48,19 @@ net::awaitable<Failure> Http2Stream::attempt_h2(Endpoint& ep, Clock::time_point 
   } else if (has_body) {
     h2_.call()->offer(body_, true);
   }
-  co_return co_await h2_.head(try_until, record_.first_byte);
+  auto f = co_await h2_.head(try_until, record_.first_byte);
+  // The upload reset the stream: the server took none of the body for send_timeout.
+  if (upload_stalled_ && f.failed()) {
+    f = Failure::of(FailureKind::send_timeout);
+    f.request_bytes_sent = true;
+  }
+  co_return f;
 }
 
 // A streamed body: each piece the client sends handed to the upstream stream; the client's
-// window opens once nghttp2 took it (piece_sent()). Ends with the body, the call, or the client.
+// window opens once nghttp2 took it (piece_sent()). Ends with the body, the call, or the client;
+// or with a server that took nothing within send_timeout (its window stayed shut): the stream is
+// reset and the try is a send_timeout.
 net::awaitable<void> Http2Stream::upload_h2(std::shared_ptr<H2Call> call) {
   std::string piece;  // the relay block is the answer's: both run at once
   piece.reserve(relay_block_size);
@@ -73,7 +82,10 @@ net::awaitable<void> Http2Stream::upload_h2(std::shared_ptr<H2Call> call) {
     last = request_done_ && body_.empty();
     keep_for_replay(piece);
     call->offer(piece, last);
-    while (!call->upload_taken() && !call->closed() && !closed_) co_await call->wait_upload();
+    const auto until = worker_.clock.now() + Clock::duration(upstream_->config().send_timeout);
+    while (!call->upload_taken() && !call->closed() && !closed_ && !upload_stalled_)
+      upload_stalled_ = co_await call->wait_upload_until(until);
+    if (upload_stalled_) call->reset(NGHTTP2_CANCEL);
     if (call->closed() || closed_) break;
     piece_sent(piece);
   }

@@ -130,6 +130,12 @@ net::awaitable<void> H2Call::wait_upload() {
   co_await upload_wake_.async_wait(nothrow);
 }
 
+net::awaitable<bool> H2Call::wait_upload_until(Clock::time_point until) {
+  upload_wake_.expires_at(until);
+  auto [ec] = co_await upload_wake_.async_wait(nothrow);
+  co_return !ec;
+}
+
 // A field of the answer's head (pseudo-header :status), of an interim head (dropped), or of its
 // trailers.
 void H2Call::on_header(std::string_view name, std::string_view value, bool trailer) {

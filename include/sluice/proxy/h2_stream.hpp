@@ -188,6 +188,7 @@ private:
   Clock::time_point call_deadline_ = Clock::time_point::max();
   boost::asio::steady_timer body_wake_;  // the upload's (a streamed body's next DATA)
   bool uploading_ = false;
+  bool upload_stalled_ = false;  // the server took none of the streamed body for send_timeout
   // A streamed body's bytes already handed to a server, kept (up to retry.buffer) so that a try
   // the server never processed can be made again; replay_cut_: more went than was kept.
   std::string replay_;

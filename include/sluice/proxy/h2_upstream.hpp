@@ -86,6 +86,8 @@ public:
   // piece to be taken. Either returns at once when woken (cancel()) meanwhile.
   boost::asio::awaitable<void> wait();
   boost::asio::awaitable<void> wait_upload();
+  // The same, bounded: true when `until` passed first.
+  boost::asio::awaitable<bool> wait_upload_until(Clock::time_point until);
   void wake() noexcept {
     wake_.cancel();
     upload_wake_.cancel();
