@@ -500,3 +500,38 @@ def test_grpc_health_probes_over_tls_verify_the_server_and_negotiate_h2(sluice, 
     assert s.server_status(f"127.0.0.1:{port}")["last_probe"]["passed"] is True
     svc.status[""] = 2
     wait_until(lambda: health_of(s, port)[0] == "down", timeout=5, what="down on NOT_SERVING")
+
+
+class Busy(Service):
+    """Echo answers UNAVAILABLE (a server shedding load, or shutting down), trailers only."""
+
+    def echo(self, request, context):
+        self.note("Echo", context)
+        context.abort(grpc.StatusCode.UNAVAILABLE, "busy")
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_retry_on_a_listed_grpc_code(sluice, grpc_server, listed):
+    """With `retry.on` listing grpc:unavailable, a call a server answered UNAVAILABLE (trailers
+    only) goes to the other server, though every gRPC call is a POST; on the defaults it is
+    never retried: the client gets the server's own UNAVAILABLE."""
+    busy, good = Busy(), Service()
+    busy_port, good_port = grpc_server(busy), grpc_server(good)
+    retry = toml_table("upstreams.app.retry", on=["connect", "refused", "grpc:unavailable"]) if listed else ""
+    s = sluice(sluice_config([f"127.0.0.1:{busy_port}", f"127.0.0.1:{good_port}"], server_extra=H2C,
+                             upstream_extra='protocol = "h2c"') + retry)
+    outcomes = []
+    with channel(s) as ch:
+        for i in range(4):
+            try:
+                outcomes.append(unary(ch, "Echo", b"call%d" % i, timeout=10))
+            except grpc.RpcError as e:
+                outcomes.append((e.code(), e.details()))
+    busy_calls = len(busy.seen)
+    assert busy_calls >= 1  # round robin: some calls met the busy server first
+    if listed:
+        assert outcomes == [b"%dllac" % i for i in range(4)]
+        assert len(good.seen) == 4
+    else:
+        assert outcomes.count((grpc.StatusCode.UNAVAILABLE, "busy")) == busy_calls
+        assert len(good.seen) == 4 - busy_calls

@@ -32,6 +32,7 @@ class H2Server:
     /cut         200, 1000 bytes of a body announced as 100000, then RST_STREAM(INTERNAL_ERROR)
     /early       413 as soon as the request's head came, then RST_STREAM(NO_ERROR) (RFC 9113 §8.1)
     /noread      the body is never read (its window never opens again)
+    /bighead/N   200 with a field of N bytes
     anything else: 200 "from NAME\\n" with its content-length.
     Records each whole request's fields (a dict) and body, the paths of the streams sluice reset,
     the PINGs it answered; counts its connections. freeze(): the connections open so far stop
@@ -121,6 +122,8 @@ class H2Server:
             fields = [(":status", "200")] + ([("content-length", str(n))] if "?length" in path else [])
             c.send_headers(sid, fields)
             out[sid] = [pattern(n), "end"]
+        elif path.startswith("/bighead/"):
+            c.send_headers(sid, [(":status", "200"), ("x-big", "b" * int(path.split("/")[2]))], end_stream=True)
         elif path.startswith("/status/"):
             c.send_headers(sid, [(":status", path.split("/")[2])], end_stream=True)
         elif path == "/cut":
@@ -246,6 +249,9 @@ def test_answers_without_a_body(sluice, h2_server):
     o = h2_server()
     s = front(sluice, o)
     with Conn(s.port) as c:
+        # HTTP/2 has no reason phrase: the registered one goes to HTTP/1.1 clients.
+        c.send(b"HEAD /status/404 HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert c.read_raw_head().startswith(b"HTTP/1.1 404 Not Found\r\n")
         c.send(b"HEAD /h HTTP/1.1\r\nHost: t\r\n\r\n")
         r = c.read_response(head=True)
         assert (r.status, r.header("Content-Length"), r.body) == (200, "8", b"")
@@ -383,3 +389,14 @@ def test_an_idle_connection_is_checked_with_ping_and_closed_when_unanswered(slui
     assert metric(s, "sluice_upstream_http2_connections", upstream="app", server=o.address) == 0
     assert curl(s.url("/c"))[:3:2] == (200, b"from h2\n")
     assert o.connections == 2 and [h[":path"] for h in o.heads] == ["/a", "/b", "/c"]
+
+
+def test_an_answer_head_over_max_header_bytes_is_a_bad_response(sluice, h2_server):
+    """As for an HTTP/1.1 origin: the server's head is bounded by max_header_bytes (16 KiB)."""
+    o = h2_server()
+    s = front(sluice, o)
+    status, _, body, _ = curl(s.url("/bighead/15000"))
+    assert status == 200
+    status, headers, _, _ = curl(s.url("/bighead/17000"))
+    assert status == 502 and headers["sluice-error"].startswith("upstream response head over max_header_bytes"), headers
+    assert [h[":path"] for h in o.heads] == ["/bighead/15000", "/bighead/17000"]  # not retried

@@ -1,6 +1,7 @@
 // [upstreams.NAME.retry]: which failures are tried again, and how often (docs/retries.md).
 #include "reader.hpp"
 #include "sluice/config/units.hpp"
+#include "sluice/core/grpc_codes.hpp"
 #include "sluice/http/edge_rules.hpp"
 
 namespace sluice::config {
@@ -18,6 +19,12 @@ std::string retry_on_text(const void* object) {
   for (const auto& [on, word] : words)
     if (on) items.push_back(toml_string(word));
   for (const unsigned status : r.on_status) items.push_back(std::to_string(status));
+  for (std::size_t code = 1; code < grpc_code_count; ++code) {
+    if ((r.on_grpc >> code & 1u) == 0) continue;
+    std::string name(grpc_item_prefix);
+    for (const char c : grpc_code_names[code]) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    items.push_back(toml_string(name));
+  }
   return "[" + join_strings(items) + "]";
 }
 
@@ -27,6 +34,7 @@ void read_on(Reader& r, const toml::node& node, const std::string& path, void* o
   if (!r.take_strings(node, path, on)) return;
   c.on_connect = c.on_refused = c.on_reset = c.on_timeout = false;
   c.on_status.clear();
+  c.on_grpc = 0;
   r.check_failure_items(node, path, on, &c);
 }
 

@@ -16,6 +16,7 @@
 
 #include "sluice/config/units.hpp"
 #include "sluice/core/file.hpp"
+#include "sluice/core/grpc_codes.hpp"
 #include "sluice/http/chars.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/tls/context.hpp"
@@ -693,6 +694,10 @@ void Reader::check_failure_items(const toml::node& node, const std::string& path
   const auto* array = node.as_array();
   for (std::size_t i = 0; i < items.size(); ++i) {
     const toml::node& at = array != nullptr ? *array->get(i) : node;
+    if (retry != nullptr && items[i].starts_with(grpc_item_prefix)) {
+      add_retried_grpc_code(at, index_path(path, i), items[i], *retry);
+      continue;
+    }
     std::string why;
     const auto item = health::parse_failure_item(items[i], &why);
     if (!item) {
@@ -709,6 +714,23 @@ void Reader::check_failure_items(const toml::node& node, const std::string& path
       case W::none: add_retried_statuses(at, index_path(path, i), item->statuses, *retry); break;
     }
   }
+}
+
+// "grpc:unavailable": a gRPC code by its name (any case), 1..16 (OK is no failure).
+void Reader::add_retried_grpc_code(const toml::node& at, const std::string& path, std::string_view item,
+                                   RetryConfig& retry) {
+  const auto name = item.substr(grpc_item_prefix.size());
+  const auto code = grpc_code_of_name(name);
+  if (code != 0 && code < grpc_code_count) {
+    retry.on_grpc |= 1u << code;
+    return;
+  }
+  std::string names;
+  for (std::size_t c = 1; c < grpc_code_count; ++c) {
+    if (!names.empty()) names += ", ";
+    for (const char ch : grpc_code_names[c]) names += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  error(at, path, "unknown gRPC code '" + std::string(name) + "' (OK is no failure); expected grpc: and one of " + names);
 }
 
 void Reader::add_retried_statuses(const toml::node& at, const std::string& path,

@@ -168,6 +168,8 @@ private:
   const toml::node* take_duration(const toml::node& node, const std::string& path, const KeySpec& k, Duration& out);
   const toml::node* take_size(const toml::node& node, const std::string& path, const KeySpec& k, std::uint64_t& out);
   const toml::node* take_number(const toml::node& node, const std::string& path, const KeySpec& k, double& out);
+  void add_retried_grpc_code(const toml::node& at, const std::string& path, std::string_view item,
+                             RetryConfig& retry);
   void add_retried_statuses(const toml::node& at, const std::string& path, const health::StatusMatcher& statuses,
                             RetryConfig& retry);
 

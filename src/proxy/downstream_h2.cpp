@@ -24,7 +24,7 @@ net::awaitable<Failure> DownstreamSession::attempt_h2(Exchange& x, Endpoint& ep,
     co_return Failure::of(FailureKind::bad_response, "request not expressible in HTTP/2");
   const auto body = request_body();
   const bool has_body = body.streamed || !body.kept.empty();
-  if (!h2.open(has_body, nullptr))
+  if (!h2.open(has_body, nullptr, snapshot_->config->server.max_header_bytes))
     co_return Failure::of(FailureKind::reset_before_send, "upstream HTTP/2 connection refused the stream");
   auto& call = *h2.call();
   if (body.streamed) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "sluice/core/grpc_codes.hpp"
 #include "sluice/upstream/upstream.hpp"
 
 namespace sluice::proxy {
@@ -47,9 +48,10 @@ bool H2Exchange::request_fields(std::string_view head, bool tls, bool te_trailer
   return h2_request_fields(head, tls ? "https" : "http", te_trailers, text_, fields_);
 }
 
-bool H2Exchange::open(bool has_body, const std::vector<H2Field>* trailers) {
+bool H2Exchange::open(bool has_body, const std::vector<H2Field>* trailers, std::size_t max_head) {
   call_ = std::make_shared<H2Call>(worker_.io.get_executor());
   call_->trailers_after(trailers);
+  call_->limit_head(max_head);
   return call_->open(std::move(conn_), fields_, has_body);
 }
 
@@ -69,18 +71,27 @@ Failure H2Exchange::outcome() const {
   if (call_->head_done()) {
     f.status = call_->status();
     f.response_bytes_received = true;
+    if (call_->ended() && call_->pending().empty() && call_->trailers().empty())
+      for (const auto& field : call_->fields())
+        if (field.name == "grpc-status") {
+          const auto code = grpc_code_slot(field.value);
+          if (code < grpc_code_count) f.grpc_status = static_cast<std::uint8_t>(code);
+        }
     return f;
   }
   f.kind = timed_out_                 ? FailureKind::response_timeout
            : call_->never_processed() ? FailureKind::reset_before_send
+           : call_->head_too_large()  ? FailureKind::bad_response
                                       : FailureKind::reset_after_send;
   if (call_->never_processed()) f.detail = "upstream refused the stream (never processed)";
+  if (call_->head_too_large()) f.detail = "upstream response head over max_header_bytes";
   return f;
 }
 
 bool H2Exchange::answer_head(http::ResponseHead& out, bool mark_chunked) {
   const auto& call = *call_;
-  text_.assign("HTTP/1.1 ").append(std::to_string(call.status())).append(" -\r\n");
+  // No reason phrase (HTTP/2 has none): an HTTP/1.1 client gets the registered one.
+  text_.assign("HTTP/1.1 ").append(std::to_string(call.status())).append(" \r\n");
   bool sized = false;
   for (const auto& f : call.fields()) {
     if (connection_specific_field(f.name)) continue;

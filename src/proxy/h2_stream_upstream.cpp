@@ -40,7 +40,7 @@ net::awaitable<Failure> Http2Stream::attempt_h2(Endpoint& ep, Clock::time_point 
   if (!h2_.request_fields(forward_head(), tls, request_->value("te").find("trailers") != std::string_view::npos))
     co_return Failure::of(FailureKind::bad_response, "request not expressible in HTTP/2");
   const bool has_body = streamed_ || !body_.empty();
-  if (!h2_.open(has_body, &request_trailers_))
+  if (!h2_.open(has_body, &request_trailers_, snapshot_->config->server.max_header_bytes))
     co_return Failure::of(FailureKind::reset_before_send, "upstream HTTP/2 connection refused the stream");
   if (streamed_) {
     uploading_ = true;

@@ -38,10 +38,13 @@ H2Call* call_of(nghttp2_session* session, std::int32_t id) {
 int on_header(nghttp2_session* session, const nghttp2_frame* frame, const std::uint8_t* name, std::size_t namelen,
               const std::uint8_t* value, std::size_t valuelen, std::uint8_t, void*) {
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  if (auto* c = call_of(session, frame->hd.stream_id))
-    c->on_header({reinterpret_cast<const char*>(name), namelen}, {reinterpret_cast<const char*>(value), valuelen},
-                 frame->headers.cat == NGHTTP2_HCAT_HEADERS && c->head_done());
-  return 0;
+  auto* c = call_of(session, frame->hd.stream_id);
+  if (c == nullptr) return 0;
+  // A head past its bound: nghttp2 resets the stream (the call sees head_too_large()).
+  const bool kept = c->on_header({reinterpret_cast<const char*>(name), namelen},
+                                 {reinterpret_cast<const char*>(value), valuelen},
+                                 frame->headers.cat == NGHTTP2_HCAT_HEADERS && c->head_done());
+  return kept ? 0 : NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 }
 
 int on_data_chunk(nghttp2_session* session, std::uint8_t, std::int32_t id, const std::uint8_t* data, std::size_t len,
@@ -138,23 +141,32 @@ net::awaitable<bool> H2Call::wait_upload_until(Clock::time_point until) {
 
 // A field of the answer's head (pseudo-header :status), of an interim head (dropped), or of its
 // trailers.
-void H2Call::on_header(std::string_view name, std::string_view value, bool trailer) {
+bool H2Call::on_header(std::string_view name, std::string_view value, bool trailer) {
+  if (name == ":status") head_bytes_ = 0;  // each head (an interim one, the final one) on its own
+  head_bytes_ += name.size() + value.size() + 4;
+  if (head_limit_ != 0 && head_bytes_ > head_limit_) {
+    head_too_large_ = true;
+    if (!trailer) status_ = 0;  // no head: the try failed (bad response), nothing to answer with
+    return false;
+  }
   if (trailer) {
     trailers_.push_back({std::string(name), std::string(value)});
-    return;
+    return true;
   }
   if (name == ":status") {
     const unsigned code = value.size() == 3 ? static_cast<unsigned>(std::atoi(std::string(value).c_str())) : 0;
     interim_ = code >= 100 && code < 200;
     if (!interim_) status_ = code;
     if (!interim_) fields_.clear();
-    return;
+    return true;
   }
   if (!interim_ && !name.starts_with(':')) fields_.push_back({std::string(name), std::string(value)});
+  return true;
 }
 
 void H2Call::on_head_end(bool end_stream) {
   interim_ = false;
+  head_bytes_ = 0;  // the trailers' own count starts
   if (end_stream) ended_ = true;
   wake_.cancel();
   upload_wake_.cancel();  // an upload under way sees the answer (a server may answer before it read all)

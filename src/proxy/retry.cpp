@@ -59,14 +59,19 @@ bool never_reached_server(const Failure& a) {
 
 bool is_listed(const config::RetryConfig& p, const Failure& a) {
   if (a.failed()) return health::names({p.on_connect, p.on_refused, p.on_timeout, p.on_reset}, a.kind);
-  return std::find(p.on_status.begin(), p.on_status.end(), a.status) != p.on_status.end();
+  return grpc_listed(p, a) || std::find(p.on_status.begin(), p.on_status.end(), a.status) != p.on_status.end();
+}
+
+bool grpc_listed(const config::RetryConfig& p, const Failure& a) {
+  return !a.failed() && a.grpc_status < 32 && (p.on_grpc >> a.grpc_status & 1u) != 0;
 }
 
 RetrySkip eligibility(const config::RetryConfig& p, const Failure& a, const RequestFacts& r) {
   if (a.response_started) return RetrySkip::response_started;
   if (!is_listed(p, a)) return RetrySkip::not_retryable;
-  if (never_reached_server(a) || !a.request_bytes_sent) {
-    // Nothing reached the origin. The body must still be at hand to resend it.
+  if (never_reached_server(a) || !a.request_bytes_sent || grpc_listed(p, a)) {
+    // Nothing reached the origin, or the service said it did nothing in a code the operator
+    // listed. The body must still be at hand to resend it.
     return r.body_kept ? RetrySkip::none : RetrySkip::body_too_large;
   }
   if (!r.idempotent_method && !r.has_idempotency_key) return RetrySkip::not_idempotent;

@@ -74,5 +74,26 @@ TEST(ConfigFailureItems, RetryOnAndFailOnTakeTheSameItems) {
                     "test.toml:6:29: upstreams.app.retry.on[2]: bad status class '6xx' (use 1xx-5xx)"}));
 }
 
+// retry.on's gRPC codes: by name in any case, OK refused, and written back as they are read;
+// passive.fail_on takes none.
+TEST(ConfigFailureItems, RetryOnTakesGrpcCodesByName) {
+  const auto ok = load(upstream("", "on = [\"connect\", \"grpc:unavailable\", \"grpc:RESOURCE_EXHAUSTED\"]"));
+  ASSERT_TRUE(ok.ok()) << ::testing::PrintToString(errors_of(ok));
+  const auto& r = ok.config->upstreams[0].retry;
+  EXPECT_EQ(r.on_grpc, (1u << 14) | (1u << 8));
+  EXPECT_TRUE(r.on_status.empty());
+  EXPECT_EQ(config::RetryConfig{}.on_grpc, 0u);  // none by default
+  EXPECT_EQ(errors_of(load(upstream("", "on = [\"grpc:ok\", \"grpc:busy\"]"))),
+            (Errors{"test.toml:6:7: upstreams.app.retry.on[0]: unknown gRPC code 'ok' (OK is no failure); expected "
+                    "grpc: and one of cancelled, unknown, invalid_argument, deadline_exceeded, not_found, "
+                    "already_exists, permission_denied, resource_exhausted, failed_precondition, aborted, "
+                    "out_of_range, unimplemented, internal, unavailable, data_loss, unauthenticated",
+                    "test.toml:6:18: upstreams.app.retry.on[1]: unknown gRPC code 'busy' (OK is no failure); expected "
+                    "grpc: and one of cancelled, unknown, invalid_argument, deadline_exceeded, not_found, "
+                    "already_exists, permission_denied, resource_exhausted, failed_precondition, aborted, "
+                    "out_of_range, unimplemented, internal, unavailable, data_loss, unauthenticated"}));
+  EXPECT_FALSE(load("[upstreams.app.passive]\nfail_on = [\"grpc:unavailable\"]\n" + upstream("", "")).ok());
+}
+
 }  // namespace
 }  // namespace sluice::config

@@ -90,6 +90,23 @@ TEST(RetryEligibility, OnListRestrictsWhatIsRetried) {
   EXPECT_TRUE(is_listed(p, Failure::answered(503)));
 }
 
+// A listed gRPC code in a trailers-only answer is retried whatever the method (the body at hand);
+// the same code unlisted, or the answer not trailers-only (no grpc_status), is delivered.
+TEST(RetryEligibility, ListedGrpcCodeIsRetriedWhateverTheMethod) {
+  config::RetryConfig p;
+  p.on_grpc = 1u << 14;  // grpc:unavailable
+  auto unavailable = Failure::answered(200);
+  unavailable.grpc_status = 14;
+  auto not_found = Failure::answered(200);
+  not_found.grpc_status = 5;
+  EXPECT_TRUE(is_listed(p, unavailable));
+  EXPECT_EQ(eligibility(p, unavailable, {false, false, true}), RetrySkip::none);
+  EXPECT_EQ(eligibility(p, unavailable, {false, false, false}), RetrySkip::body_too_large);
+  EXPECT_FALSE(is_listed(p, not_found));
+  EXPECT_FALSE(is_listed(p, Failure::answered(200)));
+  EXPECT_FALSE(is_listed(defaults, unavailable));
+}
+
 TEST(RetryBackoff, FullJitterWithinExponentialBoundsAndCap) {
   config::RetryConfig p;
   p.backoff = std::chrono::milliseconds(25);

@@ -443,6 +443,9 @@ struct PassiveConfig {
 };
 
 // [upstreams.NAME.retry]
+// retry.on's items for gRPC codes: "grpc:" and a code's name ("grpc:unavailable").
+inline constexpr std::string_view grpc_item_prefix = "grpc:";
+
 struct RetryConfig {
   std::uint32_t attempts = 2;  // total tries including the first; 1 = no retry
   // `on`: which failures may be retried. "connect" = any connect failure, "refused" = connection
@@ -453,6 +456,10 @@ struct RetryConfig {
   bool on_reset = true;
   bool on_timeout = true;
   std::vector<unsigned> on_status{502, 503, 504};
+  // gRPC status codes ("grpc:unavailable"), one bit per code 1..16: a trailers-only answer with one
+  // of them is retried like a listed status, whatever the method (the operator vouches that the
+  // service did nothing when it answers so). None by default.
+  std::uint32_t on_grpc = 0;
   std::string idempotency_header = "Idempotency-Key";  // "" disables keyed retries
   Duration per_try_timeout{0};  // 0 = response_timeout
   Duration deadline{0};         // whole request across all tries; 0 = attempts x per-try timeout

@@ -46,12 +46,16 @@ struct Failure {
   bool response_bytes_received = false;  // any byte of the origin's response head arrived
   bool response_started = false;         // any byte of the response reached the client
   unsigned status = 0;                   // the origin's status, when kind is none
+  // A gRPC answer that is its trailers alone (HEADERS with END_STREAM): its grpc-status, 0..16;
+  // no_grpc_status otherwise.
+  static constexpr std::uint8_t no_grpc_status = 0xff;
+  std::uint8_t grpc_status = no_grpc_status;
   // Finer Sluice-Error text ("upstream certificate verify failed: ..."); empty: the kind's words.
   // Must outlive the failure's answer (static storage or the session's).
   std::string_view detail{};
 
   static constexpr Failure answered(unsigned status) noexcept {
-    return {FailureKind::none, FailureSource::upstream, true, false, true, false, status, {}};
+    return {FailureKind::none, FailureSource::upstream, true, false, true, false, status, no_grpc_status, {}};
   }
   static constexpr Failure of(FailureKind kind, std::string_view detail = {}) noexcept {
     Failure f;

@@ -1,6 +1,6 @@
 #pragma once
-// gRPC's status codes (grpc/grpc doc/statuscodes.md), for the proxy's metrics and the gRPC health
-// probes' reasons.
+// gRPC's status codes (grpc/grpc doc/statuscodes.md), for the proxy's metrics, the gRPC health
+// probes' reasons and retry.on's "grpc:NAME" items.
 #include <cstddef>
 #include <iterator>
 #include <string_view>
@@ -24,6 +24,20 @@ constexpr std::size_t grpc_code_slot(std::string_view grpc_status) noexcept {
     code = code * 10 + static_cast<std::size_t>(c - '0');
   }
   return code < other ? code : other;
+}
+
+// A code by its name in any case ("unavailable"), 0..16; grpc_code_count for none.
+inline constexpr std::size_t grpc_code_count = std::size(grpc_code_names) - 1;
+constexpr std::size_t grpc_code_of_name(std::string_view name) noexcept {
+  const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::size_t code = 0; code < grpc_code_count; ++code) {
+    const auto known = grpc_code_names[code];
+    if (known.size() != name.size()) continue;
+    bool same = true;
+    for (std::size_t i = 0; i < name.size() && same; ++i) same = lower(known[i]) == lower(name[i]);
+    if (same) return code;
+  }
+  return grpc_code_count;
 }
 
 }  // namespace sluice

@@ -41,9 +41,10 @@ public:
   // (h2_request_fields()), for an h2 (`tls`) or h2c server. False: not expressible in HTTP/2.
   bool request_fields(std::string_view head, bool tls, bool te_trailers);
   // The request opened as a stream on the connection connect() found: its fields, `trailers` to
-  // end its body with (or null; they must outlive the call), a body to come when `has_body`.
+  // end its body with (or null; they must outlive the call), a body to come when `has_body`; the
+  // answer's head (and its trailers) within `max_head` bytes (a larger one is a bad response).
   // False: the connection could not take it.
-  bool open(bool has_body, const std::vector<H2Field>* trailers);
+  bool open(bool has_body, const std::vector<H2Field>* trailers, std::size_t max_head);
   // Waits for the answer's final head until `try_until`: the try's outcome (answered: kind none,
   // its status, `first_byte` set; a stream the server never processed: reset_before_send, which
   // may go again).

@@ -62,6 +62,10 @@ public:
   void offer(std::string_view piece, bool last);
   // Trailers to end the request with, after its last piece (they must outlive the call's upload).
   void trailers_after(const std::vector<H2Field>* trailers) noexcept { out_trailers_ = trailers; }
+  // The answer's head, and its trailers, each within `bytes` (as HTTP/1.1 would write them: name,
+  // ": ", value, CRLF): a larger one resets the stream (head_too_large()). 0: no bound.
+  void limit_head(std::size_t bytes) noexcept { head_limit_ = bytes; }
+  bool head_too_large() const noexcept { return head_too_large_; }
   bool upload_taken() const noexcept { return out_.empty() && (!out_last_ || out_eof_); }
   // The client side is done with the stream before its end (the client reset it, a failure):
   // RST_STREAM(`code`), and the call is detached from its connection.
@@ -93,8 +97,8 @@ public:
     upload_wake_.cancel();
   }
 
-  // The connection's events.
-  void on_header(std::string_view name, std::string_view value, bool trailer);
+  // The connection's events. on_header(): false when the field takes the head past its bound.
+  bool on_header(std::string_view name, std::string_view value, bool trailer);
   void on_head_end(bool end_stream);
   void on_data(std::string_view data);
   void on_end() noexcept;
@@ -106,6 +110,8 @@ private:
   std::int32_t id_ = 0;
   bool opened_ = false, ended_ = false, closed_ = false, out_last_ = false, out_eof_ = false;
   bool interim_ = false;  // the head being read is a 1xx
+  bool head_too_large_ = false;
+  std::size_t head_limit_ = 0, head_bytes_ = 0;  // the bound, and the head (or trailers) so far
   std::uint32_t close_code_ = 0;
   unsigned status_ = 0;
   std::vector<H2Field> fields_, trailers_;

@@ -42,6 +42,9 @@ struct RequestFacts {
 
 // True when the attempt failed in a way `on` lists (a listed status counts as a failure).
 bool is_listed(const config::RetryConfig& policy, const Failure& attempt);
+// True when the attempt's answer is a trailers-only gRPC answer whose code `on` lists
+// ("grpc:unavailable"): retried whatever the method, the body still at hand.
+bool grpc_listed(const config::RetryConfig& policy, const Failure& attempt);
 
 // True when the request cannot have reached the origin: resending cannot duplicate work.
 bool never_reached_server(const Failure& attempt);
