@@ -3,7 +3,7 @@
 # CPU 1, wrk and three origins on CPU 0, figures per proxy CPU-second. Installs what is missing,
 # builds sluice (Release) and writes bench/results/<date>-<commit>.md and .json.
 #
-# Usage: bench/run.sh [--rounds N] [--duration S] [--scenarios small,1k,64k,close,reuse,tls,tls-handshake,h2c,h2-tls,idle,bursts,startup,instr,...]
+# Usage: bench/run.sh [--rounds N] [--duration S] [--scenarios small,1k,64k,close,reuse,tls,tls-handshake,h2c,h2-tls,grpc,idle,bursts,startup,instr,...]
 #                     [--workers 1|2] [--only-sluice] [--help for every option]
 # BUILD_DIR (default build/release) is where sluice is built and taken from. --pgo: sluice as the
 # package is built, with profile-guided optimisation (scripts/build-pgo.sh, BUILD_DIR build/pgo).

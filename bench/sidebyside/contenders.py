@@ -3,7 +3,8 @@
 origins, keep-alive upstream connections, a plain and a TLS listener (the
 same throw-away ECDSA certificate for all, TLS 1.2-1.3, their default ciphers and session
 tickets); each start gets a fresh directory, fresh free ports, and is pinned to its CPUs.
-Templates: bench/conf/.
+Started for the grpc scenario, each also sends the gRPC path (GRPC_PREFIX) to an upstream of
+three h2c gRPC servers, balanced as the other one. Templates: bench/conf/.
 """
 import itertools
 import subprocess
@@ -16,6 +17,14 @@ from .conf import render
 from .processes import Child, cpu_seconds, cpu_split, descendant_pids, free_port
 
 _start_ids = itertools.count(1)
+
+# The grpc scenario's calls are `/bench.Echo/Unary`; every contender routes this prefix to the
+# gRPC servers and everything else to the HTTP/1.1 origins as in the other scenarios.
+GRPC_PREFIX = "/bench.Echo/"
+# nginx's grpc_pass carries one call per upstream connection (no multiplexing), so its idle cache
+# must hold as many as there are calls in flight (640 with the default 64 connections × 10
+# streams): with fewer, every call beyond it would close its connection and the next would open one.
+NGINX_GRPC_KEEPALIVE = 4096
 
 
 @dataclass
@@ -53,9 +62,10 @@ class Contender:
     # Where the TLS certificate is (set once per run by the harness: make_certificates()).
     certs = None
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port, grpc):
         """Writes the config into `directory`; returns the argv that serves it on `port` (plain),
-        `tls_port` (TLS, ALPN h2 and http/1.1) and `h2c_port` (h2c with prior knowledge)."""
+        `tls_port` (TLS, ALPN h2 and http/1.1) and `h2c_port` (h2c with prior knowledge). `grpc`:
+        None, or the gRPC servers (an OriginSet) that GRPC_PREFIX goes to."""
         raise NotImplementedError
 
     def measured_pid(self, child, under_valgrind):
@@ -68,9 +78,9 @@ class Contender:
     def version(self):
         raise NotImplementedError
 
-    def start(self, workdir, origins, *, wrap=(), timeout=10.0):
+    def start(self, workdir, origins, *, wrap=(), timeout=10.0, grpc=None):
         """Starts the contender (under the `wrap` command, e.g. valgrind, if given) and waits for
-        its first 200; startup_s is the time from spawning to that answer."""
+        its first 200; startup_s is the time from spawning to that answer. `grpc`: see prepare."""
         directory = Path(workdir) / f"{self.name}-{next(_start_ids)}"
         directory.mkdir(parents=True)
         ports = set()
@@ -78,7 +88,7 @@ class Contender:
             ports.add(free_port())
         port, tls_port, h2c_port = sorted(ports)
         argv = self.prepare(directory, port, origins, under_valgrind=bool(wrap), tls_port=tls_port,
-                            h2c_port=h2c_port)
+                            h2c_port=h2c_port, grpc=grpc)
         started = time.monotonic()
         child = Child([*wrap, *argv], name=self.name, cpus=self.cpus,
                       log_path=directory / "output.log")
@@ -102,15 +112,26 @@ class Sluice(Contender):
         self.name = name
         self.balance = balance
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port, grpc):
         servers = "\n".join(
             f'[[upstreams.app.servers]]\naddress = "{a}"\nname = "app-{i}"\n'
             for i, a in enumerate(origins.addresses, 1))
         conf = render("sluice.toml.in", directory / "sluice.toml", port=port,
                       workers=self.workers, servers=servers, tls_port=tls_port, h2c_port=h2c_port,
-                      balance=self.balance,
+                      balance=self.balance, grpc=self._grpc(grpc),
                       cert=self.certs / "cert.pem", key=self.certs / "key.pem")
         return [str(self.binary), "run", "--config", str(conf)]
+
+    def _grpc(self, grpc):
+        if grpc is None:
+            return ""
+        servers = "\n".join(
+            f'[[upstreams.grpc.servers]]\naddress = "{a}"\nname = "grpc-{i}"\n'
+            for i, a in enumerate(grpc.addresses, 1))
+        # Two upstreams need routes: "/" keeps the other traffic where it went without them.
+        return (f'[upstreams.grpc]\nprotocol = "h2c"\nbalance = "{self.balance}"\n\n{servers}\n'
+                f'[[route]]\npath_prefix = "/"\nupstream = "app"\n\n'
+                f'[[route]]\npath_prefix = "{GRPC_PREFIX}"\nupstream = "grpc"\n')
 
     def version(self):
         return _first_line([str(self.binary), "--version"]).replace("sluice ", "")
@@ -127,7 +148,7 @@ class Nginx(Contender):
         self.name = name
         self.balance = balance  # "" (round robin) or an upstream directive such as "least_conn"
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port, grpc):
         o1, o2, o3 = origins.addresses
         # Under valgrind nginx runs as one process (master_process off): the same worker code,
         # with no fork for valgrind to follow.
@@ -137,8 +158,21 @@ class Nginx(Contender):
                       workers=1 if under_valgrind else self.workers,
                       master_process="off" if under_valgrind else "on", tls_port=tls_port, h2c_port=h2c_port,
                       cert=self.certs / "cert.pem", key=self.certs / "key.pem",
-                      defer=" deferred" if self.defer_accept else "")
+                      defer=" deferred" if self.defer_accept else "",
+                      grpc_upstream=self._grpc_upstream(grpc),
+                      grpc_location=(f"        location {GRPC_PREFIX} {{\n            grpc_pass grpc://grpc;\n"
+                                     f"        }}" if grpc else ""))
         return ["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)]
+
+    def _grpc_upstream(self, grpc):
+        if grpc is None:
+            return ""
+        servers = "".join(f"        server {a};\n" for a in grpc.addresses)
+        balance = f"        {self.balance};\n" if self.balance else ""
+        return (f"    upstream grpc {{\n{balance}{servers}"
+                f"        keepalive {NGINX_GRPC_KEEPALIVE};\n"
+                f"        keepalive_requests 1000000;\n"
+                f"        keepalive_timeout 60s;\n    }}")
 
     def measured_pid(self, child, under_valgrind):
         return self.cpu_pids(child, under_valgrind)[0]
@@ -172,7 +206,7 @@ class Haproxy(Contender):
         self.name = name
         self.balance = balance
 
-    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port):
+    def prepare(self, directory, port, origins, under_valgrind, tls_port, h2c_port, grpc):
         o1, o2, o3 = origins.addresses
         # HAProxy reads the certificate and its key from one file.
         pem = directory / "cert+key.pem"
@@ -180,8 +214,17 @@ class Haproxy(Contender):
         conf = render("haproxy.cfg.in", directory / "haproxy.cfg", port=port,
                       origin1=o1, origin2=o2, origin3=o3, threads=self.threads, balance=self.balance,
                       tls_port=tls_port, h2c_port=h2c_port, pem=pem,
-                      defer=" defer-accept" if self.defer_accept else "")
+                      defer=" defer-accept" if self.defer_accept else "",
+                      grpc_use_backend=(f"    use_backend grpc if {{ path_beg {GRPC_PREFIX} }}"
+                                        if grpc else ""),
+                      grpc_backend=self._grpc_backend(grpc))
         return ["haproxy", "-db", "-f", str(conf)]
+
+    def _grpc_backend(self, grpc):
+        if grpc is None:
+            return ""
+        servers = "".join(f"    server grpc-{i} {a} proto h2\n" for i, a in enumerate(grpc.addresses, 1))
+        return f"\nbackend grpc\n    balance {self.balance}\n{servers}"
 
     def version(self):
         return _first_line(["haproxy", "-v"]).replace("HAProxy version ", "").split()[0]

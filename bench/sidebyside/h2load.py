@@ -8,12 +8,18 @@ from pathlib import Path
 from .processes import Child
 
 
-def start(port, *, path, connections, streams, duration, cpus="0", scheme="http"):
+def start(port, *, path, connections, streams, duration, cpus="0", scheme="http", headers=(),
+          data=None):
     """Starts h2load against 127.0.0.1:port: h2c with prior knowledge for `http`, ALPN h2 for
-    `https`; `finish` collects it."""
+    `https`; a GET, or with `data` (a file) a POST of that file's bytes; `finish` collects it."""
     log = Path(tempfile.mkstemp(prefix="h2load-", suffix=".log")[1])
     argv = ["h2load", "-t1", f"-c{connections}", f"-m{streams}", f"-D{duration}",
-            "--warm-up-time=0", f"--log-file={log}", f"{scheme}://127.0.0.1:{port}{path}"]
+            "--warm-up-time=0", f"--log-file={log}"]
+    for h in headers:
+        argv += ["-H", h]
+    if data is not None:
+        argv.append(f"--data={data}")
+    argv.append(f"{scheme}://127.0.0.1:{port}{path}")
     child = Child(argv, name="h2load", cpus=cpus, stdout=subprocess.PIPE)
     child.duration = duration
     child.log = log
@@ -26,8 +32,9 @@ def _percentile(values, q):
 
 def finish(child):
     """Waits for a started h2load; returns what wrk.finish() returns: requests (those that
-    succeeded), seconds, bytes, errors (failed and errored requests, and non-2xx statuses) and
-    latency percentiles in milliseconds from the per-request log."""
+    succeeded with a 2xx status: h2load's "succeeded" counts 3xx too), seconds, bytes, errors
+    (failed and errored requests, and 4xx/5xx statuses) and latency percentiles in milliseconds
+    from the per-request log."""
     out = child.communicate(timeout=child.duration + 30)
     done = re.search(r"finished in ([\d.]+)(m?s)", out)
     counts = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
@@ -49,7 +56,7 @@ def finish(child):
     failed, errored = int(counts.group(5)), int(counts.group(6))
     bad_status = int(codes.group(3)) + int(codes.group(4))
     return {
-        "requests": int(counts.group(4)),
+        "requests": min(int(counts.group(4)), int(codes.group(1))),
         "seconds": seconds,
         "bytes": int(traffic.group(1)) if traffic else 0,
         "errors": failed + errored + bad_status,

@@ -3,6 +3,8 @@
 Two kinds answer the same paths (`/` with a tiny body, `/?size=N` with N bytes): the project's
 `sluice-origin`, and nginx with one worker (`return 200` and pre-written body files). `calibrate`
 measures both and the faster one serves the run, so that the origin is never the bottleneck.
+A third kind, `grpc` (nginx serving h2c, one canned gRPC answer to every call), serves only the
+grpc scenario.
 """
 import json
 import re
@@ -18,6 +20,18 @@ BODY_SIZES = (1024, 65536)
 PATTERN = b"0123456789abcdef"
 
 
+def grpc_frame(payload):
+    """One gRPC message as it goes in a DATA frame: a 0 flag (not compressed), the payload's
+    length (4 bytes, big-endian), the payload."""
+    return b"\0" + len(payload).to_bytes(4, "big") + payload
+
+
+# The grpc scenario's call and answer: one small protobuf message each (field 1, a 5-byte
+# string). Neither contains `"`, `\` or `$`, so the answer can stand in an nginx quoted string.
+GRPC_REQUEST = grpc_frame(b"\x0a\x05hello")
+GRPC_REPLY = grpc_frame(b"\x0a\x05world")
+
+
 class OriginSet:
     """Three running origins; `counters()` sums their accepted-connection and request counters,
     read over one kept-open connection per origin so that reading them does not add to them."""
@@ -26,19 +40,23 @@ class OriginSet:
         """`slow` ("PERCENT:MS", sluice-origin only): the third origin adds MS milliseconds to
         PERCENT % of its answers (`sluice-origin --slow`)."""
         self.kind = kind
-        self.children, self.addresses, self.pids = [], [], []
+        self.children, self.addresses, self.pids, stats_ports = [], [], [], []
         for i in (1, 2, 3):
             name = f"app-{i}"
             if kind == "sluice-origin":
                 extra = ("--slow", slow) if slow and i == 3 else ()
                 child, port = _start_sluice_origin(bin_dir, name, cpus, extra)
-                pid = child.pid
+                pid, stats_port = child.pid, port
+            elif kind == "grpc":
+                child, port, pid, stats_port = _start_grpc_origin(Path(workdir) / f"grpc-{i}", f"grpc-{i}", cpus)
             else:
                 child, port, pid = _start_nginx_origin(Path(workdir) / f"origin-{i}", name, cpus)
+                stats_port = port
             self.children.append(child)
             self.addresses.append(f"127.0.0.1:{port}")
             self.pids.append(pid)
-        self._stats_conns = [client.Connection(int(a.rsplit(":", 1)[1])) for a in self.addresses]
+            stats_ports.append(stats_port)
+        self._stats_conns = [client.Connection(p) for p in stats_ports]
 
     def counters(self):
         """(connections accepted, requests served) so far by the three origins, summed. The
@@ -82,6 +100,24 @@ def _start_sluice_origin(bin_dir, name, cpus, extra=()):
         child.stop()
         raise RuntimeError(f"sluice-origin said {line!r}")
     return child, int(m.group(1))
+
+
+def _start_grpc_origin(directory, name, cpus):
+    """nginx-grpc-origin.conf.in: (child, h2c port, worker pid, HTTP/1.1 stats port)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port, stats_port = free_port(), free_port()
+    while stats_port == port:
+        stats_port = free_port()
+    conf = render("nginx-grpc-origin.conf.in", directory / "nginx.conf", dir=directory, port=port,
+                  stats_port=stats_port, reply=GRPC_REPLY.decode("ascii"))
+    child = Child(["nginx", "-p", str(directory), "-e", str(directory / "error.log"), "-c", str(conf)],
+                  name=f"nginx-{name}", cpus=cpus)
+    client.wait_first_ok(stats_port, time.monotonic(), timeout=10, alive=child.alive)
+    workers = descendant_pids(child.pid)
+    if len(workers) != 1:
+        child.stop()
+        raise RuntimeError(f"nginx gRPC origin {name}: expected one worker, found {workers}")
+    return child, port, workers[0], stats_port
 
 
 def _start_nginx_origin(directory, name, cpus):

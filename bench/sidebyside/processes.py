@@ -144,6 +144,31 @@ def cpu_seconds(pid):
     return user + system
 
 
+def connections_to(pids, ports):
+    """{port: established TCP connections from the processes `pids` to 127.0.0.1:port} for each
+    of `ports`: their sockets (/proc/PID/fd) matched to the kernel's table (/proc/PID/net/tcp)."""
+    inodes = set()
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        for fd in os.listdir(fd_dir):
+            try:
+                link = os.readlink(f"{fd_dir}/{fd}")
+            except FileNotFoundError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    wanted = {f"0100007F:{p:04X}": p for p in ports}
+    counts = dict.fromkeys(ports, 0)
+    with open(f"/proc/{pids[0]}/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            # fields: sl, local, remote, state (01: ESTABLISHED), ..., inode (the 10th)
+            if fields[3] == "01" and fields[2] in wanted and fields[9] in inodes:
+                counts[wanted[fields[2]]] += 1
+    return counts
+
+
 def rss_kib(pid):
     """VmRSS of the process, KiB."""
     with open(f"/proc/{pid}/status") as f:

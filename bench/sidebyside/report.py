@@ -17,6 +17,7 @@ class Metric:
     fmt: str
     better: str = ""      # "higher" or "lower": ratios are taken and "best other" means this
     in_ratio_table: bool = False
+    optional: bool = False  # measured in some scenarios only: no column where no contender has it
 
 
 METRICS = {
@@ -29,6 +30,8 @@ METRICS = {
         Metric("p50_ms", "p50 ms", "{:.2f}", "lower"),
         Metric("p99_ms", "p99 ms", "{:.2f}", "lower", True),
         Metric("origin_conns_per_1k", "origin conns / 1k req (steady)", "{:.2f}", "lower"),
+        Metric("origin_conns_open_max", "origin conns open (busiest server)", "{:.0f}", "lower",
+               optional=True),
         Metric("origin_cpu_busy", "origins CPU busy", "{:.2f}"),
         Metric("load_cpu_busy", "load side CPU busy", "{:.2f}"),
         Metric("errors", "errors", "{:.0f}", "lower"),
@@ -76,6 +79,10 @@ TARGETS = [
     ("h2-tls", "req_per_cpu_s", "vs_best", ">=", 1.10, "h2-tls: req per proxy CPU-s vs better"),
     ("h2-tls", "p99_ms", "vs_best", "<=", 1.00, "h2-tls: p99 vs better"),
     ("idle-h2", "kib_per_conn", "absolute", "<=", 2.0, "idle-h2: KiB per idle HTTP/2 connection"),
+    ("grpc", "req_per_cpu_s", "vs_best", ">=", 1.10, "grpc: calls per proxy CPU-s vs better (issue 48)"),
+    ("grpc", "p99_ms", "vs_best", "<=", 1.00, "grpc: p99 vs better (issue 48)"),
+    ("grpc", "origin_conns_open_max", "absolute", "<=", 5,
+     "grpc: connections to one gRPC server ≤ ⌈640 streams / 128⌉ (default settings; issue 48)"),
 ]
 
 
@@ -341,8 +348,9 @@ def _calibration_text(origin):
 def scenario_markdown(name, sc, names):
     if sc["kind"] == "latency":
         return latency_markdown(name, sc)
-    metrics = METRICS[sc["kind"]]
     summ = sc["summary"]
+    metrics = [m for m in METRICS[sc["kind"]]
+               if not m.optional or any(summ["medians"][n].get(m.key) is not None for n in names)]
     out = [f"## {name}", "", sc["description"][:1].upper() + sc["description"][1:] + ".", "",
            "| | " + " | ".join(m.label for m in metrics) + " |",
            "|---|" + "---|" * len(metrics)]

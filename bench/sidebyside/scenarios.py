@@ -4,10 +4,12 @@ contenders within each round before taking medians.
 
 Load scenarios (wrk, one thread, on CPU 0) count requests per second of the proxy's own CPU time
 (utime + stime from /proc/PID/stat, before and after the run) and count the connections the
-origins accept in steady state (a window inside each run). `idle` measures resident memory per idle client connection,
+origins accept in steady state (a window inside each run); `grpc` runs them against gRPC servers
+that only it starts. `idle` measures resident memory per idle client connection,
 `startup` the time to the first proxied 200, `instr` user-space instructions per request under
 callgrind, `slow-one` the latency that balancing policies keep when one origin of three turns slow.
 """
+import math
 import os
 import re
 import subprocess
@@ -16,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import client, h2load, profile, wrk
-from .contenders import Haproxy, Nginx, Sluice
-from .origins import OriginSet
-from .processes import rss_kib, settled_rss_kib
+from .contenders import GRPC_PREFIX, Haproxy, Nginx, Sluice
+from .origins import GRPC_REPLY, GRPC_REQUEST, OriginSet
+from .processes import connections_to, rss_kib, settled_rss_kib
 
 
 @dataclass
@@ -43,10 +45,17 @@ class Load:
     headers: tuple = ()
     tls: bool = False  # through each contender's TLS listener (same certificate for all)
     h2: bool = False   # HTTP/2 through h2load: h2c on the contender's h2c listener, or ALPN h2 with tls
+    grpc: bool = False  # gRPC calls (POSTs of GRPC_REQUEST) to gRPC servers behind GRPC_PREFIX
+
+
+GRPC_PATH = GRPC_PREFIX + "Unary"
+GRPC_HEADERS = ("content-type: application/grpc", "te: trailers")
+GRPC_MAX_STREAMS = 128  # the gRPC servers' SETTINGS_MAX_CONCURRENT_STREAMS (nginx-grpc-origin.conf.in)
 
 
 # Descriptions are formatted with the run's settings: {n} wrk connections, {first} and {second}
-# idle connections per step, {warm} and {count} requests under callgrind.
+# idle connections per step, {warm} and {count} requests under callgrind, {calls} HTTP/2 streams
+# in flight and {grpc_bound} connections to one gRPC server that carry them.
 LOADS = {
     "small": Load("{n} keep-alive connections, `GET /`, tiny body (`app-N\\n`, 6 bytes)", "/"),
     "1k": Load("{n} keep-alive connections, 1 KiB body (`GET /?size=1024`)", "/?size=1024"),
@@ -65,6 +74,18 @@ LOADS = {
                 "(h2load), `GET /`, tiny body; the origins are HTTP/1.1", "/", h2=True),
     "h2-tls": Load("HTTP/2 over TLS (ALPN h2, TLS 1.3), {n} connections × {streams} concurrent streams "
                    "(h2load), `GET /`, tiny body; the origins are HTTP/1.1", "/", tls=True, h2=True),
+    "grpc": Load("unary gRPC calls over h2c, {n} connections × {streams} concurrent streams (h2load), "
+                 "`POST /bench.Echo/Unary` carrying one 12-byte gRPC message (`content-type: "
+                 "application/grpc`, `te: trailers`); only 200s count. The servers: three more nginx "
+                 "instances on the load side's core serving h2c, each reading a call to its end and "
+                 "answering 200, one 12-byte message and the trailer `grpc-status: 0` "
+                 "(SETTINGS_MAX_CONCURRENT_STREAMS 128). sluice: an upstream with `protocol = "
+                 "\"h2c\"`; nginx: `grpc_pass` (upstream `keepalive`); HAProxy: `proto h2` servers. "
+                 "One call through each contender (`nghttp -v`) must bring the message and the "
+                 "trailer. Origin conns open: the proxy's connections to the gRPC server it holds "
+                 "most to, the higher of two readings in steady state; multiplexed, at most "
+                 "⌈{calls} streams / 128⌉ = {grpc_bound}",
+                 GRPC_PATH, GRPC_HEADERS, h2=True, grpc=True),
 }
 H2_STREAMS = 10  # concurrent streams per connection in the HTTP/2 loads
 SPECIAL = {
@@ -108,7 +129,9 @@ def describe(name, settings):
         text = LOADS[name].description if name in LOADS else SPECIAL[name]
     warm, count = settings["instr_warm"], settings["instr_requests"]
     step = settings["idle_connections_per_step"]
+    calls = settings["connections"] * H2_STREAMS
     return text.format(n=settings["connections"], streams=H2_STREAMS, first=step, second=step, warm=warm,
+                       calls=calls, grpc_bound=math.ceil(calls / GRPC_MAX_STREAMS),
                        bursts=BURSTS, burst=step, slow_requests=SLOW_REQUESTS,
                        count=count, total=warm + count, conns=conns, duration=settings.get("duration", 5))
 
@@ -167,37 +190,55 @@ class Bench:
     # Load scenarios -------------------------------------------------------------------------
 
     def _load(self, name, load):
-        started = [c.start(self.s.workdir, self.origins) for c in self.contenders]
-        running = {r.name: r for r in started}
+        # The gRPC servers live as long as the scenario, on the load side's core like the origins.
+        grpc = (OriginSet("grpc", self.s.bin_dir, Path(self.s.workdir) / "grpc-origins",
+                          cpus=self.s.client_cpus.split(",")[0]) if load.grpc else None)
+        origins = grpc or self.origins
+        started = []
         try:
+            for c in self.contenders:
+                started.append(c.start(self.s.workdir, self.origins, grpc=grpc))
+            running = {r.name: r for r in started}
+            if grpc:
+                request = Path(self.s.workdir) / "grpc-request.bin"
+                request.write_bytes(GRPC_REQUEST)
+                for r in started:
+                    check_grpc_call(r, request, self.s.client_cpus)
+                self.log(f"  {name}: a call through each contender has its answer and grpc-status 0 trailer")
             for r in started:
                 if self.s.warmup > 0:  # wrk refuses -d0s
-                    self._measure(r, load, self.s.warmup)
+                    self._measure(r, load, self.s.warmup, origins)
             rounds = []
             for i in range(self.s.rounds):
                 row = {}
                 for c in rotation(self.contenders, i):
-                    row[c.name] = self._measure(running[c.name], load, self.s.duration)
+                    row[c.name] = self._measure(running[c.name], load, self.s.duration, origins)
                     m = row[c.name]
                     self.log(f"  {name} round {i + 1}/{self.s.rounds} {c.name:10s} "
                              f"{m['rps']:9.0f} req/s  {m['req_per_cpu_s']:9.0f} req/CPU-s  "
                              f"busy {m['proxy_cpu_busy']:.2f}  load side {m['load_cpu_busy']:.2f}  "
                              f"p99 {m['p99_ms']:.2f} ms  "
-                             f"origin conns/1k {m['origin_conns_per_1k']:.2f}  errors {m['errors']}")
+                             f"origin conns/1k {m['origin_conns_per_1k']:.2f}  errors {m['errors']}"
+                             + (f"  origin conns open {m['origin_conns_open_max']} (all {m['origin_conns_open']})"
+                                if load.grpc else ""))
                 rounds.append(row)
         finally:
             for r in started:
                 r.stop()
+            if grpc:
+                grpc.stop()
         return {"kind": "load", "path": load.path, "headers": list(load.headers), "rounds": rounds}
 
-    def _measure(self, running, load, duration):
+    def _measure(self, running, load, duration, origins):
         """One wrk run against `running`. The proxy's CPU time is read just before and after
         it. Origin-side connections are counted in a window inside the run (from a quarter of
         it, at most 1 s, to a quarter before its end, at most 0.5 s), against the requests the
         origins served in that window: at the edges of a run wrk opens its connections and cuts
         the requests in flight, which makes every proxy drop and reopen upstream connections,
-        and that is not the steady state the figure is about."""
-        (user0, sys0), ocpu0 = running.cpu_split(), self.origins.cpu_seconds()
+        and that is not the steady state the figure is about. `origins`: those the load reaches.
+        For gRPC, the connections the proxy holds to each gRPC server are read at both ends of
+        the window too."""
+        (user0, sys0), ocpu0 = running.cpu_split(), origins.cpu_seconds()
         load0 = cpu_busy_ticks(self.s.client_cpus)
         t0 = time.monotonic()
         scheme = "https" if load.tls else "http"
@@ -205,28 +246,38 @@ class Bench:
             generator = h2load
             child = h2load.start(running.tls_port if load.tls else running.h2c_port, path=load.path,
                                  connections=self.s.connections, streams=H2_STREAMS, duration=duration,
-                                 scheme=scheme)
+                                 scheme=scheme, headers=load.headers,
+                                 data=Path(self.s.workdir) / "grpc-request.bin" if load.grpc else None)
         else:
             generator = wrk
             child = wrk.start(running.tls_port if load.tls else running.port, path=load.path,
                               connections=self.s.connections, duration=duration,
                               headers=load.headers, scheme=scheme)
+        held = []
+        ports = [int(a.rsplit(":", 1)[1]) for a in origins.addresses]
+
+        def read_held():
+            if load.grpc:
+                held.append(connections_to(running.cpu_pids or (running.pid,), ports))
+
         try:
             time.sleep(min(1.0, duration / 4))
-            conns0, reqs0 = self.origins.counters()
+            conns0, reqs0 = origins.counters()
+            read_held()
             time.sleep(max(0.0, t0 + duration - min(0.5, duration / 4) - time.monotonic()))
-            conns1, reqs1 = self.origins.counters()
+            conns1, reqs1 = origins.counters()
+            read_held()
         finally:
             w = generator.finish(child)
         wall = time.monotonic() - t0
         load1 = cpu_busy_ticks(self.s.client_cpus)
-        (user1, sys1), ocpu = running.cpu_split(), self.origins.cpu_seconds() - ocpu0
+        (user1, sys1), ocpu = running.cpu_split(), origins.cpu_seconds() - ocpu0
         user, system = user1 - user0, sys1 - sys0
         cpu = user + system
         if not running.child.alive():
             raise RuntimeError(f"{running.name} exited during the run")
         n, window_reqs = w["requests"], reqs1 - reqs0
-        return {
+        entry = {
             "requests": n,
             "seconds": round(w["seconds"], 3),
             "rps": n / w["seconds"],
@@ -250,6 +301,10 @@ class Bench:
             "errors": w["errors"],
             "error_kinds": w["error_kinds"],
         }
+        if held:
+            entry["origin_conns_open_max"] = max(max(h.values()) for h in held)
+            entry["origin_conns_open"] = max(sum(h.values()) for h in held)
+        return entry
 
     # Scenarios on a fresh proxy -------------------------------------------------------------
 
@@ -476,6 +531,44 @@ class Bench:
                            "profile": profile.difference(files["base"], files["more"], measured,
                                                          top=25 if c.product == "sluice" else 12)}
         return {"kind": "instr", "rounds": [row]}
+
+
+def check_grpc_call(running, request, cpus):
+    """One gRPC call through `running`'s h2c listener (nghttp, verbose): the answer must be 200,
+    `application/grpc`, carry the server's message, and end with `grpc-status: 0` in trailing
+    HEADERS (after the DATA, with END_STREAM). h2load counts a 200 as a success whatever follows
+    it, so a contender that dropped or mangled trailers would pass the load unnoticed."""
+    done = subprocess.run(["taskset", "-c", cpus, "nghttp", "-v", f"--data={request}",
+                           *(a for h in GRPC_HEADERS for a in ("-H", h)),
+                           f"http://127.0.0.1:{running.h2c_port}{GRPC_PATH}"],
+                          capture_output=True, timeout=30)
+    out = done.stdout
+    lines = out.decode("latin-1").splitlines()
+    problems = []
+    if done.returncode != 0:
+        problems.append(f"nghttp exit {done.returncode}")
+    if not any(re.search(r"recv \(stream_id=\d+\) :status: 200$", l) for l in lines):
+        problems.append("no :status 200")
+    if not any(re.search(r"recv \(stream_id=\d+\) content-type: application/grpc$", l) for l in lines):
+        problems.append("no content-type application/grpc")
+    if GRPC_REPLY not in out:
+        problems.append("not the server's message")
+    if any("recv RST_STREAM" in l for l in lines):
+        problems.append("stream reset")
+    # nghttp prints a HEADERS frame's fields, then the frame: the trailer's field comes after the
+    # last DATA frame, and the next HEADERS frame after it must end the stream.
+    data = [i for i, l in enumerate(lines) if "recv DATA frame" in l]
+    status = [i for i, l in enumerate(lines)
+              if re.search(r"recv \(stream_id=\d+\) grpc-status: 0$", l) and data and i > data[-1]]
+    ending = [i for i, l in enumerate(lines)
+              if status and i > status[0] and (m := re.search(r"recv HEADERS frame <.*flags=0x([0-9a-f]+)", l))
+              and int(m.group(1), 16) & 0x1]
+    if not (data and status and ending):
+        problems.append("no trailing HEADERS with grpc-status: 0 and END_STREAM after the message")
+    if problems:
+        tail = out.decode("latin-1")[-1500:]
+        raise RuntimeError(f"{running.name} fails the gRPC call check ({'; '.join(problems)}); "
+                           f"nghttp -v said:\n{tail}\n{done.stderr.decode(errors='replace')[-300:]}")
 
 
 def callgrind_total(path):
