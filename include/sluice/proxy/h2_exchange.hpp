@@ -18,6 +18,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "sluice/core/clock.hpp"
+#include "sluice/core/pooled_frame.hpp"
 #include "sluice/http/head_index.hpp"
 #include "sluice/proxy/failure.hpp"
 #include "sluice/proxy/h2_upstream.hpp"
@@ -86,3 +87,5 @@ private:
 };
 
 }  // namespace sluice::proxy
+
+SLUICE_POOLED_COROUTINES(sluice::proxy::H2Exchange);

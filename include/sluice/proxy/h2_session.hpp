@@ -24,6 +24,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nghttp2/nghttp2.h>
 
+#include "sluice/core/pooled_frame.hpp"
 #include "sluice/proxy/worker_context.hpp"
 #include "sluice/tls/context.hpp"
 #include "sluice/tls/stream.hpp"
@@ -164,3 +165,5 @@ private:
 };
 
 }  // namespace sluice::proxy
+
+SLUICE_POOLED_COROUTINES(sluice::proxy::Http2Session);

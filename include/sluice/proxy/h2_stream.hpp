@@ -23,6 +23,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "sluice/core/arena.hpp"
+#include "sluice/core/pooled_frame.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/http/head_index.hpp"
 #include "sluice/proxy/error_response.hpp"
@@ -201,3 +202,8 @@ private:
 };
 
 }  // namespace sluice::proxy
+
+// A stream's coroutines (its run, the attempt loop's, the upload's, the answer's waits) take their
+// frames from the worker's FramePool (core/pooled_frame.hpp), as the HTTP/1.1 session's do.
+SLUICE_POOLED_COROUTINES(sluice::proxy::Http2Stream);
+SLUICE_POOLED_COROUTINES_TAKING(sluice::proxy::Http2Stream::ForwardHooks);

@@ -31,6 +31,7 @@
 
 #include "sluice/config/config.hpp"
 #include "sluice/core/clock.hpp"
+#include "sluice/core/pooled_frame.hpp"
 #include "sluice/proxy/failure.hpp"
 #include "sluice/tls/stream.hpp"
 
@@ -240,3 +241,7 @@ bool connection_specific_field(std::string_view name) noexcept;
 boost::asio::awaitable<Failure> connect_h2(const Upstream& upstream, Endpoint& ep, tls::Stream& stream);
 
 }  // namespace sluice::proxy
+
+// A call's waits and a connection's loops: frames from the worker's FramePool.
+SLUICE_POOLED_COROUTINES(sluice::proxy::H2Call);
+SLUICE_POOLED_COROUTINES(sluice::proxy::H2Connection);
