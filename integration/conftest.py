@@ -610,6 +610,11 @@ def toml_table(name, **keys):
 
 def curl(*args, timeout=30):
     """Runs curl; returns (status_code, headers dict lowercased, body bytes)."""
+    return curl_with_code(*args, timeout=timeout)[:3]
+
+
+def curl_with_code(*args, timeout=30):
+    """curl(), and curl's exit code (18: the body ended short)."""
     cmd = ["curl", "-sS", "-o", "-", "-D", "/dev/stderr", "--max-time", str(timeout), *args]
     p = subprocess.run(cmd, capture_output=True, timeout=timeout + 5)
     status, headers = 0, {}
@@ -619,7 +624,7 @@ def curl(*args, timeout=30):
         elif ":" in line:
             k, v = line.split(":", 1)
             headers[k.strip().lower()] = v.strip()
-    return status, headers, p.stdout
+    return status, headers, p.stdout, p.returncode
 
 
 @pytest.fixture

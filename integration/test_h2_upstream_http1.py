@@ -16,7 +16,7 @@ import h2.events
 import h2.exceptions
 import pytest
 
-from conftest import Conn, metric, sluice_config, toml_table, wait_until
+from conftest import Conn, curl_with_code, metric, sluice_config, toml_table, wait_until
 from test_grpc import H2Origin
 from test_tls import pki  # noqa: F401 (a fixture)
 
@@ -35,13 +35,14 @@ class H2Server:
     /bighead/N   200 with a field of N bytes
     anything else: 200 "from NAME\\n" with its content-length.
     Records each whole request's fields (a dict) and body, the paths of the streams sluice reset,
-    the PINGs it answered; counts its connections. freeze(): the connections open so far stop
+    the PINGs it answered; counts its connections. Each PING it answers it follows with one of its
+    own: sluice's ACK of that says sluice has read the answer (`pings_read`). freeze(): the connections open so far stop
     answering (a hung server, or a path that drops packets)."""
 
     def __init__(self, name="h2", tls=None):
         self.name, self.tls = name, tls
         self.heads, self.bodies, self.resets, self.connections = [], [], [], 0
-        self.pings, self.frozen = 0, 0
+        self.pings, self.pings_read, self.frozen = 0, 0, 0
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -104,6 +105,9 @@ class H2Server:
                     self.respond(c, event.stream_id, head, body, out)
                 elif isinstance(event, h2.events.PingReceived):
                     self.pings += 1
+                    c.ping(b"sluice?!")
+                elif isinstance(event, h2.events.PingAckReceived):
+                    self.pings_read += 1
                 elif isinstance(event, h2.events.StreamReset):
                     out.pop(event.stream_id, None)
                     heads.pop(event.stream_id, None)
@@ -175,16 +179,7 @@ def h2_server():
 
 def curl(*args, timeout=30):
     """curl over HTTP/1.1: (status, headers lowercased, body, curl's exit code)."""
-    p = subprocess.run(["curl", "-sS", "--http1.1", "-o", "-", "-D", "/dev/stderr", "--max-time", str(timeout),
-                        *args], capture_output=True, timeout=timeout + 5)
-    status, headers = 0, {}
-    for line in p.stderr.decode(errors="replace").splitlines():
-        if line.startswith("HTTP/"):
-            status, headers = int(line.split()[1]), {}
-        elif ":" in line:
-            k, v = line.split(":", 1)
-            headers[k.strip().lower()] = v.strip()
-    return status, headers, p.stdout, p.returncode
+    return curl_with_code("--http1.1", *args, timeout=timeout)
 
 
 def front(sluice, server, upstream_extra=H2C, **kwargs):
@@ -381,7 +376,7 @@ def test_an_idle_connection_is_checked_with_ping_and_closed_when_unanswered(slui
     o = h2_server()
     s = front(sluice, o, upstream_extra=H2C + '\nkeepalive_timeout = "2s"')
     assert curl(s.url("/a"))[0] == 200
-    wait_until(lambda: o.pings == 1, what="a PING on the idle connection")
+    wait_until(lambda: o.pings_read == 1, what="a PING on the idle connection, answered")
     assert curl(s.url("/b"))[:3:2] == (200, b"from h2\n")
     assert o.connections == 1
     o.freeze()
