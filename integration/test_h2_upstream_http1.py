@@ -271,17 +271,22 @@ def test_an_upgrade_is_refused_and_never_reaches_the_server(sluice, h2_server):
 
 @pytest.mark.parametrize("mode", ["refuse", "goaway"])
 def test_a_stream_the_server_never_processed_is_retried_for_http11_clients(sluice, mode):
-    """Whatever the method: an unkeyed POST goes again, because the server said it never
-    processed it (REFUSED_STREAM, or GOAWAY below its stream)."""
+    """Whatever the method, on default settings: a GET and an unkeyed POST each go again,
+    because the server said it never processed them (REFUSED_STREAM, or GOAWAY below the
+    stream); every one is answered by the good server."""
     bad, good = H2Origin("bad", mode), H2Origin("good", "answer")
     try:
         s = sluice(sluice_config([bad, good], upstream_extra=H2C))
-        for _ in range(2):  # round robin: the bad server is met first at least once
-            status, _, body, _ = curl("--data-binary", "payload", s.url("/p"))
-            assert (status, body) == (200, b"from good\n")
-        assert bad.requests and set(bad.requests) == {("POST", "/p")}
-        assert good.requests == [("POST", "/p")] * 2
-        assert good.bodies == [b"payload"] * 2
+        for method in ("POST", "GET"):
+            bad.requests.clear()
+            good.requests.clear()
+            for _ in range(2):  # round robin: the bad server is met first at least once
+                args = ("--data-binary", "payload") if method == "POST" else ()
+                status, _, body, _ = curl(*args, s.url("/p"))
+                assert (status, body) == (200, b"from good\n")
+            assert bad.requests and set(bad.requests) == {(method, "/p")}
+            assert good.requests == [(method, "/p")] * 2
+        assert good.bodies[:2] == [b"payload"] * 2
     finally:
         bad.close()
         good.close()

@@ -21,9 +21,7 @@ std::string retry_on_text(const void* object) {
   for (const unsigned status : r.on_status) items.push_back(std::to_string(status));
   for (std::size_t code = 1; code < grpc_code_count; ++code) {
     if ((r.on_grpc >> code & 1u) == 0) continue;
-    std::string name(grpc_item_prefix);
-    for (const char c : grpc_code_names[code]) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    items.push_back(toml_string(name));
+    items.push_back(toml_string(std::string(grpc_item_prefix) + lower(grpc_code_names[code])));
   }
   return "[" + join_strings(items) + "]";
 }

@@ -725,12 +725,9 @@ void Reader::add_retried_grpc_code(const toml::node& at, const std::string& path
     retry.on_grpc |= 1u << code;
     return;
   }
-  std::string names;
-  for (std::size_t c = 1; c < grpc_code_count; ++c) {
-    if (!names.empty()) names += ", ";
-    for (const char ch : grpc_code_names[c]) names += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  }
-  error(at, path, "unknown gRPC code '" + std::string(name) + "' (OK is no failure); expected grpc: and one of " + names);
+  std::vector<std::string> names;
+  for (std::size_t c = 1; c < grpc_code_count; ++c) names.push_back(lower(grpc_code_names[c]));
+  error(at, path, "unknown gRPC code '" + std::string(name) + "' (OK is no failure); expected grpc: and one of " + join_strings(names));
 }
 
 void Reader::add_retried_statuses(const toml::node& at, const std::string& path,

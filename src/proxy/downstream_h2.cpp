@@ -29,7 +29,7 @@ net::awaitable<Failure> DownstreamSession::attempt_h2(Exchange& x, Endpoint& ep,
   auto& call = *h2.call();
   if (body.streamed) {
     if (const auto kind = co_await upload_h2(x, call); kind != FailureKind::none) {
-      call.reset(NGHTTP2_CANCEL);
+      h2.end();  // the stream reset (CANCEL): the server never sees the request end
       auto f = Failure::of(kind);
       f.request_bytes_sent = true;
       co_return f;
