@@ -40,9 +40,9 @@ bool Http2Stream::submit_head(std::string_view head, bool has_body) {
   if (closed_ || head.size() < 12) return false;
   // Stable storage for the names (lowercased) and values while nghttp2 copies them in.
   nv_text_.assign(head);
-  for (auto& c : nv_text_) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  std::vector<nghttp2_nv> nv;
-  nv.reserve(16);
+  // nghttp2 copies the array too: one per thread, reused.
+  thread_local std::vector<nghttp2_nv> nv;
+  nv.clear();
   nv.push_back(h2_field(":status", std::string_view(head).substr(9, 3)));
   std::size_t at = head.find("\r\n") + 2;
   while (at < head.size()) {
@@ -52,6 +52,7 @@ bool Http2Stream::submit_head(std::string_view head, bool has_body) {
     if (colon == std::string_view::npos || colon > end) break;
     auto value_at = colon + 1;
     while (value_at < end && (head[value_at] == ' ' || head[value_at] == '\t')) ++value_at;
+    for (auto i = at; i < colon; ++i) nv_text_[i] = ascii_lower(nv_text_[i]);
     const auto name = std::string_view(nv_text_).substr(at, colon - at);
     if (!connection_specific_field(name)) nv.push_back(h2_field(name, head.substr(value_at, end - value_at)));
     at = end + 2;
@@ -151,8 +152,12 @@ void Http2Stream::splice_answer(const http::ResponseHead& res, const http::Respo
 // validated, or up to the close), each handed to nghttp2 and taken before the next is read. A
 // body that breaks off resets the stream (INTERNAL_ERROR): the client must not take it as whole.
 net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
-  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
-  const std::span<char> relay(relay_, relay_block_size);
+  // The relay block is taken only for a read: a body that came with the head is handed on from
+  // the read buffer (most answers, with hundreds of streams open).
+  const auto relay = [this] {
+    if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
+    return std::span<char>(relay_, relay_block_size);
+  };
   const auto response_timeout = upstream_->config().response_timeout;
   auto arm_read = [this, response_timeout] { arm(response_timeout); };
   std::uint64_t left = up_.response().content_length().value_or(0);
@@ -161,8 +166,9 @@ net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
   else if (!plan.until_close && left == 0)
     co_return co_await offer({}, true);
   for (;;) {
-    const auto piece = plan.chunked_in ? co_await read_chunked_piece(up_.stream(), up_.in(), up_.chunked(), relay, arm_read)
-                                       : co_await read_piece(up_.stream(), up_.in(), relay, left, plan.until_close, arm_read);
+    const auto piece = plan.chunked_in      ? co_await read_chunked_piece(up_.stream(), up_.in(), up_.chunked(), relay(), arm_read)
+                       : up_.in().size() > 0 ? BodyPiece{{}, pending_piece(up_.in(), left, plan.until_close), true}
+                                             : co_await read_piece(up_.stream(), up_.in(), relay(), left, plan.until_close, arm_read);
     const bool eof = piece.ec == net::error::eof || (piece.ec == net::ssl::error::stream_truncated && plan.until_close);
     if (piece.malformed || (piece.ec && !(eof && plan.until_close)) || closed_) {
       body_failure_ = piece.malformed ? FailureKind::bad_response

@@ -5,12 +5,14 @@
 
 #include <charconv>
 #include <cstring>
+#include <new>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <boost/beast/core/string.hpp>
 
+#include "sluice/core/block_cache.hpp"
 #include "sluice/http/rewrite.hpp"
 #include "sluice/proxy/admission.hpp"
 #include "sluice/proxy/grpc.hpp"
@@ -30,10 +32,25 @@ Http2Stream::Http2Stream(Http2Session& session, std::int32_t id)
     : session_(session), worker_(session.worker()), id_(id), wake_(session.worker().io),
       body_wake_(session.worker().io) {
   start_ = worker_.clock.now();
+  // The request's head, the head to the origin and the answer's fields: strings whose capacity
+  // an earlier stream left (core/string_pool.hpp), not a malloc each per request.
+  head_ = worker_.head_strings.take();
+  head_out_ = worker_.head_strings.take();
+  nv_text_ = worker_.head_strings.take();
 }
+
+void* Http2Stream::operator new(std::size_t size) {
+  if (void* p = block_cache::allocate(size)) return p;
+  throw std::bad_alloc();
+}
+
+void Http2Stream::operator delete(void* p) noexcept { block_cache::release(p); }
 
 Http2Stream::~Http2Stream() {
   if (relay_ != nullptr) worker_.relay_blocks.release(relay_);
+  worker_.head_strings.keep(std::move(head_));
+  worker_.head_strings.keep(std::move(head_out_));
+  worker_.head_strings.keep(std::move(nv_text_));
   if (arena_.attached()) worker_.arena_blocks.release(arena_.detach());
 }
 

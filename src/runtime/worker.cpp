@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sluice/core/block_cache.hpp"
 #include "sluice/proxy/downstream_session.hpp"
 
 namespace sluice {
@@ -310,7 +311,7 @@ net::awaitable<void> Worker::tick_loop() {
     heap_trim_.observe(ctx_.sessions.size() - parking_.size());
     if (now >= next_sweep) {
       ctx_.pool.sweep();
-      const auto shed = ctx_.shed_pools() + frames_.shed();
+      const auto shed = ctx_.shed_pools() + frames_.shed() + block_cache::shed();
       if (heap_trim_.due(ctx_.sessions.size() - parking_.size()) || shed >= proxy::trim_after_shed)
         proxy::trim_heap();
       next_sweep = now + std::chrono::seconds(1);

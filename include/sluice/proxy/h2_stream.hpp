@@ -44,6 +44,9 @@ public:
   ~Http2Stream();
   Http2Stream(const Http2Stream&) = delete;
   Http2Stream& operator=(const Http2Stream&) = delete;
+  // One per request: from the thread's block cache (core/block_cache.hpp), not the heap.
+  static void* operator new(std::size_t size);
+  static void operator delete(void* p) noexcept;
 
   std::int32_t id() const noexcept { return id_; }
 

@@ -103,14 +103,16 @@ struct WorkerContext {
   // and the head read buffers, which start with a 1 KiB block (nginx's client_header_buffer_size:
   // most request heads fit, and a connection that sends half a head pins no more), move to a
   // 4 KiB one for a longer head and to an arena-sized one only for a head that needs it. Each pool
-  // keeps at most its cap of free blocks (4 + 8 + 1 + 4 MiB at most per worker); what a burst took
+  // keeps at most its cap of free blocks (4 + 8 + 1 + 32 MiB at most per worker: an HTTP/2 client
+  // has hundreds of streams in flight, each with its arena and its origin read buffer); what a burst took
   // beyond that goes back to the heap when it ends, and the heap to the system (see HeapTrim).
-  BlockPool arena_blocks{arena_block_size, 128};
+  BlockPool arena_blocks{arena_block_size, 1024};
   BlockPool relay_blocks{relay_block_size, 128};
   BlockPool grown_head_blocks{head_grown_size, 1024, &arena_blocks};
   BlockPool head_blocks{head_block_size, 1024, &grown_head_blocks};
-  // Sessions' head output strings (core/string_pool.hpp): 256 of at most 4 KiB.
-  StringPool head_strings{256, 4096};
+  // Sessions' and HTTP/2 streams' head strings (core/string_pool.hpp): 2048 of at most 4 KiB
+  // (three per stream in flight).
+  StringPool head_strings{2048, 4096};
   // Compressed responses' encoders (compress/encoder.hpp): idle library contexts and freed
   // blocks kept for the next responses. Like the block pools above, it outlives what it lends:
   // the worker's sessions (whose exchanges hold the encoders) end before its context goes.
