@@ -11,6 +11,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "sluice/core/grpc_codes.hpp"
+#include "sluice/http/h2_frames.hpp"
 
 namespace sluice::health {
 
@@ -83,12 +84,6 @@ ssize_t read_request(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::siz
   c.request.remove_prefix(n);
   if (c.request.empty()) *flags |= NGHTTP2_DATA_FLAG_EOF;
   return static_cast<ssize_t>(n);
-}
-
-nghttp2_nv field(std::string_view name, std::string_view value) {
-  return {reinterpret_cast<std::uint8_t*>(const_cast<char*>(name.data())),
-          reinterpret_cast<std::uint8_t*>(const_cast<char*>(value.data())), name.size(), value.size(),
-          NGHTTP2_NV_FLAG_NONE};
 }
 
 struct SessionDelete {
@@ -192,10 +187,11 @@ net::awaitable<GrpcAnswer> grpc_health_call(tls::Stream& socket, std::string_vie
   call.request = request;
   auto session = client_session(call);
   nghttp2_submit_settings(session.get(), NGHTTP2_FLAG_NONE, nullptr, 0);
-  const std::array fields{field(":method", "POST"),        field(":scheme", tls ? "https" : "http"),
-                          field(":path", grpc_health_path), field(":authority", authority),
-                          field("content-type", "application/grpc"), field("te", "trailers"),
-                          field("user-agent", "sluice-health")};
+  using http::h2_field;
+  const std::array fields{h2_field(":method", "POST"),           h2_field(":scheme", tls ? "https" : "http"),
+                          h2_field(":path", grpc_health_path),    h2_field(":authority", authority),
+                          h2_field("content-type", "application/grpc"), h2_field("te", "trailers"),
+                          h2_field("user-agent", "sluice-health")};
   nghttp2_data_provider body{};
   body.read_callback = read_request;
   call.stream = nghttp2_submit_request(session.get(), nullptr, fields.data(), fields.size(), &body, nullptr);
@@ -203,9 +199,7 @@ net::awaitable<GrpcAnswer> grpc_health_call(tls::Stream& socket, std::string_vie
   std::array<std::uint8_t, 16 * 1024> in;
   while (!call.closed && call.stream > 0) {
     out.clear();
-    const std::uint8_t* data = nullptr;
-    for (ssize_t n; (n = nghttp2_session_mem_send(session.get(), &data)) > 0;)
-      out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+    http::gather_h2_frames(session.get(), out, SIZE_MAX);
     if (!out.empty()) {
       const auto [ec, written] = co_await net::async_write(socket, net::buffer(out), nothrow);
       if (ec) {
