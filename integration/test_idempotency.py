@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from conftest import (SANITIZED, assert_expired_on_time, Conn, Origin, closed_port, metric, sluice_config, timed_request,
-                      wait_for_line, wait_until)
+from conftest import (SANITIZED, assert_expired_on_time, Conn, Origin, closed_port, curl_with_code, metric,
+                      sluice_config, timed_request, wait_for_line, wait_until)
 
 REDIS = "/usr/bin/redis-server"
 
@@ -398,3 +398,73 @@ def test_error_detail_status_shows_no_attempts_on_replays(sluice, logged_origin)
     assert replay.header("Idempotent-Replayed") == "true"
     assert first.header("Sluice-Attempts") is None and replay.header("Sluice-Attempts") is None
     assert o.executions(key) == 1
+
+
+# HTTP/2 clients (docs/http2.md): a keyed stream is guarded as an HTTP/1.1 request is.
+
+def h2_config(origins, **idem):
+    return config(origins, **idem).replace("[server]\n", "[server]\nh2c = true\n", 1)
+
+
+def h2_post(port, key, body='{"amount":1}', target="/pay?echo=1"):
+    """curl with HTTP/2 prior knowledge: (status, headers, body)."""
+    status, headers, out, code = curl_with_code(
+        "--http2-prior-knowledge", "-X", "POST", "-H", f"Idempotency-Key: {key}", "--data-binary", body,
+        f"http://127.0.0.1:{port}{target}")
+    assert code == 0, (code, status, headers, out)
+    return status, headers, out
+
+
+def test_http2_keyed_posts_are_replayed_and_refused_as_http11s_are(sluice, logged_origin, tmp_path):
+    o = logged_origin()
+    s = sluice(h2_config([o]))
+    first = h2_post(s.port, "h-1")
+    assert first[0] == 200 and "idempotent-replayed" not in first[1]
+    again = h2_post(s.port, "h-1")
+    assert again[0] == 200 and again[1].get("idempotent-replayed") == "true"
+    assert again[2] == first[2]
+    assert again[1]["x-request-id"] != first[1]["x-request-id"]
+    mismatch = h2_post(s.port, "h-1", body='{"amount":1000}')
+    assert mismatch[0] == 422 and mismatch[1]["content-type"] == "application/problem+json"
+    assert o.executions("h-1") == 1, "the origin ran the keyed request once"
+    records = s.access_records(3)[-3:]
+    assert [(r["protocol"], r.get("idempotency")) for r in records] == [
+        ("HTTP/2.0", "first"), ("HTTP/2.0", "replayed"), ("HTTP/2.0", "mismatch")]
+    # A keyed body that cannot come whole within the stream's window is refused, never forwarded.
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * (70 * 1024))
+    # nghttp, not curl: sluice answers before the body's end, then resets the stream with NO_ERROR
+    # (RFC 9113 §8.1), which curl reports as an error without the answer.
+    p = subprocess.run(["nghttp", "-v", "-d", str(big), "-H", "idempotency-key: h-2",
+                        f"http://127.0.0.1:{s.port}/pay?echo=1"], capture_output=True, timeout=20)
+    assert re.search(rb"recv \(stream_id=\d+\) :status: 413", p.stdout), p.stdout[-2000:]
+    assert o.executions() == 1
+    assert outcome(s, "too_large") == 1
+
+
+def test_http2_keyed_body_sent_after_its_head_is_waited_for_then_guarded(sluice, logged_origin):
+    """The stream starts with its head; the body comes in later DATA frames: the guard waits for
+    all of it (the fingerprint needs it) before the key is claimed and anything is forwarded."""
+    from test_http2 import base, ended, events_until, h2_client
+    import h2.events
+    o = logged_origin()
+    s = sluice(h2_config([o]))
+    sock, c = h2_client(s.port)
+    answers = []
+    for stream_id in (1, 3):
+        head = base(s.port, "/pay?echo=1")
+        head[0] = (":method", "POST")
+        c.send_headers(stream_id, head + [("idempotency-key", "h-3")])
+        c.ping(b"headsent")  # answered once sluice read the head: the stream has started
+        sock.sendall(c.data_to_send())
+        events_until(sock, c, lambda ev: any(isinstance(e, h2.events.PingAckReceived) for e in ev))
+        for piece, last in ((b'{"amount":', False), (b'7}', True)):
+            c.send_data(stream_id, piece, end_stream=last)
+            sock.sendall(c.data_to_send())
+        events = events_until(sock, c, ended(stream_id), timeout=10)
+        [resp] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+        answers.append(dict(resp.headers))
+    sock.close()
+    assert [a[b":status"] for a in answers] == [b"200", b"200"]
+    assert b"idempotent-replayed" not in answers[0] and answers[1][b"idempotent-replayed"] == b"true"
+    assert o.executions("h-3") == 1

@@ -128,8 +128,12 @@ net::awaitable<bool> Http2Stream::respond() {
   origin_idle_ = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
   splice_answer(res, plan);
   const bool reusable = res.keep_alive(is_head) && !up_.request_unsent();
+  if (idem_) idem_->capture_head(res, record_.attempts);
   if (!submit_head(head_out_, plan.body_expected)) co_return false;
-  if (!plan.body_expected) co_return reusable;
+  if (!plan.body_expected) {
+    if (idem_) idem_->capture_end();
+    co_return reusable;
+  }
   const bool whole = co_await relay_body(plan);
   co_return whole && reusable && up_.in().size() == 0;
 }
@@ -183,8 +187,12 @@ net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
       client_gone();
       co_return false;
     }
+    if (idem_) idem_->capture_body(piece.bytes);
     if (piece.buffered) up_.in().consume(piece.bytes.size());
-    if (last) co_return true;
+    if (last) {
+      if (idem_) idem_->capture_end();
+      co_return true;
+    }
   }
 }
 
@@ -309,6 +317,7 @@ AccessRecord Http2Stream::access_record(AttemptRecord::ServersText& servers) con
     r.upstream_first_byte = std::chrono::duration_cast<std::chrono::microseconds>(record_.first_byte - record_.attempt_start);
   r.error = error_;
   r.grpc_status = grpc_status_;
+  if (idem_) r.idempotency = idempotency::to_string(idem_->outcome());
   if (const auto* cert = session_.client_cert()) {
     r.client_cert_verify = cert->verify;
     r.client_cert_subject = cert->subject;

@@ -340,9 +340,56 @@ net::awaitable<void> Http2Stream::forward() {
   const auto& server = snapshot_->config->server;
   up_.start(server.max_header_bytes, PoolAllocator<char>(&worker_.head_blocks));
   up_.begin(*upstream_, record_, server.max_header_bytes, false);
-  auto& f = forwarder_.emplace(*upstream_, worker_.clock, worker_.index, facts,
-                               request_pick_context(*upstream_, req, client_text_), record_);
-  co_await forward_attempts(ForwardHooks{*this}, f);
+  idem_ = idempotency::Ticket::make(upstream_->shared_idempotency(), req, req.verb(), false);
+  bool gate = true;  // no co_await inside && (GCC 12 miscompiles it)
+  if (idem_) gate = co_await idempotency_gate();
+  if (gate) {
+    auto& f = forwarder_.emplace(*upstream_, worker_.clock, worker_.index, facts,
+                                 request_pick_context(*upstream_, req, client_text_), record_);
+    co_await forward_attempts(ForwardHooks{*this}, f);
+  }
+  if (idem_) idem_->finish(worker_.index, worker_.io.get_executor(), status_);
+}
+
+net::awaitable<bool> Http2Stream::idempotency_gate() {
+  auto& ticket = *idem_;
+  const auto& req = *request_;
+  // The fingerprint needs the whole body before the first byte leaves. Its DATA is not consumed
+  // before it goes to a server, so a body past the stream's window could never come whole: one
+  // larger than the window or the relay block is refused (413), never forwarded unprotected.
+  const auto& server = snapshot_->config->server;
+  const auto limit = std::min<std::size_t>(relay_block_size, server.http2_initial_window_bytes);
+  if (!co_await whole_body(limit)) {
+    if (closed_ || bad_) co_return false;
+    if (timed_out_) {
+      co_await send_error({408, "request body timeout"});
+      co_return false;
+    }
+    ticket.refuse_too_large(worker_.index);
+  } else if (co_await ticket.begin(worker_.index, req, req.method(), req.target(), body_, client_text_, closed_) ==
+             idempotency::Ticket::Verdict::forward) {
+    co_return true;
+  }
+  status_ = ticket.status();
+  error_ = ticket.refusal();
+  const auto answer = ticket.response(request_id_, true, server.error_detail == config::ErrorDetail::full,
+                                      worker_.date.now());
+  if (!closed_) co_await send_http1_answer(answer, {});
+  co_return false;
+}
+
+// True once the request's body is all in body_ and at most `limit` bytes; waits for it while it
+// keeps coming within `limit` (idle_timeout between pieces).
+net::awaitable<bool> Http2Stream::whole_body(std::size_t limit) {
+  auto seen = body_.size();
+  arm(snapshot_->config->server.idle_timeout);
+  while (!request_done_ && body_.size() < limit && !closed_ && !bad_ && !timed_out_ && !too_large_) {
+    wake_.expires_at(net::steady_timer::time_point::max());
+    co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
+    if (body_.size() != std::exchange(seen, body_.size())) arm(snapshot_->config->server.idle_timeout);
+  }
+  if (!timed_out_) deadline = Clock::time_point::max();  // the tries set their own
+  co_return request_done_ && !too_large_ && !closed_ && !bad_ && body_.size() <= limit;
 }
 
 // The client's head with the edits spliced in, for this attempt's server: hop-by-hop fields

@@ -130,8 +130,10 @@ net::awaitable<bool> Http2Stream::respond_h2() {
   status_ = call.status();
   splice_answer(res, plan);
   const bool trailers_only = call.ended() && call.pending().empty() && call.trailers().empty();
+  if (idem_) idem_->capture_head(res, record_.attempts);
   if (!submit_head(head_out_, !trailers_only && !is_head)) co_return false;
   const bool whole = trailers_only || is_head || co_await relay_h2_body();
+  if (whole && idem_) idem_->capture_end();
   if (whole && grpc_) note_grpc_status(call);
   co_return whole;
 }
@@ -178,6 +180,7 @@ net::awaitable<bool> Http2Stream::relay_h2_body() {
       client_gone();
       co_return false;
     }
+    if (idem_) idem_->capture_body({relay_, n});
     call.take(n);
     if (last) co_return true;
   }

@@ -13,6 +13,7 @@
 // One worker's thread. Owned by its Http2Session, which deletes it once both its coroutine
 // (run()) has ended and nghttp2 has closed it.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,6 +27,7 @@
 #include "sluice/core/pooled_frame.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/http/head_index.hpp"
+#include "sluice/idempotency/guard.hpp"
 #include "sluice/proxy/error_response.hpp"
 #include "sluice/proxy/forwarder.hpp"
 #include "sluice/proxy/h2_exchange.hpp"
@@ -97,6 +99,11 @@ private:
   boost::asio::awaitable<void> send_fixed_answer();
   boost::asio::awaitable<void> send_http1_answer(std::string_view answer, std::string_view page);
   boost::asio::awaitable<void> forward();
+  // Idempotency-Key (docs/idempotency.md), as for an HTTP/1.1 request: the whole body is waited
+  // for (within the stream's window and the relay block), then the key claimed, or the answer
+  // given from the store or refused. True: forward the request.
+  boost::asio::awaitable<bool> idempotency_gate();
+  boost::asio::awaitable<bool> whole_body(std::size_t limit);
   // To an h2c or h2 upstream (h2_stream_upstream.cpp): the request as HTTP/2 on a shared
   // connection, the answer's head, DATA and trailers relayed.
   bool to_h2() const noexcept;
@@ -167,6 +174,7 @@ private:
   char generated_id_[37];
   std::string_view request_id_;
   AttemptRecord record_;
+  std::unique_ptr<idempotency::Ticket> idem_;  // a keyed request on a guarded upstream
   std::optional<Forwarder> forwarder_;
   bool timed_out_ = false;
   UpstreamExchange up_{worker_, *this, timed_out_, arena_};
