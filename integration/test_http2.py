@@ -19,7 +19,7 @@ import h2.settings
 import hyperframe.frame
 import pytest
 
-from conftest import metric, sluice_config, toml_table, wait_until
+from conftest import RawOrigin, metric, sluice_config, toml_table, wait_until
 from test_grpc import H2Origin
 from test_tls import pki, tls_block, tls_port  # noqa: F401 (pki is a fixture)
 
@@ -64,6 +64,26 @@ def test_h2c_prior_knowledge_get_and_post_reach_the_origin_as_http11(raw_origin,
     assert header(post, "cookie") == ["a=1; b=2"]
     assert header(post, "x-forwarded-proto") == ["http"]
     assert o.errors == [] and o.unparsed() == {}
+
+
+def test_an_interim_103_reaches_the_http2_client_before_the_final_answer(raw_origin, sluice):
+    """An origin's 103 Early Hints goes on as a HEADERS frame without END_STREAM (RFC 9113 §8.1),
+    spliced as for an HTTP/1.1 client (no framing fields), before the final answer."""
+    o = raw_origin(lambda req: b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n"
+                               b"Content-Length: 7\r\n\r\n" + RawOrigin.answer(req))
+    s = sluice(sluice_config([o.address], server_extra=H2C))
+    sock, c = h2_client(s.port)
+    c.send_headers(1, base(s.port, "/x"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1))
+    sock.close()
+    heads = [e for e in events if isinstance(e, (h2.events.InformationalResponseReceived, h2.events.ResponseReceived))]
+    assert [type(e).__name__ for e in heads] == ["InformationalResponseReceived", "ResponseReceived"]
+    hint, final = (dict(e.headers) for e in heads)
+    assert hint[b":status"] == b"103" and hint[b"link"] == b"</style.css>; rel=preload"
+    assert b"content-length" not in hint
+    assert final[b":status"] == b"200"
+    assert b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived)) == b"seen /x\n"
 
 
 def test_h2c_is_off_by_default(raw_origin, sluice):

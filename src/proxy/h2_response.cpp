@@ -36,14 +36,14 @@ ssize_t read_body_cb(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::siz
 // An HTTP/1.1 head (status line and fields, as sluice writes them) as HTTP/2 HEADERS: :status,
 // then the fields with lowercase names, minus the connection-specific ones. False: the stream is
 // gone (nothing submitted).
-bool Http2Stream::submit_head(std::string_view head, bool has_body) {
-  if (closed_ || head.size() < 12) return false;
-  // Stable storage for the names (lowercased) and values while nghttp2 copies them in.
+// An answer's head as sluice wrote it for HTTP/1.1, as nghttp2's fields: :status, then each field
+// with its name lowercased, less the connection-specific ones. They point into nv_text_ and
+// `head`, which nghttp2 copies when the fields are submitted; the array is the thread's.
+std::span<const nghttp2_nv> Http2Stream::answer_fields(std::string_view head) {
   nv_text_.assign(head);
-  // nghttp2 copies the array too: one per thread, reused.
   thread_local std::vector<nghttp2_nv> nv;
   nv.clear();
-  nv.push_back(h2_field(":status", std::string_view(head).substr(9, 3)));
+  nv.push_back(h2_field(":status", head.substr(9, 3)));
   std::size_t at = head.find("\r\n") + 2;
   while (at < head.size()) {
     const auto end = head.find("\r\n", at);
@@ -57,6 +57,12 @@ bool Http2Stream::submit_head(std::string_view head, bool has_body) {
     if (!connection_specific_field(name)) nv.push_back(h2_field(name, head.substr(value_at, end - value_at)));
     at = end + 2;
   }
+  return nv;
+}
+
+bool Http2Stream::submit_head(std::string_view head, bool has_body) {
+  if (closed_ || head.size() < 12) return false;
+  const auto nv = answer_fields(head);
   nghttp2_data_provider provider{};
   provider.source.ptr = this;
   provider.read_callback = read_body_cb;

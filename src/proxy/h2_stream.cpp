@@ -444,9 +444,20 @@ RequestBody Http2Stream::request_body() {
 
 bool Http2Stream::resendable() const { return http::is_idempotent(request_->verb()) && !body_consumed_; }
 
-// Interim answers (103 Early Hints and the like) are not passed on over HTTP/2 yet.
-net::awaitable<InterimFate> Http2Stream::interim(const http::ResponseHead&) {
-  co_return closed_ ? InterimFate::client_gone : InterimFate::withheld;
+// An interim answer (103 Early Hints and the like; the exchange keeps a 100) as a HEADERS frame
+// without END_STREAM (RFC 9113 §8.1), spliced as for an HTTP/1.1 client. nghttp2 queues it
+// before the final answer: nothing to wait for here.
+net::awaitable<InterimFate> Http2Stream::interim(const http::ResponseHead& head) {
+  if (closed_) co_return InterimFate::client_gone;
+  head_out_.clear();
+  http::ResponseSplice edits;
+  edits.kind = http::ResponseSplice::Kind::interim;
+  http::splice_response_head(head_out_, head, edits);
+  const auto nv = answer_fields(head_out_);
+  if (nghttp2_submit_headers(session_.native(), NGHTTP2_FLAG_NONE, id_, nullptr, nv.data(), nv.size(), nullptr) < 0)
+    co_return InterimFate::client_gone;
+  session_.want_write();
+  co_return InterimFate::written;
 }
 
 // A streamed body's next piece: what came, moved into the relay block (body_ grows as DATA

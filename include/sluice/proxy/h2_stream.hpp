@@ -132,6 +132,7 @@ private:
   void cancel_read() override {}
   // The answer (h2_response.cpp).
   boost::asio::awaitable<bool> respond();
+  std::span<const nghttp2_nv> answer_fields(std::string_view http1_head);
   bool submit_head(std::string_view http1_head, bool has_body);
   boost::asio::awaitable<void> send_error(const ProxyError& error);
   boost::asio::awaitable<bool> relay_body(const http::ResponsePlan& plan);
