@@ -5,6 +5,16 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+// A cached block is poisoned: a block used after it was freed is still reported.
+#define SLUICE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define SLUICE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define SLUICE_POISON(p, n) ((void)(p), (void)(n))
+#define SLUICE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace sluice::block_cache {
 namespace {
 
@@ -72,6 +82,7 @@ struct CacheEnd {
   ~CacheEnd() {
     for (std::size_t c = 0; c < class_count; ++c) {
       while (auto* b = cache.heads[c]) {
+        SLUICE_UNPOISON(b, class_size(c));
         cache.heads[c] = b->next;
         std::free(reinterpret_cast<Header*>(b) - 1);
       }
@@ -107,6 +118,7 @@ void* allocate(std::size_t n) noexcept {
   const auto c = class_of(n);
   auto& t = cache;
   if (auto* b = t.heads[c]) {
+    SLUICE_UNPOISON(b, class_size(c));  // before its link is read
     t.heads[c] = b->next;
     if (--t.counts[c] < t.fewest[c]) t.fewest[c] = t.counts[c];
     t.bytes -= class_size(c);
@@ -133,6 +145,7 @@ void release(void* p) noexcept {
   auto* b = static_cast<FreeBlock*>(p);
   b->next = t.heads[c];
   t.heads[c] = b;
+  SLUICE_POISON(b, class_size(c));
   ++t.counts[c];
   t.bytes += class_size(c);
 }
@@ -166,6 +179,7 @@ std::size_t shed() noexcept {
   for (std::size_t c = 0; c < class_count; ++c) {
     for (auto unused = std::min(t.fewest[c], t.counts[c]); unused > 0; --unused) {
       auto* b = t.heads[c];
+      SLUICE_UNPOISON(b, class_size(c));
       t.heads[c] = b->next;
       --t.counts[c];
       std::free(header_of(b));
