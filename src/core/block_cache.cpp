@@ -5,15 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-// A cached block is poisoned: a block used after it was freed is still reported.
-#define SLUICE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define SLUICE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define SLUICE_POISON(p, n) ((void)(p), (void)(n))
-#define SLUICE_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#include "sluice/core/poison.hpp"
 
 namespace sluice::block_cache {
 namespace {

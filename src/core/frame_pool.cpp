@@ -3,15 +3,7 @@
 #include <algorithm>
 #include <new>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-// A kept block is poisoned: a frame used after its coroutine ended is still reported.
-#define SLUICE_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
-#define SLUICE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
-#else
-#define SLUICE_POISON(p, n) ((void)(p), (void)(n))
-#define SLUICE_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
+#include "sluice/core/poison.hpp"
 
 namespace sluice {
 
