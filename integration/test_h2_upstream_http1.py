@@ -386,7 +386,8 @@ def test_an_idle_connection_is_checked_with_ping_and_closed_when_unanswered(slui
     assert o.connections == 1
     o.freeze()
     s.log.wait_for(r"server 127\.0\.0\.1:\d+: HTTP/2 connection closed: PING unanswered within 1000 ms", timeout=10)
-    assert metric(s, "sluice_upstream_http2_connections", upstream="app", server=o.address) == 0
+    wait_until(lambda: metric(s, "sluice_upstream_http2_connections", upstream="app", server=o.address) == 0,
+               what="the connection no longer counted")
     assert curl(s.url("/c"))[:3:2] == (200, b"from h2\n")
     assert o.connections == 2 and [h[":path"] for h in o.heads] == ["/a", "/b", "/c"]
 

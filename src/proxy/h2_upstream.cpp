@@ -380,6 +380,7 @@ net::awaitable<bool> H2Connection::wait_idle() {
   auto [ec] = co_await write_wake_.async_wait(nothrow);
   if (ec || !calls_.empty()) co_return true;
   if (ping_out_) {
+    fail_all();  // closed (and no longer counted) before the warning says so
     spdlog::warn("server {}: HTTP/2 connection closed: PING unanswered within {} ms", endpoint_->identity(),
                  std::chrono::duration_cast<std::chrono::milliseconds>(ping_timeout_).count());
     co_return false;
