@@ -280,3 +280,55 @@ def unchunk(raw):
         size = int(size_line, 16)
         body += rest[:size]
         raw = rest[size + 2:]
+
+
+# HTTP/2 clients (docs/http2.md): the same decision and coding, the body in DATA frames.
+
+def h2_get(port, path, accept=None, method="GET"):
+    """One request from a hand-made HTTP/2 client (python3-h2) over h2c: (status, headers as a
+    dict of lowercase names, body)."""
+    import h2.events
+    from test_http2 import ended, events_until, h2_client
+    sock, c = h2_client(port)
+    fields = [(":method", method), (":scheme", "http"), (":authority", "t"), (":path", path)]
+    if accept is not None:
+        fields.append(("accept-encoding", accept))
+    c.send_headers(1, fields, end_stream=True)
+    sock.sendall(c.data_to_send())
+    body = b""
+    events = []
+    while not ended(1)(events):
+        new = events_until(sock, c, lambda ev: ev, timeout=10)
+        assert new, "the connection closed"
+        events += new
+        for e in new:
+            if isinstance(e, h2.events.DataReceived):
+                body += e.data
+                c.acknowledge_received_data(e.flow_controlled_length, 1)  # the window reopens
+        sock.sendall(c.data_to_send())
+    sock.close()
+    [resp] = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+    assert not any(isinstance(e, h2.events.StreamReset) for e in events), events
+    headers = {k.decode(): v.decode() for k, v in resp.headers}
+    return int(headers[":status"]), headers, body
+
+
+@pytest.mark.parametrize("coding", ["gzip", "zstd", "br"])
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_http2_clients_get_the_coded_body_whole(sluice, origin, coding, framing):
+    s = sluice(sluice_config([origin], upstream_extra="compress = {}", server_extra="h2c = true"))
+    status, headers, body = h2_get(s.port, f"/big-{framing}", accept=coding)
+    assert status == 200
+    assert headers.get("content-encoding") == coding
+    assert "content-length" not in headers and "accept-ranges" not in headers
+    assert headers.get("etag") == 'W/"v1"' and headers.get("vary") == "Accept-Encoding"
+    assert len(body) < len(BIG) // 4
+    assert decode(coding, body) == BIG
+    # Without Accept-Encoding, and for HEAD: as the origin sent it (Vary still says why), as for
+    # an HTTP/1.1 client.
+    status, headers, body = h2_get(s.port, f"/big-{framing}")
+    assert (status, headers.get("content-encoding"), body == BIG) == (200, None, True)
+    assert headers.get("vary") == "Accept-Encoding"
+    status, headers, body = h2_get(s.port, "/page", accept=coding, method="HEAD")
+    assert (status, body, headers.get("content-encoding")) == (200, b"", None)
+    assert headers.get("vary") == "Accept-Encoding" and headers.get("content-length") == str(len(PAGE))

@@ -121,7 +121,7 @@ net::awaitable<bool> DownstreamSession::send_response(Exchange& x) {
   }
   if (x.encoder) {
     // The relay block's last 16 KiB take the encoder's output.
-    constexpr std::size_t coded_size = 16 * 1024;
+    constexpr std::size_t coded_size = coded_block_size;
     return relay_compressed(ResponseHooks{*this, x}, up_.stream(), up_.in(), client_, x.framing, head_out_,
                             std::span(relay_, relay_size - coded_size),
                             std::span(relay_ + relay_size - coded_size, coded_size), up_.chunked(), x.encoder);

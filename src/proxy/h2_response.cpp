@@ -10,6 +10,7 @@
 #include <boost/beast/core/string.hpp>
 #include <spdlog/spdlog.h>
 
+#include "sluice/compress/accept_encoding.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/proxy/body_relay.hpp"
 #include "sluice/proxy/grpc.hpp"
@@ -132,7 +133,7 @@ net::awaitable<bool> Http2Stream::respond() {
   const auto plan = http::plan_response(res, is_head, 11, true);
   status_ = res.status();
   origin_idle_ = http::keep_alive_timeout(res.value(http::KnownField::keep_alive));
-  splice_answer(res, plan);
+  splice_answer(res, plan, plan_coding(res));
   const bool reusable = res.keep_alive(is_head) && !up_.request_unsent();
   if (idem_) idem_->capture_head(res, record_.attempts);
   if (!submit_head(head_out_, plan.body_expected)) co_return false;
@@ -144,10 +145,17 @@ net::awaitable<bool> Http2Stream::respond() {
   co_return whole && reusable && up_.in().size() == 0;
 }
 
-void Http2Stream::splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan) {
+void Http2Stream::splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan,
+                                const compress::Plan& coding) {
   head_out_.clear();
   http::ResponseSplice edits{request_id_, plan, 11, 1};
   edits.date = worker_.date.now();
+  if (coding.compress()) {
+    edits.content_encoding = compress::token(coding.coding);
+    edits.drop_length = edits.drop_accept_ranges = true;
+    edits.weaken_etag = coding.weaken_etag;
+  }
+  edits.add_vary = coding.vary;
   char version[24];
   http::Variables vars;
   if (!route_->response_rules.empty()) {
@@ -158,6 +166,50 @@ void Http2Stream::splice_answer(const http::ResponseHead& res, const http::Respo
   http::splice_response_head(head_out_, res, edits);
 }
 
+compress::Plan Http2Stream::plan_coding(const http::ResponseHead& res) {
+  const auto* policy = route_->compress;
+  if (policy == nullptr) return {};
+  const compress::RequestSide side{compress::negotiate(compress::accept_encoding_of(*request_), policy->preference),
+                                   request_->verb() == boost::beast::http::verb::head, 11};
+  auto coding = compress::plan(*policy, res, side);
+  if (!coding.compress()) return coding;
+  auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
+                                          res.content_length().value_or(0));
+  if (!encoder) {  // a pool that cannot allocate leaves the body as it is
+    coding.coding = compress::Coding::identity;
+    coding.weaken_etag = false;
+    return coding;
+  }
+  encoder_ = std::move(*encoder);
+  return coding;
+}
+
+net::awaitable<bool> Http2Stream::offer_body(std::string_view piece, bool last) {
+  if (!encoder_) co_return co_await offer(piece, last);
+  // The relay block's last 16 KiB take the encoder's output (relay_body() reads into the rest).
+  if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
+  const std::span<char> out(relay_ + relay_block_size - coded_block_size, coded_block_size);
+  for (;;) {
+    const bool feeding = !piece.empty();
+    const auto step = feeding ? encoder_.feed(piece, out) : last ? encoder_.finish(out) : encoder_.flush(out);
+    if (!step) {
+      spdlog::warn("upstream {}: compressing a response failed: {}", upstream_->name(), step.error().message());
+      coding_failed_ = true;
+      error_ = "compression failed";
+      if (!closed_) {
+        nghttp2_submit_rst_stream(session_.native(), NGHTTP2_FLAG_NONE, id_, NGHTTP2_INTERNAL_ERROR);
+        session_.want_write();
+      }
+      co_return false;
+    }
+    if (feeding) piece.remove_prefix(step->consumed);
+    const bool end = !feeding && step->done;
+    if ((step->produced > 0 || (end && last)) && !co_await offer({out.data(), step->produced}, end && last))
+      co_return false;
+    if (end) co_return true;
+  }
+}
+
 // The origin's body, piece by piece (body_relay.hpp's steps: Content-Length, chunked decoded and
 // validated, or up to the close), each handed to nghttp2 and taken before the next is read. A
 // body that breaks off resets the stream (INTERNAL_ERROR): the client must not take it as whole.
@@ -166,7 +218,7 @@ net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
   // the read buffer (most answers, with hundreds of streams open).
   const auto relay = [this] {
     if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
-    return std::span<char>(relay_, relay_block_size);
+    return std::span<char>(relay_, relay_block_size - (encoder_ ? coded_block_size : 0));
   };
   const auto response_timeout = upstream_->config().response_timeout;
   auto arm_read = [this, response_timeout] { arm(response_timeout); };
@@ -174,7 +226,7 @@ net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
   if (plan.chunked_in)
     up_.chunked() = http::ChunkedDecoder({.max_line = 4096, .max_trailer = snapshot_->config->server.max_header_bytes});
   else if (!plan.until_close && left == 0)
-    co_return co_await offer({}, true);
+    co_return co_await offer_body({}, true);
   for (;;) {
     const auto piece = plan.chunked_in      ? co_await read_chunked_piece(up_.stream(), up_.in(), up_.chunked(), relay(), arm_read)
                        : up_.in().size() > 0 ? BodyPiece{{}, pending_piece(up_.in(), left, plan.until_close), true}
@@ -189,8 +241,8 @@ net::awaitable<bool> Http2Stream::relay_body(const http::ResponsePlan& plan) {
     }
     if (!plan.chunked_in && !plan.until_close) left -= piece.bytes.size();
     const bool last = eof || (plan.chunked_in ? up_.chunked().done() : (!plan.until_close && left == 0));
-    if (!co_await offer(piece.bytes, last)) {
-      client_gone();
+    if (!co_await offer_body(piece.bytes, last)) {
+      if (!coding_failed_) client_gone();
       co_return false;
     }
     if (idem_) idem_->capture_body(piece.bytes);

@@ -128,7 +128,7 @@ net::awaitable<bool> Http2Stream::respond_h2() {
   const bool is_head = request_->verb() == boost::beast::http::verb::head;
   const auto plan = http::plan_response(res, is_head, 11, true);
   status_ = call.status();
-  splice_answer(res, plan);
+  splice_answer(res, plan, {});  // an h2/h2c server's answer is passed on as it is
   const bool trailers_only = call.ended() && call.pending().empty() && call.trailers().empty();
   if (idem_) idem_->capture_head(res, record_.attempts);
   if (!submit_head(head_out_, !trailers_only && !is_head)) co_return false;

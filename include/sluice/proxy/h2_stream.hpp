@@ -23,6 +23,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nghttp2/nghttp2.h>
 
+#include "sluice/compress/eligibility.hpp"
+#include "sluice/compress/encoder.hpp"
 #include "sluice/core/arena.hpp"
 #include "sluice/core/pooled_frame.hpp"
 #include "sluice/http/edge_rules.hpp"
@@ -117,7 +119,14 @@ private:
   void wake_all() noexcept;
   // An answer's head (an origin's, as HTTP/1.1) spliced into head_out_ as an HTTP/1.1 client's
   // would be: X-Request-Id, Date, the route's response rules.
-  void splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan);
+  void splice_answer(const http::ResponseHead& res, const http::ResponsePlan& plan, const compress::Plan& coding);
+  // Whether the answer is compressed (compress::plan(), docs/compression.md), on a route with
+  // `compress`: its encoder taken from the worker's pool.
+  compress::Plan plan_coding(const http::ResponseHead& res);
+  // A piece of the answer's body as it is, or through the encoder (fed, then flushed, or finished
+  // with the last piece), each output offered as it comes. False: the client is gone, or the
+  // encoder failed (coding_failed_; the stream reset).
+  boost::asio::awaitable<bool> offer_body(std::string_view piece, bool last);
   // sluice's own answer to a gRPC call: HTTP 200, the outcome in grpc-status and grpc-message.
   bool submit_grpc_answer(std::string_view http1_answer, unsigned status);
   void note_grpc_status(const H2Call& call);
@@ -190,6 +199,8 @@ private:
   bool out_last_ = false, eof_sent_ = false;
   char* relay_ = nullptr;
   FailureKind body_failure_ = FailureKind::none;  // the origin's body broke off
+  compress::Encoder encoder_;  // the answer is compressed
+  bool coding_failed_ = false;
   std::optional<std::chrono::seconds> origin_idle_;
   unsigned status_ = 0;
   std::string_view error_;

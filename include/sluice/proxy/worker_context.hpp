@@ -61,6 +61,9 @@ inline constexpr std::size_t arena_block_size = 32 * 1024;  // both heads of one
 inline constexpr std::size_t head_block_size = 1024;        // a client's read buffer, at first
 inline constexpr std::size_t head_grown_size = 4 * 1024;    // then, for a head past 1 KiB
 inline constexpr std::size_t relay_block_size = 64 * 1024;  // body bytes per read/write step
+// A compressed answer's encoder writes into the relay block's last 16 KiB; the origin's body is
+// read into the rest.
+inline constexpr std::size_t coded_block_size = 16 * 1024;
 // What a client connection's socket may hold written but not yet sent (TCP_NOTSENT_LOWAT, set
 // on the listeners; its wait for room wakes at half of it). The response relay reads from the
 // origin only what fits under it (DownstreamSession::client_room()): a client that reads slowly
