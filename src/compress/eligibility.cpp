@@ -182,4 +182,13 @@ Plan plan(const Policy& policy, const ResponseFacts& res, const RequestSide& req
   return p;
 }
 
+void edit_head(const Plan& plan, http::ResponseSplice& edits) noexcept {
+  if (plan.compress()) {
+    edits.content_encoding = token(plan.coding);
+    edits.drop_length = edits.drop_accept_ranges = true;
+    edits.weaken_etag = plan.weaken_etag;
+  }
+  edits.add_vary = plan.vary;
+}
+
 }  // namespace sluice::compress

@@ -178,4 +178,16 @@ void EncoderPool::drop_cache() noexcept {
   stats_.cached_bytes = 0;
 }
 
+Plan take_encoder(Plan plan, const Policy& policy, EncoderPool& pool, std::uint64_t size_hint, Encoder& out) noexcept {
+  if (!plan.compress()) return plan;
+  auto encoder = pool.acquire(plan.coding, policy.levels.of(plan.coding), size_hint);
+  if (!encoder) {
+    plan.coding = Coding::identity;
+    plan.weaken_etag = false;
+    return plan;
+  }
+  out = std::move(*encoder);
+  return plan;
+}
+
 }  // namespace sluice::compress

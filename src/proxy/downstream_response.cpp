@@ -153,18 +153,10 @@ compress::Plan DownstreamSession::plan_coding(Exchange& x, http::ResponsePlan& p
   const auto* policy = x.route->compress;
   if (policy == nullptr) return {};
   const auto& res = up_.response();
-  auto coding = compress::plan(*policy, res, x.compress_side);
-  if (!coding.compress()) return coding;
   // plan() skipped every answer without a body (HEAD, 1xx, 204, 304) already.
-  auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
-                                          res.content_length().value_or(0));
-  if (!encoder) {
-    coding.coding = compress::Coding::identity;
-    coding.weaken_etag = false;
-    return coding;
-  }
-  x.encoder = std::move(*encoder);
-  plan.chunked_out = true;
+  const auto coding = compress::take_encoder(compress::plan(*policy, res, x.compress_side), *policy, worker_.encoders,
+                                             res.content_length().value_or(0), x.encoder);
+  if (coding.compress()) plan.chunked_out = true;
   return coding;
 }
 

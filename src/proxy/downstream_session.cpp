@@ -517,12 +517,7 @@ void DownstreamSession::write_response_head(const Exchange& x, const http::Respo
   const bool detail = snapshot_->config->server.error_detail == config::ErrorDetail::full;
   http::ResponseSplice edits{x.request_id, plan, x.client_version, detail ? x.attempts : 1};
   edits.date = worker_.date.now();
-  if (coding.compress()) {
-    edits.content_encoding = compress::token(coding.coding);
-    edits.drop_length = edits.drop_accept_ranges = true;
-    edits.weaken_etag = coding.weaken_etag;
-  }
-  edits.add_vary = coding.vary;
+  compress::edit_head(coding, edits);
   if (rules.empty()) {
     http::splice_response_head(head_out_, res, edits);
     return;

@@ -13,6 +13,7 @@
 #include "sluice/compress/accept_encoding.hpp"
 #include "sluice/http/edge_rules.hpp"
 #include "sluice/proxy/body_relay.hpp"
+#include "sluice/proxy/compressed_relay.hpp"
 #include "sluice/proxy/grpc.hpp"
 #include "sluice/proxy/h2_session.hpp"
 #include "sluice/proxy/h2_stream.hpp"
@@ -150,12 +151,7 @@ void Http2Stream::splice_answer(const http::ResponseHead& res, const http::Respo
   head_out_.clear();
   http::ResponseSplice edits{request_id_, plan, 11, 1};
   edits.date = worker_.date.now();
-  if (coding.compress()) {
-    edits.content_encoding = compress::token(coding.coding);
-    edits.drop_length = edits.drop_accept_ranges = true;
-    edits.weaken_etag = coding.weaken_etag;
-  }
-  edits.add_vary = coding.vary;
+  compress::edit_head(coding, edits);
   char version[24];
   http::Variables vars;
   if (!route_->response_rules.empty()) {
@@ -171,17 +167,8 @@ compress::Plan Http2Stream::plan_coding(const http::ResponseHead& res) {
   if (policy == nullptr) return {};
   const compress::RequestSide side{compress::negotiate(compress::accept_encoding_of(*request_), policy->preference),
                                    request_->verb() == boost::beast::http::verb::head, 11};
-  auto coding = compress::plan(*policy, res, side);
-  if (!coding.compress()) return coding;
-  auto encoder = worker_.encoders.acquire(coding.coding, policy->levels.of(coding.coding),
-                                          res.content_length().value_or(0));
-  if (!encoder) {  // a pool that cannot allocate leaves the body as it is
-    coding.coding = compress::Coding::identity;
-    coding.weaken_etag = false;
-    return coding;
-  }
-  encoder_ = std::move(*encoder);
-  return coding;
+  return compress::take_encoder(compress::plan(*policy, res, side), *policy, worker_.encoders,
+                                res.content_length().value_or(0), encoder_);
 }
 
 net::awaitable<bool> Http2Stream::offer_body(std::string_view piece, bool last) {
@@ -190,8 +177,7 @@ net::awaitable<bool> Http2Stream::offer_body(std::string_view piece, bool last) 
   if (relay_ == nullptr) relay_ = worker_.relay_blocks.acquire();
   const std::span<char> out(relay_ + relay_block_size - coded_block_size, coded_block_size);
   for (;;) {
-    const bool feeding = !piece.empty();
-    const auto step = feeding ? encoder_.feed(piece, out) : last ? encoder_.finish(out) : encoder_.flush(out);
+    const auto step = code_step(encoder_, piece, out, last);
     if (!step) {
       spdlog::warn("upstream {}: compressing a response failed: {}", upstream_->name(), step.error().message());
       coding_failed_ = true;
@@ -202,11 +188,9 @@ net::awaitable<bool> Http2Stream::offer_body(std::string_view piece, bool last) 
       }
       co_return false;
     }
-    if (feeding) piece.remove_prefix(step->consumed);
-    const bool end = !feeding && step->done;
-    if ((step->produced > 0 || (end && last)) && !co_await offer({out.data(), step->produced}, end && last))
+    if ((step->produced > 0 || (step->done && last)) && !co_await offer({out.data(), step->produced}, step->done && last))
       co_return false;
-    if (end) co_return true;
+    if (step->done) co_return true;
   }
 }
 

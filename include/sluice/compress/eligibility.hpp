@@ -13,6 +13,7 @@
 
 namespace sluice::http {
 class ResponseHead;
+struct ResponseSplice;
 }
 
 namespace sluice::compress {
@@ -107,5 +108,8 @@ inline Plan plan(const Policy& policy, const http::ResponseHead& res,
                  const RequestSide& req) noexcept {
   return plan(policy, facts_of(res), req);
 }
+
+// The edits `plan` makes to the response's head (see Plan), for the splice that writes it.
+void edit_head(const Plan& plan, http::ResponseSplice& edits) noexcept;
 
 }  // namespace sluice::compress

@@ -31,6 +31,7 @@
 #include <boost/system/result.hpp>
 
 #include "sluice/compress/coding.hpp"
+#include "sluice/compress/eligibility.hpp"
 
 namespace sluice::compress {
 
@@ -127,6 +128,11 @@ private:
   Block* free_[classes] = {};
   Stats stats_;
 };
+
+// `plan`'s encoder, from `pool` at the policy's level for its coding, into `out`. A pool that
+// cannot allocate leaves the body as it is: the plan comes back as identity with its ETag kept
+// (the response still qualified: its Vary stays).
+Plan take_encoder(Plan plan, const Policy& policy, EncoderPool& pool, std::uint64_t size_hint, Encoder& out) noexcept;
 
 }  // namespace sluice::compress
 

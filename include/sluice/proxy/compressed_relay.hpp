@@ -29,6 +29,20 @@
 
 namespace sluice::proxy {
 
+// One step of coding a body piece with `enc`: fed while any of it is left (`piece` loses what was
+// taken), then flushed, or finished with the body's last piece. The step's `done`: the piece is
+// coded and all its output written (a feed is never done).
+template <class Encoder>
+auto code_step(Encoder& enc, std::string_view& piece, std::span<char> out, bool last) {
+  if (piece.empty()) return last ? enc.finish(out) : enc.flush(out);
+  auto step = enc.feed(piece, out);
+  if (step) {
+    piece.remove_prefix(step->consumed);
+    step->done = false;
+  }
+  return step;
+}
+
 namespace detail {
 
 struct CodedSend {
@@ -65,22 +79,19 @@ boost::asio::awaitable<CodedSend> send_coded(Hooks hooks, Client& client, std::s
                                              std::span<char> out, bool last) {
   CodedSend sent;
   for (;;) {
-    const bool feeding = !piece.empty();
-    const auto step = feeding ? enc.feed(piece, out) : last ? enc.finish(out) : enc.flush(out);
+    const auto step = code_step(enc, piece, out, last);
     if (!step) {
       sent.encoder = step.error();
       co_return sent;
     }
-    if (feeding) piece.remove_prefix(step->consumed);
-    const bool end = !feeding && step->done;
-    if (step->produced > 0 || (end && last)) {
-      if (!co_await write_coded(hooks, client, head, head_written, {out.data(), step->produced}, end && last)) {
+    if (step->produced > 0 || (step->done && last)) {
+      if (!co_await write_coded(hooks, client, head, head_written, {out.data(), step->produced}, step->done && last)) {
         sent.client_ok = false;
         co_return sent;
       }
       sent.coded += step->produced;
     }
-    if (end) co_return sent;
+    if (step->done) co_return sent;
   }
 }
 
