@@ -38,7 +38,7 @@ constexpr std::uint32_t class_of(std::size_t n) noexcept {
 static_assert(class_of(17) == 1 && class_of(24) == 1 && class_of(25) == 2 && class_of(33) == 3 &&
               class_of(65536) == class_count - 1);
 
-// How many freed blocks of a class wait at most: 1 MiB of small ones, 4 of the largest (a
+// How many freed blocks of a class wait at most: 1 MiB of small ones, 16 of the large ones (a
 // table: no division per release).
 constexpr auto class_limits = [] {
   std::array<std::uint32_t, class_count> limits{};

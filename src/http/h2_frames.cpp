@@ -53,9 +53,11 @@ struct H2Memory {
       ++self.sharing;
       return self.framebuf.get();
     }
-    if (p != nullptr && p == self.framebuf.get()) {  // never grown by nghttp2; kept shared if it were
+    if (p != nullptr && p == self.framebuf.get()) {  // nghttp2 never grows it; if it did: a copy of its own
       void* q = block_cache::allocate(std::max(n, framebuf_chunk));
-      if (q != nullptr) std::memcpy(q, p, framebuf_chunk);
+      if (q == nullptr) return nullptr;
+      std::memcpy(q, p, framebuf_chunk);
+      --self.sharing;
       return q;
     }
     return block_cache::reallocate(p, n == 0 ? 1 : n);  // nghttp2 takes nullptr as out of memory

@@ -1,7 +1,7 @@
 #pragma once
 // Heap memory through a per-thread cache of freed blocks, for the C libraries on the data path
 // and for objects made per request: OpenSSL (tls/openssl_memory.hpp), nghttp2 (its sessions'
-// streams, frames and HPACK entries; proxy/h2_upstream.hpp) and each HTTP/2 stream.
+// streams, frames and HPACK entries; http/h2_frames.hpp) and each HTTP/2 stream.
 //
 // A block freed waits in the freeing thread's cache, by size class, for the next allocation of
 // its class: a worker in steady state takes nothing from the heap for them, where glibc's own
