@@ -96,16 +96,18 @@ def test_h2c_is_off_by_default(raw_origin, sluice):
     assert o.accepted == 0
 
 
-def test_tls_listener_offers_h2_by_alpn_only_when_told(raw_origin, sluice, pki):
+def test_tls_listener_offers_h2_by_alpn_unless_told_not_to(raw_origin, sluice, pki):
     o = raw_origin()
     cert = pki.leaf("a.test", "DNS:a.test")
-    s = sluice(sluice_config([o.address], server_extra=tls_block([cert], extra='alpn = ["h2", "http/1.1"]')))
+    s = sluice(sluice_config([o.address], server_extra=tls_block([cert])))  # the default: h2 first
     port = tls_port(s)
     common = ["--cacert", pki.ca, "--resolve", f"a.test:{port}:127.0.0.1"]
     assert curl_h2("--http2", *common, f"https://a.test:{port}/tls") == (200, "2", b"seen /tls\n")
     [req] = requests_seen(o, 1)
     assert header(req, "x-forwarded-proto") == ["https"] and header(req, "host") == [f"a.test:{port}"]
-    off = sluice(sluice_config([o.address], server_extra=tls_block([cert])))  # the default: HTTP/1.1 only
+    # A client that offers only http/1.1 gets it from the same listener.
+    assert curl_h2("--http1.1", *common, f"https://a.test:{port}/old") == (200, "1.1", b"seen /old\n")
+    off = sluice(sluice_config([o.address], server_extra=tls_block([cert], extra='alpn = ["http/1.1"]')))
     port = tls_port(off)
     common = ["--cacert", pki.ca, "--resolve", f"a.test:{port}:127.0.0.1"]
     assert curl_h2("--http2", *common, f"https://a.test:{port}/one") == (200, "1.1", b"seen /one\n")

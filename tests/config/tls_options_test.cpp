@@ -265,16 +265,16 @@ TEST(ConfigTls, AcmeTableStandsInForCertificates) {
 namespace sluice::config {
 namespace {
 
-TEST(ConfigTls, AlpnOffersHttp11OnlyByDefaultH2WhenToldAndHttp11MustStay) {
+TEST(ConfigTls, AlpnOffersH2FirstByDefaultHttp11OnlyWhenToldAndHttp11MustStay) {
   TestCerts certs;
   const auto a = certs.leaf("a", "DNS:a.test");
   auto r = load_with_upstream(listener(a.cert, a.key));
   ASSERT_TRUE(r.ok()) << errors_of(r)[0];
-  EXPECT_EQ(r.config->server.tls[0].alpn, std::vector<Alpn>{Alpn::http11});
-  EXPECT_FALSE(r.config->server.h2c);
-  r = load_with_upstream(listener(a.cert, a.key, "alpn = [\"h2\", \"http/1.1\"]\n"));
-  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
   EXPECT_EQ(r.config->server.tls[0].alpn, (std::vector<Alpn>{Alpn::h2, Alpn::http11}));
+  EXPECT_FALSE(r.config->server.h2c);
+  r = load_with_upstream(listener(a.cert, a.key, "alpn = [\"http/1.1\"]\n"));
+  ASSERT_TRUE(r.ok()) << errors_of(r)[0];
+  EXPECT_EQ(r.config->server.tls[0].alpn, std::vector<Alpn>{Alpn::http11});
   EXPECT_EQ(errors_of(load_with_upstream(listener(a.cert, a.key, "alpn = [\"h2\"]\n"))),
             Errors{"test.toml:6:8: server.tls[0].alpn: must include \"http/1.1\" (clients without ALPN speak it); "
                    "[\"http/1.1\"] turns HTTP/2 off"});

@@ -138,8 +138,8 @@ struct TlsListenerConfig {
   bool ocsp_stapling = true;
   std::optional<AcmeConfig> acme;  // a certificate from an ACME CA; nullopt = none
   // ALPN (RFC 7301): the protocols offered to clients, the server's preference first. Without
-  // Alpn::h2 (the default: HTTP/2 is opted into, docs/http2.md) the listener speaks HTTP/1.1 only.
-  std::vector<Alpn> alpn{Alpn::http11};
+  // Alpn::h2 the listener speaks HTTP/1.1 only (docs/http2.md).
+  std::vector<Alpn> alpn{Alpn::h2, Alpn::http11};
   SourceLocation where;
 };
 template <>
