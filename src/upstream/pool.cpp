@@ -72,7 +72,7 @@ void ConnectionPool::release(const Endpoint& endpoint, tls::StreamSlot&& stream,
   // Its next answer's short read may then prove it drained: the checkout after that needs no peek.
   stream->watch_hangup();
   const auto now = clock_.now();
-  stack.emplace_back(std::move(stream), now, now + keepalive_timeout);
+  stack.push_back(Idle{std::move(stream), now, now + keepalive_timeout});
 }
 
 void ConnectionPool::sweep() {

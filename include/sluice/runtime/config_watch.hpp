@@ -28,7 +28,7 @@ private:
   boost::asio::posix::stream_descriptor inotify_;
   boost::asio::steady_timer debounce_;
   std::function<void()> on_change_;
-  char buffer_[4096] alignas(8);
+  alignas(8) char buffer_[4096];
 };
 
 }  // namespace sluice
