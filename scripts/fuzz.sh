@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-30}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(request response config chunked head_request head_response)
+((${#targets[@]})) || targets=(request response config chunked head_request head_response h2)
 build_dir=${BUILD_DIR:-build/fuzz}
 seed=${SLUICE_FUZZ_SEED:-1}
 jobs=${FUZZ_JOBS:-1}
@@ -38,6 +38,7 @@ fuzz_one() {
   dict=fuzz/http.dict
   max_len=16384
   [[ $t == config ]] && dict=fuzz/toml.dict && max_len=8192
+  [[ $t == h2 ]] && dict=fuzz/h2.dict
   bin="$build_dir/fuzz_$t"
   artifacts="$build_dir/artifacts/$t/"
   work="$build_dir/corpus/$t"  # the fuzzer's additions go here, never into the checked-in seeds

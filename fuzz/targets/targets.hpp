@@ -45,6 +45,14 @@ void chunked_body(const std::uint8_t* data, std::size_t size);
 // accept, the same fields and the same spliced head (with and without header rules).
 void head_index_request(const std::uint8_t* data, std::size_t size);
 void head_index_response(const std::uint8_t* data, std::size_t size);
+// (f) Byte 0 picks the origin's answer (bits 0-1) and whether the client's frames arrive one
+// at a time (bit 2); the rest is what an HTTP/2 client sent after its
+// preface on one h2c connection, run through DownstreamSession and Http2Session over loopback
+// sockets to a test origin. Every request that reached the origin must be one well-formed
+// HTTP/1.1 request under sluice's strict rules (at most the last one unfinished), no more than
+// the client opened streams, and every session must end, leaving no work, when the client goes.
+void h2_client_bytes(const std::uint8_t* data, std::size_t size);
+
 // A head's start line, then its field lines stably sorted by lower-cased name.
 std::string canonical_head(std::string_view head);
 

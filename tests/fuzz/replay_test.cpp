@@ -65,5 +65,6 @@ TEST(FuzzReplay, HeadIndexResponse) {
   replay("response", sluice::fuzz::head_index_response, 10);
   replay("head_response", sluice::fuzz::head_index_response, 0);
 }
+TEST(FuzzReplay, Http2ClientBytes) { replay("h2", sluice::fuzz::h2_client_bytes, 10); }
 
 }  // namespace
