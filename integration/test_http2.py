@@ -16,6 +16,7 @@ import h2.connection
 import h2.errors
 import h2.events
 import h2.settings
+import hpack
 import hyperframe.frame
 import pytest
 
@@ -277,6 +278,40 @@ def test_rapid_reset_gets_goaway_enhance_your_calm(raw_origin, sluice):
     # The streams after the 50th are not looked at: the connection was closing.
     assert [metric(s, f"sluice_http2_{name}_total") for name in ("connections", "streams", "early_resets", "calm_closes")] \
         == [1, 50, 50, 1]
+
+
+def test_after_its_last_request_a_connection_says_goaway_and_the_client_goes_on_over_a_new_one(raw_origin, sluice):
+    o = raw_origin()
+    s = sluice(sluice_config([o.address], server_extra=H2C + "\nhttp2_max_requests = 2"))
+    sock, c = h2_client(s.port)
+    for sid in (1, 3, 5):
+        c.send_headers(sid, base(s.port, f"/m{sid}"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    # Everything until sluice closes, read frame by frame (python3-h2 takes a GOAWAY for the end
+    # of the connection and would refuse the answers that follow it).
+    sock.settimeout(5)
+    wire = b""
+    while chunk := sock.recv(65536):
+        wire += chunk
+    sock.close()
+    decoder, statuses, goaways = hpack.Decoder(), {}, []
+    while len(wire) >= 9:
+        frame, length = hyperframe.frame.Frame.parse_frame_header(memoryview(wire[:9]))
+        frame.parse_body(memoryview(wire[9:9 + length]))
+        wire = wire[9 + length:]
+        if isinstance(frame, hyperframe.frame.HeadersFrame):
+            statuses[frame.stream_id] = dict(decoder.decode(frame.data))[":status"]
+        elif isinstance(frame, hyperframe.frame.GoAwayFrame):
+            goaways.append((frame.error_code, frame.last_stream_id))
+    assert goaways == [(0, 3)] and statuses == {1: "200", 3: "200"}
+    # Stream 5 was never processed: the client sends it again on a new connection.
+    sock, c = h2_client(s.port)
+    c.send_headers(1, base(s.port, "/m5"), end_stream=True)
+    sock.sendall(c.data_to_send())
+    events = events_until(sock, c, ended(1))
+    assert [dict(e.headers)[b":status"] for e in events if isinstance(e, h2.events.ResponseReceived)] == [b"200"]
+    sock.close()
+    assert sorted(r["target"] for r in requests_seen(o, 3)) == ["/m1", "/m3", "/m5"]
 
 
 PROBE = b"probe!!!"  # the opaque data of the PING that ends a flood

@@ -174,12 +174,14 @@ void Http2Session::open_session() {
   const nghttp2_settings_entry settings[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, server.http2_max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, server.http2_initial_window_bytes},
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, server.http2_header_table_bytes},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(server.max_header_bytes)},
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
   };
   nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
   max_early_resets_ = server.http2_max_early_resets;
   max_glitches_ = server.http2_max_glitches;
+  requests_left_ = server.http2_max_requests;
   idle_timeout_ = server.idle_timeout;
 }
 
@@ -361,7 +363,18 @@ int Http2Session::begin_headers(const nghttp2_frame& frame) {
   streams_.push_back(*s);
   nghttp2_session_set_stream_user_data(session_, frame.hd.stream_id, s);
   deadline = Clock::time_point::min();  // streams open: looked at every tick
+  if (requests_left_ != 0 && --requests_left_ == 0) last_request(frame.hd.stream_id);
   return 0;
+}
+
+// http2_max_requests reached: one GOAWAY naming this stream as the last one taken. The streams
+// open finish; nghttp2 ignores later ones, which the client may send again on a new connection
+// (RFC 9113 §6.8: they were not processed); the connection ends when the last stream closes.
+void Http2Session::last_request(std::int32_t id) {
+  if (draining_) return;
+  draining_ = true;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, nullptr, 0);
+  want_write();
 }
 
 int Http2Session::frame_received(const nghttp2_frame& frame) {

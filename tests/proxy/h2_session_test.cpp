@@ -51,7 +51,10 @@ public:
     nghttp2_session_callbacks_set_on_frame_recv_callback(
         cb, +[](nghttp2_session*, const nghttp2_frame* f, void* self) {
           auto& c = *static_cast<H2Client*>(self);
-          if (f->hd.type == NGHTTP2_GOAWAY) c.goaway = f->goaway.error_code;
+          if (f->hd.type == NGHTTP2_GOAWAY) {
+            c.goaway = f->goaway.error_code;
+            c.goaway_last = f->goaway.last_stream_id;
+          }
           if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK) != 0) ++c.ping_acks;
           return 0;
         });
@@ -75,6 +78,8 @@ public:
   void ping() { nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr); }
   // The GOAWAY the server sent, if any: its error code.
   std::optional<std::uint32_t> goaway;
+  std::int32_t goaway_last = 0;  // its last-stream-id
+  std::uint32_t remote_setting(nghttp2_settings_id id) { return nghttp2_session_get_remote_settings(session_, id); }
   int ping_acks = 0;
   // What nghttp2 has to send (the preface first).
   std::string output() {
@@ -158,6 +163,36 @@ TEST_F(Http2SessionTest, ConcurrentStreamsAreEachAnswered) {
     EXPECT_EQ(h2.streams[id].body, "ok") << id;
   }
   EXPECT_EQ(origin_.requests(), 5u);
+}
+
+// SETTINGS carry the limits of [server]: the HPACK table a client may use among them.
+TEST_F(Http2SessionTest, SettingsAnnounceTheServersLimits) {
+  configure("h2c = true\nhttp2_header_table_bytes = 1024\nhttp2_max_concurrent_streams = 7");
+  auto& client = connect();
+  H2Client h2;
+  const auto id = h2.request(get("/"));
+  ASSERT_TRUE(exchange(client, h2, [&] { return h2.streams[id].closed; }));
+  EXPECT_EQ(h2.remote_setting(NGHTTP2_SETTINGS_HEADER_TABLE_SIZE), 1024u);
+  EXPECT_EQ(h2.remote_setting(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS), 7u);
+}
+
+// http2_max_requests: the last request's stream is named in a GOAWAY(NO_ERROR) and answered;
+// a stream the client opened after it never reaches the origin (the client may send it again
+// on a new connection), and the connection closes once the answered streams are done.
+TEST_F(Http2SessionTest, AfterItsLastRequestTheConnectionSaysGoawayAndCloses) {
+  configure("h2c = true\nhttp2_max_requests = 2");
+  auto& client = connect();
+  H2Client h2;
+  std::vector<std::int32_t> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(h2.request(get("/m" + std::to_string(i))));
+  ASSERT_TRUE(exchange(client, h2, [&] { return h2.streams[ids[0]].closed && h2.streams[ids[1]].closed && client.ended; }));
+  ASSERT_TRUE(h2.goaway.has_value());
+  EXPECT_EQ(*h2.goaway, NGHTTP2_NO_ERROR);
+  EXPECT_EQ(h2.goaway_last, ids[1]);
+  EXPECT_EQ(h2.streams[ids[0]].headers[":status"], "200");
+  EXPECT_EQ(h2.streams[ids[1]].headers[":status"], "200");
+  EXPECT_TRUE(h2.streams[ids[2]].headers.empty());
+  EXPECT_EQ(origin_.requests(), 2u);
 }
 
 // The preface split by the network before "HTTP/2.0": its first bytes are refused by the

@@ -213,6 +213,13 @@ struct ServerSection {
   bool h2c = false;
   std::uint32_t http2_max_concurrent_streams = 128;
   std::uint32_t http2_initial_window_bytes = 65535;  // RFC 9113 §6.9.2's default
+  // The HPACK dynamic table a client may make sluice keep for its request heads
+  // (SETTINGS_HEADER_TABLE_SIZE; RFC 9113 §6.5.2's default).
+  std::uint32_t http2_header_table_bytes = 4096;
+  // Requests per connection: at the last one, GOAWAY names it as the last stream taken, the
+  // streams open finish, and the client goes on over a new connection. 0: no limit (as HAProxy
+  // and Envoy; nginx's keepalive_requests is 1000).
+  std::uint32_t http2_max_requests = 0;
   // A client that resets this many streams before their answer (Rapid Reset, CVE-2023-44487)
   // has its connection closed with GOAWAY(ENHANCE_YOUR_CALM).
   std::uint32_t http2_max_early_resets = 100;

@@ -113,6 +113,7 @@ public:
 
   // nghttp2's callbacks (h2_session.cpp), as members.
   int begin_headers(const nghttp2_frame& frame);
+  void last_request(std::int32_t id);
   // A frame that brought no request (http2_max_glitches).
   void glitch(Http2Glitch kind);
   int frame_received(const nghttp2_frame& frame);
@@ -152,13 +153,14 @@ private:
   unsigned running_ = 0;  // stream coroutines not yet ended
   std::uint32_t early_resets_ = 0;
   std::uint32_t max_early_resets_ = 0;
+  std::uint32_t requests_left_ = 0;  // before the GOAWAY of http2_max_requests (0: no limit)
   // Glitches not yet forgiven (one a second) as of glitch_at_, and the budget.
   std::uint32_t glitches_ = 0;
   std::uint32_t max_glitches_ = 0;
   Clock::time_point glitch_at_{};
   bool settings_seen_ = false;  // the client's first SETTINGS (its preface's) is no glitch
   Clock::duration idle_timeout_{};
-  bool draining_ = false;  // the shutdown's GOAWAYs are on their way
+  bool draining_ = false;  // the GOAWAY of a shutdown or of the last request is on its way
   // want_write() was called since the writer's last nghttp2_session_mem_send() pass.
   bool write_wanted_ = false;
   bool writing_ = false, writer_done_ = false, finishing_ = false, closed_ = false, timed_out_ = false;
