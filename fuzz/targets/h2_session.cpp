@@ -218,10 +218,18 @@ struct Connection {
                                      directory, 1);
   }
 
+  // The blocking calls are retried when a signal interrupts them (libFuzzer's -timeout alarm
+  // comes every second).
   void start() {
     tcp::acceptor listener(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
-    client.connect(listener.local_endpoint());
-    tcp::socket server = listener.accept();
+    error_code ec;
+    do client.connect(listener.local_endpoint(), ec);
+    while (ec == net::error::interrupted);
+    check(!ec, "the client cannot connect", ec.message());
+    tcp::socket server(io);
+    do listener.accept(server, ec);
+    while (ec == net::error::interrupted);
+    check(!ec, "the listener cannot accept", ec.message());
     const auto peer = server.remote_endpoint().address();
     ++running;
     net::co_spawn(io, serve(std::move(server), peer), net::detached);
@@ -230,6 +238,15 @@ struct Connection {
 
   // Runs what is ready, and what that makes ready, until nothing is (loopback bytes written
   // have arrived by then).
+  void send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      error_code ec;
+      const auto n = net::write(client, net::buffer(bytes.data(), bytes.size()), ec);
+      bytes.remove_prefix(n);
+      if (ec && ec != net::error::interrupted) return;  // the session closed: the rest is not read
+    }
+  }
+
   void settle() {
     for (int quiet = 0; quiet < 2;) {
       io.restart();
@@ -291,16 +308,15 @@ void h2_client_bytes(const std::uint8_t* data, std::size_t size) {
   const auto frames = frames_of(bytes);
   Connection c(answers[data[0] % answers.size()]);
   c.start();
-  error_code ec;
-  net::write(c.client, net::buffer(preface), ec);
+  c.send(preface);
   if ((data[0] & 4) == 0) {
-    net::write(c.client, net::buffer(bytes.data(), bytes.size()), ec);  // loopback takes 16 KiB at once
+    c.send(bytes);  // loopback takes 16 KiB at once
     c.settle();
   } else {
     // A frame at a time, each taken in before the next: bodies stream, resets come mid-request.
     for (const auto frame : frames) {
       c.settle();
-      net::write(c.client, net::buffer(frame.data(), frame.size()), ec);
+      c.send(frame);
     }
     c.settle();
   }
