@@ -16,6 +16,9 @@ shift || true
 targets=("$@")
 ((${#targets[@]})) || targets=(request response config chunked head_request head_response h2)
 build_dir=${BUILD_DIR:-build/fuzz}
+# As scripts/build.sh: ccache keys on paths relative to the checkout, so that a fresh clone's
+# fuzz build hits what another checkout compiled.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
 seed=${SLUICE_FUZZ_SEED:-1}
 jobs=${FUZZ_JOBS:-1}
 at_once=${FUZZ_TARGETS_AT_ONCE:-$(nproc)}
